@@ -1,0 +1,287 @@
+//! `CompositeBackend`: routes each call to the mount owning the path, longest prefix first, and
+//! merges `ls`/`glob`/`grep` across every mount lying under the searched directory (CONTRACT §2).
+//!
+//! Mount prefixes are stripped on the way in and put back on the way out, in results and in
+//! errors alike. A file of the owning backend that lies under a deeper mount's prefix is shadowed
+//! by that mount and never reported. Read-only mounts refuse writes; mount roots cannot be
+//! deleted, moved or overwritten. Ordering of merged answers is the tools' job.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{
+    Backend, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery,
+    LineWindow, Result, WriteMode, WriteOutcome,
+};
+use crate::path::VirtualPath;
+
+/// One entry of the mount table.
+#[derive(Debug, Clone)]
+pub struct Mount {
+    /// Where it is mounted (`/` or `/x/y`; shown as `/x/y/` to users).
+    pub prefix: VirtualPath,
+    /// The backend serving it.
+    pub backend: Arc<dyn Backend>,
+    /// Refuse writes and deletes.
+    pub read_only: bool,
+}
+
+/// The router (see the module doc).
+#[derive(Debug, Clone)]
+pub struct CompositeBackend {
+    /// Sorted longest prefix first; the last one is `/`.
+    mounts: Vec<Mount>,
+    /// The mount at `/` (also the last of `mounts`), which claims every path.
+    root: Mount,
+}
+
+impl CompositeBackend {
+    /// Builds the router. There is always a mount at `/`: when none is given, `fallback`
+    /// supplies one. Duplicate prefixes are the caller's error (config checks them first);
+    /// here the first one given wins.
+    pub fn new(mut mounts: Vec<Mount>, fallback: impl FnOnce() -> Arc<dyn Backend>) -> Self {
+        let mut seen = BTreeSet::new();
+        mounts.retain(|m| seen.insert(m.prefix.clone()));
+        let root = match mounts.iter().find(|m| m.prefix.is_root()) {
+            Some(root) => root.clone(),
+            None => {
+                let root = Mount {
+                    prefix: VirtualPath::root(),
+                    backend: fallback(),
+                    read_only: false,
+                };
+                mounts.push(root.clone());
+                root
+            }
+        };
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.as_str().len()));
+        Self { mounts, root }
+    }
+
+    /// The mounts, longest prefix first.
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// The mount owning `path` and the path in its coordinates.
+    pub fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath) {
+        self.mounts
+            .iter()
+            .find_map(|m| path.strip_prefix(&m.prefix).map(|inner| (m, inner)))
+            .unwrap_or((&self.root, path.clone()))
+    }
+
+    /// Whether `path` is a mount root or an ancestor of one (and so cannot be removed).
+    pub fn holds_mount_root(&self, path: &VirtualPath) -> bool {
+        self.mounts.iter().any(|m| m.prefix.starts_with(path))
+    }
+
+    /// Mounts strictly below `dir` (not the owner of `dir` itself).
+    fn mounts_below<'a>(&'a self, dir: &'a VirtualPath) -> impl Iterator<Item = &'a Mount> + 'a {
+        self.mounts
+            .iter()
+            .filter(move |m| m.prefix != *dir && m.prefix.starts_with(dir) && !m.prefix.is_root())
+    }
+
+    /// Whether a path reported by `owner` is really served by a deeper mount.
+    fn shadowed(&self, owner: &Mount, path: &VirtualPath) -> bool {
+        self.mounts.iter().any(|m| {
+            m.prefix.as_str().len() > owner.prefix.as_str().len() && path.starts_with(&m.prefix)
+        })
+    }
+
+    fn writable<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
+        let (mount, inner) = self.route(path);
+        if mount.read_only {
+            return Err(Error::ReadOnly { path: path.clone() });
+        }
+        Ok((mount, inner))
+    }
+}
+
+fn outward(prefix: &VirtualPath) -> impl Fn(&VirtualPath) -> VirtualPath + '_ {
+    move |p| p.under(prefix)
+}
+
+#[async_trait]
+impl Backend for CompositeBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        let (mount, inner) = self.route(path);
+        let found = mount
+            .backend
+            .stat(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))?;
+        if let Some(mut entry) = found {
+            entry.path = path.clone();
+            return Ok(Some(entry));
+        }
+        // An ancestor of a mount point exists as a directory even if its owner has nothing.
+        if self.mounts_below(path).next().is_some() {
+            return Ok(Some(Entry::directory(path.clone())));
+        }
+        Ok(None)
+    }
+
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        let (mount, inner) = self.route(dir);
+        let listed = mount.backend.ls(&inner).await;
+        let mut entries: Vec<Entry> = match listed {
+            Ok(entries) => entries
+                .into_iter()
+                .map(|mut e| {
+                    e.path = e.path.under(&mount.prefix);
+                    e
+                })
+                .filter(|e| !self.shadowed(mount, &e.path))
+                .collect(),
+            Err(Error::NotFound { .. }) if self.mounts_below(dir).next().is_some() => Vec::new(),
+            Err(e) => return Err(e.map_path(outward(&mount.prefix))),
+        };
+        let mut shown: BTreeSet<VirtualPath> = entries.iter().map(|e| e.path.clone()).collect();
+        for below in self.mounts_below(dir) {
+            let Some(first) = below
+                .prefix
+                .relative_to(dir)
+                .and_then(|rel| rel.split('/').next())
+            else {
+                continue;
+            };
+            let child = dir.join(first)?;
+            if shown.insert(child.clone()) {
+                entries.push(Entry::directory(child));
+            }
+        }
+        Ok(entries)
+    }
+
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        let (mount, inner) = self.route(path);
+        if inner.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        mount
+            .backend
+            .read(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        let (mount, inner) = self.route(path);
+        if inner.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        mount
+            .backend
+            .read_window(&inner, window)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        if self.holds_mount_root(path) {
+            return Err(Error::MountRoot { path: path.clone() });
+        }
+        let (mount, inner) = self.writable(path)?;
+        mount
+            .backend
+            .write(&inner, content, mode)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        if self.holds_mount_root(path) {
+            return Err(Error::MountRoot { path: path.clone() });
+        }
+        let (mount, inner) = self.writable(path)?;
+        mount
+            .backend
+            .delete(&inner, options)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let (owner, inner) = self.route(&query.dir);
+        let mut out = Vec::new();
+        let own = owner
+            .backend
+            .glob(&GlobQuery {
+                dir: inner,
+                matcher: query.matcher.clone(),
+            })
+            .await
+            .map_err(|e| e.map_path(outward(&owner.prefix)))?;
+        for mut entry in own {
+            entry.path = entry.path.under(&owner.prefix);
+            if !self.shadowed(owner, &entry.path) {
+                out.push(entry);
+            }
+        }
+        for below in self.mounts_below(&query.dir) {
+            let rel = below.prefix.relative_to(&query.dir).unwrap_or_default();
+            let found = below
+                .backend
+                .glob(&GlobQuery {
+                    dir: VirtualPath::root(),
+                    matcher: query.matcher.with_prefix(rel),
+                })
+                .await
+                .map_err(|e| e.map_path(outward(&below.prefix)))?;
+            for mut entry in found {
+                entry.path = entry.path.under(&below.prefix);
+                if !self.shadowed(below, &entry.path) {
+                    out.push(entry);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let (owner, inner) = self.route(&query.dir);
+        let mut out = Vec::new();
+        let own = owner
+            .backend
+            .grep(&GrepQuery {
+                dir: inner,
+                ..query.clone()
+            })
+            .await
+            .map_err(|e| e.map_path(outward(&owner.prefix)))?;
+        for mut file in own {
+            file.path = file.path.under(&owner.prefix);
+            if !self.shadowed(owner, &file.path) {
+                out.push(file);
+            }
+        }
+        for below in self.mounts_below(&query.dir) {
+            let rel = below.prefix.relative_to(&query.dir).unwrap_or_default();
+            let found = below
+                .backend
+                .grep(&GrepQuery {
+                    dir: VirtualPath::root(),
+                    file_filter: query.file_filter.as_ref().map(|f| f.with_prefix(rel)),
+                    ..query.clone()
+                })
+                .await
+                .map_err(|e| e.map_path(outward(&below.prefix)))?;
+            for mut file in found {
+                file.path = file.path.under(&below.prefix);
+                if !self.shadowed(below, &file.path) {
+                    out.push(file);
+                }
+            }
+        }
+        Ok(out)
+    }
+}

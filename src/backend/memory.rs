@@ -1,0 +1,261 @@
+//! `StateBackend`: per-session scratch files held in memory, gone when the session ends.
+//!
+//! An ordered map (path → file) under one `RwLock`. Directories are implicit: a directory exists
+//! while a file lies under it (CONTRACT §3). Listing a directory seeks past each child
+//! directory's subtree, so it costs O(log n) per entry returned, not a scan of every file.
+//! The lock is a std lock because no operation awaits while holding it.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{PoisonError, RwLock};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+use super::{
+    Backend, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile, GrepQuery,
+    Result, Version, WriteMode, WriteOutcome,
+};
+use crate::path::VirtualPath;
+use crate::search::grep_text;
+
+#[derive(Debug, Clone)]
+struct FileData {
+    content: Vec<u8>,
+    version: Version,
+    created: SystemTime,
+    modified: SystemTime,
+}
+
+impl FileData {
+    fn entry(&self, path: VirtualPath) -> Entry {
+        Entry {
+            path,
+            kind: EntryKind::File,
+            size: self.content.len() as u64,
+            modified: Some(self.modified),
+            created: Some(self.created),
+        }
+    }
+}
+
+/// In-memory backend (see the module doc).
+#[derive(Debug, Default)]
+pub struct StateBackend {
+    files: RwLock<BTreeMap<String, FileData>>,
+}
+
+/// `"/a/b"` → `"/a/b/"`, `"/"` → `"/"`: the key prefix of everything under a directory.
+fn dir_prefix(dir: &VirtualPath) -> String {
+    if dir.is_root() {
+        "/".to_owned()
+    } else {
+        format!("{}/", dir.as_str())
+    }
+}
+
+/// Keys under `prefix`, in order.
+fn under<'a>(
+    files: &'a BTreeMap<String, FileData>,
+    prefix: &'a str,
+) -> impl Iterator<Item = (&'a String, &'a FileData)> + 'a {
+    files
+        .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+        .take_while(move |(k, _)| k.starts_with(prefix))
+}
+
+fn is_dir(files: &BTreeMap<String, FileData>, dir: &VirtualPath) -> bool {
+    dir.is_root() || under(files, &dir_prefix(dir)).next().is_some()
+}
+
+impl StateBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn read_map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, FileData>> {
+        // A panic while holding the lock cannot leave the map half-updated (each update is a
+        // single insert/remove), so a poisoned lock is still safe to use.
+        self.files.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, FileData>> {
+        self.files.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn files_under(&self, dir: &VirtualPath) -> Vec<(VirtualPath, FileData)> {
+        let files = self.read_map();
+        let own = files.get(dir.as_str()).map(|f| (dir.clone(), f.clone()));
+        let prefix = dir_prefix(dir);
+        let mut out: Vec<(VirtualPath, FileData)> = own.into_iter().collect();
+        for (key, data) in under(&files, &prefix) {
+            if let Ok(path) = VirtualPath::parse(key) {
+                out.push((path, data.clone()));
+            }
+        }
+        out
+    }
+}
+
+#[async_trait]
+impl Backend for StateBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        let files = self.read_map();
+        if let Some(file) = files.get(path.as_str()) {
+            return Ok(Some(file.entry(path.clone())));
+        }
+        Ok(is_dir(&files, path).then(|| Entry::directory(path.clone())))
+    }
+
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        let files = self.read_map();
+        if files.contains_key(dir.as_str()) {
+            return Err(Error::NotADirectory { path: dir.clone() });
+        }
+        if !is_dir(&files, dir) {
+            return Err(Error::NotFound { path: dir.clone() });
+        }
+        let prefix = dir_prefix(dir);
+        let mut entries = Vec::new();
+        let mut cursor = prefix.clone();
+        loop {
+            let next = files
+                .range::<str, _>((Bound::Included(cursor.as_str()), Bound::Unbounded))
+                .next();
+            let Some((key, data)) = next else { break };
+            let Some(rest) = key.strip_prefix(&prefix) else {
+                break;
+            };
+            match rest.split_once('/') {
+                None => {
+                    entries.push(data.entry(VirtualPath::parse(key)?));
+                    // Next key strictly after this one.
+                    cursor = format!("{key}\0");
+                }
+                Some((child, _)) => {
+                    entries.push(Entry::directory(dir.join(child)?));
+                    // '0' is the byte after '/': skip the child's whole subtree.
+                    cursor = format!("{prefix}{child}0");
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        let files = self.read_map();
+        match files.get(path.as_str()) {
+            Some(file) => Ok(FileBytes {
+                content: file.content.clone(),
+                version: file.version.clone(),
+                created: Some(file.created),
+                modified: Some(file.modified),
+            }),
+            None if is_dir(&files, path) => Err(Error::IsADirectory { path: path.clone() }),
+            None => Err(Error::NotFound { path: path.clone() }),
+        }
+    }
+
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        let mut files = self.write_map();
+        if is_dir(&files, path) {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        let mut ancestor = path.parent();
+        while let Some(dir) = ancestor {
+            if files.contains_key(dir.as_str()) {
+                return Err(Error::NotADirectory { path: dir });
+            }
+            ancestor = dir.parent();
+        }
+        let existing = files.get(path.as_str());
+        match (&mode, existing) {
+            (WriteMode::CreateOnly, Some(_)) => {
+                return Err(Error::AlreadyExists { path: path.clone() });
+            }
+            (WriteMode::IfVersion(expected), Some(file)) if &file.version != expected => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            (WriteMode::IfVersion(_), None) => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            _ => {}
+        }
+        let now = SystemTime::now();
+        let created = existing.map_or(now, |f| f.created);
+        let version = Version::of_content(content);
+        let was_new = existing.is_none();
+        files.insert(
+            path.as_str().to_owned(),
+            FileData {
+                content: content.to_vec(),
+                version: version.clone(),
+                created,
+                modified: now,
+            },
+        );
+        Ok(WriteOutcome {
+            version,
+            created: was_new,
+        })
+    }
+
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        let mut files = self.write_map();
+        if let Some(file) = files.get(path.as_str()) {
+            if let Some(expected) = &options.if_version
+                && &file.version != expected
+            {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            files.remove(path.as_str());
+            return Ok(());
+        }
+        let prefix = dir_prefix(path);
+        let doomed: Vec<String> = under(&files, &prefix).map(|(k, _)| k.clone()).collect();
+        if doomed.is_empty() {
+            return Err(Error::NotFound { path: path.clone() });
+        }
+        if !options.recursive {
+            return Err(Error::DirectoryNotEmpty { path: path.clone() });
+        }
+        for key in doomed {
+            files.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        Ok(self
+            .files_under(&query.dir)
+            .into_iter()
+            .filter(|(path, _)| query.matcher.matches_path(path, &query.dir))
+            .map(|(path, data)| data.entry(path))
+            .collect())
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let mut out = Vec::new();
+        for (path, data) in self.files_under(&query.dir) {
+            if let Some(filter) = &query.file_filter
+                && !filter.matches_path(&path, &query.dir)
+            {
+                continue;
+            }
+            if crate::content::looks_binary(&data.content) {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&data.content);
+            if let Some(found) = grep_text(&path, &text, &query.pattern, query.collect) {
+                out.push(found);
+            }
+        }
+        Ok(out)
+    }
+}

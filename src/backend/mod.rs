@@ -1,0 +1,445 @@
+//! The `Backend` trait: what every store of files (memory, disk, SQL store, and the composite
+//! router over them) must do, with the rules each method obeys.
+//!
+//! The trait is deliberately small (after arrow-rs `object_store`): stat / ls / read / write /
+//! delete / glob / grep. Every read returns the file's [`Version`]; every write takes a
+//! [`WriteMode`] (create-only, overwrite, or update-if-version). Read-before-edit, staleness and
+//! "no lost update" are built once on top of that in `tools/`, not once per backend.
+//!
+//! Paths given to a backend are in its own coordinates (a mount's root is `/`); the
+//! [`composite`] router strips and restores mount prefixes, including in errors.
+//! The shared conformance suite in `tests/conformance` enforces these rules on every backend.
+
+pub mod composite;
+pub mod memory;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::content;
+use crate::path::{PathError, VirtualPath};
+use crate::search::{GlobMatcher, GrepPattern};
+
+pub use composite::{CompositeBackend, Mount};
+pub use memory::StateBackend;
+
+/// The identity of one file content as a backend stores it: a content hash, or a store's row
+/// version. Opaque; equal versions mean "unchanged since".
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Version(String);
+
+impl Version {
+    /// The version of a content, as the content-hashing backends compute it.
+    pub fn of_content(bytes: &[u8]) -> Self {
+        let digest = Sha256::digest(bytes);
+        Self(hex::encode(&digest[..16]))
+    }
+
+    /// Wraps a backend-specific version text (a store's row version, say).
+    pub fn from_raw(raw: impl Into<String>) -> Self {
+        Self(raw.into())
+    }
+
+    /// The text form, as shown in `file_info` and structured results.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Version({})", self.0)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The condition a write is made under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Fail with [`Error::AlreadyExists`] if the file exists.
+    CreateOnly,
+    /// Create or replace unconditionally.
+    Overwrite,
+    /// Replace only if the file currently has this version, else [`Error::VersionMismatch`]
+    /// (also when it no longer exists).
+    IfVersion(Version),
+}
+
+/// Whether an entry is a file or a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory (implicit or real).
+    Directory,
+}
+
+/// One file or directory as `stat`, `ls` and `glob` report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its path, in the answering backend's coordinates.
+    pub path: VirtualPath,
+    /// File or directory.
+    pub kind: EntryKind,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// Last modification, when known.
+    pub modified: Option<SystemTime>,
+    /// Creation, when known.
+    pub created: Option<SystemTime>,
+}
+
+impl Entry {
+    /// A directory entry with no metadata (implicit directories, mount points).
+    pub fn directory(path: VirtualPath) -> Self {
+        Self {
+            path,
+            kind: EntryKind::Directory,
+            size: 0,
+            modified: None,
+            created: None,
+        }
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == EntryKind::Directory
+    }
+}
+
+/// A whole file: its bytes and the version they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileBytes {
+    /// The content.
+    pub content: Vec<u8>,
+    /// Its version.
+    pub version: Version,
+    /// Creation time, when known.
+    pub created: Option<SystemTime>,
+    /// Modification time, when known.
+    pub modified: Option<SystemTime>,
+}
+
+/// Which source lines of a text file a read wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineWindow {
+    /// Lines to skip.
+    pub offset: usize,
+    /// Lines to return at most.
+    pub limit: usize,
+}
+
+/// What a windowed read found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileView {
+    /// A text file: the requested lines.
+    Text(TextWindow),
+    /// A binary file: its size and first bytes, never the whole content.
+    Binary(BinarySample),
+}
+
+/// Lines of a text file, decoded as UTF-8 (lossily when needed), CRLF shown as LF.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextWindow {
+    /// The lines of the window, without line terminators.
+    pub lines: Vec<String>,
+    /// Total number of lines when the backend knows it cheaply.
+    pub total_lines: Option<usize>,
+    /// Whether lines remain after the window.
+    pub has_more: bool,
+    /// Whether invalid UTF-8 was replaced.
+    pub lossy: bool,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// The version of the whole file.
+    pub version: Version,
+}
+
+/// The head of a binary file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinarySample {
+    /// The file's size in bytes.
+    pub size: u64,
+    /// Up to [`content::SNIFF_BYTES`] leading bytes.
+    pub head: Vec<u8>,
+    /// The version of the whole file.
+    pub version: Version,
+}
+
+/// What a successful write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The new version.
+    pub version: Version,
+    /// Whether the file did not exist before.
+    pub created: bool,
+}
+
+/// How to delete.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeleteOptions {
+    /// Allow deleting a non-empty directory with everything under it.
+    pub recursive: bool,
+    /// Delete a file only if it has this version.
+    pub if_version: Option<Version>,
+}
+
+/// A glob search below one directory.
+#[derive(Debug, Clone)]
+pub struct GlobQuery {
+    /// The directory searched, in the backend's coordinates.
+    pub dir: VirtualPath,
+    /// The pattern, matched against paths relative to `dir` (see [`GlobMatcher`]).
+    pub matcher: GlobMatcher,
+}
+
+/// How much of each matching file a grep must report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrepCollect {
+    /// Only whether a file matches (a backend may stop at the first match).
+    Files,
+    /// The number of matching lines.
+    Count,
+    /// Matching lines with `context` lines around them.
+    Lines {
+        /// Context lines before and after each match.
+        context: usize,
+    },
+}
+
+/// A content search below one directory.
+#[derive(Debug, Clone)]
+pub struct GrepQuery {
+    /// The directory (or single file) searched, in the backend's coordinates.
+    pub dir: VirtualPath,
+    /// The compiled pattern.
+    pub pattern: Arc<GrepPattern>,
+    /// Only files whose path (relative to `dir`) matches this.
+    pub file_filter: Option<GlobMatcher>,
+    /// What to collect.
+    pub collect: GrepCollect,
+}
+
+/// One line reported by grep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepLine {
+    /// 1-based line number.
+    pub number: usize,
+    /// The line, without terminator.
+    pub text: String,
+    /// A match (true) or a context line (false).
+    pub is_match: bool,
+}
+
+/// The matches in one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepFile {
+    /// The file, in the answering backend's coordinates.
+    pub path: VirtualPath,
+    /// Number of matching lines.
+    pub match_count: usize,
+    /// Reported lines in file order (empty unless [`GrepCollect::Lines`]).
+    pub lines: Vec<GrepLine>,
+}
+
+/// Why a backend call failed. The Display text is what the agent reads: it names the
+/// (virtual) path and says what to do next. Never a host path.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// No such file or directory.
+    #[error("Error: File not found: {path}. Check the path with ls or glob")]
+    NotFound {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A directory where a file was needed.
+    #[error("Error: {path} is a directory, not a file. Use ls to list it")]
+    IsADirectory {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A file where a directory was needed (also: a parent of a new file is a file).
+    #[error("Error: {path} is a file, not a directory")]
+    NotADirectory {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A create-only write found the file.
+    #[error("Error: File already exists: {path}. Read it first, then overwrite or edit it")]
+    AlreadyExists {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A conditional write or delete found another version.
+    #[error("Error: File has been modified since it was read: {path}. Read it again, then retry")]
+    VersionMismatch {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A non-recursive delete of a non-empty directory.
+    #[error(
+        "Error: Directory not empty: {path}. Pass recursive=true to delete it with its contents"
+    )]
+    DirectoryNotEmpty {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A write under a read-only mount.
+    #[error("Error: {path} is on a read-only mount; it cannot be changed")]
+    ReadOnly {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// Deleting, moving or overwriting a mount root (or a directory holding one).
+    #[error(
+        "Error: {path} is (or contains) a mount point; mount roots cannot be deleted, moved or overwritten"
+    )]
+    MountRoot {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// A path that resolves outside its mount (disk symlinks).
+    #[error("Error: {path} resolves outside the mount; it cannot be used")]
+    OutsideMount {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// Something at the path that this backend refuses to touch (FIFO, device, hard link…).
+    #[error("Error: {path}: {reason}")]
+    Unsupported {
+        /// The path.
+        path: VirtualPath,
+        /// What and why.
+        reason: String,
+    },
+    /// The storage behind the mount cannot be reached.
+    #[error("Error: store unavailable: {message}. Other mounts still work; retry later")]
+    Unavailable {
+        /// What failed.
+        message: String,
+    },
+    /// Any other I/O failure.
+    #[error("Error: I/O error on {path}: {message}")]
+    Io {
+        /// The path.
+        path: VirtualPath,
+        /// What failed (no host paths).
+        message: String,
+    },
+    /// A name that is not a valid virtual path component.
+    #[error("{0}")]
+    InvalidPath(#[from] PathError),
+}
+
+impl Error {
+    /// Rewrites the path this error names (the composite puts mount prefixes back).
+    pub fn map_path(self, f: impl Fn(&VirtualPath) -> VirtualPath) -> Self {
+        match self {
+            Self::NotFound { path } => Self::NotFound { path: f(&path) },
+            Self::IsADirectory { path } => Self::IsADirectory { path: f(&path) },
+            Self::NotADirectory { path } => Self::NotADirectory { path: f(&path) },
+            Self::AlreadyExists { path } => Self::AlreadyExists { path: f(&path) },
+            Self::VersionMismatch { path } => Self::VersionMismatch { path: f(&path) },
+            Self::DirectoryNotEmpty { path } => Self::DirectoryNotEmpty { path: f(&path) },
+            Self::ReadOnly { path } => Self::ReadOnly { path: f(&path) },
+            Self::MountRoot { path } => Self::MountRoot { path: f(&path) },
+            Self::OutsideMount { path } => Self::OutsideMount { path: f(&path) },
+            Self::Unsupported { path, reason } => Self::Unsupported {
+                path: f(&path),
+                reason,
+            },
+            Self::Io { path, message } => Self::Io {
+                path: f(&path),
+                message,
+            },
+            other @ (Self::Unavailable { .. } | Self::InvalidPath(_)) => other,
+        }
+    }
+}
+
+/// Result of backend calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A store of files addressed by [`VirtualPath`]. See the module doc for the shared rules.
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// The entry at `path`, `None` if nothing is there. The root `/` is always a directory.
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>>;
+
+    /// The entries directly in `dir`, in any order (the tools sort). Subdirectories appear once
+    /// each as [`EntryKind::Directory`]. `NotFound` if `dir` does not exist (the root always
+    /// exists, even empty); `NotADirectory` if it is a file.
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>>;
+
+    /// The whole file. `NotFound`, or `IsADirectory`.
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes>;
+
+    /// A window of lines of a text file, or the head of a binary one. Memory proportional to
+    /// the window, not the file, where the backend can (disk). The default reads the whole file.
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        let file = self.read(path).await?;
+        Ok(view_of_bytes(&file.content, file.version, window))
+    }
+
+    /// Writes the whole file under `mode`, creating parent directories. `IsADirectory` if a
+    /// directory is there, `NotADirectory` if a parent is a file.
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome>;
+
+    /// Deletes a file, or a directory (non-empty only when `recursive`). `NotFound` if absent.
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()>;
+
+    /// Files (never directories) below `query.dir` whose relative path matches, in any order.
+    /// A `query.dir` that does not exist gives an empty answer; a file gives itself if it matches
+    /// its own name.
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>>;
+
+    /// Files below `query.dir` (or the file `query.dir` itself) with at least one matching line,
+    /// in any order. Binary files are skipped.
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>>;
+}
+
+/// Builds the [`FileView`] of a whole content: the shared default of
+/// [`Backend::read_window`] for backends that hold files in memory.
+pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> FileView {
+    let size = content.len() as u64;
+    if content::looks_binary(content) {
+        let head = content[..content.len().min(content::SNIFF_BYTES)].to_vec();
+        return FileView::Binary(BinarySample {
+            size,
+            head,
+            version,
+        });
+    }
+    let (text, lossy) = match std::str::from_utf8(content) {
+        Ok(text) => (std::borrow::Cow::Borrowed(text), false),
+        Err(_) => (String::from_utf8_lossy(content), true),
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let all = crate::text::numbered::split_lines(text);
+    let total = all.len();
+    let start = window.offset.min(total);
+    let end = window.offset.saturating_add(window.limit).min(total);
+    FileView::Text(TextWindow {
+        lines: all[start..end].iter().map(|l| (*l).to_owned()).collect(),
+        total_lines: Some(total),
+        has_more: end < total,
+        lossy,
+        size,
+        version,
+    })
+}

@@ -1,0 +1,288 @@
+//! The mount grammar (CONTRACT §2): `--mount PREFIX=SPEC` text → validated [`MountSpec`]s.
+//!
+//! ```text
+//! PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]
+//! SPEC  = memory | disk:DIR | store:sqlite:FILE | store:postgres:URL
+//! ```
+//! Prefixes are normalised to `/x/` form; two mounts at one prefix is an error. Building the
+//! backends from specs is `mounts.rs`'s job; this module only parses.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::path::VirtualPath;
+
+/// The grammar, shown with every mount error and in `--help`.
+pub const MOUNT_GRAMMAR: &str = "\
+mount grammar: --mount PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]
+  SPEC is one of:
+    memory                  per-session scratch files, gone when the session ends
+    disk:DIR                a real directory (DIR relative to the working directory)
+    store:sqlite:FILE       files persisted in an embedded SQLite database
+    store:postgres:URL      files persisted in PostgreSQL (shared by many servers)
+  options: ro (read-only), namespace=NAME (stores only), no-ignore (disk: ignore .gitignore)
+  examples: --mount /=disk:. --mount /memories/=store:sqlite:mem.db --mount /scratch/=memory";
+
+/// A mount spec that could not be parsed. Display quotes it and shows the grammar.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid mount '{spec}': {reason}\n{MOUNT_GRAMMAR}")]
+pub struct MountError {
+    /// The text as given.
+    pub spec: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Which backend a mount uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendSpec {
+    /// Per-session memory.
+    Memory,
+    /// A directory on disk.
+    Disk {
+        /// The directory, as given.
+        dir: PathBuf,
+        /// Do not honour `.gitignore` in glob/grep.
+        no_ignore: bool,
+    },
+    /// An SQLite store file.
+    Sqlite {
+        /// The database file, as given.
+        file: PathBuf,
+        /// The namespace inside the store.
+        namespace: String,
+    },
+    /// A PostgreSQL store.
+    Postgres {
+        /// The connection URL.
+        url: String,
+        /// The namespace inside the store.
+        namespace: String,
+    },
+}
+
+/// One parsed mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountSpec {
+    /// Where it is mounted.
+    pub prefix: VirtualPath,
+    /// What serves it.
+    pub backend: BackendSpec,
+    /// Refuse writes.
+    pub read_only: bool,
+}
+
+impl MountSpec {
+    /// The prefix as users see it: `/` or `/x/`.
+    pub fn display_prefix(&self) -> String {
+        display_prefix(&self.prefix)
+    }
+}
+
+/// `/` → `/`, `/x` → `/x/`.
+pub fn display_prefix(prefix: &VirtualPath) -> String {
+    if prefix.is_root() {
+        "/".to_owned()
+    } else {
+        format!("{prefix}/")
+    }
+}
+
+/// The default namespace of a store mount.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Whether a namespace name is acceptable: 1–64 of `[A-Za-z0-9_.-]`, not starting with `.`.
+pub fn valid_namespace(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Parses one `PREFIX=SPEC[,options]`.
+pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
+    let fail = |reason: &str| MountError {
+        spec: text.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (prefix_text, rest) = text
+        .split_once('=')
+        .ok_or_else(|| fail("expected PREFIX=SPEC (no '=' found)"))?;
+    if !prefix_text.starts_with('/') {
+        return Err(fail(
+            "the prefix must be an absolute virtual path such as / or /memories/",
+        ));
+    }
+    let prefix = VirtualPath::parse(prefix_text).map_err(|e| fail(&format!("bad prefix: {e}")))?;
+
+    // Options are trailing comma-separated words; peel known ones off the end so that a DIR or
+    // URL may itself contain commas.
+    let mut body = rest;
+    let mut read_only = false;
+    let mut namespace: Option<String> = None;
+    let mut no_ignore = false;
+    while let Some((head, option)) = body.rsplit_once(',') {
+        match option {
+            "ro" => read_only = true,
+            "no-ignore" => no_ignore = true,
+            _ if option.starts_with("namespace=") => {
+                let name = &option["namespace=".len()..];
+                if !valid_namespace(name) {
+                    return Err(fail(&format!(
+                        "namespace '{name}' is not valid: use 1-64 letters, digits, '_', '-' or '.'"
+                    )));
+                }
+                namespace = Some(name.to_owned());
+            }
+            _ if option
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-') =>
+            {
+                return Err(fail(&format!(
+                    "unknown option '{option}' (known: ro, namespace=NAME, no-ignore)"
+                )));
+            }
+            _ => break,
+        }
+        body = head;
+    }
+
+    let backend = if body == "memory" {
+        BackendSpec::Memory
+    } else if let Some(dir) = body.strip_prefix("disk:") {
+        if dir.is_empty() {
+            return Err(fail("disk: needs a directory, e.g. disk:."));
+        }
+        BackendSpec::Disk {
+            dir: PathBuf::from(dir),
+            no_ignore,
+        }
+    } else if let Some(file) = body.strip_prefix("store:sqlite:") {
+        if file.is_empty() {
+            return Err(fail(
+                "store:sqlite: needs a database file, e.g. store:sqlite:memories.db",
+            ));
+        }
+        BackendSpec::Sqlite {
+            file: PathBuf::from(file),
+            namespace: namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+        }
+    } else if let Some(url) = body.strip_prefix("store:postgres:") {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(fail(
+                "store:postgres: needs a URL such as postgres://user@host:5432/db",
+            ));
+        }
+        BackendSpec::Postgres {
+            url: url.to_owned(),
+            namespace: namespace
+                .clone()
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+        }
+    } else {
+        return Err(fail(&format!("unknown backend '{body}'")));
+    };
+    if namespace.is_some()
+        && !matches!(
+            backend,
+            BackendSpec::Sqlite { .. } | BackendSpec::Postgres { .. }
+        )
+    {
+        return Err(fail("namespace= applies only to store mounts"));
+    }
+    if no_ignore && !matches!(backend, BackendSpec::Disk { .. }) {
+        return Err(fail("no-ignore applies only to disk mounts"));
+    }
+    Ok(MountSpec {
+        prefix,
+        backend,
+        read_only,
+    })
+}
+
+/// Parses a whole table, refusing two mounts at one prefix.
+pub fn parse_table<S: AsRef<str>>(texts: &[S]) -> Result<Vec<MountSpec>, MountError> {
+    let mut specs: Vec<MountSpec> = Vec::new();
+    for text in texts {
+        let spec = parse_mount(text.as_ref())?;
+        if specs.iter().any(|s| s.prefix == spec.prefix) {
+            return Err(MountError {
+                spec: text.as_ref().to_owned(),
+                reason: format!("two mounts at prefix {}", spec.display_prefix()),
+            });
+        }
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_normalised() {
+        let spec = parse_mount("/scratch=memory").unwrap();
+        assert_eq!(spec.display_prefix(), "/scratch/");
+        let spec = parse_mount("//a//b/=memory,ro").unwrap();
+        assert_eq!(spec.display_prefix(), "/a/b/");
+        assert!(spec.read_only);
+    }
+
+    #[test]
+    fn every_backend_kind_parses() {
+        assert_eq!(
+            parse_mount("/=disk:.,no-ignore").unwrap().backend,
+            BackendSpec::Disk {
+                dir: PathBuf::from("."),
+                no_ignore: true
+            }
+        );
+        assert_eq!(
+            parse_mount("/m/=store:sqlite:x.db,namespace=team-1")
+                .unwrap()
+                .backend,
+            BackendSpec::Sqlite {
+                file: PathBuf::from("x.db"),
+                namespace: "team-1".into()
+            }
+        );
+        let pg = parse_mount("/m/=store:postgres:postgres://u@h:5432/db,ro").unwrap();
+        assert!(pg.read_only);
+        assert!(
+            matches!(pg.backend, BackendSpec::Postgres { ref url, .. } if url == "postgres://u@h:5432/db")
+        );
+    }
+
+    #[test]
+    fn bad_specs_quote_the_input_and_show_the_grammar() {
+        for bad in [
+            "memory",
+            "scratch=memory",
+            "/x=floppy",
+            "/x=memory,bogus",
+            "/x=disk:",
+            "/x=memory,namespace=a",
+            "/x=store:sqlite:f,namespace=bad name",
+            "/a/../b=memory",
+        ] {
+            let err = parse_mount(bad).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("invalid mount '{bad}': ")),
+                "{err}"
+            );
+            assert!(err.contains("mount grammar: --mount PREFIX=SPEC"), "{err}");
+        }
+    }
+
+    #[test]
+    fn duplicate_prefixes_are_refused() {
+        let err = parse_table(&["/x=memory", "/x/=memory"]).unwrap_err();
+        assert!(err.reason.contains("two mounts at prefix /x/"));
+    }
+}

@@ -1,0 +1,81 @@
+//! Content sniffing: is a file text or binary, and is it an image MCP can carry as image content.
+//!
+//! Per the seeds (003, "二进制文件检测"): a NUL byte in the first 8 KiB, or a known binary magic
+//! number, makes a file binary. Decoding and line handling live in `text/`; I/O in `backend/`.
+
+/// How many leading bytes are inspected (and kept in a binary sample).
+pub const SNIFF_BYTES: usize = 8192;
+
+/// Magic numbers of common binary formats (seed 003) plus a few more of the same kind.
+const BINARY_MAGIC: &[(&[u8], &str)] = &[
+    (b"\x89PNG\r\n\x1a\n", "PNG image"),
+    (b"\xff\xd8\xff", "JPEG image"),
+    (b"GIF87a", "GIF image"),
+    (b"GIF89a", "GIF image"),
+    (b"%PDF", "PDF document"),
+    (b"PK\x03\x04", "ZIP archive"),
+    (b"\x1f\x8b", "gzip archive"),
+    (b"\x7fELF", "ELF executable"),
+    (b"BZh", "bzip2 archive"),
+    (b"\xfd7zXZ\x00", "xz archive"),
+    (b"7z\xbc\xaf\x27\x1c", "7-zip archive"),
+    (b"SQLite format 3\x00", "SQLite database"),
+    (b"\x00asm", "WebAssembly module"),
+];
+
+/// Whether the content (or its first [`SNIFF_BYTES`]) looks binary.
+pub fn looks_binary(content: &[u8]) -> bool {
+    let head = &content[..content.len().min(SNIFF_BYTES)];
+    head.contains(&0) || describe_magic(head).is_some() || image_mime(head).is_some()
+}
+
+/// A description of the format when the head carries a known magic number.
+pub fn describe_magic(head: &[u8]) -> Option<&'static str> {
+    if is_webp(head) {
+        return Some("WebP image");
+    }
+    BINARY_MAGIC
+        .iter()
+        .find(|(magic, _)| head.starts_with(magic))
+        .map(|(_, name)| *name)
+}
+
+/// The MIME type of an image MCP clients display (png, jpeg, gif, webp), by magic number.
+pub fn image_mime(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if is_webp(head) {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+fn is_webp(head: &[u8]) -> bool {
+    head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_not_binary() {
+        assert!(!looks_binary(b"fn main() {}\n"));
+        assert!(!looks_binary("héllo wörld".as_bytes()));
+        assert!(!looks_binary(b""));
+    }
+
+    #[test]
+    fn nul_bytes_and_magic_numbers_are_binary() {
+        assert!(looks_binary(b"abc\0def"));
+        assert!(looks_binary(b"%PDF-1.7 text after"));
+        assert_eq!(image_mime(b"\x89PNG\r\n\x1a\nrest"), Some("image/png"));
+        assert_eq!(image_mime(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(describe_magic(b"PK\x03\x04..."), Some("ZIP archive"));
+    }
+}

@@ -1,0 +1,87 @@
+//! mountfs: an MCP server that gives AI agents one file system made of several stores.
+//!
+//! A mount table maps path prefixes to backends (memory, disk, SQL stores); agents call tools
+//! (`ls`, `read_file`, `write_file`, `edit_file`, `multi_edit`, `glob`, `grep`) on virtual paths.
+//! The behaviour users see is fixed by `CONTRACT.md`; this crate is laid out so that each concern
+//! has one home.
+//!
+//! # Layout
+//! - [`path`]: `VirtualPath`, the validated path every layer speaks.
+//! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
+//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `composite`).
+//! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
+//! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, line endings).
+//! - [`session`]: per-session read ledger, undo history and file locks.
+//! - [`registry`]: tool definitions from `schemas/`, argument validation.
+//! - [`tools`]: one module per tool; [`server`]: the MCP handler.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+pub mod backend;
+pub mod config;
+pub mod content;
+pub mod mounts;
+pub mod path;
+pub mod registry;
+pub mod search;
+pub mod server;
+pub mod session;
+pub mod text;
+pub mod tools;
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use crate::mounts::MountTable;
+use crate::registry::Registry;
+use crate::server::MountfsServer;
+use crate::session::{Session, WriteOptions};
+
+/// Errors that stop the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A tool definition is broken.
+    #[error("tool registry: {0}")]
+    Registry(#[from] registry::DefinitionError),
+    /// The MCP transport failed.
+    #[error("MCP transport: {0}")]
+    Transport(String),
+}
+
+/// Serves one session over `transport` until the client goes away.
+pub async fn serve<T, E, A>(
+    table: &MountTable,
+    write_options: WriteOptions,
+    transport: T,
+) -> Result<(), ServeError>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let registry = Arc::new(Registry::load()?);
+    let session = Arc::new(Session::new(
+        Arc::new(table.session_backend()),
+        write_options,
+    ));
+    let instructions = format!(
+        "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.",
+        table.describe()
+    );
+    let server = MountfsServer::new(registry, session, instructions);
+    let running = server
+        .serve(transport)
+        .await
+        .map_err(|e| ServeError::Transport(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServeError::Transport(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! The `mountfs` binary: parse the mount table and flags, open the mounts, serve MCP over stdio.
+//! stdout carries only JSON-RPC; logs go to stderr through `tracing` (`RUST_LOG`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use mountfs::config::{self, MOUNT_GRAMMAR};
+use mountfs::mounts::MountTable;
+use mountfs::session::WriteOptions;
+
+/// The mount table used when no --mount is given.
+const DEFAULT_MOUNTS: &[&str] = &["/=memory"];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mountfs",
+    version,
+    about = "An MCP server (stdio) giving AI agents one file system made of several stores.",
+    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}", DEFAULT_MOUNTS.join(" "))
+)]
+struct Cli {
+    /// A mount, PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]; repeatable.
+    #[arg(long = "mount", value_name = "PREFIX=SPEC")]
+    mounts: Vec<String>,
+
+    /// Add a final newline to text files written without one.
+    #[arg(long)]
+    ensure_final_newline: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let texts: Vec<String> = if cli.mounts.is_empty() {
+        DEFAULT_MOUNTS.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        cli.mounts
+    };
+    let specs = match config::parse_table(&texts) {
+        Ok(specs) => specs,
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mountfs: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let table = match MountTable::open(specs).await {
+            Ok(table) => table,
+            Err(error) => {
+                eprintln!("mountfs: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        tracing::info!(mounts = %table.describe().replace('\n', "; "), "serving MCP on stdio");
+        let options = WriteOptions {
+            ensure_final_newline: cli.ensure_final_newline,
+        };
+        match mountfs::serve(&table, options, rmcp::transport::stdio()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("mountfs: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,484 @@
+//! The tool registry: tool definitions loaded from `schemas/` (compiled into the binary), checked
+//! at start-up, and argument validation with path-precise errors.
+//!
+//! Each `schemas/<tool>.json` is a JSON Schema (2020-12) whose `title` is the tool's name and whose
+//! `description` is the tool's description; `x-annotations` carries the MCP tool annotations.
+//! `tools/list` serves each file as it is, as the tool's `inputSchema`. Every `tools/call` is
+//! validated against it before anything runs (CONTRACT §5).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::{ValidationError, Validator};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::Value;
+use thiserror::Error;
+
+/// The schema files, as compiled in: `(file name, text)`.
+pub const SCHEMA_FILES: &[(&str, &str)] = &[
+    ("ls.json", include_str!("../schemas/ls.json")),
+    ("read_file.json", include_str!("../schemas/read_file.json")),
+    (
+        "write_file.json",
+        include_str!("../schemas/write_file.json"),
+    ),
+    ("edit_file.json", include_str!("../schemas/edit_file.json")),
+    (
+        "multi_edit.json",
+        include_str!("../schemas/multi_edit.json"),
+    ),
+    ("glob.json", include_str!("../schemas/glob.json")),
+    ("grep.json", include_str!("../schemas/grep.json")),
+];
+
+/// A tool definition that cannot be served. The server refuses to start with it.
+#[derive(Debug, Error)]
+pub enum DefinitionError {
+    /// Not JSON.
+    #[error("schemas/{file}: not valid JSON: {reason}")]
+    Json {
+        /// The file.
+        file: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// No `title`.
+    #[error("schemas/{file}: the tool name (\"title\") is missing or empty")]
+    EmptyName {
+        /// The file.
+        file: String,
+    },
+    /// No `description`.
+    #[error("schemas/{file}: tool '{name}' has no description")]
+    EmptyDescription {
+        /// The file.
+        file: String,
+        /// The tool.
+        name: String,
+    },
+    /// Two tools of one name.
+    #[error("schemas/{file}: tool name '{name}' is defined twice")]
+    DuplicateName {
+        /// The second file.
+        file: String,
+        /// The tool.
+        name: String,
+    },
+    /// A required property with no definition.
+    #[error("schemas/{file}: '{property}' is required at {at} but not defined in its properties")]
+    RequiredNotDefined {
+        /// The file.
+        file: String,
+        /// The property.
+        property: String,
+        /// The JSON pointer of the object schema.
+        at: String,
+    },
+    /// Not a valid JSON Schema, or not an object schema.
+    #[error("schemas/{file}: not a valid tool input schema: {reason}")]
+    InvalidSchema {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// One tool: its MCP definition and its compiled validator.
+#[derive(Debug)]
+pub struct ToolDefinition {
+    /// The definition `tools/list` serves.
+    pub tool: Tool,
+    /// The schema as written.
+    pub schema: Arc<JsonObject>,
+    validator: Validator,
+}
+
+/// Every tool this server offers.
+#[derive(Debug)]
+pub struct Registry {
+    tools: Vec<ToolDefinition>,
+}
+
+impl Registry {
+    /// The registry of the compiled-in schema files.
+    pub fn load() -> Result<Self, DefinitionError> {
+        Self::from_files(SCHEMA_FILES)
+    }
+
+    /// Builds and checks a registry from `(file name, JSON text)` pairs.
+    pub fn from_files(files: &[(&str, &str)]) -> Result<Self, DefinitionError> {
+        let mut tools: Vec<ToolDefinition> = Vec::new();
+        for (file, text) in files {
+            let file = (*file).to_owned();
+            let value: Value = serde_json::from_str(text).map_err(|e| DefinitionError::Json {
+                file: file.clone(),
+                reason: e.to_string(),
+            })?;
+            let definition = Self::definition(&file, value)?;
+            if tools.iter().any(|t| t.tool.name == definition.tool.name) {
+                return Err(DefinitionError::DuplicateName {
+                    file,
+                    name: definition.tool.name.to_string(),
+                });
+            }
+            tools.push(definition);
+        }
+        Ok(Self { tools })
+    }
+
+    fn definition(file: &str, value: Value) -> Result<ToolDefinition, DefinitionError> {
+        let invalid = |reason: String| DefinitionError::InvalidSchema {
+            file: file.to_owned(),
+            reason,
+        };
+        let Value::Object(schema) = value else {
+            return Err(invalid("the top level must be an object".into()));
+        };
+        if schema.get("type") != Some(&Value::String("object".into())) {
+            return Err(invalid("the top-level \"type\" must be \"object\"".into()));
+        }
+        let name = schema
+            .get("title")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned();
+        if name.is_empty() {
+            return Err(DefinitionError::EmptyName {
+                file: file.to_owned(),
+            });
+        }
+        let description = schema
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned();
+        if description.is_empty() {
+            return Err(DefinitionError::EmptyDescription {
+                file: file.to_owned(),
+                name,
+            });
+        }
+        let whole = Value::Object(schema.clone());
+        check_required_defined(file, &whole, "")?;
+        jsonschema::meta::validate(&whole).map_err(|e| invalid(e.to_string()))?;
+        let validator = jsonschema::validator_for(&whole).map_err(|e| invalid(e.to_string()))?;
+        let annotations = schema.get("x-annotations").map(annotations_of);
+        let schema = Arc::new(schema);
+        let mut tool = Tool::new(name, description, schema.clone());
+        if let Some(annotations) = annotations {
+            tool = tool.with_annotations(annotations);
+        }
+        Ok(ToolDefinition {
+            tool,
+            schema,
+            validator,
+        })
+    }
+
+    /// The tools, in schema-file order.
+    pub fn tools(&self) -> impl Iterator<Item = &ToolDefinition> {
+        self.tools.iter()
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
+        self.tools.iter().find(|t| t.tool.name == name)
+    }
+}
+
+fn annotations_of(value: &Value) -> ToolAnnotations {
+    let flag = |key: &str| value.get(key).and_then(Value::as_bool);
+    ToolAnnotations::from_raw(
+        value
+            .get("title")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        flag("readOnlyHint"),
+        flag("destructiveHint"),
+        flag("idempotentHint"),
+        flag("openWorldHint"),
+    )
+}
+
+/// Walks every object schema and checks each `required` name is in its `properties`.
+fn check_required_defined(file: &str, schema: &Value, at: &str) -> Result<(), DefinitionError> {
+    let Value::Object(map) = schema else {
+        return Ok(());
+    };
+    if let Some(Value::Array(required)) = map.get("required") {
+        let properties = map.get("properties").and_then(Value::as_object);
+        for property in required.iter().filter_map(Value::as_str) {
+            if !properties.is_some_and(|p| p.contains_key(property)) {
+                return Err(DefinitionError::RequiredNotDefined {
+                    file: file.to_owned(),
+                    property: property.to_owned(),
+                    at: if at.is_empty() {
+                        "/".into()
+                    } else {
+                        at.to_owned()
+                    },
+                });
+            }
+        }
+    }
+    for (key, child) in map {
+        match child {
+            Value::Object(_) => check_required_defined(file, child, &format!("{at}/{key}"))?,
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    check_required_defined(file, item, &format!("{at}/{key}/{i}"))?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl ToolDefinition {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.tool.name
+    }
+
+    /// Validates arguments. The error text names the tool, each offending field by JSON
+    /// pointer, and the rule, e.g. `Invalid arguments for read_file: /limit must be >= 1 (got 0)`.
+    pub fn validate(&self, arguments: &Value) -> Result<(), String> {
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(arguments)
+            .map(|e| describe(&self.schema, &e))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "Invalid arguments for {}: {}",
+                self.name(),
+                problems.join("; ")
+            ))
+        }
+    }
+}
+
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(60).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn describe(schema: &JsonObject, error: &ValidationError<'_>) -> String {
+    let at = error.instance_path().to_string();
+    let field = if at.is_empty() { "/".to_owned() } else { at };
+    let got = short(error.instance());
+    let keyword_path = error.schema_path().to_string();
+    match error.kind() {
+        ValidationErrorKind::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_owned);
+            if field == "/" {
+                format!("missing required field '{name}'")
+            } else {
+                format!("{field}: missing required field '{name}'")
+            }
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            let allowed = allowed_properties(schema, &keyword_path);
+            let where_ = if field == "/" {
+                String::new()
+            } else {
+                format!("{field}: ")
+            };
+            format!(
+                "{where_}unknown field{} {} (allowed: {})",
+                if unexpected.len() == 1 { "" } else { "s" },
+                unexpected
+                    .iter()
+                    .map(|u| format!("'{u}'"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                allowed.join(", ")
+            )
+        }
+        ValidationErrorKind::Type { .. } => {
+            let expected = lookup(schema, &keyword_path)
+                .map(|t| match t {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| "the declared type".into());
+            format!("{field} must be of type {expected} (got {got})")
+        }
+        ValidationErrorKind::Minimum { limit } => format!("{field} must be >= {limit} (got {got})"),
+        ValidationErrorKind::Maximum { limit } => format!("{field} must be <= {limit} (got {got})"),
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            format!("{field} must be > {limit} (got {got})")
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            format!("{field} must be < {limit} (got {got})")
+        }
+        ValidationErrorKind::MinItems { limit } => {
+            format!("{field} must have at least {limit} item(s) (got {got})")
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("{field} must have at most {limit} item(s)")
+        }
+        ValidationErrorKind::MinLength { limit } => {
+            format!("{field} must be at least {limit} character(s) long (got {got})")
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            format!("{field} must be at most {limit} character(s) long")
+        }
+        ValidationErrorKind::Enum { options } => {
+            let options = match options.as_ref() {
+                Value::Array(items) => items.iter().map(short).collect::<Vec<_>>().join(", "),
+                other => short(other),
+            };
+            format!("{field} must be one of {options} (got {got})")
+        }
+        _ => format!("{field}: {error}"),
+    }
+}
+
+/// The value at a JSON pointer of the schema.
+fn lookup<'a>(schema: &'a JsonObject, pointer: &str) -> Option<&'a Value> {
+    let mut parts = pointer.split('/').filter(|p| !p.is_empty());
+    let first = parts.next()?;
+    let mut current = schema.get(&unescape(first))?;
+    for part in parts {
+        current = match current {
+            Value::Object(map) => map.get(&unescape(part))?,
+            Value::Array(items) => items.get(part.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(current)
+}
+
+fn unescape(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
+}
+
+/// The property names of the object schema whose `additionalProperties` failed.
+fn allowed_properties(schema: &JsonObject, keyword_path: &str) -> Vec<String> {
+    let parent = keyword_path.rsplit_once('/').map_or("", |(p, _)| p);
+    let properties = if parent.is_empty() {
+        schema.get("properties")
+    } else {
+        lookup(schema, &format!("{parent}/properties"))
+    };
+    properties
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn registry() -> Registry {
+        Registry::load().unwrap()
+    }
+
+    fn check(tool: &str, args: Value) -> Result<(), String> {
+        registry().get(tool).unwrap().validate(&args)
+    }
+
+    #[test]
+    fn every_shipped_schema_loads() {
+        let names: Vec<String> = registry().tools().map(|t| t.name().to_owned()).collect();
+        assert_eq!(
+            names,
+            [
+                "ls",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "multi_edit",
+                "glob",
+                "grep"
+            ]
+        );
+    }
+
+    #[test]
+    fn out_of_range_value_names_field_and_rule() {
+        assert_eq!(
+            check("read_file", json!({"file_path": "/a", "limit": 0})).unwrap_err(),
+            "Invalid arguments for read_file: /limit must be >= 1 (got 0)"
+        );
+    }
+
+    #[test]
+    fn missing_unknown_and_wrong_type_fields_are_named() {
+        assert_eq!(
+            check("read_file", json!({})).unwrap_err(),
+            "Invalid arguments for read_file: missing required field 'file_path'"
+        );
+        assert_eq!(
+            check("ls", json!({"paht": "/"})).unwrap_err(),
+            "Invalid arguments for ls: unknown field 'paht' (allowed: path)"
+        );
+        assert_eq!(
+            check("read_file", json!({"file_path": 3})).unwrap_err(),
+            "Invalid arguments for read_file: /file_path must be of type string (got 3)"
+        );
+        assert_eq!(
+            check("grep", json!({"pattern": "x", "output_mode": "lines"})).unwrap_err(),
+            "Invalid arguments for grep: /output_mode must be one of \"files_with_matches\", \"count\", \"content\" (got \"lines\")"
+        );
+        assert_eq!(
+            check(
+                "multi_edit",
+                json!({"file_path": "/a", "edits": [{"old_string": "x"}]})
+            )
+            .unwrap_err(),
+            "Invalid arguments for multi_edit: /edits/0: missing required field 'new_string'"
+        );
+        assert_eq!(
+            check("multi_edit", json!({"file_path": "/a", "edits": []})).unwrap_err(),
+            "Invalid arguments for multi_edit: /edits must have at least 1 item(s) (got [])"
+        );
+        assert!(check("read_file", json!({"file_path": "/a", "offset": 3})).is_ok());
+    }
+
+    #[test]
+    fn bad_definitions_refuse_to_load() {
+        let cases = [
+            (r#"{"type":"object","description":"d"}"#, "tool name"),
+            (r#"{"type":"object","title":"t"}"#, "no description"),
+            (
+                r#"{"type":"object","title":"t","description":"d","required":["x"],"properties":{}}"#,
+                "'x' is required",
+            ),
+            (
+                r#"{"type":"object","title":"t","description":"d","properties":{"x":{"type":"strang"}}}"#,
+                "not a valid tool input schema",
+            ),
+            ("{", "not valid JSON"),
+        ];
+        for (text, expected) in cases {
+            let err = Registry::from_files(&[("t.json", text)])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "{err}");
+        }
+        let ok = r#"{"type":"object","title":"t","description":"d"}"#;
+        let err = Registry::from_files(&[("a.json", ok), ("b.json", ok)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("defined twice"), "{err}");
+    }
+}

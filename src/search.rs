@@ -1,0 +1,278 @@
+//! Compiled search patterns shared by every backend: the one glob matcher (used by `glob` and by
+//! `grep`'s file filter, CONTRACT §4) and the grep pattern, plus the in-memory grep over a `&str`
+//! that the memory and store backends share. (The disk backend streams through ripgrep's crates
+//! with the same pattern text and the same matcher.)
+
+use globset::{Glob, GlobBuilder};
+use regex::{Regex, RegexBuilder};
+use thiserror::Error;
+
+use crate::backend::{GrepCollect, GrepFile, GrepLine};
+use crate::path::VirtualPath;
+use crate::text::numbered::split_lines;
+
+/// A pattern that could not be compiled. Display is the agent-facing text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PatternError {
+    /// A bad glob.
+    #[error(
+        "Error: Invalid glob pattern '{pattern}': {reason}. Use *, ?, [abc], {{a,b}} and ** (e.g. **/*.rs)"
+    )]
+    Glob {
+        /// The pattern as given.
+        pattern: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// A bad regular expression.
+    #[error(
+        "Error: Invalid regex pattern: {reason}\nEscape special characters (e.g. \\( or \\.), or set literal=true to search for the text as written"
+    )]
+    Regex {
+        /// The parser's complaint.
+        reason: String,
+    },
+}
+
+/// A compiled glob (see CONTRACT §4): `*`, `?`, `[…]`, `{a,b}`, `**`. A pattern without `/`
+/// matches the file name at any depth; one with `/` matches the path relative to the searched
+/// directory. `*` never crosses `/`; `**` does.
+#[derive(Debug, Clone)]
+pub struct GlobMatcher {
+    pattern: String,
+    matcher: globset::GlobMatcher,
+    by_name: bool,
+    /// Prepended to relative paths before matching: the composite uses it when a mount lies
+    /// below the searched directory (`mnt/` + path inside the mount).
+    prefix: String,
+}
+
+impl GlobMatcher {
+    /// Compiles a pattern.
+    pub fn new(pattern: &str) -> Result<Self, PatternError> {
+        let trimmed = pattern.trim_start_matches('/');
+        let by_name = !trimmed.contains('/');
+        let glob: Glob = GlobBuilder::new(trimmed)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .empty_alternates(true)
+            .build()
+            .map_err(|e| PatternError::Glob {
+                pattern: pattern.to_owned(),
+                reason: e.kind().to_string(),
+            })?;
+        Ok(Self {
+            pattern: pattern.to_owned(),
+            matcher: glob.compile_matcher(),
+            by_name,
+            prefix: String::new(),
+        })
+    }
+
+    /// The pattern as given.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The same matcher for paths that sit under `prefix` (relative, no leading `/`).
+    pub fn with_prefix(&self, prefix: &str) -> Self {
+        let mut clone = self.clone();
+        let prefix = prefix.trim_matches('/');
+        if !prefix.is_empty() {
+            clone.prefix = format!("{}{prefix}/", self.prefix);
+        }
+        clone
+    }
+
+    /// Whether a file at `relative` (relative to the searched directory, no leading `/`)
+    /// matches.
+    pub fn matches_relative(&self, relative: &str) -> bool {
+        if self.by_name {
+            let name = relative.rsplit('/').next().unwrap_or(relative);
+            return self.matcher.is_match(name);
+        }
+        if self.prefix.is_empty() {
+            self.matcher.is_match(relative)
+        } else {
+            self.matcher.is_match(format!("{}{relative}", self.prefix))
+        }
+    }
+
+    /// Whether `path` matches relative to `dir`. A file searched as itself (`path == dir`) is
+    /// matched by its name.
+    pub fn matches_path(&self, path: &VirtualPath, dir: &VirtualPath) -> bool {
+        match path.relative_to(dir) {
+            Some("") => path.file_name().is_some_and(|n| self.matches_relative(n)),
+            Some(rel) => self.matches_relative(rel),
+            None => false,
+        }
+    }
+}
+
+/// A compiled grep pattern: a regular expression in Rust `regex` syntax (linear time), or the
+/// text as written when `literal`.
+#[derive(Debug, Clone)]
+pub struct GrepPattern {
+    /// The pattern text given by the agent.
+    pub text: String,
+    /// Search the text as written.
+    pub literal: bool,
+    /// Ignore case.
+    pub case_insensitive: bool,
+    regex: Regex,
+}
+
+impl GrepPattern {
+    /// Compiles the pattern.
+    pub fn new(text: &str, literal: bool, case_insensitive: bool) -> Result<Self, PatternError> {
+        let source = if literal {
+            regex::escape(text)
+        } else {
+            text.to_owned()
+        };
+        let regex = RegexBuilder::new(&source)
+            .case_insensitive(case_insensitive)
+            .size_limit(32 * 1024 * 1024)
+            .build()
+            .map_err(|e| PatternError::Regex {
+                reason: e.to_string(),
+            })?;
+        Ok(Self {
+            text: text.to_owned(),
+            literal,
+            case_insensitive,
+            regex,
+        })
+    }
+
+    /// The regex source as compiled (escaped when literal), for engines that compile their own.
+    pub fn regex_source(&self) -> String {
+        if self.literal {
+            regex::escape(&self.text)
+        } else {
+            self.text.clone()
+        }
+    }
+
+    /// Whether one line matches.
+    pub fn is_match(&self, line: &str) -> bool {
+        self.regex.is_match(line)
+    }
+}
+
+/// Greps one in-memory text: `None` when no line matches.
+pub fn grep_text(
+    path: &VirtualPath,
+    text: &str,
+    pattern: &GrepPattern,
+    collect: GrepCollect,
+) -> Option<GrepFile> {
+    let lines = split_lines(text);
+    match collect {
+        GrepCollect::Files => lines.iter().any(|l| pattern.is_match(l)).then(|| GrepFile {
+            path: path.clone(),
+            match_count: 1,
+            lines: Vec::new(),
+        }),
+        GrepCollect::Count => {
+            let count = lines.iter().filter(|l| pattern.is_match(l)).count();
+            (count > 0).then(|| GrepFile {
+                path: path.clone(),
+                match_count: count,
+                lines: Vec::new(),
+            })
+        }
+        GrepCollect::Lines { context } => {
+            let hits: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| pattern.is_match(l))
+                .map(|(i, _)| i)
+                .collect();
+            if hits.is_empty() {
+                return None;
+            }
+            let mut reported: Vec<GrepLine> = Vec::new();
+            let mut next_unreported = 0usize;
+            for (k, &hit) in hits.iter().enumerate() {
+                let from = hit.saturating_sub(context).max(next_unreported);
+                let to = (hit + context).min(lines.len() - 1);
+                for (i, text) in lines.iter().enumerate().take(to + 1).skip(from) {
+                    let is_match = i == hit || hits[k..].binary_search(&i).is_ok();
+                    reported.push(GrepLine {
+                        number: i + 1,
+                        text: (*text).to_owned(),
+                        is_match,
+                    });
+                }
+                next_unreported = to + 1;
+            }
+            Some(GrepFile {
+                path: path.clone(),
+                match_count: hits.len(),
+                lines: reported,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_without_slash_matches_the_name_at_any_depth() {
+        let m = GlobMatcher::new("*.rs").unwrap();
+        assert!(m.matches_relative("a.rs"));
+        assert!(m.matches_relative("src/deep/a.rs"));
+        assert!(!m.matches_relative("src/a.rsx"));
+    }
+
+    #[test]
+    fn pattern_with_slash_matches_the_relative_path() {
+        let m = GlobMatcher::new("src/*.rs").unwrap();
+        assert!(m.matches_relative("src/a.rs"));
+        assert!(!m.matches_relative("src/x/a.rs"));
+        let m = GlobMatcher::new("**/*.{rs,toml}").unwrap();
+        assert!(m.matches_relative("Cargo.toml"));
+        assert!(m.matches_relative("a/b/c.rs"));
+        let m = GlobMatcher::new("src/**").unwrap();
+        assert!(m.matches_relative("src/a/b"));
+    }
+
+    #[test]
+    fn prefix_places_a_nested_mount_under_the_search_root() {
+        let m = GlobMatcher::new("mem/*.txt").unwrap().with_prefix("mem");
+        assert!(m.matches_relative("a.txt"));
+        assert!(!m.matches_relative("x/a.txt"));
+    }
+
+    #[test]
+    fn bad_patterns_name_the_problem() {
+        let e = GlobMatcher::new("a[").unwrap_err().to_string();
+        assert!(e.starts_with("Error: Invalid glob pattern 'a['"), "{e}");
+        let e = GrepPattern::new("(", false, false).unwrap_err().to_string();
+        assert!(e.starts_with("Error: Invalid regex pattern: "), "{e}");
+        assert!(e.contains("literal=true"), "{e}");
+        assert!(GrepPattern::new("(", true, false).unwrap().is_match("a(b"));
+    }
+
+    #[test]
+    fn context_lines_merge_between_close_matches() {
+        let p = GrepPattern::new("x", false, false).unwrap();
+        let path = VirtualPath::parse("/f").unwrap();
+        let f = grep_text(
+            &path,
+            "a\nx\nb\nx\nc\nd\ne\n",
+            &p,
+            GrepCollect::Lines { context: 1 },
+        )
+        .unwrap();
+        let nums: Vec<(usize, bool)> = f.lines.iter().map(|l| (l.number, l.is_match)).collect();
+        assert_eq!(
+            nums,
+            vec![(1, false), (2, true), (3, false), (4, true), (5, false)]
+        );
+        assert_eq!(f.match_count, 2);
+    }
+}

@@ -1,0 +1,121 @@
+//! The MCP handler: `tools/list` from the registry, `tools/call` → validate → dispatch → result.
+//!
+//! One handler is one session (one stdio connection). Tool failures are results with
+//! `isError: true`; only protocol faults (an unknown tool name: -32602, as the MCP spec asks)
+//! are JSON-RPC errors. Each call runs in its own task so that even a panic in a tool becomes an
+//! error result and the server keeps serving.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::registry::Registry;
+use crate::session::Session;
+use crate::tools::{self, ToolReply};
+
+/// The MCP server of one session.
+#[derive(Debug, Clone)]
+pub struct MountfsServer {
+    registry: Arc<Registry>,
+    session: Arc<Session>,
+    instructions: String,
+}
+
+impl MountfsServer {
+    /// A handler serving `session` with the tools of `registry`. `instructions` tell the client
+    /// what is mounted where.
+    pub fn new(registry: Arc<Registry>, session: Arc<Session>, instructions: String) -> Self {
+        Self {
+            registry,
+            session,
+            instructions,
+        }
+    }
+
+    /// Runs a tool call to a result (never a protocol error): validation first, then dispatch in
+    /// a task of its own so a panic cannot take the connection down.
+    pub async fn run_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, McpError> {
+        let Some(definition) = self.registry.get(name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "Unknown tool: {name}. Available tools: {}",
+                    self.registry
+                        .tools()
+                        .map(|t| t.name().to_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            ));
+        };
+        if let Err(message) = definition.validate(&arguments) {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
+        }
+        let session = self.session.clone();
+        let tool = name.to_owned();
+        let task = tokio::spawn(async move { tools::call(&tool, arguments, &session).await });
+        let outcome = match task.await {
+            Ok(outcome) => outcome,
+            Err(join_error) => {
+                tracing::error!(tool = name, error = %join_error, "tool task failed");
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Error: internal error while running {name}; nothing was changed by the failed step. Retry, or report this bug"
+                ))]));
+            }
+        };
+        Ok(match outcome {
+            Ok(reply) => success(reply),
+            Err(error) => {
+                tracing::debug!(tool = name, %error, "tool error");
+                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+            }
+        })
+    }
+}
+
+fn success(reply: ToolReply) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(reply.text)];
+    if let Some((data, mime)) = reply.image {
+        content.push(ContentBlock::image(data, mime));
+    }
+    let mut result = CallToolResult::success(content);
+    result.structured_content = reply.structured;
+    result
+}
+
+impl ServerHandler for MountfsServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("mountfs", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions.clone())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.registry.tools().map(|t| t.tool.clone()).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = request
+            .arguments
+            .map_or(Value::Object(Default::default()), Value::Object);
+        self.run_tool(&request.name, arguments)
+            .await
+            .map(Into::into)
+    }
+}

@@ -1,0 +1,19 @@
+//! Pure text functions shared by the tools: no I/O, no clocks, no global state.
+//!
+//! Everything here takes `&str` and returns owned values or errors, so each rule (how a line is
+//! numbered, where a result is cut, when a replacement is ambiguous, how CRLF survives an edit)
+//! is testable on its own. Reading and writing bytes is left to `backend/`; deciding when to call
+//! these functions is left to `tools/`.
+//!
+//! - [`numbered`]: `cat -n` rows, long-line splitting (`N`, `N.1`, …), the empty-file reminder.
+//! - [`truncate`]: the 80,000-character result cap and its notice.
+//! - [`replace`]: literal `old_string` → `new_string` replacement with the edit errors of the
+//!   contract, and multi-edit sequencing.
+//! - [`diff`]: unified diffs, changed line ranges and the numbered snippet shown after an edit.
+//! - [`line_endings`]: detecting and restoring CRLF and the UTF-8 BOM around an edit.
+
+pub mod diff;
+pub mod line_endings;
+pub mod numbered;
+pub mod replace;
+pub mod truncate;

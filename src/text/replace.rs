@@ -1,0 +1,1297 @@
+//! Exact, literal `old_string` → `new_string` replacement for `edit_file` and `multi_edit`.
+//!
+//! Owns when an edit is refused and the text the agent reads then (CONTRACT §4, seed 003):
+//! empty or no-op edits, `read_file` line-number prefixes left in `old_string`, a string not found
+//! (with a pointer to the closest region, or the note that only whitespace differs), a string found
+//! several times, a wrong `expected_replacements`, and conflicting multi-edits. Replacement is
+//! literal: no `$` patterns, no regex. The text is LF text; converting CRLF and the BOM around the
+//! edit is left to [`super::line_endings`], and reading or writing the file to the tools.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use similar::{Algorithm, capture_diff_slices, diff_ratio};
+
+use super::numbered::{format_numbered, split_lines};
+
+/// How much of a missing `old_string` the not-found error repeats, in characters.
+const OLD_STRING_SHOWN_CHARS: usize = 200;
+/// How many occurrence lines an error lists before `…`.
+const LINES_LISTED: usize = 20;
+/// Lowest similarity (0..=1) for a region to be offered as the closest match.
+const MIN_SIMILARITY: f32 = 0.5;
+/// Most windows scored when looking for the closest region.
+const MAX_WINDOWS: usize = 2_000;
+/// Files up to this size have every window scored (when there are at most [`MAX_WINDOWS`]).
+const FULL_SCAN_BYTES: usize = 200 * 1024;
+/// Characters of windows scored at most, so a 10 MB file stays fast.
+const SCORE_BUDGET_CHARS: usize = 4_000_000;
+/// Windows with the best cheap score that get the exact similarity.
+const SHORTLIST: usize = 8;
+/// Above this many characters (both sides) similarity is measured on lines, not characters.
+const CHAR_RATIO_MAX_CHARS: usize = 10_000;
+/// Most positions remembered per distinct line of `old_string` when anchoring windows.
+const MAX_ANCHOR_OFFSETS: usize = 16;
+
+/// One requested replacement.
+#[derive(Debug, Clone, Copy)]
+pub struct EditSpec<'a> {
+    /// The exact text to find; must not be empty.
+    pub old_string: &'a str,
+    /// The text put in its place, literally.
+    pub new_string: &'a str,
+    /// Replace every occurrence instead of requiring exactly one.
+    pub replace_all: bool,
+    /// When set, the number of occurrences must be exactly this; all of them are replaced.
+    pub expected_replacements: Option<usize>,
+}
+
+/// The text after a successful edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replaced {
+    /// The whole new text.
+    pub content: String,
+    /// How many occurrences were replaced (summed over all edits of a multi-edit).
+    pub occurrences: usize,
+}
+
+/// What the not-found error adds to help the agent find the right text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotFoundHint {
+    /// Nothing similar enough was found.
+    None,
+    /// The text is there once spaces, tabs and line endings are ignored (1-based lines).
+    WhitespaceDiffers {
+        /// First line of the matching region.
+        first_line: usize,
+        /// Last line of the matching region.
+        last_line: usize,
+    },
+    /// The most similar region of the file (1-based lines).
+    Closest {
+        /// First line of the region.
+        first_line: usize,
+        /// Last line of the region.
+        last_line: usize,
+        /// The region's lines, numbered as `read_file` shows them.
+        excerpt: String,
+    },
+}
+
+/// Why an edit was refused; the file is left untouched. `Display` is the text the agent reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditError {
+    /// `old_string` is empty.
+    EmptyOldString,
+    /// `old_string` equals `new_string`.
+    Identical,
+    /// `old_string` was not found and every line of it starts with a `read_file` row prefix.
+    LineNumberPrefix {
+        /// `old_string` with the prefixes removed.
+        stripped: String,
+    },
+    /// `old_string` does not occur in the file.
+    NotFound {
+        /// The `old_string` given.
+        old_string: String,
+        /// Where the intended text probably is.
+        hint: NotFoundHint,
+    },
+    /// `old_string` occurs more than once and neither `replace_all` nor `expected_replacements`
+    /// was given.
+    Multiple {
+        /// Occurrences found.
+        count: usize,
+        /// 1-based line of the start of each occurrence.
+        lines: Vec<usize>,
+    },
+    /// `expected_replacements` differs from the number of occurrences.
+    ExpectedMismatch {
+        /// What the edit asked for.
+        expected: usize,
+        /// Occurrences found.
+        found: usize,
+        /// 1-based line of the start of each occurrence.
+        lines: Vec<usize>,
+    },
+}
+
+impl EditError {
+    /// Writes the message without its leading `Error: `.
+    fn write_body(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmptyOldString => f.write_str(
+                "old_string is empty. To create a file or replace all of an empty one use \
+                 write_file; to insert text, put a neighbouring line in old_string and repeat it \
+                 in new_string.",
+            ),
+            Self::Identical => f.write_str(
+                "old_string and new_string are identical, so no change would be made. Put the \
+                 replacement text in new_string.",
+            ),
+            Self::LineNumberPrefix { stripped } => write!(
+                f,
+                "old_string contains line-number prefixes copied from read_file output (like \
+                 \"     12\\t\"). Remove them and retry; without them old_string is:\n{stripped}"
+            ),
+            Self::NotFound { old_string, hint } => {
+                writeln!(f, "String not found in file: '{}'.", shorten(old_string))?;
+                match hint {
+                    NotFoundHint::None => f.write_str(
+                        "Read the file again and copy old_string exactly, including whitespace \
+                         and indentation.",
+                    ),
+                    NotFoundHint::WhitespaceDiffers {
+                        first_line,
+                        last_line,
+                    } => write!(
+                        f,
+                        "Only whitespace or line endings differ: lines {first_line}-{last_line} \
+                         of the file match when spaces, tabs and line endings are ignored. Copy \
+                         those lines exactly (read_file shows them) and retry."
+                    ),
+                    NotFoundHint::Closest {
+                        first_line,
+                        last_line,
+                        excerpt,
+                    } => write!(
+                        f,
+                        "The closest match is at lines {first_line}-{last_line}:\n{excerpt}\n\
+                         Read the file again and copy old_string exactly, including whitespace."
+                    ),
+                }
+            }
+            Self::Multiple { count, lines } => write!(
+                f,
+                "String appears {count} times in file (lines {}). Use replace_all=true to \
+                 replace all instances, or provide a more specific string with surrounding \
+                 context.",
+                list_lines(lines)
+            ),
+            Self::ExpectedMismatch {
+                expected,
+                found,
+                lines,
+            } => {
+                write!(
+                    f,
+                    "Expected {expected} replacement(s) but found {found} occurrence(s)"
+                )?;
+                if *found > 0 {
+                    write!(f, " (lines {})", list_lines(lines))?;
+                }
+                write!(
+                    f,
+                    ". Set expected_replacements to {found} or refine old_string."
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for EditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Error: ")?;
+        self.write_body(f)
+    }
+}
+
+impl std::error::Error for EditError {}
+
+/// Why a multi-edit was refused; the file is left untouched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiEditError {
+    /// 1-based position of the failing edit.
+    pub index: usize,
+    /// Number of edits in the request.
+    pub total: usize,
+    /// What went wrong.
+    pub kind: MultiEditErrorKind,
+}
+
+/// What went wrong in a multi-edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultiEditErrorKind {
+    /// The edit itself failed on the working copy left by the edits before it.
+    Edit(EditError),
+    /// An earlier edit replaces the same `old_string` with a different `new_string`.
+    SameTextDifferently {
+        /// 1-based position of the earlier edit.
+        other: usize,
+    },
+    /// An occurrence of this edit's `old_string` overlaps one of an earlier edit's, in the
+    /// original text.
+    Overlap {
+        /// 1-based position of the earlier edit.
+        other: usize,
+    },
+}
+
+impl fmt::Display for MultiEditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { index, total, kind } = self;
+        match kind {
+            MultiEditErrorKind::Edit(error) => {
+                write!(f, "Error: edit {index} of {total}: ")?;
+                error.write_body(f)
+            }
+            MultiEditErrorKind::SameTextDifferently { other } => write!(
+                f,
+                "Error: edit {index} of {total} conflicts with edit {other}: both replace the \
+                 same old_string with different new_string. Merge them into one edit."
+            ),
+            MultiEditErrorKind::Overlap { other } => write!(
+                f,
+                "Error: edit {index} of {total} overlaps edit {other}: their old_string regions \
+                 overlap in the file. Merge them into one edit or make them disjoint."
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MultiEditError {}
+
+/// Applies one edit to `content`.
+///
+/// Checks, in order: `old_string` empty, `old_string == new_string`, then the occurrences
+/// (non-overlapping, left to right). With `expected_replacements` the count must equal it and all
+/// occurrences are replaced; otherwise one occurrence is replaced, or all of them with
+/// `replace_all`, and several without it are refused. When nothing is found, the error is
+/// [`EditError::LineNumberPrefix`] if `old_string` looks copied from `read_file` rows, else
+/// [`EditError::NotFound`] with a hint. `new_string` is inserted literally.
+///
+/// # Errors
+///
+/// Any [`EditError`]; `content` is never modified, the new text only exists in the `Ok` value.
+pub fn apply_edit(content: &str, edit: &EditSpec<'_>) -> Result<Replaced, EditError> {
+    let old = edit.old_string;
+    if old.is_empty() {
+        return Err(EditError::EmptyOldString);
+    }
+    if old == edit.new_string {
+        return Err(EditError::Identical);
+    }
+    let count = content.matches(old).count();
+    if count == 0 {
+        return Err(not_found(content, old));
+    }
+    match edit.expected_replacements {
+        Some(expected) if expected != count => Err(EditError::ExpectedMismatch {
+            expected,
+            found: count,
+            lines: occurrence_lines(content, old),
+        }),
+        None if count > 1 && !edit.replace_all => Err(EditError::Multiple {
+            count,
+            lines: occurrence_lines(content, old),
+        }),
+        // `str::replace` is literal: `$1` or `\0` in new_string stay as written.
+        _ => Ok(Replaced {
+            content: content.replace(old, edit.new_string),
+            occurrences: count,
+        }),
+    }
+}
+
+/// Applies `edits` in order to a working copy of `content`, all or nothing.
+///
+/// Before anything is applied, each edit is checked against every earlier one: the same
+/// `old_string` with a different `new_string` is [`MultiEditErrorKind::SameTextDifferently`];
+/// different `old_string`s that both occur in the original text with intersecting occurrences are
+/// [`MultiEditErrorKind::Overlap`]. Then the edits run one after the other, each on the result of
+/// the previous ones (so an edit may target text an earlier edit wrote). `occurrences` is the
+/// total. No edits gives `content` back with 0 occurrences.
+///
+/// # Errors
+///
+/// A [`MultiEditError`] naming the first conflicting or failing edit (1-based); nothing of the
+/// other edits is kept.
+pub fn apply_edits(content: &str, edits: &[EditSpec<'_>]) -> Result<Replaced, MultiEditError> {
+    let total = edits.len();
+    if let Some((index, kind)) = find_conflict(content, edits) {
+        return Err(MultiEditError { index, total, kind });
+    }
+    let mut working = content.to_owned();
+    let mut occurrences = 0usize;
+    for (position, edit) in edits.iter().enumerate() {
+        let replaced = apply_edit(&working, edit).map_err(|error| MultiEditError {
+            index: position + 1,
+            total,
+            kind: MultiEditErrorKind::Edit(error),
+        })?;
+        occurrences += replaced.occurrences;
+        working = replaced.content;
+    }
+    Ok(Replaced {
+        content: working,
+        occurrences,
+    })
+}
+
+/// 1-based line on which each non-overlapping occurrence of `needle` starts, in order.
+///
+/// An empty `needle` has no occurrences.
+pub fn occurrence_lines(content: &str, needle: &str) -> Vec<usize> {
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = Vec::new();
+    let mut line = 1usize;
+    let mut scanned = 0usize;
+    for (position, _) in content.match_indices(needle) {
+        line += count_newlines(content.get(scanned..position).unwrap_or_default());
+        scanned = position;
+        lines.push(line);
+    }
+    lines
+}
+
+fn count_newlines(text: &str) -> usize {
+    text.bytes().filter(|&byte| byte == b'\n').count()
+}
+
+/// `old_string` as the not-found error repeats it: at most 200 characters, then `…`.
+fn shorten(text: &str) -> String {
+    let mut chars = text.char_indices();
+    match chars.nth(OLD_STRING_SHOWN_CHARS) {
+        Some((byte, _)) => format!("{}…", text.get(..byte).unwrap_or_default()),
+        None => text.to_owned(),
+    }
+}
+
+/// `1, 5, 9`: the first [`LINES_LISTED`] numbers, then `, …` when there are more.
+fn list_lines(lines: &[usize]) -> String {
+    let mut out = lines
+        .iter()
+        .take(LINES_LISTED)
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if lines.len() > LINES_LISTED {
+        out.push_str(", …");
+    }
+    out
+}
+
+/// The error for an `old_string` that occurs nowhere in `content`.
+fn not_found(content: &str, old: &str) -> EditError {
+    if let Some(stripped) = strip_line_number_prefixes(old) {
+        return EditError::LineNumberPrefix { stripped };
+    }
+    EditError::NotFound {
+        old_string: old.to_owned(),
+        hint: find_hint(content, old),
+    }
+}
+
+/// `old` without `read_file` row prefixes, when every non-blank line carries one.
+///
+/// A prefix is what the regex `^\s*\d+(\.\d+)?\t` matches (ASCII digits): optional whitespace,
+/// the line number, an optional `.k` of a continuation row, and the tab. Blank lines are kept as
+/// they are; at least one line must carry a prefix.
+fn strip_line_number_prefixes(old: &str) -> Option<String> {
+    let mut any = false;
+    let mut stripped = Vec::new();
+    for line in old.split('\n') {
+        if line.trim().is_empty() {
+            stripped.push(line);
+            continue;
+        }
+        stripped.push(strip_line_number(line)?);
+        any = true;
+    }
+    any.then(|| stripped.join("\n"))
+}
+
+/// The rest of `line` after a `read_file` row prefix, if it starts with one.
+fn strip_line_number(line: &str) -> Option<&str> {
+    let rest = skip_digits(line.trim_start())?;
+    let rest = match rest.strip_prefix('.') {
+        Some(after_dot) => skip_digits(after_dot)?,
+        None => rest,
+    };
+    rest.strip_prefix('\t')
+}
+
+/// `text` after one or more leading ASCII digits, or `None` when it does not start with one.
+fn skip_digits(text: &str) -> Option<&str> {
+    let rest = text.trim_start_matches(|c: char| c.is_ascii_digit());
+    (rest.len() < text.len()).then_some(rest)
+}
+
+/// Where the text `old` was probably meant to match in `content`.
+fn find_hint(content: &str, old: &str) -> NotFoundHint {
+    if let Some((first_line, last_line)) = whitespace_insensitive_match(content, old) {
+        return NotFoundHint::WhitespaceDiffers {
+            first_line,
+            last_line,
+        };
+    }
+    let lines = split_lines(content);
+    match closest_region(&lines, content.len(), old) {
+        Some((first_line, last_line)) => NotFoundHint::Closest {
+            first_line,
+            last_line,
+            excerpt: lines
+                .get(first_line - 1..last_line)
+                .map(|rows| format_numbered(rows, first_line))
+                .unwrap_or_default(),
+        },
+        None => NotFoundHint::None,
+    }
+}
+
+/// 1-based first and last line of the first place where `old` matches `content` once all
+/// whitespace (spaces, tabs, `\r`, `\n`, …) is removed from both.
+fn whitespace_insensitive_match(content: &str, old: &str) -> Option<(usize, usize)> {
+    let key: String = old.chars().filter(|c| !c.is_whitespace()).collect();
+    if key.is_empty() {
+        return None;
+    }
+    let mut squeezed = String::with_capacity(content.len());
+    // Byte offset in `squeezed` at which each line starts; line 1 starts at 0.
+    let mut line_starts = vec![0usize];
+    for ch in content.chars() {
+        if ch == '\n' {
+            line_starts.push(squeezed.len());
+        } else if !ch.is_whitespace() {
+            squeezed.push(ch);
+        }
+    }
+    let start = squeezed.find(&key)?;
+    let last = start + key.len() - 1;
+    let line_of = |byte: usize| line_starts.partition_point(|&line_start| line_start <= byte);
+    Some((line_of(start), line_of(last)))
+}
+
+/// 1-based first and last line of the window of `lines` most similar to `old`, if its
+/// similarity is at least [`MIN_SIMILARITY`].
+///
+/// Windows have as many lines as `old`. The work is bounded so a 10 MB file stays fast: small
+/// files have every window considered; larger ones only windows anchored on a line they share
+/// with `old` (trimmed), or, when there is none, windows from the top of the file. Candidates get
+/// a cheap score (character-bigram overlap) within [`SCORE_BUDGET_CHARS`]; the best
+/// [`SHORTLIST`] get `similar`'s ratio, on characters or, for long texts, on lines.
+fn closest_region(lines: &[&str], content_bytes: usize, old: &str) -> Option<(usize, usize)> {
+    let old_lines = split_lines(old);
+    let total = lines.len();
+    if total == 0 || old_lines.is_empty() {
+        return None;
+    }
+    let height = old_lines.len().min(total);
+    let windows = total - height + 1;
+    let target = old_lines.join("\n");
+    let target_chars: Vec<char> = target.chars().collect();
+    let target_grams = bigrams(&target_chars);
+
+    let candidates: Vec<usize> = if windows <= MAX_WINDOWS && content_bytes <= FULL_SCAN_BYTES {
+        (0..windows).collect()
+    } else {
+        let anchored = anchored_windows(lines, &old_lines, windows);
+        if anchored.is_empty() {
+            (0..windows).collect()
+        } else {
+            anchored
+        }
+    };
+
+    let mut spent = 0usize;
+    let mut scored: Vec<(f32, usize)> = Vec::new();
+    for start in candidates {
+        if spent > SCORE_BUDGET_CHARS {
+            break;
+        }
+        let Some(window) = lines.get(start..start + height) else {
+            continue;
+        };
+        let chars: Vec<char> = window.join("\n").chars().collect();
+        spent += chars.len() + 1;
+        if length_bound(target_chars.len(), chars.len()) < MIN_SIMILARITY {
+            continue;
+        }
+        scored.push((dice(&target_grams, &bigrams(&chars)), start));
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.truncate(SHORTLIST);
+
+    let mut best: Option<(f32, usize)> = None;
+    for (_, start) in scored {
+        let Some(window) = lines.get(start..start + height) else {
+            continue;
+        };
+        let ratio = similarity(&target, &window.join("\n"));
+        let better = match best {
+            None => true,
+            Some((best_ratio, best_start)) => {
+                ratio > best_ratio || (ratio == best_ratio && start < best_start)
+            }
+        };
+        if better {
+            best = Some((ratio, start));
+        }
+    }
+    let (ratio, start) = best?;
+    (ratio >= MIN_SIMILARITY).then_some((start + 1, start + height))
+}
+
+/// Window starts anchored on lines shared with `old_lines`, most anchors first, at most
+/// [`MAX_WINDOWS`].
+fn anchored_windows(lines: &[&str], old_lines: &[&str], windows: usize) -> Vec<usize> {
+    let mut offsets: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (offset, line) in old_lines.iter().enumerate() {
+        let trimmed = line.trim();
+        if !trimmed.is_empty() {
+            let entry = offsets.entry(trimmed).or_default();
+            if entry.len() < MAX_ANCHOR_OFFSETS {
+                entry.push(offset);
+            }
+        }
+    }
+    let last_start = windows.saturating_sub(1);
+    let mut hits: HashMap<usize, usize> = HashMap::new();
+    for (index, line) in lines.iter().enumerate() {
+        if let Some(offsets) = offsets.get(line.trim()) {
+            for &offset in offsets {
+                let start = index.saturating_sub(offset).min(last_start);
+                *hits.entry(start).or_default() += 1;
+            }
+        }
+    }
+    let mut ranked: Vec<(usize, usize)> = hits.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked.truncate(MAX_WINDOWS);
+    ranked.into_iter().map(|(start, _)| start).collect()
+}
+
+/// Highest ratio two texts of these lengths can reach (`2·min / (a + b)`).
+fn length_bound(a: usize, b: usize) -> f32 {
+    if a + b == 0 {
+        1.0
+    } else {
+        2.0 * a.min(b) as f32 / (a + b) as f32
+    }
+}
+
+/// Sorted character bigrams (a single character counts as one gram).
+fn bigrams(chars: &[char]) -> Vec<u64> {
+    let mut grams: Vec<u64> = match chars {
+        [] => Vec::new(),
+        [only] => vec![(u64::from(*only) << 32) | u64::from(u32::MAX)],
+        _ => chars
+            .windows(2)
+            .map(|pair| match pair {
+                [a, b] => (u64::from(*a) << 32) | u64::from(*b),
+                _ => 0,
+            })
+            .collect(),
+    };
+    grams.sort_unstable();
+    grams
+}
+
+/// Dice coefficient of two sorted gram multisets.
+fn dice(a: &[u64], b: &[u64]) -> f32 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let (mut i, mut j, mut common) = (0usize, 0usize, 0usize);
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        match x.cmp(y) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    2.0 * common as f32 / (a.len() + b.len()) as f32
+}
+
+/// `similar`'s ratio of two texts: on characters, or on lines when both together are long.
+fn similarity(a: &str, b: &str) -> f32 {
+    let (a_chars, b_chars): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a_chars.len() + b_chars.len() <= CHAR_RATIO_MAX_CHARS {
+        let ops = capture_diff_slices(Algorithm::Myers, &a_chars, &b_chars);
+        diff_ratio(&ops, a_chars.len(), b_chars.len())
+    } else {
+        let a_lines: Vec<&str> = a.split('\n').collect();
+        let b_lines: Vec<&str> = b.split('\n').collect();
+        let ops = capture_diff_slices(Algorithm::Myers, &a_lines, &b_lines);
+        diff_ratio(&ops, a_lines.len(), b_lines.len())
+    }
+}
+
+/// The first conflict between two edits, as (1-based later edit, kind).
+fn find_conflict(content: &str, edits: &[EditSpec<'_>]) -> Option<(usize, MultiEditErrorKind)> {
+    // Occurrence starts of each old_string in the original text (none for an empty one, which
+    // fails on its own when applied).
+    let positions: Vec<Vec<usize>> = edits
+        .iter()
+        .map(|edit| {
+            if edit.old_string.is_empty() {
+                Vec::new()
+            } else {
+                content
+                    .match_indices(edit.old_string)
+                    .map(|(at, _)| at)
+                    .collect()
+            }
+        })
+        .collect();
+    for (later, edit) in edits.iter().enumerate() {
+        for (earlier, other) in edits.iter().enumerate().take(later) {
+            if edit.old_string.is_empty() || other.old_string.is_empty() {
+                continue;
+            }
+            if edit.old_string == other.old_string {
+                if edit.new_string != other.new_string {
+                    let kind = MultiEditErrorKind::SameTextDifferently { other: earlier + 1 };
+                    return Some((later + 1, kind));
+                }
+                continue;
+            }
+            let (Some(mine), Some(theirs)) = (positions.get(later), positions.get(earlier)) else {
+                continue;
+            };
+            if intersects(mine, edit.old_string.len(), theirs, other.old_string.len()) {
+                return Some((
+                    later + 1,
+                    MultiEditErrorKind::Overlap { other: earlier + 1 },
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Whether some `[a, a + a_len)` intersects some `[b, b + b_len)`; both lists are sorted and
+/// hold non-overlapping spans.
+fn intersects(a: &[usize], a_len: usize, b: &[usize], b_len: usize) -> bool {
+    let (mut i, mut j) = (0usize, 0usize);
+    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+        if x < y + b_len && y < x + a_len {
+            return true;
+        }
+        if x + a_len <= y {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edit<'a>(old_string: &'a str, new_string: &'a str) -> EditSpec<'a> {
+        EditSpec {
+            old_string,
+            new_string,
+            replace_all: false,
+            expected_replacements: None,
+        }
+    }
+
+    fn all<'a>(old_string: &'a str, new_string: &'a str) -> EditSpec<'a> {
+        EditSpec {
+            replace_all: true,
+            ..edit(old_string, new_string)
+        }
+    }
+
+    fn expecting<'a>(old_string: &'a str, new_string: &'a str, n: usize) -> EditSpec<'a> {
+        EditSpec {
+            expected_replacements: Some(n),
+            ..edit(old_string, new_string)
+        }
+    }
+
+    fn error_text(content: &str, spec: EditSpec<'_>) -> String {
+        apply_edit(content, &spec).unwrap_err().to_string()
+    }
+
+    // --- single edits that succeed ---
+
+    #[test]
+    fn a_unique_occurrence_is_replaced() {
+        let got = apply_edit("let x = 1;\nlet y = 2;\n", &edit("x = 1", "x = 10")).unwrap();
+        assert_eq!(
+            got,
+            Replaced {
+                content: "let x = 10;\nlet y = 2;\n".to_string(),
+                occurrences: 1
+            }
+        );
+    }
+
+    #[test]
+    fn replacement_is_literal() {
+        let got = apply_edit("x = VALUE\n", &edit("VALUE", "$1 ${x} $0 \\1 $$ &")).unwrap();
+        assert_eq!(got.content, "x = $1 ${x} $0 \\1 $$ &\n");
+        let got = apply_edit("price: 5\n", &edit("5", "$1.00")).unwrap();
+        assert_eq!(got.content, "price: $1.00\n");
+        let got = apply_edit("a.b(c)\n", &edit("a.b(c)", "x")).unwrap();
+        assert_eq!(got.content, "x\n", "old_string is not a regex");
+    }
+
+    #[test]
+    fn unicode_is_replaced_whole() {
+        let got = apply_edit("héllo 😀 wörld\n", &edit("😀", "🎉🎉")).unwrap();
+        assert_eq!(got.content, "héllo 🎉🎉 wörld\n");
+    }
+
+    #[test]
+    fn replace_all_replaces_every_occurrence() {
+        let got = apply_edit("a a\na\n", &all("a", "b")).unwrap();
+        assert_eq!(got.content, "b b\nb\n");
+        assert_eq!(got.occurrences, 3);
+    }
+
+    #[test]
+    fn replace_all_with_one_occurrence_is_fine() {
+        let got = apply_edit("one two\n", &all("two", "2")).unwrap();
+        assert_eq!(got.occurrences, 1);
+        assert_eq!(got.content, "one 2\n");
+    }
+
+    #[test]
+    fn matching_expected_replacements_replaces_all() {
+        let got = apply_edit("x x x\n", &expecting("x", "y", 3)).unwrap();
+        assert_eq!(got.content, "y y y\n");
+        assert_eq!(got.occurrences, 3);
+    }
+
+    #[test]
+    fn occurrences_are_counted_without_overlap() {
+        let got = apply_edit("aaaa", &all("aa", "b")).unwrap();
+        assert_eq!(got.content, "bb");
+        assert_eq!(got.occurrences, 2);
+        assert_eq!(occurrence_lines("aaa\naa", "aa"), vec![1, 2]);
+    }
+
+    #[test]
+    fn new_string_may_contain_old_string() {
+        let got = apply_edit("f()\n", &edit("f()", "f() + f()")).unwrap();
+        assert_eq!(got.content, "f() + f()\n");
+    }
+
+    #[test]
+    fn new_string_may_be_empty() {
+        let got = apply_edit("keep\ndrop\nkeep2\n", &edit("drop\n", "")).unwrap();
+        assert_eq!(got.content, "keep\nkeep2\n");
+    }
+
+    // --- single edits that fail ---
+
+    #[test]
+    fn empty_old_string_text() {
+        assert_eq!(
+            error_text("abc", edit("", "x")),
+            "Error: old_string is empty. To create a file or replace all of an empty one use \
+             write_file; to insert text, put a neighbouring line in old_string and repeat it in \
+             new_string."
+        );
+        assert_eq!(
+            apply_edit("", &edit("", "x")),
+            Err(EditError::EmptyOldString)
+        );
+    }
+
+    #[test]
+    fn identical_strings_text() {
+        assert_eq!(
+            error_text("abc", edit("b", "b")),
+            "Error: old_string and new_string are identical, so no change would be made. Put the \
+             replacement text in new_string."
+        );
+        // Checked before occurrences: even a missing string is reported as identical.
+        assert_eq!(
+            apply_edit("abc", &edit("z", "z")),
+            Err(EditError::Identical)
+        );
+    }
+
+    #[test]
+    fn multiple_occurrences_list_their_lines() {
+        let content = "foo\nbar\nfoo bar foo\n\nfoo\n";
+        assert_eq!(
+            apply_edit(content, &edit("foo", "baz")),
+            Err(EditError::Multiple {
+                count: 4,
+                lines: vec![1, 3, 3, 5]
+            })
+        );
+        assert_eq!(
+            error_text(content, edit("foo", "baz")),
+            "Error: String appears 4 times in file (lines 1, 3, 3, 5). Use replace_all=true to \
+             replace all instances, or provide a more specific string with surrounding context."
+        );
+    }
+
+    #[test]
+    fn more_than_twenty_lines_end_with_an_ellipsis() {
+        let content = "x\n".repeat(25);
+        let text = error_text(&content, edit("x", "y"));
+        assert_eq!(
+            text,
+            "Error: String appears 25 times in file (lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, \
+             13, 14, 15, 16, 17, 18, 19, 20, …). Use replace_all=true to replace all instances, \
+             or provide a more specific string with surrounding context."
+        );
+        let content = "x\n".repeat(20);
+        assert!(error_text(&content, edit("x", "y")).contains(
+            "(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)."
+        ));
+    }
+
+    #[test]
+    fn expected_mismatch_text() {
+        let content = "a\nb a\na\n";
+        assert_eq!(
+            apply_edit(content, &expecting("a", "c", 2)),
+            Err(EditError::ExpectedMismatch {
+                expected: 2,
+                found: 3,
+                lines: vec![1, 2, 3]
+            })
+        );
+        assert_eq!(
+            error_text(content, expecting("a", "c", 2)),
+            "Error: Expected 2 replacement(s) but found 3 occurrence(s) (lines 1, 2, 3). Set \
+             expected_replacements to 3 or refine old_string."
+        );
+        // replace_all does not override a wrong expectation.
+        let spec = EditSpec {
+            replace_all: true,
+            ..expecting("a", "c", 1)
+        };
+        assert!(matches!(
+            apply_edit(content, &spec),
+            Err(EditError::ExpectedMismatch { found: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn expected_mismatch_without_occurrences_leaves_out_lines() {
+        let error = EditError::ExpectedMismatch {
+            expected: 2,
+            found: 0,
+            lines: Vec::new(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "Error: Expected 2 replacement(s) but found 0 occurrence(s). Set \
+             expected_replacements to 0 or refine old_string."
+        );
+    }
+
+    #[test]
+    fn expected_replacements_with_nothing_found_is_not_found() {
+        assert!(matches!(
+            apply_edit("abc\n", &expecting("zzz", "y", 1)),
+            Err(EditError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn not_found_without_anything_similar() {
+        let content = "alpha\nbeta\ngamma\n";
+        assert_eq!(
+            apply_edit(content, &edit("0123456789", "x")),
+            Err(EditError::NotFound {
+                old_string: "0123456789".to_string(),
+                hint: NotFoundHint::None
+            })
+        );
+        assert_eq!(
+            error_text(content, edit("0123456789", "x")),
+            "Error: String not found in file: '0123456789'.\nRead the file again and copy \
+             old_string exactly, including whitespace and indentation."
+        );
+    }
+
+    #[test]
+    fn not_found_in_an_empty_file() {
+        assert_eq!(
+            apply_edit("", &edit("x", "y")),
+            Err(EditError::NotFound {
+                old_string: "x".to_string(),
+                hint: NotFoundHint::None
+            })
+        );
+    }
+
+    #[test]
+    fn not_found_shortens_a_long_old_string_by_characters() {
+        let old = "é".repeat(250);
+        let text = error_text("abc", edit(&old, "x"));
+        let expected = format!("Error: String not found in file: '{}…'.\n", "é".repeat(200));
+        assert!(text.starts_with(&expected), "{text}");
+        let old = "é".repeat(200);
+        let text = error_text("abc", edit(&old, "x"));
+        assert!(text.starts_with(&format!("Error: String not found in file: '{old}'.\n")));
+    }
+
+    #[test]
+    fn not_found_when_only_indentation_differs() {
+        let content = "fn main() {\n    let x = 1;\n    let y = 2;\n}\n";
+        let spec = edit("  let x = 1;\n  let y = 2;", "z");
+        assert_eq!(
+            apply_edit(content, &spec),
+            Err(EditError::NotFound {
+                old_string: "  let x = 1;\n  let y = 2;".to_string(),
+                hint: NotFoundHint::WhitespaceDiffers {
+                    first_line: 2,
+                    last_line: 3
+                }
+            })
+        );
+        assert_eq!(
+            error_text(content, spec),
+            "Error: String not found in file: '  let x = 1;\n  let y = 2;'.\nOnly whitespace or \
+             line endings differ: lines 2-3 of the file match when spaces, tabs and line endings \
+             are ignored. Copy those lines exactly (read_file shows them) and retry."
+        );
+    }
+
+    #[test]
+    fn not_found_when_only_line_endings_differ() {
+        let content = "a\nb\nc\nd\n";
+        let got = apply_edit(content, &edit("b\r\nc\r\n", "x"));
+        assert!(matches!(
+            got,
+            Err(EditError::NotFound {
+                hint: NotFoundHint::WhitespaceDiffers {
+                    first_line: 2,
+                    last_line: 3
+                },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn not_found_points_at_the_closest_region() {
+        let content = "fn one() {}\nfn two() {\n    call(1, 2);\n}\nfn three() {}\n";
+        let spec = edit("fn two() {\n    cal(1, 2);\n}", "x");
+        let excerpt = "     2\tfn two() {\n     3\t    call(1, 2);\n     4\t}".to_string();
+        assert_eq!(
+            apply_edit(content, &spec),
+            Err(EditError::NotFound {
+                old_string: "fn two() {\n    cal(1, 2);\n}".to_string(),
+                hint: NotFoundHint::Closest {
+                    first_line: 2,
+                    last_line: 4,
+                    excerpt
+                }
+            })
+        );
+        assert_eq!(
+            error_text(content, spec),
+            "Error: String not found in file: 'fn two() {\n    cal(1, 2);\n}'.\nThe closest match \
+             is at lines 2-4:\n     2\tfn two() {\n     3\t    call(1, 2);\n     4\t}\nRead the \
+             file again and copy old_string exactly, including whitespace."
+        );
+    }
+
+    #[test]
+    fn closest_region_of_a_single_line_typo() {
+        let content = "import os\nimport sys\n\ndef main():\n    print('hello world')\n";
+        let got = apply_edit(content, &edit("print('helo world')", "x"));
+        assert!(matches!(
+            got,
+            Err(EditError::NotFound {
+                hint: NotFoundHint::Closest {
+                    first_line: 5,
+                    last_line: 5,
+                    ..
+                },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn closest_region_in_a_large_file_uses_anchors() {
+        // Over FULL_SCAN_BYTES, so only windows sharing a line with old_string are scored.
+        let mut content: String = (0..20_000).map(|i| format!("filler line {i}\n")).collect();
+        content.push_str("fn target() {\n    let value = compute(42);\n}\n");
+        content.push_str(&"tail\n".repeat(100));
+        let spec = edit("fn target() {\n    let value = compute(41);\n}", "x");
+        match apply_edit(&content, &spec) {
+            Err(EditError::NotFound {
+                hint:
+                    NotFoundHint::Closest {
+                        first_line,
+                        last_line,
+                        ..
+                    },
+                ..
+            }) => assert_eq!((first_line, last_line), (20_001, 20_003)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn closest_region_in_a_large_file_without_anchors() {
+        let mut content: String = (0..20_000).map(|i| format!("row {i}\n")).collect();
+        content.insert_str(0, "the quick brown fox jumps\n");
+        let got = apply_edit(&content, &edit("the quick brown fax jumps", "x"));
+        assert!(matches!(
+            got,
+            Err(EditError::NotFound {
+                hint: NotFoundHint::Closest {
+                    first_line: 1,
+                    last_line: 1,
+                    ..
+                },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn line_number_prefixes_are_detected_and_stripped() {
+        let content = "def f():\n    return 1\n";
+        let spec = edit("     1\tdef f():\n     2\t    return 1", "x");
+        assert_eq!(
+            apply_edit(content, &spec),
+            Err(EditError::LineNumberPrefix {
+                stripped: "def f():\n    return 1".to_string()
+            })
+        );
+        assert_eq!(
+            error_text(content, spec),
+            "Error: old_string contains line-number prefixes copied from read_file output (like \
+             \"     12\\t\"). Remove them and retry; without them old_string is:\ndef f():\n    \
+             return 1"
+        );
+    }
+
+    #[test]
+    fn line_number_prefixes_of_continuation_rows_and_blank_lines() {
+        let spec = edit("12\tabc\n  12.1\tdef\n\n13\t", "x");
+        assert_eq!(
+            apply_edit("nothing here", &spec),
+            Err(EditError::LineNumberPrefix {
+                stripped: "abc\ndef\n\n".to_string()
+            })
+        );
+    }
+
+    #[test]
+    fn line_number_prefixes_need_every_line() {
+        let got = apply_edit("abc\ndef\n", &edit("1\tabc\ndef", "x"));
+        assert!(matches!(got, Err(EditError::NotFound { .. })));
+        let got = apply_edit("abc\n", &edit("1.\tabc", "x"));
+        assert!(matches!(got, Err(EditError::NotFound { .. })));
+        let got = apply_edit("abc\n", &edit("1 abc", "x"));
+        assert!(matches!(got, Err(EditError::NotFound { .. })));
+    }
+
+    #[test]
+    fn a_prefix_like_string_present_in_the_file_is_replaced() {
+        // A TSV file really holds "1\tabc": no prefix error when the text is found as given.
+        let got = apply_edit("1\tabc\n2\tdef\n", &edit("1\tabc", "1\txyz")).unwrap();
+        assert_eq!(got.content, "1\txyz\n2\tdef\n");
+    }
+
+    #[test]
+    fn occurrence_lines_are_one_based_starts() {
+        assert_eq!(occurrence_lines("a\nb\na\n\na", "a"), vec![1, 3, 5]);
+        assert_eq!(occurrence_lines("x\nab\ncd", "b\nc"), vec![2]);
+        assert!(occurrence_lines("abc", "").is_empty());
+        assert!(occurrence_lines("abc", "z").is_empty());
+        assert_eq!(occurrence_lines("é\n😀é", "é"), vec![1, 2]);
+    }
+
+    // --- multi-edit ---
+
+    #[test]
+    fn multi_edit_applies_in_order_and_sums_occurrences() {
+        let content = "var x = 1;\nvar y = 2;\nvar y2 = y;\n";
+        let edits = [edit("var x", "let x"), all("var y", "let y")];
+        assert_eq!(
+            apply_edits(content, &edits),
+            Ok(Replaced {
+                content: "let x = 1;\nlet y = 2;\nlet y2 = y;\n".to_string(),
+                occurrences: 3
+            })
+        );
+    }
+
+    #[test]
+    fn multi_edit_may_target_text_written_by_an_earlier_edit() {
+        let content = "console.log('test');\n";
+        let edits = [
+            edit("console.log", "logger.info"),
+            edit("logger.info('test')", "logger.debug('test')"),
+        ];
+        let got = apply_edits(content, &edits).unwrap();
+        assert_eq!(got.content, "logger.debug('test');\n");
+        assert_eq!(got.occurrences, 2);
+    }
+
+    #[test]
+    fn multi_edit_failure_names_the_edit() {
+        let content = "alpha\nbeta\n";
+        let edits = [
+            edit("alpha", "ALPHA"),
+            edit("0123456789", "x"),
+            edit("beta", "B"),
+        ];
+        let error = apply_edits(content, &edits).unwrap_err();
+        assert_eq!(error.index, 2);
+        assert_eq!(error.total, 3);
+        assert_eq!(
+            error.to_string(),
+            "Error: edit 2 of 3: String not found in file: '0123456789'.\nRead the file again \
+             and copy old_string exactly, including whitespace and indentation."
+        );
+    }
+
+    #[test]
+    fn multi_edit_inner_errors_drop_their_own_prefix() {
+        let edits = [edit("a", "a")];
+        assert_eq!(
+            apply_edits("a", &edits).unwrap_err().to_string(),
+            "Error: edit 1 of 1: old_string and new_string are identical, so no change would be \
+             made. Put the replacement text in new_string."
+        );
+        let edits = [edit("b", "c"), edit("x", "y")];
+        assert_eq!(
+            apply_edits("x x b", &edits).unwrap_err().to_string(),
+            "Error: edit 2 of 2: String appears 2 times in file (lines 1, 1). Use \
+             replace_all=true to replace all instances, or provide a more specific string with \
+             surrounding context."
+        );
+    }
+
+    #[test]
+    fn multi_edit_same_text_replaced_differently_conflicts() {
+        let edits = [edit("foo", "bar"), edit("x", "y"), edit("foo", "baz")];
+        let error = apply_edits("foo x\n", &edits).unwrap_err();
+        assert_eq!(
+            error,
+            MultiEditError {
+                index: 3,
+                total: 3,
+                kind: MultiEditErrorKind::SameTextDifferently { other: 1 }
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "Error: edit 3 of 3 conflicts with edit 1: both replace the same old_string with \
+             different new_string. Merge them into one edit."
+        );
+    }
+
+    #[test]
+    fn multi_edit_overlapping_regions_conflict() {
+        let content = "call(alpha, beta);\n";
+        let edits = [
+            edit("call(alpha", "invoke(alpha"),
+            edit("alpha, beta", "a, b"),
+        ];
+        let error = apply_edits(content, &edits).unwrap_err();
+        assert_eq!(
+            error,
+            MultiEditError {
+                index: 2,
+                total: 2,
+                kind: MultiEditErrorKind::Overlap { other: 1 }
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "Error: edit 2 of 2 overlaps edit 1: their old_string regions overlap in the file. \
+             Merge them into one edit or make them disjoint."
+        );
+    }
+
+    #[test]
+    fn multi_edit_nested_old_strings_overlap() {
+        let edits = [edit("foo", "bar"), edit("foo()", "baz()")];
+        assert_eq!(
+            apply_edits("foo();\n", &edits).unwrap_err().kind,
+            MultiEditErrorKind::Overlap { other: 1 }
+        );
+    }
+
+    #[test]
+    fn multi_edit_adjacent_regions_do_not_overlap() {
+        let edits = [edit("ab", "AB"), edit("cd", "CD")];
+        assert_eq!(apply_edits("abcd", &edits).unwrap().content, "ABCD");
+    }
+
+    #[test]
+    fn multi_edit_overlap_only_counts_original_occurrences() {
+        // "ab" does not occur in the original text, so it cannot overlap anything there.
+        let edits = [edit("a c", "ab"), edit("ab", "x")];
+        assert_eq!(apply_edits("a c", &edits).unwrap().content, "x");
+    }
+
+    #[test]
+    fn multi_edit_repeated_identical_edit_is_not_a_conflict_but_finds_nothing() {
+        let edits = [edit("foo", "bar"), edit("foo", "bar")];
+        let error = apply_edits("foo\n", &edits).unwrap_err();
+        assert_eq!(error.index, 2);
+        assert!(matches!(
+            error.kind,
+            MultiEditErrorKind::Edit(EditError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn multi_edit_is_all_or_nothing() {
+        // The first edit would succeed, the second fails: the caller gets only the error.
+        let edits = [edit("one", "1"), edit("three", "3")];
+        assert!(apply_edits("one two\n", &edits).is_err());
+    }
+
+    #[test]
+    fn multi_edit_with_empty_old_string_reports_that_edit() {
+        let edits = [edit("a", "b"), edit("", "x")];
+        assert_eq!(
+            apply_edits("a", &edits).unwrap_err(),
+            MultiEditError {
+                index: 2,
+                total: 2,
+                kind: MultiEditErrorKind::Edit(EditError::EmptyOldString)
+            }
+        );
+    }
+
+    #[test]
+    fn multi_edit_of_no_edits_changes_nothing() {
+        assert_eq!(
+            apply_edits("abc", &[]),
+            Ok(Replaced {
+                content: "abc".to_string(),
+                occurrences: 0
+            })
+        );
+    }
+
+    #[test]
+    fn intersects_checks_every_pair_of_spans() {
+        assert!(intersects(&[0, 10], 3, &[11], 1));
+        assert!(!intersects(&[0, 10], 3, &[3, 8], 2));
+        assert!(intersects(&[5], 1, &[0], 6));
+        assert!(!intersects(&[], 3, &[1], 1));
+    }
+
+    #[test]
+    fn helpers_strip_prefixes_like_the_regex() {
+        assert_eq!(strip_line_number("     12\tx"), Some("x"));
+        assert_eq!(strip_line_number("  5.3\t\ty"), Some("\ty"));
+        assert_eq!(strip_line_number("\t7\tz"), Some("z"));
+        assert_eq!(strip_line_number("12 x"), None);
+        assert_eq!(strip_line_number("x\t1"), None);
+        assert_eq!(strip_line_number(".5\tx"), None);
+    }
+}

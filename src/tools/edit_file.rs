@@ -1,0 +1,60 @@
+//! `edit_file`: one exact, literal replacement (or all of them) in a text file (CONTRACT §4).
+//! The replacement rules and their error texts are `text::replace`; the read/check/write cycle is
+//! [`super::editing`].
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::editing::{commit, describe_change, load_text};
+use super::{ToolError, ToolReply};
+use crate::path::VirtualPath;
+use crate::session::Session;
+use crate::text::line_endings;
+use crate::text::replace::{EditSpec, apply_edit};
+
+/// Arguments of `edit_file` (schemas/edit_file.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The file.
+    pub file_path: String,
+    /// The exact text to replace.
+    pub old_string: String,
+    /// The replacement.
+    pub new_string: String,
+    /// Replace every occurrence.
+    #[serde(default)]
+    pub replace_all: bool,
+    /// Required occurrence count.
+    #[serde(default)]
+    pub expected_replacements: Option<usize>,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.file_path)?;
+    let _guard = session.lock_file(&path).await;
+    let loaded = load_text(session, &path).await?;
+    let spec = EditSpec {
+        old_string: &args.old_string,
+        new_string: &args.new_string,
+        replace_all: args.replace_all,
+        expected_replacements: args.expected_replacements,
+    };
+    let replaced = apply_edit(&loaded.text, &spec)?;
+    let bytes = line_endings::restore(&replaced.content, loaded.format);
+    let version = commit(session, &path, Some(&loaded.file), bytes.as_bytes()).await?;
+    let headline = format!(
+        "Edited {path}: replaced {} occurrence{}.",
+        replaced.occurrences,
+        if replaced.occurrences == 1 { "" } else { "s" }
+    );
+    Ok(describe_change(
+        &headline,
+        &path,
+        &loaded.text,
+        &replaced.content,
+        Some(replaced.occurrences),
+        &version,
+    ))
+}

@@ -1,0 +1,67 @@
+//! `glob`: files matching a pattern below a directory, newest-modified first, then by path, at
+//! most [`MAX_RESULTS`] (CONTRACT §4). Matching is the shared `search::GlobMatcher`.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, GlobQuery};
+use crate::path::VirtualPath;
+use crate::search::GlobMatcher;
+use crate::session::Session;
+use crate::text::truncate::cap_result;
+
+/// Most files returned.
+pub const MAX_RESULTS: usize = 1000;
+
+fn default_path() -> String {
+    "/".to_owned()
+}
+
+/// Arguments of `glob` (schemas/glob.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The pattern.
+    pub pattern: String,
+    /// The directory searched.
+    #[serde(default = "default_path")]
+    pub path: String,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let dir = VirtualPath::parse(&args.path)?;
+    let matcher = GlobMatcher::new(&args.pattern)?;
+    if session.backend.stat(&dir).await?.is_none() {
+        return Err(backend::Error::NotFound { path: dir }.into());
+    }
+    let mut files = session
+        .backend
+        .glob(&GlobQuery {
+            dir: dir.clone(),
+            matcher,
+        })
+        .await?;
+    if files.is_empty() {
+        return Ok(ToolReply::text("No files found"));
+    }
+    files.sort_by(|a, b| {
+        b.modified
+            .cmp(&a.modified)
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    let total = files.len();
+    let mut text = files
+        .iter()
+        .take(MAX_RESULTS)
+        .map(|e| e.path.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    if total > MAX_RESULTS {
+        text.push_str(&format!(
+            "\n... [showing {MAX_RESULTS} of {total} files, newest first; narrow the pattern or path to see the rest]"
+        ));
+    }
+    Ok(ToolReply::text(cap_result(text)))
+}

@@ -1,0 +1,189 @@
+//! `grep`: search file contents (CONTRACT §4). The pattern is compiled once
+//! (`search::GrepPattern`); each backend searches its own files (the disk backend with ripgrep's
+//! crates); the merged answer is sorted by path, paged with `head_limit`/`offset`, and formatted
+//! in one of three output modes.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, GrepCollect, GrepFile, GrepQuery};
+use crate::path::VirtualPath;
+use crate::search::{GlobMatcher, GrepPattern};
+use crate::session::Session;
+use crate::text::truncate::cap_result;
+
+/// Longest line shown in content mode; longer ones are cut with a marker.
+pub const MAX_SHOWN_LINE_CHARS: usize = 2000;
+
+/// What each matching file shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// Paths only.
+    #[default]
+    FilesWithMatches,
+    /// `path: N`.
+    Count,
+    /// Matching lines with context.
+    Content,
+}
+
+fn default_path() -> String {
+    "/".to_owned()
+}
+
+/// Arguments of `grep` (schemas/grep.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The regex (or text).
+    pub pattern: String,
+    /// Where to search.
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// File filter.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Output mode.
+    #[serde(default)]
+    pub output_mode: OutputMode,
+    /// Search the text as written.
+    #[serde(default)]
+    pub literal: bool,
+    /// Ignore case.
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// Context lines.
+    #[serde(default)]
+    pub context: usize,
+    /// Entries shown at most.
+    #[serde(default)]
+    pub head_limit: Option<usize>,
+    /// Entries skipped.
+    #[serde(default)]
+    pub offset: usize,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let dir = VirtualPath::parse(&args.path)?;
+    let pattern = GrepPattern::new(&args.pattern, args.literal, args.case_insensitive)?;
+    let file_filter = args.glob.as_deref().map(GlobMatcher::new).transpose()?;
+    if session.backend.stat(&dir).await?.is_none() {
+        return Err(backend::Error::NotFound { path: dir }.into());
+    }
+    let collect = match args.output_mode {
+        OutputMode::FilesWithMatches => GrepCollect::Files,
+        OutputMode::Count => GrepCollect::Count,
+        OutputMode::Content => GrepCollect::Lines {
+            context: args.context,
+        },
+    };
+    let mut files = session
+        .backend
+        .grep(&GrepQuery {
+            dir,
+            pattern: Arc::new(pattern),
+            file_filter,
+            collect,
+        })
+        .await?;
+    if files.is_empty() {
+        return Ok(ToolReply::text("No matches found"));
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let text = match args.output_mode {
+        OutputMode::FilesWithMatches => {
+            let rows: Vec<String> = files.iter().map(|f| f.path.to_string()).collect();
+            page(rows, args.head_limit, args.offset, "files").join("\n")
+        }
+        OutputMode::Count => {
+            let rows: Vec<String> = files
+                .iter()
+                .map(|f| format!("{}: {}", f.path, f.match_count))
+                .collect();
+            page(rows, args.head_limit, args.offset, "files").join("\n")
+        }
+        OutputMode::Content => content(&files, args.head_limit, args.offset),
+    };
+    Ok(ToolReply::text(cap_result(text)))
+}
+
+/// Applies offset/head_limit to entries and appends a paging note when entries remain.
+fn page(rows: Vec<String>, head_limit: Option<usize>, offset: usize, what: &str) -> Vec<String> {
+    let total = rows.len();
+    let limit = head_limit.unwrap_or(usize::MAX);
+    let mut shown: Vec<String> = rows.into_iter().skip(offset).take(limit).collect();
+    let end = offset.saturating_add(shown.len());
+    if shown.is_empty() {
+        shown.push(format!(
+            "No entries at offset {offset}: there are {total} {what}. Use a smaller offset."
+        ));
+    } else if end < total {
+        shown.push(format!(
+            "... [showing {what} {}-{end} of {total}; call again with offset={end} for more]",
+            offset + 1
+        ));
+    }
+    shown
+}
+
+fn shown_line(text: &str) -> String {
+    if text.chars().count() > MAX_SHOWN_LINE_CHARS {
+        let cut: String = text.chars().take(MAX_SHOWN_LINE_CHARS).collect();
+        format!("{cut} … [line truncated]")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Content mode: entries are the match and context lines; headers and `--` separators are
+/// repeated as needed around the page.
+fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> String {
+    let total: usize = files.iter().map(|f| f.lines.len()).sum();
+    let limit = head_limit.unwrap_or(usize::MAX);
+    let mut out: Vec<String> = Vec::new();
+    let mut index = 0usize;
+    let mut shown = 0usize;
+    for file in files {
+        let mut header_done = false;
+        let mut previous: Option<usize> = None;
+        for line in &file.lines {
+            let this = index;
+            index += 1;
+            if this < offset || shown >= limit {
+                previous = Some(line.number);
+                continue;
+            }
+            if !header_done {
+                out.push(format!("{}:", file.path));
+                header_done = true;
+            } else if previous.is_some_and(|p| p + 1 != line.number) {
+                out.push("  --".to_owned());
+            }
+            let mark = if line.is_match { ':' } else { '-' };
+            out.push(format!(
+                "  {}{mark} {}",
+                line.number,
+                shown_line(&line.text)
+            ));
+            previous = Some(line.number);
+            shown += 1;
+        }
+    }
+    let end = offset.saturating_add(shown);
+    if shown == 0 {
+        out.push(format!(
+            "No entries at offset {offset}: there are {total} lines. Use a smaller offset."
+        ));
+    } else if end < total {
+        out.push(format!(
+            "... [showing lines {}-{end} of {total}; call again with offset={end} for more]",
+            offset + 1
+        ));
+    }
+    out.join("\n")
+}

@@ -1,0 +1,260 @@
+//! The tools: typed arguments → backend calls → the answer the agent reads.
+//!
+//! One module per tool (after mini-redis' one file per command); [`call`] parses the validated
+//! arguments into the tool's `Args` and dispatches in one flat match. The shared edit pipeline
+//! (read → pure text change → conditional write → ledger and undo) lives in [`editing`].
+
+pub mod edit_file;
+pub mod editing;
+pub mod glob;
+pub mod grep;
+pub mod ls;
+pub mod multi_edit;
+pub mod read_file;
+pub mod write_file;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::backend;
+use crate::path::{PathError, VirtualPath};
+use crate::search::PatternError;
+use crate::session::Session;
+use crate::text::replace::{EditError, MultiEditError};
+
+/// A failed tool call: the text the agent reads (`isError: true`). Every text starts with
+/// `Error:` (or `Invalid arguments`) and says what to do next.
+#[derive(Debug, Error)]
+pub enum ToolError {
+    /// Arguments that passed the schema but not the typed parse (should not happen).
+    #[error("Invalid arguments for {tool}: {reason}")]
+    Arguments {
+        /// The tool.
+        tool: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// A path refused by CONTRACT §1.
+    #[error("{0}")]
+    Path(#[from] PathError),
+    /// A backend failure.
+    #[error("{0}")]
+    Backend(#[from] backend::Error),
+    /// A bad glob or regex.
+    #[error("{0}")]
+    Pattern(#[from] PatternError),
+    /// An edit_file refusal.
+    #[error("{0}")]
+    Edit(#[from] EditError),
+    /// A multi_edit refusal.
+    #[error("{0}")]
+    MultiEdit(#[from] MultiEditError),
+    /// Changing a file that this session has not read.
+    #[error("Error: File has not been read yet: {path}. Read it with read_file first, then retry")]
+    NotRead {
+        /// The file.
+        path: VirtualPath,
+    },
+    /// Changing a file that changed since this session read it.
+    #[error(
+        "Error: File has been modified since it was read: {path}. Read it again with read_file, then retry"
+    )]
+    Stale {
+        /// The file.
+        path: VirtualPath,
+    },
+    /// A read starting after the last line.
+    #[error(
+        "Error: Line offset {offset} exceeds file length ({lines} lines). Use an offset below {lines}"
+    )]
+    OffsetPastEnd {
+        /// The offset asked for.
+        offset: usize,
+        /// The file's line count.
+        lines: usize,
+    },
+    /// Editing a binary file as text.
+    #[error(
+        "Error: {path} is a binary file; edit_file and multi_edit change text files only. Use write_file to replace it whole"
+    )]
+    Binary {
+        /// The file.
+        path: VirtualPath,
+    },
+}
+
+/// A successful answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    /// The text the agent reads.
+    pub text: String,
+    /// Structured content (diffs, counts), when the tool has some.
+    pub structured: Option<Value>,
+    /// An image, base64-encoded, with its MIME type.
+    pub image: Option<(String, String)>,
+}
+
+impl ToolReply {
+    /// A text-only answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            structured: None,
+            image: None,
+        }
+    }
+}
+
+/// Whether a tool of this name exists here (the registry decides what is listed).
+pub fn is_known(name: &str) -> bool {
+    matches!(
+        name,
+        "ls" | "read_file" | "write_file" | "edit_file" | "multi_edit" | "glob" | "grep"
+    )
+}
+
+fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolError> {
+    let arguments = if arguments.is_null() {
+        Value::Object(Default::default())
+    } else {
+        arguments
+    };
+    serde_json::from_value(arguments).map_err(|e| ToolError::Arguments {
+        tool: tool.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Runs tool `name` with schema-validated `arguments` in `session`.
+#[tracing::instrument(skip_all, fields(tool = name))]
+pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<ToolReply, ToolError> {
+    match name {
+        "ls" => ls::run(parse(name, arguments)?, session).await,
+        "read_file" => read_file::run(parse(name, arguments)?, session).await,
+        "write_file" => write_file::run(parse(name, arguments)?, session).await,
+        "edit_file" => edit_file::run(parse(name, arguments)?, session).await,
+        "multi_edit" => multi_edit::run(parse(name, arguments)?, session).await,
+        "glob" => glob::run(parse(name, arguments)?, session).await,
+        "grep" => grep::run(parse(name, arguments)?, session).await,
+        other => Err(ToolError::Arguments {
+            tool: other.to_owned(),
+            reason: "no such tool".into(),
+        }),
+    }
+}
+
+/// The JSON Schema schemars derives from each tool's typed `Args`, for the test that proves the
+/// structs and `schemas/` agree.
+pub fn derived_schemas() -> Vec<(&'static str, schemars::Schema)> {
+    vec![
+        ("ls", schemars::schema_for!(ls::Args)),
+        ("read_file", schemars::schema_for!(read_file::Args)),
+        ("write_file", schemars::schema_for!(write_file::Args)),
+        ("edit_file", schemars::schema_for!(edit_file::Args)),
+        ("multi_edit", schemars::schema_for!(multi_edit::Args)),
+        ("glob", schemars::schema_for!(glob::Args)),
+        ("grep", schemars::schema_for!(grep::Args)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::Value;
+
+    use crate::registry::Registry;
+
+    /// `{property → base JSON type}` and the required set of an object schema, resolving
+    /// schemars' `$ref`s into `$defs` and dropping `null` from `Option` types.
+    fn shape(schema: &Value, root: &Value) -> (BTreeMap<String, Value>, Vec<String>) {
+        let resolve = |v: &Value| -> Value {
+            match v.get("$ref").and_then(Value::as_str) {
+                Some(r) => root
+                    .pointer(r.trim_start_matches('#'))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                None => v.clone(),
+            }
+        };
+        let schema = resolve(schema);
+        let mut props = BTreeMap::new();
+        if let Some(map) = schema.get("properties").and_then(Value::as_object) {
+            for (name, prop) in map {
+                let prop = resolve(prop);
+                let ty = match prop.get("type") {
+                    Some(Value::Array(types)) => types
+                        .iter()
+                        .find(|t| *t != "null")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    Some(t) => t.clone(),
+                    None if !enum_values(&prop).is_empty() => Value::String("string".into()),
+                    None => Value::Null,
+                };
+                let values = enum_values(&prop);
+                let nested = if ty == "array" {
+                    prop.get("items").map(|items| {
+                        let (p, r) = shape(items, root);
+                        serde_json::json!({"props": p, "required": r})
+                    })
+                } else {
+                    None
+                };
+                props.insert(
+                    name.clone(),
+                    serde_json::json!({"type": ty, "items": nested, "enum": values}),
+                );
+            }
+        }
+        let mut required: Vec<String> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        required.sort();
+        (props, required)
+    }
+
+    /// The allowed values of a string enum, written as `enum` or as schemars' `oneOf` consts.
+    fn enum_values(prop: &Value) -> Vec<String> {
+        let mut values: Vec<String> = match (prop.get("enum"), prop.get("oneOf")) {
+            (Some(Value::Array(values)), _) => values
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            (_, Some(Value::Array(variants))) => variants
+                .iter()
+                .filter_map(|v| v.get("const").and_then(Value::as_str).map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        };
+        values.sort();
+        values
+    }
+
+    #[test]
+    fn typed_args_and_schema_files_agree() {
+        let registry = Registry::load().unwrap();
+        let derived = super::derived_schemas();
+        assert_eq!(
+            derived.len(),
+            registry.tools().count(),
+            "one Args per schema file"
+        );
+        for (name, schema) in derived {
+            let derived = schema.as_value().clone();
+            let file = Value::Object((*registry.get(name).unwrap().schema).clone());
+            assert_eq!(
+                shape(&derived, &derived),
+                shape(&file, &file),
+                "schemas/{name}.json and {name}::Args disagree"
+            );
+        }
+    }
+}

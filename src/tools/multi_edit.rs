@@ -1,0 +1,71 @@
+//! `multi_edit`: several replacements applied in order to a working copy of one file, written
+//! once, all or nothing (CONTRACT §4). Conflict detection and the per-edit errors
+//! (`edit 2 of 3: …`) are `text::replace::apply_edits`.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::editing::{commit, describe_change, load_text};
+use super::{ToolError, ToolReply};
+use crate::path::VirtualPath;
+use crate::session::Session;
+use crate::text::line_endings;
+use crate::text::replace::{EditSpec, apply_edits};
+
+/// One edit of a `multi_edit` call.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    /// The exact text to replace.
+    pub old_string: String,
+    /// The replacement.
+    pub new_string: String,
+    /// Replace every occurrence.
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// Arguments of `multi_edit` (schemas/multi_edit.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The file.
+    pub file_path: String,
+    /// The edits, in order.
+    pub edits: Vec<Edit>,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.file_path)?;
+    let _guard = session.lock_file(&path).await;
+    let loaded = load_text(session, &path).await?;
+    let specs: Vec<EditSpec<'_>> = args
+        .edits
+        .iter()
+        .map(|e| EditSpec {
+            old_string: &e.old_string,
+            new_string: &e.new_string,
+            replace_all: e.replace_all,
+            expected_replacements: None,
+        })
+        .collect();
+    let replaced = apply_edits(&loaded.text, &specs)?;
+    let bytes = line_endings::restore(&replaced.content, loaded.format);
+    let version = commit(session, &path, Some(&loaded.file), bytes.as_bytes()).await?;
+    let headline = format!(
+        "Edited {path}: applied {} edit{} ({} occurrence{} replaced).",
+        specs.len(),
+        if specs.len() == 1 { "" } else { "s" },
+        replaced.occurrences,
+        if replaced.occurrences == 1 { "" } else { "s" }
+    );
+    Ok(describe_change(
+        &headline,
+        &path,
+        &loaded.text,
+        &replaced.content,
+        Some(replaced.occurrences),
+        &version,
+    ))
+}

@@ -1,0 +1,150 @@
+//! `read_file`: a window of a file as `cat -n` lines (CONTRACT §4), images as MCP image content,
+//! other binary files described, directories listed. Every successful read records the file's
+//! version in the session's ledger, which is what allows a later edit.
+
+use base64::Engine;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, FileView, LineWindow, TextWindow};
+use crate::content;
+use crate::path::VirtualPath;
+use crate::session::Session;
+use crate::text::numbered::{EMPTY_CONTENT_WARNING, format_numbered, is_blank};
+use crate::text::truncate::RESULT_CHAR_LIMIT;
+
+/// Default number of lines returned.
+pub const DEFAULT_LIMIT: usize = 2000;
+/// Largest image returned as image content; larger ones are described.
+pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+
+fn default_limit() -> usize {
+    DEFAULT_LIMIT
+}
+
+/// Arguments of `read_file` (schemas/read_file.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The file.
+    pub file_path: String,
+    /// Lines to skip.
+    #[serde(default)]
+    pub offset: usize,
+    /// Lines to return at most.
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.file_path)?;
+    let window = LineWindow {
+        offset: args.offset,
+        limit: args.limit.max(1),
+    };
+    let view = match session.backend.read_window(&path, window).await {
+        Ok(view) => view,
+        Err(backend::Error::IsADirectory { .. }) => return directory(&path, session).await,
+        Err(e) => return Err(e.into()),
+    };
+    match view {
+        FileView::Text(text) => {
+            session.ledger.record(&path, &text.version);
+            render_text(&path, &text, window)
+        }
+        FileView::Binary(sample) => {
+            session.ledger.record(&path, &sample.version);
+            if let Some(mime) = content::image_mime(&sample.head)
+                && sample.size <= MAX_IMAGE_BYTES
+            {
+                let file = session.backend.read(&path).await?;
+                session.ledger.record(&path, &file.version);
+                let data = base64::engine::general_purpose::STANDARD.encode(&file.content);
+                return Ok(ToolReply {
+                    text: format!("Image {path} ({mime}, {} bytes).", file.content.len()),
+                    structured: None,
+                    image: Some((data, mime.to_owned())),
+                });
+            }
+            let kind = content::describe_magic(&sample.head).unwrap_or("binary data");
+            Ok(ToolReply::text(format!(
+                "{path} is a binary file ({kind}, {} bytes); it is not shown as text.",
+                sample.size
+            )))
+        }
+    }
+}
+
+async fn directory(path: &VirtualPath, session: &Session) -> Result<ToolReply, ToolError> {
+    let listing = super::ls::listing(path, session).await?;
+    Ok(ToolReply::text(format!(
+        "{path} is a directory, not a file. Its entries (read_file takes a file path; ls lists directories):\n{listing}"
+    )))
+}
+
+fn render_text(
+    path: &VirtualPath,
+    window: &TextWindow,
+    asked: LineWindow,
+) -> Result<ToolReply, ToolError> {
+    let lines: Vec<&str> = window.lines.iter().map(String::as_str).collect();
+    let whole_file_blank =
+        asked.offset == 0 && !window.has_more && (lines.is_empty() || is_blank(&lines));
+    if window.total_lines == Some(0) || whole_file_blank {
+        return Ok(ToolReply::text(EMPTY_CONTENT_WARNING));
+    }
+    if lines.is_empty() {
+        return Err(ToolError::OffsetPastEnd {
+            offset: asked.offset,
+            lines: window.total_lines.unwrap_or(asked.offset),
+        });
+    }
+    // Fit whole source lines under the result cap; the rest is reached by paging.
+    let budget = RESULT_CHAR_LIMIT - 200;
+    let mut body = String::new();
+    let mut shown = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let rows = format_numbered(&[line], asked.offset + i + 1);
+        let needed = rows.chars().count() + 1;
+        if shown > 0 && body.chars().count() + needed > budget {
+            break;
+        }
+        if !body.is_empty() {
+            body.push('\n');
+        }
+        body.push_str(&rows);
+        shown += 1;
+        if body.chars().count() > budget {
+            break;
+        }
+    }
+    let body = crate::text::truncate::cap_result(body);
+    let next = asked.offset + shown;
+    let more_in_window = shown < lines.len();
+    if more_in_window || window.has_more {
+        let remaining = window.total_lines.map(|t| t.saturating_sub(next));
+        let note = match remaining {
+            Some(n) => format!(
+                "\n\n... {n} more lines not shown. Call read_file with offset={next} to continue."
+            ),
+            None => format!(
+                "\n\n... more lines not shown. Call read_file with offset={next} to continue."
+            ),
+        };
+        let mut text = body;
+        text.push_str(&note);
+        return Ok(finish(path, text, window));
+    }
+    Ok(finish(path, body, window))
+}
+
+fn finish(path: &VirtualPath, mut text: String, window: &TextWindow) -> ToolReply {
+    if window.lossy {
+        text.push_str(&format!(
+            "\n\n(Note: {path} is not valid UTF-8; invalid bytes are shown as U+FFFD '\u{fffd}'.)"
+        ));
+    }
+    ToolReply::text(text)
+}
