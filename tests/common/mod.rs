@@ -38,6 +38,8 @@ pub struct StdioClient {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     next_id: u64,
+    /// Responses that arrived while the test waited for another id.
+    early: std::collections::HashMap<u64, Value>,
 }
 
 impl StdioClient {
@@ -83,6 +85,7 @@ impl StdioClient {
             stdin,
             lines: rx,
             next_id: 1,
+            early: std::collections::HashMap::new(),
         }
     }
 
@@ -117,17 +120,27 @@ impl StdioClient {
                 assert_eq!(value["jsonrpc"], "2.0", "not JSON-RPC: {line}");
                 value
             }
-            Err(RecvTimeoutError::Timeout) => panic!("no answer from mountfs within {ANSWER_TIMEOUT:?}"),
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no answer from mountfs within {ANSWER_TIMEOUT:?}")
+            }
             Err(RecvTimeoutError::Disconnected) => panic!("mountfs closed stdout"),
         }
     }
 
-    /// Waits for the response with `id`, skipping notifications.
+    /// Waits for the response with `id`, skipping notifications and keeping responses to
+    /// other requests for later (responses to concurrent requests come in any order).
     pub fn response(&mut self, id: u64) -> Value {
+        if let Some(message) = self.early.remove(&id) {
+            return message;
+        }
         loop {
             let message = self.recv();
-            if message.get("id") == Some(&json!(id)) {
-                return message;
+            match message.get("id").and_then(Value::as_u64) {
+                Some(got) if got == id => return message,
+                Some(other) => {
+                    self.early.insert(other, message);
+                }
+                None => {}
             }
         }
     }
@@ -151,7 +164,8 @@ impl StdioClient {
     pub fn ok(&mut self, tool: &str, arguments: Value) -> String {
         let result = self.call(tool, arguments.clone());
         assert_eq!(
-            result["isError"], false,
+            result["isError"],
+            false,
             "{tool}({arguments}) failed: {}",
             text_of(&result)
         );
@@ -162,7 +176,8 @@ impl StdioClient {
     pub fn err(&mut self, tool: &str, arguments: Value) -> String {
         let result = self.call(tool, arguments.clone());
         assert_eq!(
-            result["isError"], true,
+            result["isError"],
+            true,
             "{tool}({arguments}) should have failed but said: {}",
             text_of(&result)
         );
