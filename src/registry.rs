@@ -30,6 +30,14 @@ pub const SCHEMA_FILES: &[(&str, &str)] = &[
     ),
     ("glob.json", include_str!("../schemas/glob.json")),
     ("grep.json", include_str!("../schemas/grep.json")),
+    ("delete.json", include_str!("../schemas/delete.json")),
+    ("move.json", include_str!("../schemas/move.json")),
+    ("file_info.json", include_str!("../schemas/file_info.json")),
+    ("undo_edit.json", include_str!("../schemas/undo_edit.json")),
+    (
+        "apply_patch.json",
+        include_str!("../schemas/apply_patch.json"),
+    ),
 ];
 
 /// A tool definition that cannot be served. The server refuses to start with it.
@@ -408,7 +416,12 @@ mod tests {
                 "edit_file",
                 "multi_edit",
                 "glob",
-                "grep"
+                "grep",
+                "delete",
+                "move",
+                "file_info",
+                "undo_edit",
+                "apply_patch"
             ]
         );
     }
