@@ -415,6 +415,30 @@ mod tests {
     }
 
     #[test]
+    fn annotations_say_which_tools_change_and_destroy() {
+        let registry = registry();
+        for (name, read_only, destructive, idempotent) in [
+            ("file_info", true, false, true),
+            ("delete", false, true, false),
+            ("move", false, true, false),
+            ("undo_edit", false, true, false),
+            ("apply_patch", false, true, false),
+        ] {
+            let annotations = registry
+                .get(name)
+                .unwrap()
+                .tool
+                .annotations
+                .clone()
+                .unwrap();
+            assert_eq!(annotations.read_only_hint, Some(read_only), "{name}");
+            assert_eq!(annotations.destructive_hint, Some(destructive), "{name}");
+            assert_eq!(annotations.idempotent_hint, Some(idempotent), "{name}");
+            assert_eq!(annotations.open_world_hint, Some(false), "{name}");
+        }
+    }
+
+    #[test]
     fn every_shipped_schema_loads() {
         let names: Vec<String> = registry().tools().map(|t| t.name().to_owned()).collect();
         assert_eq!(

@@ -42,16 +42,16 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     if source == destination {
         return Err(ToolError::SamePath { path: source });
     }
+    for path in [&source, &destination] {
+        if session.backend.holds_mount_root(path) {
+            return Err(backend::Error::MountRoot { path: path.clone() }.into());
+        }
+    }
     if destination.starts_with(&source) {
         return Err(ToolError::MoveIntoItself {
             source_path: source,
             destination,
         });
-    }
-    for path in [&source, &destination] {
-        if session.backend.holds_mount_root(path) {
-            return Err(backend::Error::MountRoot { path: path.clone() }.into());
-        }
     }
     if session.backend.route(&source).0.read_only {
         return Err(backend::Error::ReadOnly { path: source }.into());
