@@ -10,8 +10,9 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 
-use super::editing::{decode_text, describe_change};
+use super::editing::{decode_text, describe_change, report_change};
 use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, DeleteOptions, FileBytes, WriteMode};
 use crate::content;
@@ -97,20 +98,22 @@ async fn undo(
                 .await
                 .map_err(|e| refused(e, path))?;
             session.ledger.forget(path);
-            let old = text_of(&file.content);
-            let mut reply = match &old {
-                Some(old) => describe_change(
-                    &format!("Undid the creation of {path}: the file was deleted."),
-                    path,
-                    old,
-                    "",
-                    None,
-                    after,
-                ),
-                None => ToolReply::text(format!(
-                    "Undid the creation of {path}: the file was deleted."
-                )),
-            };
+            let mut reply = ToolReply::text(format!(
+                "Undid the creation of {path}: the file ({} bytes) was deleted.",
+                file.content.len()
+            ));
+            if let Some(old) = text_of(&file.content) {
+                let report = report_change(path, &old, "");
+                reply.structured = Some(json!({
+                    "path": path.as_str(),
+                    "version": null,
+                    "deleted": true,
+                    "lines_added": 0,
+                    "lines_removed": report.stats.removed,
+                    "diff": report.diff,
+                    "diff_truncated": report.diff_truncated,
+                }));
+            }
             reply.text.push_str(&remaining_note(remaining));
             Ok(reply)
         }
