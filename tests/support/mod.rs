@@ -111,8 +111,14 @@ pub struct McpServer {
 impl McpServer {
     /// Starts the binary with these arguments and completes the MCP handshake.
     pub async fn start(args: &[String]) -> Self {
+        Self::start_with_env(args, &[]).await
+    }
+
+    /// [`McpServer::start`] with extra environment variables.
+    pub async fn start_with_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
