@@ -9,7 +9,9 @@
 //! # Layout
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
-//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `composite`).
+//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `store`, `composite`).
+//! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
+//!   engines, which `backend::store` turns into files.
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
 //! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, patches, line
 //!   endings, language by file name).
@@ -35,6 +37,7 @@ pub mod registry;
 pub mod search;
 pub mod server;
 pub mod session;
+pub mod store;
 pub mod text;
 pub mod tools;
 pub mod transport;
