@@ -1,13 +1,14 @@
-//! Shared helpers of the store tests: unique names, the PostgreSQL test URL (or one skip
-//! line), clean-up of test namespaces, and a minimal MCP client that drives the real `mountfs`
-//! binary over stdio with many requests in flight at once.
+//! Shared helpers of the store tests and the benchmarks: unique names, the PostgreSQL test URL
+//! (or one skip line), clean-up of test namespaces, and a minimal MCP client that drives a real
+//! server process (the `mountfs` binary, or any other MCP server for `benches/peers.rs`) over
+//! stdio with many requests in flight at once.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -97,7 +98,10 @@ pub struct ToolAnswer {
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 
-/// One `mountfs` process and its stdio MCP session. Requests may be sent concurrently; the
+/// How long [`McpServer::request`] waits for an answer unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One MCP server process and its stdio session. Requests may be sent concurrently; the
 /// reader task hands each response to its caller by id.
 #[derive(Debug)]
 pub struct McpServer {
@@ -106,6 +110,7 @@ pub struct McpServer {
     pending: Pending,
     next_id: AtomicU64,
     stderr: Arc<Mutex<String>>,
+    timeout: Duration,
 }
 
 impl McpServer {
@@ -116,16 +121,24 @@ impl McpServer {
 
     /// [`McpServer::start`] with extra environment variables.
     pub async fn start_with_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mountfs"));
+        command
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, *v)))
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn");
+        Self::spawn(command, DEFAULT_TIMEOUT).await
+    }
+
+    /// Starts any MCP server from `command` (its stdio is taken over) and completes the MCP
+    /// handshake; each request then waits at most `timeout` for its answer.
+    pub async fn spawn(mut command: Command, timeout: Duration) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .expect("spawn mountfs");
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.as_std().get_program()));
         let stdout = child.stdout.take().expect("stdout");
         let mut stderr_pipe = child.stderr.take().expect("stderr");
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -142,7 +155,10 @@ impl McpServer {
             while let Ok(Some(line)) = lines.next_line().await {
                 let message: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout line is not JSON-RPC ({e}): {line}"));
-                if let Some(id) = message.get("id").and_then(Value::as_u64)
+                // A message with a method is the server's own request or notification; only
+                // responses go back to a caller.
+                if message.get("method").is_none()
+                    && let Some(id) = message.get("id").and_then(Value::as_u64)
                     && let Some(reply) = routes.lock().unwrap().remove(&id)
                 {
                     let _ = reply.send(message);
@@ -155,6 +171,7 @@ impl McpServer {
             pending,
             next_id: AtomicU64::new(1),
             stderr,
+            timeout,
         };
         let init = server
             .request(
@@ -162,7 +179,7 @@ impl McpServer {
                 json!({
                     "protocolVersion": "2025-06-18",
                     "capabilities": {},
-                    "clientInfo": {"name": "mountfs-store-tests", "version": "0"}
+                    "clientInfo": {"name": "mountfs-test-client", "version": "0"}
                 }),
             )
             .await;
@@ -171,6 +188,11 @@ impl McpServer {
             .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
         server
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     async fn send(&self, message: Value) {
@@ -191,7 +213,7 @@ impl McpServer {
         self.pending.lock().unwrap().insert(id, tx);
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
-        match tokio::time::timeout(std::time::Duration::from_secs(60), rx).await {
+        match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(response)) => response,
             _ => panic!(
                 "no response to {method}; server stderr:\n{}",
@@ -202,12 +224,19 @@ impl McpServer {
 
     /// Calls a tool.
     pub async fn call(&self, tool: &str, arguments: Value) -> ToolAnswer {
+        self.try_call(tool, arguments)
+            .await
+            .unwrap_or_else(|response| panic!("tools/call {tool} got a protocol error: {response}"))
+    }
+
+    /// Calls a tool; a JSON-RPC error response is `Err(response)`.
+    pub async fn try_call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, Value> {
         let response = self
             .request("tools/call", json!({"name": tool, "arguments": arguments}))
             .await;
-        let result = response
-            .get("result")
-            .unwrap_or_else(|| panic!("tools/call {tool} got a protocol error: {response}"));
+        let Some(result) = response.get("result") else {
+            return Err(response);
+        };
         let text = result["content"]
             .as_array()
             .map(|parts| {
@@ -218,7 +247,7 @@ impl McpServer {
                     .join("\n")
             })
             .unwrap_or_default();
-        ToolAnswer {
+        Ok(ToolAnswer {
             is_error: result
                 .get("isError")
                 .and_then(Value::as_bool)
@@ -228,7 +257,7 @@ impl McpServer {
                 .get("structuredContent")
                 .cloned()
                 .unwrap_or(Value::Null),
-        }
+        })
     }
 
     /// Calls a tool that must succeed; returns its text.
@@ -245,7 +274,7 @@ impl McpServer {
     /// Closes stdin and waits for the process to exit.
     pub async fn stop(mut self) {
         self.stdin.lock().await.take();
-        let status = tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
+        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
             .expect("server exits when stdin closes")
             .expect("wait for server");

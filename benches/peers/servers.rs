@@ -1,0 +1,169 @@
+//! The servers compared, how each is started, and the per-server tool table: the tool and
+//! arguments each one uses for our `read_file`, `ls`, `glob` and `grep` (its closest equivalent;
+//! BENCHMARKS.md says where they differ).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+use crate::workspace::{GLOB, LS_DIR, NEEDLE, READ_FILE, SMALL};
+
+/// Which server a [`Server`] is; each speaks its own tool names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// This crate's binary, `--mount /=disk:WORKSPACE`.
+    Mountfs,
+    /// `@modelcontextprotocol/server-filesystem` (Node), the official reference server.
+    Reference,
+    /// `rust-mcp-filesystem` 0.4.x.
+    RustMcpFilesystem,
+}
+
+/// One server under test.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub name: &'static str,
+    pub flavor: Flavor,
+    pub program: PathBuf,
+}
+
+/// What one call does, in our terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `read_file` of a 2 KiB README.
+    Read,
+    /// `ls` of a directory of 36 entries.
+    Ls,
+    /// `glob **/*.toml`.
+    Glob(Scope),
+    /// `grep` of one identifier, files with matches.
+    Grep(Scope),
+}
+
+/// Where a search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The 2,000-file tree `small/`.
+    Small,
+    /// The whole 20,000-file, ~220 MB tree.
+    All,
+}
+
+impl Scope {
+    /// The directory searched, relative to the workspace root (`""` is the root).
+    pub fn dir(self) -> &'static str {
+        match self {
+            Scope::Small => SMALL,
+            Scope::All => "",
+        }
+    }
+}
+
+impl Op {
+    /// A short label for tables.
+    pub fn label(self) -> String {
+        let scope = |s: Scope| match s {
+            Scope::Small => "2,000 files",
+            Scope::All => "20,000 files",
+        };
+        match self {
+            Op::Read => "read_file 2 KiB".to_owned(),
+            Op::Ls => "ls 36 entries".to_owned(),
+            Op::Glob(s) => format!("glob {GLOB}, {}", scope(s)),
+            Op::Grep(s) => format!("grep, {}", scope(s)),
+        }
+    }
+}
+
+/// A tool call: name and arguments.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub tool: &'static str,
+    pub args: Value,
+}
+
+impl Server {
+    /// The command starting this server on the workspace `root` (absolute, canonical), with
+    /// the soft open-file limit lowered to `nofile` if given (by `sh`, which then `exec`s the
+    /// server, so the process id stays the one /proc is read for).
+    pub fn command(&self, root: &Path, nofile: Option<u64>) -> Command {
+        let mut command = match nofile {
+            None => Command::new(&self.program),
+            Some(limit) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -Sn {limit} && exec \"$0\" \"$@\""))
+                    .arg(&self.program);
+                shell
+            }
+        };
+        match self.flavor {
+            Flavor::Mountfs => {
+                command.args(["--mount", &format!("/=disk:{}", root.display())]);
+            }
+            // Read-only: neither needs write access for these calls (the reference has no
+            // such switch; rust-mcp-filesystem is read-only unless given --allow-write).
+            Flavor::Reference | Flavor::RustMcpFilesystem => {
+                command.arg(root);
+            }
+        }
+        command
+    }
+
+    /// This server's equivalent of `op` on the workspace `root`, or `None` if it has none.
+    pub fn call(&self, op: Op, root: &Path) -> Option<Call> {
+        // mountfs speaks virtual paths under its `/` mount; the peers take host paths.
+        let path = |rel: &str| match self.flavor {
+            Flavor::Mountfs => format!("/{rel}"),
+            _ => root.join(rel).display().to_string(),
+        };
+        let call = |tool, args| Some(Call { tool, args });
+        match (self.flavor, op) {
+            (Flavor::Mountfs, Op::Read) => call("read_file", json!({"file_path": path(READ_FILE)})),
+            (Flavor::Mountfs, Op::Ls) => call("ls", json!({"path": path(LS_DIR)})),
+            (Flavor::Mountfs, Op::Glob(s)) => {
+                call("glob", json!({"pattern": GLOB, "path": path(s.dir())}))
+            }
+            (Flavor::Mountfs, Op::Grep(s)) => {
+                call("grep", json!({"pattern": NEEDLE, "path": path(s.dir())}))
+            }
+            (_, Op::Read) => call("read_text_file", json!({"path": path(READ_FILE)})),
+            (_, Op::Ls) => call("list_directory", json!({"path": path(LS_DIR)})),
+            (_, Op::Glob(s)) => call(
+                "search_files",
+                json!({"path": path(s.dir()), "pattern": GLOB}),
+            ),
+            // The reference server has no content search.
+            (Flavor::Reference, Op::Grep(_)) => None,
+            (Flavor::RustMcpFilesystem, Op::Grep(s)) => call(
+                "search_files_content",
+                json!({"path": path(s.dir()), "pattern": "*", "query": NEEDLE, "is_regex": true}),
+            ),
+        }
+    }
+}
+
+/// `rg`'s equivalent of a glob or grep under `dir`: file names only, as our tools answer.
+/// `--no-ignore-parent`: the workspace lies in a git-ignored folder of this repository, and the
+/// servers look at no ignore file above their root either.
+pub fn rg_args(op: Op, dir: &Path) -> Option<Vec<String>> {
+    let dir = dir.display().to_string();
+    match op {
+        Op::Glob(_) => Some(vec![
+            "--files".into(),
+            "--no-ignore-parent".into(),
+            "-g".into(),
+            "*.toml".into(),
+            dir,
+        ]),
+        Op::Grep(_) => Some(vec![
+            "-l".into(),
+            "--no-ignore-parent".into(),
+            NEEDLE.into(),
+            dir,
+        ]),
+        Op::Read | Op::Ls => None,
+    }
+}
