@@ -71,8 +71,9 @@ pub async fn serve_stdio(
         Arc::new(table.session_backend()),
         write_options,
     ));
-    let input = transport::stamp_arrivals(tokio::io::stdin(), session.arrival.clone());
-    serve_session(table, session, (input, tokio::io::stdout())).await
+    let (stdin, stdout) = transport::stdio();
+    let input = transport::stamp_arrivals(stdin, session.arrival.clone());
+    serve_session(table, session, (input, stdout)).await
 }
 
 /// Serves `session` over any MCP transport until the client goes away.

@@ -5,6 +5,11 @@
 //! session's [`ArrivalOrder`] at the moment the line is read. The library then runs requests
 //! concurrently; the ticket lets calls on one file take turns in the order they were sent.
 //! Anything else (including garbage) is forwarded as it is, for the library to handle.
+//!
+//! [`stdio`] gives the server its stdin and stdout as readiness-driven (epoll) pipes when they
+//! are pipes, as every MCP client makes them: tokio's own `stdin()`/`stdout()` do each read and
+//! write on a blocking-pool thread, and those two thread hand-offs per call were most of a small
+//! call's CPU (issue 6: futex waits and wake-ups, profiled with `perf`).
 
 use std::sync::Arc;
 
@@ -19,6 +24,44 @@ pub const TICKET_META_KEY: &str = "mountfs/ticket";
 
 /// Largest line buffered between stdin and the MCP library (bytes in flight).
 const PIPE_BYTES: usize = 1 << 20;
+
+/// The server's stdin and stdout, each a non-blocking pipe driven by the reactor when it is a
+/// pipe (FIFO), else tokio's blocking-pool `Stdin`/`Stdout` (a terminal, a file).
+///
+/// Making a pipe non-blocking sets `O_NONBLOCK` on its open file description, which a process
+/// sharing that same end of the pipe would see too; an MCP client creates the pipes for its
+/// server alone.
+pub fn stdio() -> (
+    Box<dyn AsyncRead + Send + Unpin>,
+    Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+        // `from_file` checks that the descriptor is a pipe open the right way before it makes
+        // it non-blocking, so a failure leaves it as it was for the blocking fallback.
+        let reader: Box<dyn AsyncRead + Send + Unpin> = match std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| pipe::Receiver::from_file(fd.into()))
+        {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdin()),
+        };
+        let writer: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = match std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| pipe::Sender::from_file(fd.into()))
+        {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdout()),
+        };
+        (reader, writer)
+    }
+    #[cfg(not(unix))]
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
 
 /// Reads `input` line by line, stamps tickets, and returns the stream the MCP library reads.
 pub fn stamp_arrivals<R>(input: R, arrival: Arc<ArrivalOrder>) -> DuplexStream
