@@ -53,7 +53,7 @@ struct Options {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cargo bench --bench peers -- [--mountfs PROGRAM] [--reference PROGRAM] [--rmf PROGRAM] [--rg PROGRAM] [--rounds N] [--workspace DIR] [--out FILE] [--quick] [--generate-only]"
+        "usage: cargo bench --bench peers -- [--mountfs PROGRAM] [--baseline PROGRAM] [--reference PROGRAM] [--rmf PROGRAM] [--rg PROGRAM] [--rounds N] [--workspace DIR] [--out FILE] [--quick] [--generate-only]"
     );
     std::process::exit(2)
 }
@@ -79,8 +79,14 @@ fn parse_options() -> Option<Options> {
         match arg.as_str() {
             "--bench" => {}
             "--workspace" => options.workspace = PathBuf::from(value()),
-            // Another mountfs build (e.g. a baseline) in place of this one.
+            // Another mountfs build in place of this one.
             "--mountfs" => options.servers[0].program = PathBuf::from(value()),
+            // Another mountfs build beside this one, to measure a change in the same run.
+            "--baseline" => options.servers.push(Server {
+                name: "baseline",
+                flavor: Flavor::Mountfs,
+                program: PathBuf::from(value()),
+            }),
             "--reference" => options.servers.push(Server {
                 name: "reference",
                 flavor: Flavor::Reference,

@@ -95,31 +95,23 @@ impl Table {
             .push(value);
     }
 
+    /// Records a measurement's figures; a measurement with any failed call counts as failed
+    /// (NaN), so the time it took to fail is never reported as a speed.
     pub fn record_sample(&mut self, label: &str, server: &str, sample: &Sample) {
-        self.record(
-            &format!("{label}: calls/s"),
-            Better::Higher,
-            server,
-            sample.rate(),
-        );
-        self.record(
-            &format!("{label}: p50 ms"),
-            Better::Lower,
-            server,
-            sample.quantile_ms(0.5),
-        );
-        self.record(
-            &format!("{label}: p99 ms"),
-            Better::Lower,
-            server,
-            sample.quantile_ms(0.99),
-        );
-        self.record(
-            &format!("{label}: server CPU ms/call"),
-            Better::Lower,
-            server,
-            sample.cpu_ms_per_call(),
-        );
+        let figure = |v: f64| if sample.failures == 0 { v } else { f64::NAN };
+        let figures = [
+            ("calls/s", Better::Higher, sample.rate()),
+            ("p50 ms", Better::Lower, sample.quantile_ms(0.5)),
+            ("p99 ms", Better::Lower, sample.quantile_ms(0.99)),
+            (
+                "server CPU ms/call",
+                Better::Lower,
+                sample.cpu_ms_per_call(),
+            ),
+        ];
+        for (what, better, value) in figures {
+            self.record(&format!("{label}: {what}"), better, server, figure(value));
+        }
         let seen = self
             .failures
             .entry((label.to_owned(), server.to_owned()))
