@@ -8,7 +8,8 @@
 //! # Layout
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
-//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `composite`).
+//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `filesystem`,
+//!   `composite`).
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
 //! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, line endings).
 //! - [`session`]: per-session read ledger, undo history and file locks.

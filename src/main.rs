@@ -9,7 +9,7 @@ use mountfs::mounts::MountTable;
 use mountfs::session::WriteOptions;
 
 /// The mount table used when no --mount is given.
-const DEFAULT_MOUNTS: &[&str] = &["/=memory"];
+const DEFAULT_MOUNTS: &[&str] = &["/=disk:.", "/scratch/=memory"];
 
 #[derive(Debug, Parser)]
 #[command(

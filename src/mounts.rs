@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::backend::{Backend, CompositeBackend, Mount, StateBackend};
+use crate::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+};
 use crate::config::{BackendSpec, MountSpec, display_prefix};
 
 /// A mount that could not be opened.
@@ -24,7 +26,6 @@ enum Opened {
     /// A fresh memory backend per session.
     PerSession,
     /// One backend shared by every session.
-    #[allow(dead_code)] // constructed once disk and store mounts land
     Shared(Arc<dyn Backend>),
 }
 
@@ -41,6 +42,30 @@ impl MountTable {
         for spec in specs {
             let opened = match &spec.backend {
                 BackendSpec::Memory => Opened::PerSession,
+                BackendSpec::Disk { dir, no_ignore } => {
+                    let dir = dir.clone();
+                    let options = FilesystemOptions {
+                        no_ignore: *no_ignore,
+                    };
+                    let opened =
+                        tokio::task::spawn_blocking(move || FilesystemBackend::open(&dir, options))
+                            .await;
+                    match opened {
+                        Ok(Ok(backend)) => Opened::Shared(Arc::new(backend)),
+                        Ok(Err(error)) => {
+                            return Err(OpenError {
+                                prefix: spec.display_prefix(),
+                                reason: error.to_string(),
+                            });
+                        }
+                        Err(error) => {
+                            return Err(OpenError {
+                                prefix: spec.display_prefix(),
+                                reason: error.to_string(),
+                            });
+                        }
+                    }
+                }
                 other => {
                     return Err(OpenError {
                         prefix: spec.display_prefix(),

@@ -11,6 +11,7 @@
 //! The shared conformance suite in `tests/conformance` enforces these rules on every backend.
 
 pub mod composite;
+pub mod filesystem;
 pub mod memory;
 
 use std::fmt;
@@ -26,6 +27,7 @@ use crate::path::{PathError, VirtualPath};
 use crate::search::{GlobMatcher, GrepPattern};
 
 pub use composite::{CompositeBackend, Mount};
+pub use filesystem::{FilesystemBackend, FilesystemOptions};
 pub use memory::StateBackend;
 
 /// The identity of one file content as a backend stores it: a content hash, or a store's row
