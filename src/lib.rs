@@ -14,7 +14,8 @@
 //! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, line endings).
 //! - [`session`]: per-session read ledger, undo history and file locks.
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
-//! - [`tools`]: one module per tool; [`server`]: the MCP handler.
+//! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: stdio with
+//!   arrival tickets.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(
@@ -35,6 +36,7 @@ pub mod server;
 pub mod session;
 pub mod text;
 pub mod tools;
+pub mod transport;
 
 use std::sync::Arc;
 
@@ -56,10 +58,23 @@ pub enum ServeError {
     Transport(String),
 }
 
-/// Serves one session over `transport` until the client goes away.
-pub async fn serve<T, E, A>(
+/// Serves one session on stdin/stdout until the client goes away.
+pub async fn serve_stdio(
     table: &MountTable,
     write_options: WriteOptions,
+) -> Result<(), ServeError> {
+    let session = Arc::new(Session::new(
+        Arc::new(table.session_backend()),
+        write_options,
+    ));
+    let input = transport::stamp_arrivals(tokio::io::stdin(), session.arrival.clone());
+    serve_session(table, session, (input, tokio::io::stdout())).await
+}
+
+/// Serves `session` over any MCP transport until the client goes away.
+pub async fn serve_session<T, E, A>(
+    table: &MountTable,
+    session: Arc<Session>,
     transport: T,
 ) -> Result<(), ServeError>
 where
@@ -67,10 +82,6 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let registry = Arc::new(Registry::load()?);
-    let session = Arc::new(Session::new(
-        Arc::new(table.session_backend()),
-        write_options,
-    ));
     let instructions = format!(
         "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.",
         table.describe()

@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
         };
-        match mountfs::serve(&table, options, rmcp::transport::stdio()).await {
+        match mountfs::serve_stdio(&table, options).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("mountfs: {error}");

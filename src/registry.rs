@@ -248,10 +248,20 @@ impl ToolDefinition {
     /// Validates arguments. The error text names the tool, each offending field by JSON
     /// pointer, and the rule, e.g. `Invalid arguments for read_file: /limit must be >= 1 (got 0)`.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(arguments)
-            .map(|e| describe(&self.schema, &e))
+        let errors: Vec<ValidationError<'_>> = self.validator.iter_errors(arguments).collect();
+        // A value of the wrong type also fails its enum/range rules; naming the type is enough.
+        let mistyped: BTreeSet<String> = errors
+            .iter()
+            .filter(|e| matches!(e.kind(), ValidationErrorKind::Type { .. }))
+            .map(|e| e.instance_path().to_string())
+            .collect();
+        let problems: Vec<String> = errors
+            .iter()
+            .filter(|e| {
+                matches!(e.kind(), ValidationErrorKind::Type { .. })
+                    || !mistyped.contains(&e.instance_path().to_string())
+            })
+            .map(|e| describe(&self.schema, e))
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();

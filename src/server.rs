@@ -15,9 +15,11 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
+use crate::path::VirtualPath;
 use crate::registry::Registry;
-use crate::session::Session;
+use crate::session::{CURRENT_TURN, Session};
 use crate::tools::{self, ToolReply};
+use crate::transport::ticket_of;
 
 /// The MCP server of one session.
 #[derive(Debug, Clone)]
@@ -40,7 +42,20 @@ impl MountfsServer {
 
     /// Runs a tool call to a result (never a protocol error): validation first, then dispatch in
     /// a task of its own so a panic cannot take the connection down.
-    pub async fn run_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, McpError> {
+    ///
+    /// `ticket` is the call's arrival ticket (see `transport`); its turn is released when the
+    /// call ends, however it ends.
+    pub async fn run_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        ticket: Option<u64>,
+    ) -> Result<CallToolResult, McpError> {
+        let turn = ticket.and_then(|ticket| {
+            let path = arguments.get("file_path")?.as_str()?;
+            let path = VirtualPath::parse(path).ok()?;
+            Some(self.session.arrival.turn(path, ticket))
+        });
         let Some(definition) = self.registry.get(name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -59,7 +74,11 @@ impl MountfsServer {
         }
         let session = self.session.clone();
         let tool = name.to_owned();
-        let task = tokio::spawn(async move { tools::call(&tool, arguments, &session).await });
+        let run = async move { tools::call(&tool, arguments, &session).await };
+        let task = match turn {
+            Some(turn) => tokio::spawn(CURRENT_TURN.scope(turn, run)),
+            None => tokio::spawn(run),
+        };
         let outcome = match task.await {
             Ok(outcome) => outcome,
             Err(join_error) => {
@@ -109,12 +128,13 @@ impl ServerHandler for MountfsServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
-        self.run_tool(&request.name, arguments)
+        let ticket = ticket_of(&context.meta);
+        self.run_tool(&request.name, arguments, ticket)
             .await
             .map(Into::into)
     }

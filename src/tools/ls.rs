@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, ToolReply};
+use super::{ToolError, ToolReply, counted};
 use crate::backend::Backend;
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -43,7 +43,7 @@ pub async fn listing(dir: &VirtualPath, session: &Session) -> Result<String, Too
             if e.is_dir() {
                 format!("{}/", e.path)
             } else {
-                format!("{} ({} bytes)", e.path, e.size)
+                format!("{} ({})", e.path, counted(e.size as usize, "byte"))
             }
         })
         .collect();

@@ -106,6 +106,15 @@ impl ToolReply {
     }
 }
 
+/// `"1 line"`, `"2 lines"`: a count with its noun, for answers.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Whether a tool of this name exists here (the registry decides what is listed).
 pub fn is_known(name: &str) -> bool {
     matches!(

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::editing::{commit, describe_change, load_text};
-use super::{ToolError, ToolReply};
+use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
 use crate::text::line_endings;
@@ -54,11 +54,9 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let bytes = line_endings::restore(&replaced.content, loaded.format);
     let version = commit(session, &path, Some(&loaded.file), bytes.as_bytes()).await?;
     let headline = format!(
-        "Edited {path}: applied {} edit{} ({} occurrence{} replaced).",
-        specs.len(),
-        if specs.len() == 1 { "" } else { "s" },
-        replaced.occurrences,
-        if replaced.occurrences == 1 { "" } else { "s" }
+        "Edited {path}: applied {} ({} replaced).",
+        counted(specs.len(), "edit"),
+        counted(replaced.occurrences, "occurrence")
     );
     Ok(describe_change(
         &headline,

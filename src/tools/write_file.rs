@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::editing::{commit, describe_change, load_checked};
-use super::{ToolError, ToolReply};
+use super::{ToolError, ToolReply, counted};
 use crate::backend::{self, Backend};
 use crate::content;
 use crate::path::VirtualPath;
@@ -51,7 +51,11 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let bytes = new_text.len();
     match (existing, old_text) {
         (None, _) => Ok(super::ToolReply {
-            text: format!("Created {path} ({lines} lines, {bytes} bytes)."),
+            text: format!(
+                "Created {path} ({}, {}).",
+                counted(lines, "line"),
+                counted(bytes, "byte")
+            ),
             structured: Some(serde_json::json!({
                 "path": path.as_str(),
                 "version": version.as_str(),
@@ -63,7 +67,11 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         (Some(_), Some((old_lf, _))) => {
             let (new_lf, _) = line_endings::to_lf(&new_text);
             Ok(describe_change(
-                &format!("Updated {path} ({lines} lines, {bytes} bytes)."),
+                &format!(
+                    "Updated {path} ({}, {}).",
+                    counted(lines, "line"),
+                    counted(bytes, "byte")
+                ),
                 &path,
                 &old_lf,
                 &new_lf,
@@ -72,7 +80,9 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             ))
         }
         (Some(_), None) => Ok(ToolReply::text(format!(
-            "Replaced binary file {path} with text ({lines} lines, {bytes} bytes)."
+            "Replaced binary file {path} with text ({}, {}).",
+            counted(lines, "line"),
+            counted(bytes, "byte")
         ))),
     }
 }

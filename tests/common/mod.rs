@@ -1,0 +1,214 @@
+//! Shared test helpers: a JSON-RPC client that drives the real `mountfs` binary over stdio, and
+//! text assertions that print both sides in full.
+//!
+//! The client starts the binary, sends one JSON object per line and reads stdout line by line.
+//! Every stdout line must be JSON-RPC: [`StdioClient::recv`] fails the test on anything else, so
+//! any stray print to stdout is caught by every e2e test.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// How long a test waits for one answer before failing.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Asserts two texts are equal, printing both in full (after ripgrep's `eqnice!`).
+#[macro_export]
+macro_rules! assert_text_eq {
+    ($expected:expr, $got:expr) => {{
+        let expected: &str = &$expected;
+        let got: &str = &$got;
+        if expected != got {
+            panic!(
+                "\n---- expected ----\n{}\n---- got ----\n{}\n------------------\n",
+                expected, got
+            );
+        }
+    }};
+}
+
+/// A running `mountfs` process and its stdio.
+pub struct StdioClient {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: u64,
+    /// Responses that arrived while the test waited for another id.
+    early: std::collections::HashMap<u64, Value>,
+}
+
+impl StdioClient {
+    /// Starts the binary with `args` (e.g. `["--mount", "/=memory"]`) and initialises it.
+    pub fn start(args: &[&str]) -> Self {
+        let mut client = Self::spawn(args);
+        let init = client.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "mountfs-tests", "version": "1"}
+            }),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        client.notify("notifications/initialized", json!({}));
+        client
+    }
+
+    /// Starts the binary without initialising.
+    pub fn spawn(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mountfs");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            lines: rx,
+            next_id: 1,
+            early: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Writes one raw line to the server's stdin.
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write to mountfs");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Value) {
+        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send_raw(&message.to_string());
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&message.to_string());
+        id
+    }
+
+    /// The next JSON-RPC message from stdout (every line must be one).
+    pub fn recv(&mut self) -> Value {
+        match self.lines.recv_timeout(ANSWER_TIMEOUT) {
+            Ok(line) => {
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                assert_eq!(value["jsonrpc"], "2.0", "not JSON-RPC: {line}");
+                value
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no answer from mountfs within {ANSWER_TIMEOUT:?}")
+            }
+            Err(RecvTimeoutError::Disconnected) => panic!("mountfs closed stdout"),
+        }
+    }
+
+    /// Waits for the response with `id`, skipping notifications and keeping responses to
+    /// other requests for later (responses to concurrent requests come in any order).
+    pub fn response(&mut self, id: u64) -> Value {
+        if let Some(message) = self.early.remove(&id) {
+            return message;
+        }
+        loop {
+            let message = self.recv();
+            match message.get("id").and_then(Value::as_u64) {
+                Some(got) if got == id => return message,
+                Some(other) => {
+                    self.early.insert(other, message);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Sends a request and waits for its response.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.response(id)
+    }
+
+    /// Calls a tool; returns the `result` object (panics on a JSON-RPC error).
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        response
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("tools/call {tool} failed: {response}"))
+    }
+
+    /// Calls a tool that must succeed; returns its first text.
+    pub fn ok(&mut self, tool: &str, arguments: Value) -> String {
+        let result = self.call(tool, arguments.clone());
+        assert_eq!(
+            result["isError"],
+            false,
+            "{tool}({arguments}) failed: {}",
+            text_of(&result)
+        );
+        text_of(&result)
+    }
+
+    /// Calls a tool that must fail; returns its error text.
+    pub fn err(&mut self, tool: &str, arguments: Value) -> String {
+        let result = self.call(tool, arguments.clone());
+        assert_eq!(
+            result["isError"],
+            true,
+            "{tool}({arguments}) should have failed but said: {}",
+            text_of(&result)
+        );
+        text_of(&result)
+    }
+
+    /// Closes stdin and waits for the process to exit.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        self.child.wait().expect("wait")
+    }
+}
+
+impl Drop for StdioClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The first text content of a tool result.
+pub fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}

@@ -1,0 +1,689 @@
+//! The conformance cases: the rules of the `Backend` trait (src/backend/mod.rs), each checked the
+//! same way on every backend. A case gets a fresh, empty fixture and works under `fx.base`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mountfs::backend::{
+    DeleteOptions, EntryKind, Error, FileView, GlobQuery, GrepCollect, GrepQuery, LineWindow,
+    WriteMode,
+};
+use mountfs::path::VirtualPath;
+use mountfs::search::{GlobMatcher, GrepPattern};
+
+use crate::fixtures::Fixture;
+
+async fn put(fx: &Fixture, rel: &str, content: &[u8]) {
+    fx.backend
+        .write(&fx.path(rel), content, WriteMode::Overwrite)
+        .await
+        .unwrap_or_else(|e| panic!("write {rel}: {e}"));
+}
+
+fn names(fx: &Fixture, paths: impl IntoIterator<Item = VirtualPath>) -> Vec<String> {
+    let mut names: Vec<String> = paths
+        .into_iter()
+        .map(|p| p.relative_to(&fx.base).expect("under base").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn glob(fx: &Fixture, dir: &str, pattern: &str) -> Vec<String> {
+    let found = fx
+        .backend
+        .glob(&GlobQuery {
+            dir: fx.path(dir),
+            matcher: GlobMatcher::new(pattern).expect("pattern"),
+        })
+        .await
+        .expect("glob");
+    assert!(
+        found.iter().all(|e| e.kind == EntryKind::File),
+        "glob returns files only"
+    );
+    names(fx, found.into_iter().map(|e| e.path))
+}
+
+async fn ls(fx: &Fixture, dir: &str) -> Vec<String> {
+    let entries = fx.backend.ls(&fx.path(dir)).await.expect("ls");
+    let mut shown: Vec<String> = entries
+        .into_iter()
+        .map(|e| {
+            let rel = e.path.relative_to(&fx.base).expect("under base").to_owned();
+            if e.kind == EntryKind::Directory {
+                format!("{rel}/")
+            } else {
+                format!("{rel} {}", e.size)
+            }
+        })
+        .collect();
+    shown.sort();
+    shown
+}
+
+fn grep_query(fx: &Fixture, dir: &str, pattern: &str, collect: GrepCollect) -> GrepQuery {
+    GrepQuery {
+        dir: fx.path(dir),
+        pattern: Arc::new(GrepPattern::new(pattern, false, false).expect("pattern")),
+        file_filter: None,
+        collect,
+    }
+}
+
+pub async fn write_then_read(fx: &Fixture) {
+    let outcome = fx
+        .backend
+        .write(
+            &fx.path("notes.md"),
+            b"hello\nworld\n",
+            WriteMode::CreateOnly,
+        )
+        .await
+        .unwrap();
+    assert!(outcome.created);
+    let file = fx.backend.read(&fx.path("notes.md")).await.unwrap();
+    assert_eq!(file.content, b"hello\nworld\n");
+    assert_eq!(file.version, outcome.version);
+    assert!(file.modified.is_some());
+}
+
+pub async fn version_is_stable_and_follows_content(fx: &Fixture) {
+    put(fx, "v.txt", b"one").await;
+    let first = fx.backend.read(&fx.path("v.txt")).await.unwrap().version;
+    let again = fx.backend.read(&fx.path("v.txt")).await.unwrap().version;
+    assert_eq!(first, again, "reading does not change the version");
+    put(fx, "v.txt", b"two").await;
+    let second = fx.backend.read(&fx.path("v.txt")).await.unwrap().version;
+    assert_ne!(first, second, "a new content is a new version");
+}
+
+pub async fn create_only_fails_if_exists(fx: &Fixture) {
+    put(fx, "a.txt", b"first").await;
+    let err = fx
+        .backend
+        .write(&fx.path("a.txt"), b"second", WriteMode::CreateOnly)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::AlreadyExists {
+            path: fx.path("a.txt")
+        }
+    );
+    assert_eq!(
+        fx.backend.read(&fx.path("a.txt")).await.unwrap().content,
+        b"first"
+    );
+}
+
+pub async fn overwrite_keeps_created_time(fx: &Fixture) {
+    put(fx, "c.txt", b"v1").await;
+    let before = fx.backend.read(&fx.path("c.txt")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let outcome = fx
+        .backend
+        .write(&fx.path("c.txt"), b"v2", WriteMode::Overwrite)
+        .await
+        .unwrap();
+    assert!(!outcome.created);
+    let after = fx.backend.read(&fx.path("c.txt")).await.unwrap();
+    assert_eq!(after.content, b"v2");
+    if before.created.is_some() {
+        assert_eq!(before.created, after.created, "created survives overwrite");
+    }
+    assert!(after.modified >= before.modified);
+}
+
+pub async fn if_version_writes_only_over_that_version(fx: &Fixture) {
+    put(fx, "cas.txt", b"base").await;
+    let base = fx.backend.read(&fx.path("cas.txt")).await.unwrap().version;
+    let next = fx
+        .backend
+        .write(
+            &fx.path("cas.txt"),
+            b"mine",
+            WriteMode::IfVersion(base.clone()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(next.version, base);
+    // A second writer still holding the old version loses, and changes nothing.
+    let err = fx
+        .backend
+        .write(
+            &fx.path("cas.txt"),
+            b"theirs",
+            WriteMode::IfVersion(base.clone()),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::VersionMismatch {
+            path: fx.path("cas.txt")
+        }
+    );
+    assert_eq!(
+        fx.backend.read(&fx.path("cas.txt")).await.unwrap().content,
+        b"mine"
+    );
+    // Update-if-version of a file that does not exist is a mismatch too, and creates nothing.
+    let err = fx
+        .backend
+        .write(&fx.path("gone.txt"), b"x", WriteMode::IfVersion(base))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::VersionMismatch {
+            path: fx.path("gone.txt")
+        }
+    );
+    assert!(
+        fx.backend
+            .stat(&fx.path("gone.txt"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn binary_content_round_trips(fx: &Fixture) {
+    let bytes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+    put(fx, "blob.bin", &bytes).await;
+    assert_eq!(
+        fx.backend.read(&fx.path("blob.bin")).await.unwrap().content,
+        bytes
+    );
+    let invalid_utf8 = b"caf\xe9 \xff\xfe text".to_vec();
+    put(fx, "latin1.txt", &invalid_utf8).await;
+    assert_eq!(
+        fx.backend
+            .read(&fx.path("latin1.txt"))
+            .await
+            .unwrap()
+            .content,
+        invalid_utf8
+    );
+    put(fx, "empty", b"").await;
+    assert_eq!(
+        fx.backend.read(&fx.path("empty")).await.unwrap().content,
+        b""
+    );
+}
+
+pub async fn write_creates_parent_directories(fx: &Fixture) {
+    put(fx, "deep/er/still/file.txt", b"x").await;
+    for dir in ["deep", "deep/er", "deep/er/still"] {
+        let entry = fx.backend.stat(&fx.path(dir)).await.unwrap().expect(dir);
+        assert_eq!(entry.kind, EntryKind::Directory, "{dir}");
+    }
+    assert_eq!(ls(fx, "deep").await, vec!["deep/er/"]);
+}
+
+pub async fn write_under_a_file_or_over_a_directory_is_refused(fx: &Fixture) {
+    put(fx, "plain.txt", b"x").await;
+    let err = fx
+        .backend
+        .write(&fx.path("plain.txt/child.txt"), b"y", WriteMode::Overwrite)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotADirectory { .. }), "{err:?}");
+    put(fx, "dir/inside.txt", b"x").await;
+    let err = fx
+        .backend
+        .write(&fx.path("dir"), b"y", WriteMode::Overwrite)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::IsADirectory {
+            path: fx.path("dir")
+        }
+    );
+    assert_eq!(
+        fx.backend
+            .read(&fx.path("plain.txt"))
+            .await
+            .unwrap()
+            .content,
+        b"x"
+    );
+}
+
+pub async fn read_missing_or_directory_is_refused(fx: &Fixture) {
+    let err = fx.backend.read(&fx.path("nope.txt")).await.unwrap_err();
+    assert_eq!(
+        err,
+        Error::NotFound {
+            path: fx.path("nope.txt")
+        }
+    );
+    put(fx, "d/f.txt", b"x").await;
+    let err = fx.backend.read(&fx.path("d")).await.unwrap_err();
+    assert_eq!(err, Error::IsADirectory { path: fx.path("d") });
+}
+
+pub async fn stat_reports_files_directories_and_absence(fx: &Fixture) {
+    put(fx, "s/f.txt", b"12345").await;
+    let file = fx.backend.stat(&fx.path("s/f.txt")).await.unwrap().unwrap();
+    assert_eq!((file.kind, file.size), (EntryKind::File, 5));
+    assert_eq!(file.path, fx.path("s/f.txt"));
+    let dir = fx.backend.stat(&fx.path("s")).await.unwrap().unwrap();
+    assert_eq!(dir.kind, EntryKind::Directory);
+    assert!(fx.backend.stat(&fx.path("s/none")).await.unwrap().is_none());
+    let base = fx.backend.stat(&fx.base).await.unwrap().unwrap();
+    assert_eq!(
+        base.kind,
+        EntryKind::Directory,
+        "the root of a mount always exists"
+    );
+}
+
+pub async fn ls_lists_direct_children_with_sizes(fx: &Fixture) {
+    put(fx, "a.txt", b"aaa").await;
+    put(fx, "b/c.txt", b"c").await;
+    put(fx, "b/d/e.txt", b"e").await;
+    put(fx, "b.txt", b"bb").await;
+    put(fx, "b-c/x", b"x").await;
+    assert_eq!(ls(fx, "").await, vec!["a.txt 3", "b-c/", "b.txt 2", "b/"]);
+    assert_eq!(ls(fx, "b").await, vec!["b/c.txt 1", "b/d/"]);
+    assert_eq!(ls(fx, "b/d").await, vec!["b/d/e.txt 1"]);
+}
+
+pub async fn ls_missing_or_file_is_refused(fx: &Fixture) {
+    assert!(
+        fx.backend.ls(&fx.base).await.unwrap().is_empty(),
+        "an empty root lists empty"
+    );
+    let err = fx.backend.ls(&fx.path("missing")).await.unwrap_err();
+    assert_eq!(
+        err,
+        Error::NotFound {
+            path: fx.path("missing")
+        }
+    );
+    put(fx, "f.txt", b"x").await;
+    let err = fx.backend.ls(&fx.path("f.txt")).await.unwrap_err();
+    assert_eq!(
+        err,
+        Error::NotADirectory {
+            path: fx.path("f.txt")
+        }
+    );
+}
+
+pub async fn ls_of_many_files_is_complete(fx: &Fixture) {
+    for i in 0..60 {
+        put(fx, &format!("many/f{i:03}.txt"), b"x").await;
+        put(fx, &format!("many/sub{}/g{i}.txt", i % 7), b"y").await;
+    }
+    let listed = ls(fx, "many").await;
+    assert_eq!(listed.len(), 60 + 7);
+    assert!(listed.contains(&"many/f059.txt 1".to_owned()));
+    assert!(listed.contains(&"many/sub6/".to_owned()));
+}
+
+pub async fn delete_file_and_directories(fx: &Fixture) {
+    put(fx, "x/one.txt", b"1").await;
+    put(fx, "x/y/two.txt", b"2").await;
+    put(fx, "keep.txt", b"k").await;
+    fx.backend
+        .delete(&fx.path("x/one.txt"), &DeleteOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        fx.backend
+            .stat(&fx.path("x/one.txt"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let err = fx
+        .backend
+        .delete(&fx.path("x/one.txt"), &DeleteOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::NotFound {
+            path: fx.path("x/one.txt")
+        }
+    );
+    let err = fx
+        .backend
+        .delete(&fx.path("x"), &DeleteOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::DirectoryNotEmpty { path: fx.path("x") });
+    assert!(
+        fx.backend
+            .stat(&fx.path("x/y/two.txt"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    fx.backend
+        .delete(
+            &fx.path("x"),
+            &DeleteOptions {
+                recursive: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(fx.backend.stat(&fx.path("x")).await.unwrap().is_none());
+    assert_eq!(ls(fx, "").await, vec!["keep.txt 1"]);
+}
+
+pub async fn directories_follow_their_files(fx: &Fixture) {
+    put(fx, "e/only.txt", b"x").await;
+    fx.backend
+        .delete(&fx.path("e/only.txt"), &DeleteOptions::default())
+        .await
+        .unwrap();
+    let dir = fx.backend.stat(&fx.path("e")).await.unwrap();
+    if fx.caps.implicit_directories {
+        assert!(
+            dir.is_none(),
+            "an implicit directory goes with its last file"
+        );
+    } else {
+        assert_eq!(
+            dir.map(|d| d.kind),
+            Some(EntryKind::Directory),
+            "a real directory stays"
+        );
+    }
+}
+
+pub async fn delete_if_version_refuses_other_versions(fx: &Fixture) {
+    put(fx, "d.txt", b"old").await;
+    let old = fx.backend.read(&fx.path("d.txt")).await.unwrap().version;
+    put(fx, "d.txt", b"new").await;
+    let err = fx
+        .backend
+        .delete(
+            &fx.path("d.txt"),
+            &DeleteOptions {
+                recursive: false,
+                if_version: Some(old),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::VersionMismatch {
+            path: fx.path("d.txt")
+        }
+    );
+    assert_eq!(
+        fx.backend.read(&fx.path("d.txt")).await.unwrap().content,
+        b"new"
+    );
+}
+
+fn text_window(view: FileView) -> mountfs::backend::TextWindow {
+    match view {
+        FileView::Text(window) => window,
+        FileView::Binary(_) => panic!("expected text"),
+    }
+}
+
+pub async fn read_window_pages_lines(fx: &Fixture) {
+    let content: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    put(fx, "ten.txt", content.as_bytes()).await;
+    let path = fx.path("ten.txt");
+    let window = |offset, limit| LineWindow { offset, limit };
+    let w = text_window(fx.backend.read_window(&path, window(0, 3)).await.unwrap());
+    assert_eq!(w.lines, vec!["line 1", "line 2", "line 3"]);
+    assert!(w.has_more);
+    let w = text_window(fx.backend.read_window(&path, window(8, 5)).await.unwrap());
+    assert_eq!(w.lines, vec!["line 9", "line 10"]);
+    assert!(!w.has_more);
+    assert_eq!(
+        w.total_lines,
+        Some(10),
+        "a window reaching the end knows the total"
+    );
+    let w = text_window(fx.backend.read_window(&path, window(10, 5)).await.unwrap());
+    assert!(w.lines.is_empty());
+    assert_eq!(w.total_lines, Some(10));
+    let version = fx.backend.read(&path).await.unwrap().version;
+    assert_eq!(
+        w.version, version,
+        "a window carries the whole file's version"
+    );
+    put(fx, "no-final-newline.txt", b"a\nb").await;
+    let w = text_window(
+        fx.backend
+            .read_window(&fx.path("no-final-newline.txt"), window(0, 10))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(w.lines, vec!["a", "b"]);
+    put(fx, "empty.txt", b"").await;
+    let w = text_window(
+        fx.backend
+            .read_window(&fx.path("empty.txt"), window(0, 10))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (w.lines.len(), w.total_lines, w.has_more),
+        (0, Some(0), false)
+    );
+}
+
+pub async fn read_window_shows_crlf_as_lf_and_hides_bom(fx: &Fixture) {
+    put(fx, "crlf.txt", b"\xef\xbb\xbfone\r\ntwo\r\n").await;
+    let w = text_window(
+        fx.backend
+            .read_window(
+                &fx.path("crlf.txt"),
+                LineWindow {
+                    offset: 0,
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(w.lines, vec!["one", "two"]);
+    put(fx, "bad-utf8.txt", b"ok\ncaf\xe9\n").await;
+    let w = text_window(
+        fx.backend
+            .read_window(
+                &fx.path("bad-utf8.txt"),
+                LineWindow {
+                    offset: 0,
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap(),
+    );
+    assert!(w.lossy);
+    assert_eq!(w.lines, vec!["ok", "caf\u{fffd}"]);
+}
+
+pub async fn read_window_of_binary_gives_a_sample(fx: &Fixture) {
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(std::iter::repeat_n(7u8, 20_000));
+    put(fx, "img.png", &png).await;
+    match fx
+        .backend
+        .read_window(
+            &fx.path("img.png"),
+            LineWindow {
+                offset: 0,
+                limit: 10,
+            },
+        )
+        .await
+        .unwrap()
+    {
+        FileView::Binary(sample) => {
+            assert_eq!(sample.size, png.len() as u64);
+            assert!(sample.head.starts_with(b"\x89PNG"));
+            assert!(sample.head.len() <= mountfs::content::SNIFF_BYTES);
+        }
+        FileView::Text(_) => panic!("a PNG is binary"),
+    }
+}
+
+pub async fn glob_matches_names_at_any_depth(fx: &Fixture) {
+    put(fx, "main.rs", b"").await;
+    put(fx, "src/lib.rs", b"").await;
+    put(fx, "src/deep/mod.rs", b"").await;
+    put(fx, "src/notes.md", b"").await;
+    put(fx, "Cargo.toml", b"").await;
+    assert_eq!(
+        glob(fx, "", "*.rs").await,
+        vec!["main.rs", "src/deep/mod.rs", "src/lib.rs"]
+    );
+    assert_eq!(
+        glob(fx, "", "*.{md,toml}").await,
+        vec!["Cargo.toml", "src/notes.md"]
+    );
+    assert_eq!(
+        glob(fx, "src", "*.rs").await,
+        vec!["src/deep/mod.rs", "src/lib.rs"]
+    );
+    assert_eq!(glob(fx, "", "?ain.rs").await, vec!["main.rs"]);
+    assert_eq!(
+        glob(fx, "", "[lm]*.rs").await,
+        vec!["main.rs", "src/deep/mod.rs", "src/lib.rs"]
+    );
+    assert!(
+        glob(fx, "", "*.RS").await.is_empty(),
+        "matching is case-sensitive"
+    );
+}
+
+pub async fn glob_with_slash_matches_relative_paths(fx: &Fixture) {
+    put(fx, "src/a.rs", b"").await;
+    put(fx, "src/x/b.rs", b"").await;
+    put(fx, "tests/c.rs", b"").await;
+    assert_eq!(glob(fx, "", "src/*.rs").await, vec!["src/a.rs"]);
+    assert_eq!(
+        glob(fx, "", "src/**/*.rs").await,
+        vec!["src/a.rs", "src/x/b.rs"]
+    );
+    assert_eq!(
+        glob(fx, "", "**/*.rs").await,
+        vec!["src/a.rs", "src/x/b.rs", "tests/c.rs"]
+    );
+    assert_eq!(glob(fx, "src", "x/*.rs").await, vec!["src/x/b.rs"]);
+    assert!(
+        glob(fx, "src", "src/*.rs").await.is_empty(),
+        "relative to the searched dir"
+    );
+}
+
+pub async fn glob_of_missing_directory_is_empty(fx: &Fixture) {
+    put(fx, "a.rs", b"").await;
+    assert!(glob(fx, "nowhere", "*.rs").await.is_empty());
+}
+
+pub async fn grep_collects_files_counts_and_lines(fx: &Fixture) {
+    put(fx, "a.txt", b"alpha\nbeta\ngamma\nbeta again\ndelta\n").await;
+    put(fx, "b/c.txt", b"nothing here\n").await;
+    put(fx, "b/d.txt", b"beta\n").await;
+    let files = fx
+        .backend
+        .grep(&grep_query(fx, "", "beta", GrepCollect::Files))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(fx, files.into_iter().map(|f| f.path)),
+        vec!["a.txt", "b/d.txt"]
+    );
+    let mut counts: Vec<(String, usize)> = fx
+        .backend
+        .grep(&grep_query(fx, "", "^beta", GrepCollect::Count))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| {
+            (
+                f.path.relative_to(&fx.base).unwrap().to_owned(),
+                f.match_count,
+            )
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        vec![("a.txt".to_owned(), 2), ("b/d.txt".to_owned(), 1)]
+    );
+    let lines = fx
+        .backend
+        .grep(&grep_query(
+            fx,
+            "",
+            "gamma",
+            GrepCollect::Lines { context: 1 },
+        ))
+        .await
+        .unwrap();
+    assert_eq!(lines.len(), 1);
+    let shown: Vec<(usize, &str, bool)> = lines[0]
+        .lines
+        .iter()
+        .map(|l| (l.number, l.text.as_str(), l.is_match))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            (2, "beta", false),
+            (3, "gamma", true),
+            (4, "beta again", false)
+        ]
+    );
+}
+
+pub async fn grep_filters_by_glob_and_skips_binary(fx: &Fixture) {
+    put(fx, "src/a.rs", b"needle\n").await;
+    put(fx, "src/b.py", b"needle\n").await;
+    put(fx, "bin.dat", b"needle\0binary").await;
+    let mut query = grep_query(fx, "", "needle", GrepCollect::Files);
+    let all = fx.backend.grep(&query).await.unwrap();
+    assert_eq!(
+        names(fx, all.into_iter().map(|f| f.path)),
+        vec!["src/a.rs", "src/b.py"]
+    );
+    query.file_filter = Some(GlobMatcher::new("*.rs").unwrap());
+    let rs = fx.backend.grep(&query).await.unwrap();
+    assert_eq!(names(fx, rs.into_iter().map(|f| f.path)), vec!["src/a.rs"]);
+    query.file_filter = Some(GlobMatcher::new("src/*.py").unwrap());
+    let py = fx.backend.grep(&query).await.unwrap();
+    assert_eq!(names(fx, py.into_iter().map(|f| f.path)), vec!["src/b.py"]);
+}
+
+pub async fn grep_of_one_file_searches_that_file(fx: &Fixture) {
+    put(fx, "one.txt", b"x1\nx2\n").await;
+    put(fx, "two.txt", b"x3\n").await;
+    let found = fx
+        .backend
+        .grep(&grep_query(fx, "one.txt", "x", GrepCollect::Count))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].path, fx.path("one.txt"));
+    assert_eq!(found[0].match_count, 2);
+}
+
+pub async fn errors_name_virtual_paths(fx: &Fixture) {
+    let err = fx
+        .backend
+        .read(&fx.path("dir/missing.txt"))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("Error: File not found: "), "{text}");
+    assert!(text.contains(fx.path("dir/missing.txt").as_str()), "{text}");
+}

@@ -1,0 +1,64 @@
+//! The backend conformance suite: ONE set of cases (cases.rs) run against every backend fixture
+//! (fixtures.rs), after arrow-rs `object_store`'s shared suite. A case is named like
+//! `memory::write_then_read`, so `cargo test --test conformance memory::` or
+//! `cargo test --test conformance write_then_read` selects what you want.
+//!
+//! Routing edge cases of the composite (prefix matching, nested mounts, mount points in listings)
+//! live in routing.rs, since they need a particular mount table rather than one backend.
+
+mod cases;
+mod fixtures;
+mod routing;
+
+/// One `#[tokio::test]` running `cases::$case` on a fresh `fixtures::$fixture()`. A fixture that
+/// cannot run here (no PostgreSQL configured) returns `None` and the case passes after saying so.
+macro_rules! case {
+    ($fixture:ident, $case:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some(fx) = crate::fixtures::$fixture().await else {
+                return;
+            };
+            crate::cases::$case(&fx).await;
+        }
+    };
+}
+
+/// Every case, once per fixture. Add a case here and in cases.rs; add a backend with one line at
+/// the bottom.
+macro_rules! conformance {
+    ($fixture:ident) => {
+        mod $fixture {
+            case!($fixture, write_then_read);
+            case!($fixture, version_is_stable_and_follows_content);
+            case!($fixture, create_only_fails_if_exists);
+            case!($fixture, overwrite_keeps_created_time);
+            case!($fixture, if_version_writes_only_over_that_version);
+            case!($fixture, binary_content_round_trips);
+            case!($fixture, write_creates_parent_directories);
+            case!($fixture, write_under_a_file_or_over_a_directory_is_refused);
+            case!($fixture, read_missing_or_directory_is_refused);
+            case!($fixture, stat_reports_files_directories_and_absence);
+            case!($fixture, ls_lists_direct_children_with_sizes);
+            case!($fixture, ls_missing_or_file_is_refused);
+            case!($fixture, ls_of_many_files_is_complete);
+            case!($fixture, delete_file_and_directories);
+            case!($fixture, directories_follow_their_files);
+            case!($fixture, delete_if_version_refuses_other_versions);
+            case!($fixture, read_window_pages_lines);
+            case!($fixture, read_window_shows_crlf_as_lf_and_hides_bom);
+            case!($fixture, read_window_of_binary_gives_a_sample);
+            case!($fixture, glob_matches_names_at_any_depth);
+            case!($fixture, glob_with_slash_matches_relative_paths);
+            case!($fixture, glob_of_missing_directory_is_empty);
+            case!($fixture, grep_collects_files_counts_and_lines);
+            case!($fixture, grep_filters_by_glob_and_skips_binary);
+            case!($fixture, grep_of_one_file_searches_that_file);
+            case!($fixture, errors_name_virtual_paths);
+        }
+    };
+}
+
+conformance!(memory);
+conformance!(composite);
+conformance!(composite_nested);

@@ -1,0 +1,12 @@
+//! End-to-end tests: the built `mountfs` binary driven over stdin/stdout with JSON-RPC, as MCP
+//! clients drive it. protocol.rs covers the MCP surface (initialize, tools/list, unknown tools,
+//! bad arguments, garbage input); session.rs a full agent session; formats.rs pins the exact
+//! texts CONTRACT §4 spells out; edits.rs the read-before-edit rules and every edit error.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod edits;
+mod formats;
+mod protocol;
+mod session;

@@ -1,0 +1,249 @@
+//! The MCP surface over stdio: initialize, tools/list equal to `schemas/`, JSON-RPC errors for
+//! unknown tools, tool errors for bad arguments of every tool, and survival of garbage input.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::common::{StdioClient, text_of};
+
+fn schema_files() -> BTreeMap<String, Value> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (schema["title"].as_str().unwrap().to_owned(), schema)
+        })
+        .collect()
+}
+
+#[test]
+fn initialize_reports_the_server_and_its_tools_capability() {
+    let mut client = StdioClient::spawn(&["--mount", "/=memory"]);
+    let init = client.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}
+        }),
+    );
+    let result = &init["result"];
+    assert_eq!(result["serverInfo"]["name"], "mountfs");
+    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert!(result["capabilities"]["tools"].is_object(), "{init}");
+    assert!(
+        result["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("/ = memory")
+    );
+}
+
+#[test]
+fn tools_list_serves_exactly_the_schema_files() {
+    let mut client = StdioClient::start(&[]);
+    let listed = client.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let files = schema_files();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(sorted, files.keys().map(String::as_str).collect::<Vec<_>>());
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap();
+        let file = &files[name];
+        assert_eq!(
+            &tool["inputSchema"], file,
+            "{name}: inputSchema differs from schemas/{name}.json"
+        );
+        assert_eq!(tool["description"], file["description"], "{name}");
+        let hints = &file["x-annotations"];
+        for key in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert_eq!(tool["annotations"][key], hints[key], "{name}.{key}");
+        }
+        assert_eq!(tool["annotations"]["openWorldHint"], false, "{name}");
+    }
+}
+
+#[test]
+fn unknown_tool_is_a_json_rpc_invalid_params_error() {
+    let mut client = StdioClient::start(&[]);
+    let response = client.request("tools/call", json!({"name": "rm_rf", "arguments": {}}));
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Unknown tool: rm_rf. Available tools: ls, read_file"),
+        "{message}"
+    );
+    assert!(response.get("result").is_none());
+}
+
+#[test]
+fn garbage_on_stdin_does_not_stop_the_server() {
+    let mut client = StdioClient::start(&[]);
+    client.send_raw("this is not json");
+    client.send_raw("{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": ");
+    client.send_raw("[1, 2, 3]");
+    client.send_raw("");
+    let text = client.ok(
+        "write_file",
+        json!({"file_path": "/after.txt", "content": "still here\n"}),
+    );
+    assert_eq!(text, "Created /after.txt (1 line, 11 bytes).");
+    assert_eq!(client.ok("ls", json!({})), "/after.txt (11 bytes)");
+}
+
+/// A valid value for a property of the given schema (used to fill the other fields).
+fn valid_value(name: &str, schema: &Value) -> Value {
+    match schema["type"].as_str() {
+        Some("string") => match schema.get("enum") {
+            Some(options) => options[0].clone(),
+            None if name.contains("path") || name == "source" || name == "destination" => {
+                json!("/x")
+            }
+            None => json!("x"),
+        },
+        Some("integer") => json!(schema["minimum"].as_u64().unwrap_or(0).max(1)),
+        Some("boolean") => json!(false),
+        Some("array") => json!([{"old_string": "a", "new_string": "b"}]),
+        other => panic!("no valid value for {name}: {other:?}"),
+    }
+}
+
+/// A value of the wrong JSON type for the schema.
+fn wrong_value(schema: &Value) -> Value {
+    match schema["type"].as_str() {
+        Some("string") => json!(5),
+        Some("integer") => json!("five"),
+        Some("boolean") => json!("yes"),
+        Some("array") => json!("not a list"),
+        _ => json!(null),
+    }
+}
+
+#[test]
+fn bad_arguments_for_every_tool_are_tool_errors_naming_the_field_and_rule() {
+    let mut client = StdioClient::start(&[]);
+    let mut checked = 0;
+    for (tool, schema) in schema_files() {
+        let properties = schema["properties"].as_object().unwrap();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().map(|v| v.as_str().unwrap()).collect())
+            .unwrap_or_default();
+        let valid: serde_json::Map<String, Value> = required
+            .iter()
+            .map(|name| ((*name).to_owned(), valid_value(name, &properties[*name])))
+            .collect();
+        let prefix = format!("Invalid arguments for {tool}: ");
+
+        // An unknown field.
+        let mut args = valid.clone();
+        args.insert("bogus_field".into(), json!(1));
+        let text = client.err(&tool, Value::Object(args));
+        assert!(text.starts_with(&prefix), "{text}");
+        assert!(
+            text.contains("unknown field 'bogus_field' (allowed: "),
+            "{text}"
+        );
+        checked += 1;
+
+        // Each required field missing.
+        for name in &required {
+            let mut args = valid.clone();
+            args.remove(*name);
+            let text = client.err(&tool, Value::Object(args));
+            assert_eq!(text, format!("{prefix}missing required field '{name}'"));
+            checked += 1;
+        }
+
+        // Each field of the wrong type.
+        for (name, property) in properties {
+            let mut args = valid.clone();
+            let wrong = wrong_value(property);
+            args.insert(name.clone(), wrong.clone());
+            let text = client.err(&tool, Value::Object(args));
+            let expected = format!(
+                "{prefix}/{name} must be of type {} (got {wrong})",
+                property["type"].as_str().unwrap()
+            );
+            assert_eq!(text, expected);
+            checked += 1;
+        }
+
+        // Each integer below its minimum.
+        for (name, property) in properties {
+            if let Some(minimum) = property.get("minimum").and_then(Value::as_i64) {
+                let mut args = valid.clone();
+                args.insert(name.clone(), json!(minimum - 1));
+                let text = client.err(&tool, Value::Object(args));
+                assert_eq!(
+                    text,
+                    format!("{prefix}/{name} must be >= {minimum} (got {})", minimum - 1)
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} cases");
+    // Nothing above touched a backend, and the server is still serving.
+    assert_eq!(
+        client.ok("ls", json!({"path": "/"})),
+        "Directory / is empty."
+    );
+}
+
+#[test]
+fn arguments_may_be_omitted_when_nothing_is_required() {
+    let mut client = StdioClient::start(&[]);
+    let response = client.request("tools/call", json!({"name": "ls"}));
+    assert_eq!(text_of(&response["result"]), "Directory / is empty.");
+}
+
+#[test]
+fn bad_mount_specs_stop_start_up_with_the_grammar() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .args(["--mount", "/x=floppy:disk"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty(), "nothing on stdout");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("invalid mount '/x=floppy:disk': unknown backend 'floppy:disk'"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("mount grammar: --mount PREFIX=SPEC"),
+        "{stderr}"
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .args(["--mount", "/a=memory", "--mount", "/a/=memory"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("two mounts at prefix /a/"));
+}
+
+#[test]
+fn help_shows_the_mount_grammar_and_default_table() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        help.contains("mount grammar: --mount PREFIX=SPEC"),
+        "{help}"
+    );
+    assert!(help.contains("default mount table"), "{help}");
+}
