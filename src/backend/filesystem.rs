@@ -30,6 +30,9 @@
 //! `ignore`'s parallel walk with `.gitignore`/`.ignore`/`.git/info/exclude` (off with the
 //! `,no-ignore` mount option), `grep-searcher` streaming each file (see [`walk`]).
 //!
+//! Creation times are not reported (`created: None`): every write replaces the inode, so the
+//! file system's birth time would be the last write's time, which would mislead.
+//!
 //! Unlike the memory backend, empty directories exist here (created by hand, or left by a
 //! delete of their last file); everything else behaves as the conformance suite requires.
 //! All blocking file-system work runs on tokio's blocking pool.
@@ -248,7 +251,7 @@ impl Inner {
         Ok(FileBytes {
             version: window::version_of(&content, &stat),
             content,
-            created: meta.created().ok(),
+            created: None,
             modified: meta.modified().ok(),
         })
     }
@@ -277,14 +280,13 @@ fn entry_of(path: VirtualPath, meta: &cap_std::fs::Metadata) -> Entry {
         .modified()
         .ok()
         .map(cap_std::time::SystemTime::into_std);
-    let created = meta.created().ok().map(cap_std::time::SystemTime::into_std);
     if meta.is_dir() {
         Entry {
             path,
             kind: EntryKind::Directory,
             size: 0,
             modified,
-            created,
+            created: None,
         }
     } else {
         Entry {
@@ -292,7 +294,7 @@ fn entry_of(path: VirtualPath, meta: &cap_std::fs::Metadata) -> Entry {
             kind: EntryKind::File,
             size: meta.len(),
             modified,
-            created,
+            created: None,
         }
     }
 }

@@ -6,7 +6,9 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, CompositeBackend, Mount, StateBackend};
+use mountfs::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+};
 use mountfs::path::VirtualPath;
 
 /// What a backend can do, where backends legitimately differ.
@@ -93,5 +95,54 @@ pub async fn composite_nested() -> Option<Fixture> {
         base: VirtualPath::parse("/a/b").expect("base"),
         caps: IMPLICIT,
         _guard: None,
+    })
+}
+
+const EXPLICIT: Capabilities = Capabilities {
+    implicit_directories: false,
+};
+
+/// A disk backend over a fresh temporary directory (kept alive by the fixture).
+fn disk_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default())
+        .expect("open the temporary directory");
+    (Arc::new(backend), dir)
+}
+
+/// The disk backend on its own, rooted at a temporary directory.
+pub async fn filesystem() -> Option<Fixture> {
+    let (backend, dir) = disk_backend();
+    Some(Fixture {
+        backend,
+        base: VirtualPath::root(),
+        caps: EXPLICIT,
+        _guard: Some(Box::new(dir)),
+    })
+}
+
+/// Disk and memory mixed: `/` is memory, cases run under `/work` (a disk mount) next to
+/// `/workshop` (another disk mount that must never leak into the answers).
+pub async fn composite_disk() -> Option<Fixture> {
+    let (work, work_dir) = disk_backend();
+    let (workshop, workshop_dir) = disk_backend();
+    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
+        prefix: VirtualPath::parse(prefix).expect("prefix"),
+        backend,
+        read_only: false,
+    };
+    let composite = CompositeBackend::new(
+        vec![
+            memory_mount("/"),
+            mount("/work", work),
+            mount("/workshop", workshop),
+        ],
+        || Arc::new(StateBackend::new()),
+    );
+    Some(Fixture {
+        backend: Arc::new(composite),
+        base: VirtualPath::parse("/work").expect("base"),
+        caps: EXPLICIT,
+        _guard: Some(Box::new((work_dir, workshop_dir))),
     })
 }

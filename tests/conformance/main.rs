@@ -62,3 +62,5 @@ macro_rules! conformance {
 conformance!(memory);
 conformance!(composite);
 conformance!(composite_nested);
+conformance!(filesystem);
+conformance!(composite_disk);

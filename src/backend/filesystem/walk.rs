@@ -226,7 +226,8 @@ fn file_entry(root: &Dir, relative: &Path, path: &VirtualPath) -> Option<Entry> 
             .modified()
             .ok()
             .map(cap_std::time::SystemTime::into_std),
-        created: meta.created().ok().map(cap_std::time::SystemTime::into_std),
+        // Birth time does not survive atomic replacement (see the module doc).
+        created: None,
     })
 }
 

@@ -24,7 +24,7 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptionsExt};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
 
 use super::resolve::{self, canonicalize, map_io};
@@ -63,7 +63,14 @@ struct DirLock {
 }
 
 impl DirLock {
-    fn take(dir: Dir) -> io::Result<Self> {
+    /// Opens `parent` beneath the root (a readable descriptor: cap-std's own directory handles
+    /// are `O_PATH`, which can be neither locked nor synced) and locks it.
+    fn take(root: &Dir, parent: &std::path::Path) -> io::Result<Self> {
+        let mut options = cap_std::fs::OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags((OFlags::DIRECTORY | OFlags::CLOEXEC).bits() as i32);
+        let dir = Dir::from_std_file(root.open_with(parent, &options)?.into_std());
         rustix::fs::flock(&dir, FlockOperation::LockExclusive)?;
         Ok(Self { dir })
     }
@@ -96,7 +103,7 @@ pub(super) fn write(
             },
         );
     }
-    let lock = DirLock::take(root.open_dir(&parent).map_err(io)?).map_err(io)?;
+    let lock = DirLock::take(root, &parent).map_err(io)?;
     let dir = &lock.dir;
     let existing = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => Some(stat),
@@ -250,7 +257,7 @@ pub(super) fn delete(root: &Dir, path: &VirtualPath, options: &DeleteOptions) ->
     let Some((parent, name)) = canonical.split_last() else {
         return Err(Error::MountRoot { path: path.clone() });
     };
-    let lock = DirLock::take(root.open_dir(&parent).map_err(io)?).map_err(io)?;
+    let lock = DirLock::take(root, &parent).map_err(io)?;
     let dir = &lock.dir;
     let stat =
         rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| io(e.into()))?;
