@@ -92,6 +92,8 @@ struct Inner {
     /// `/proc` is missing.
     pinned_root: PathBuf,
     options: FilesystemOptions,
+    /// Where lines start in big files, learnt while reading windows.
+    line_index: window::LineIndex,
 }
 
 impl FilesystemBackend {
@@ -134,6 +136,7 @@ impl FilesystemBackend {
                 root,
                 pinned_root,
                 options,
+                line_index: window::LineIndex::default(),
             }),
         })
     }
@@ -258,7 +261,7 @@ impl Inner {
 
     fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         let (file, stat) = self.open_regular(path)?;
-        window::view(file, &stat, window).map_err(|e| map_io(e, path))
+        window::view(file, &stat, window, &self.line_index).map_err(|e| map_io(e, path))
     }
 }
 

@@ -40,6 +40,9 @@ pub struct StdioClient {
     next_id: u64,
     /// Responses that arrived while the test waited for another id.
     early: std::collections::HashMap<u64, Value>,
+    /// The server's working directory: a fresh temporary directory, so the default mount
+    /// table (`/` = disk of the working directory) never writes into the repository.
+    cwd: tempfile::TempDir,
 }
 
 impl StdioClient {
@@ -61,8 +64,10 @@ impl StdioClient {
 
     /// Starts the binary without initialising.
     pub fn spawn(args: &[&str]) -> Self {
+        let cwd = tempfile::tempdir().expect("working directory for mountfs");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
             .args(args)
+            .current_dir(cwd.path())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -86,7 +91,13 @@ impl StdioClient {
             lines: rx,
             next_id: 1,
             early: std::collections::HashMap::new(),
+            cwd,
         }
+    }
+
+    /// The server's working directory (the default `/` mount).
+    pub fn cwd(&self) -> &std::path::Path {
+        self.cwd.path()
     }
 
     /// Writes one raw line to the server's stdin.

@@ -82,7 +82,12 @@ pub(crate) fn current_version(file: &mut std::fs::File, stat: &Stat) -> io::Resu
 
 /// The view of a window of an open regular file. Small files are read whole and viewed exactly
 /// as the memory backend views them; big files are streamed.
-pub(crate) fn view(file: std::fs::File, stat: &Stat, window: LineWindow) -> io::Result<FileView> {
+pub(crate) fn view(
+    file: std::fs::File,
+    stat: &Stat,
+    window: LineWindow,
+    index: &LineIndex,
+) -> io::Result<FileView> {
     let mut file = file;
     if size_of(stat) <= HASHED_SIZE_LIMIT
         && let Some(content) = read_at_most(&mut file, HASHED_SIZE_LIMIT)?
@@ -92,33 +97,52 @@ pub(crate) fn view(file: std::fs::File, stat: &Stat, window: LineWindow) -> io::
     }
     // Either big from the start, or it grew past the limit while we looked: stream it from
     // the beginning (a fresh read position via a seek).
-    use std::io::Seek;
-    file.rewind()?;
-    stream_window(file, stat, window)
+    stream_window(file, stat, window, index)
 }
 
-/// Streams a big file: sniffs its head, skips `window.offset` lines counting newlines in bulk,
-/// keeps `window.limit` lines, and looks one byte further to know whether more remain.
-fn stream_window(file: std::fs::File, stat: &Stat, window: LineWindow) -> io::Result<FileView> {
+/// Streams a big file: sniffs its head, jumps near line `window.offset` (see [`LineIndex`]),
+/// skips the rest of the way counting newlines in bulk, keeps `window.limit` lines, and looks
+/// one byte further to know whether more remain.
+fn stream_window(
+    file: std::fs::File,
+    stat: &Stat,
+    window: LineWindow,
+    index: &LineIndex,
+) -> io::Result<FileView> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::unix::fs::FileExt;
+
     let version = identity_version(stat);
     let size = size_of(stat);
-    let mut reader = BufReader::with_capacity(STREAM_BUFFER_BYTES, file);
-    let head = reader.fill_buf()?;
-    let head = &head[..head.len().min(content::SNIFF_BYTES)];
-    if content::looks_binary(head) {
+    let mut head = vec![0u8; content::SNIFF_BYTES];
+    let head_len = read_full_at(&file, &mut head, 0)?;
+    head.truncate(head_len);
+    if content::looks_binary(&head) {
         return Ok(FileView::Binary(BinarySample {
             size,
-            head: head.to_vec(),
+            head,
             version,
         }));
     }
-    let skipped = skip_lines(&mut reader, window.offset)?;
+    let wanted = window.offset as u64;
+    let start = index.seek(&version, &file, size, wanted)?;
+    let mut in_line = false;
+    if start.byte > 0 {
+        let mut before = [0u8; 1];
+        in_line = file.read_at(&mut before, start.byte - 1)? == 1 && before[0] != b'\n';
+    }
+    let mut file = file;
+    file.seek(SeekFrom::Start(start.byte))?;
+    let mut reader = BufReader::with_capacity(STREAM_BUFFER_BYTES, file);
+    let remaining = usize::try_from(wanted - start.lines).unwrap_or(usize::MAX);
+    let skipped = skip_lines(&mut reader, remaining, in_line)?;
+    let reached = usize::try_from(start.lines).unwrap_or(usize::MAX) + skipped.reached;
     let mut lines = Vec::new();
     let mut lossy = false;
-    if skipped.reached < window.offset {
+    if reached < window.offset {
         return Ok(FileView::Text(TextWindow {
             lines,
-            total_lines: Some(skipped.reached),
+            total_lines: Some(reached),
             has_more: false,
             lossy,
             size,
@@ -155,6 +179,125 @@ fn stream_window(file: std::fs::File, stat: &Stat, window: LineWindow) -> io::Re
     }))
 }
 
+/// Reads into `buffer` from `offset` until it is full or the file ends; returns the length.
+fn read_full_at(file: &std::fs::File, buffer: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read_at(&mut buffer[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// A point of a file where the number of newlines before it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Checkpoint {
+    /// Newlines in `[0, byte)`.
+    lines: u64,
+    /// The byte offset.
+    byte: u64,
+}
+
+/// Bytes counted per block when jumping through a big file (two blocks at once, one per core).
+const BLOCK_BYTES: usize = 4 * 1024 * 1024;
+/// Big files whose checkpoints are remembered; beyond it the memory is cleared and rebuilt.
+const MAX_INDEXED_FILES: usize = 64;
+
+/// Where the lines of big files start, learnt while skipping: one checkpoint per
+/// [`BLOCK_BYTES`] block (16 bytes per 4 MiB, so 4 KiB for a gigabyte file), keyed by the
+/// file's identity version, so a changed file never uses a stale index. The first window deep
+/// in a file costs one pass over the bytes before it, counted on two threads at memory speed;
+/// every later window (an agent paging through a log) starts at most one block away.
+#[derive(Debug, Default)]
+pub(crate) struct LineIndex {
+    files: std::sync::Mutex<std::collections::HashMap<Version, Vec<Checkpoint>>>,
+}
+
+impl LineIndex {
+    fn checkpoints(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<Version, Vec<Checkpoint>>> {
+        // Each update replaces one value whole: a poisoned map is still consistent.
+        self.files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The furthest known point at or before line `wanted` (0-based: newlines to pass),
+    /// counting forward in blocks from the best remembered checkpoint. The wanted line starts
+    /// within one block after the answer.
+    fn seek(
+        &self,
+        version: &Version,
+        file: &std::fs::File,
+        size: u64,
+        wanted: u64,
+    ) -> io::Result<Checkpoint> {
+        let mut known = self.checkpoints().get(version).cloned().unwrap_or_default();
+        let mut start = known
+            .iter()
+            .rev()
+            .find(|c| c.lines < wanted || (wanted == 0 && c.byte == 0))
+            .copied()
+            .unwrap_or(Checkpoint { lines: 0, byte: 0 });
+        if wanted == 0 {
+            return Ok(Checkpoint { lines: 0, byte: 0 });
+        }
+        let mut learnt = Vec::new();
+        let mut first = vec![0u8; BLOCK_BYTES];
+        let mut second = vec![0u8; BLOCK_BYTES];
+        while start.byte < size {
+            let next_byte = start.byte + BLOCK_BYTES as u64;
+            let (one, two) = std::thread::scope(|scope| {
+                let helper = scope.spawn(|| {
+                    let len = read_full_at(file, &mut second, next_byte)?;
+                    Ok::<_, io::Error>((len, bytecount::count(&second[..len], b'\n') as u64))
+                });
+                let len = read_full_at(file, &mut first, start.byte)?;
+                let one = (len, bytecount::count(&first[..len], b'\n') as u64);
+                let two = helper
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a counting thread failed")))?;
+                Ok::<_, io::Error>((one, two))
+            })?;
+            let after_one = Checkpoint {
+                lines: start.lines + one.1,
+                byte: start.byte + one.0 as u64,
+            };
+            if after_one.lines >= wanted || one.0 < BLOCK_BYTES {
+                break;
+            }
+            learnt.push(after_one);
+            let after_two = Checkpoint {
+                lines: after_one.lines + two.1,
+                byte: after_one.byte + two.0 as u64,
+            };
+            if after_two.lines >= wanted || two.0 < BLOCK_BYTES {
+                start = after_one;
+                break;
+            }
+            learnt.push(after_two);
+            start = after_two;
+        }
+        if !learnt.is_empty() {
+            known.extend(learnt);
+            known.sort_by_key(|c| c.byte);
+            known.dedup();
+            let mut files = self.checkpoints();
+            if files.len() >= MAX_INDEXED_FILES && !files.contains_key(version) {
+                files.clear();
+            }
+            files.insert(version.clone(), known);
+        }
+        Ok(start)
+    }
+}
+
 /// How far [`skip_lines`] got.
 struct Skipped {
     /// Lines passed: `wanted`, or the file's line count when it ended first.
@@ -163,10 +306,14 @@ struct Skipped {
 
 /// Consumes `wanted` lines. Whole buffers are counted with a SIMD byte count, so skipping runs
 /// at memory speed and holds one buffer, never the file.
-fn skip_lines(reader: &mut BufReader<std::fs::File>, wanted: usize) -> io::Result<Skipped> {
+fn skip_lines(
+    reader: &mut BufReader<std::fs::File>,
+    wanted: usize,
+    in_line: bool,
+) -> io::Result<Skipped> {
     let mut passed = 0usize;
     // Whether bytes of an unfinished line were consumed (a last line without newline counts).
-    let mut in_line = false;
+    let mut in_line = in_line;
     while passed < wanted {
         let buffer = reader.fill_buf()?;
         if buffer.is_empty() {
@@ -240,7 +387,7 @@ mod tests {
         use std::io::Seek;
         tmp.rewind().unwrap();
         let stat = stat_of(&tmp);
-        match stream_window(tmp, &stat, window).unwrap() {
+        match stream_window(tmp, &stat, window, &LineIndex::default()).unwrap() {
             FileView::Text(text) => text,
             FileView::Binary(_) => panic!("binary"),
         }
@@ -313,6 +460,61 @@ mod tests {
         );
         assert_eq!(s.total_lines, Some(400_000));
         assert!(s.lines.is_empty());
+    }
+
+    #[test]
+    fn remembered_checkpoints_give_the_same_windows() {
+        // ~13 MB: more than three counting blocks, lines of varying length.
+        let mut content = Vec::new();
+        let mut n = 0usize;
+        while content.len() < 3 * BLOCK_BYTES + 500_000 {
+            content.extend_from_slice(format!("{n} {}\n", "x".repeat(n % 17)).as_bytes());
+            n += 1;
+        }
+        let mut tmp = tempfile::tempfile().unwrap();
+        tmp.write_all(&content).unwrap();
+        let stat = stat_of(&tmp);
+        let index = LineIndex::default();
+        let expected = |offset: usize| format!("{offset} {}", "x".repeat(offset % 17));
+        // Deep first (learns checkpoints), then earlier and later windows reuse them.
+        for offset in [n - 3, 10, n / 2, n / 3 + 1, n - 1, 0, n / 4] {
+            let file = tmp.try_clone().unwrap();
+            let FileView::Text(text) =
+                stream_window(file, &stat, LineWindow { offset, limit: 3 }, &index).unwrap()
+            else {
+                panic!("binary");
+            };
+            assert_eq!(text.lines[0], expected(offset), "offset {offset}");
+            assert_eq!(text.has_more, offset + 3 < n, "offset {offset}");
+            if !text.has_more {
+                assert_eq!(text.total_lines, Some(n));
+            }
+        }
+        for offset in [n, n + 5] {
+            let file = tmp.try_clone().unwrap();
+            let FileView::Text(text) =
+                stream_window(file, &stat, LineWindow { offset, limit: 3 }, &index).unwrap()
+            else {
+                panic!("binary");
+            };
+            assert!(text.lines.is_empty());
+            assert_eq!(text.total_lines, Some(n), "offset {offset}");
+        }
+        let learnt: Vec<Checkpoint> = index.checkpoints().values().flatten().copied().collect();
+        assert!(!learnt.is_empty());
+        for checkpoint in learnt {
+            let around = checkpoint.lines as usize;
+            for offset in [around - 1, around, around + 1] {
+                let file = tmp.try_clone().unwrap();
+                let window = LineWindow { offset, limit: 2 };
+                let FileView::Text(text) = stream_window(file, &stat, window, &index).unwrap()
+                else {
+                    panic!("binary");
+                };
+                assert_eq!(text.lines[0], expected(offset), "offset {offset}");
+                assert_eq!(text.lines[1], expected(offset + 1), "offset {offset}");
+            }
+        }
     }
 
     #[test]
