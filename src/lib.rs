@@ -1,7 +1,8 @@
 //! mountfs: an MCP server that gives AI agents one file system made of several stores.
 //!
 //! A mount table maps path prefixes to backends (memory, disk, SQL stores); agents call tools
-//! (`ls`, `read_file`, `write_file`, `edit_file`, `multi_edit`, `glob`, `grep`) on virtual paths.
+//! (`ls`, `read_file`, `write_file`, `edit_file`, `multi_edit`, `glob`, `grep`, `delete`, `move`,
+//! `file_info`, `undo_edit`, `apply_patch`) on virtual paths.
 //! The behaviour users see is fixed by `CONTRACT.md`; this crate is laid out so that each concern
 //! has one home.
 //!
@@ -9,9 +10,12 @@
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
 //! - [`backend`]: the `Backend` trait and its implementations (`memory`, `filesystem`,
-//!   `composite`).
+//!   `store`, `composite`).
+//! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
+//!   engines, which `backend::store` turns into files.
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
-//! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, line endings).
+//! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, patches, line
+//!   endings, language by file name).
 //! - [`session`]: per-session read ledger, undo history and file locks.
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
 //! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: stdio with
@@ -34,6 +38,7 @@ pub mod registry;
 pub mod search;
 pub mod server;
 pub mod session;
+pub mod store;
 pub mod text;
 pub mod tools;
 pub mod transport;

@@ -8,15 +8,39 @@ use mountfs::config::{self, MOUNT_GRAMMAR};
 use mountfs::mounts::MountTable;
 use mountfs::session::WriteOptions;
 
-/// The mount table used when no --mount is given.
-const DEFAULT_MOUNTS: &[&str] = &["/=disk:.", "/scratch/=memory"];
+/// The mount table used when no --mount is given (CONTRACT §2); `{data}` is the user's data
+/// directory.
+const DEFAULT_MOUNTS: &[&str] = &[
+    "/=disk:.",
+    "/memories/=store:sqlite:{data}/mountfs/memories.db",
+    "/scratch/=memory",
+];
+
+/// [`DEFAULT_MOUNTS`] with the data directory filled in: `$XDG_DATA_HOME` or
+/// `~/.local/share` on Linux, `~/Library/Application Support` on macOS, `%APPDATA%` on
+/// Windows (the `dirs` crate knows each platform's rule). Without one, `/memories/` is left out
+/// with a warning rather than written somewhere surprising.
+fn default_mounts() -> Vec<String> {
+    let data = dirs::data_dir();
+    if data.is_none() {
+        tracing::warn!("no user data directory found; the default /memories/ mount is left out");
+    }
+    DEFAULT_MOUNTS
+        .iter()
+        .filter_map(|mount| match (&data, mount.contains("{data}")) {
+            (_, false) => Some((*mount).to_owned()),
+            (Some(dir), true) => Some(mount.replace("{data}", &dir.to_string_lossy())),
+            (None, true) => None,
+        })
+        .collect()
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "mountfs",
     version,
     about = "An MCP server (stdio) giving AI agents one file system made of several stores.",
-    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}", DEFAULT_MOUNTS.join(" "))
+    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}\n  ({{data}} is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux)", DEFAULT_MOUNTS.join(" "))
 )]
 struct Cli {
     /// A mount, PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]; repeatable.
@@ -39,7 +63,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let texts: Vec<String> = if cli.mounts.is_empty() {
-        DEFAULT_MOUNTS.iter().map(|s| (*s).to_owned()).collect()
+        default_mounts()
     } else {
         cli.mounts
     };

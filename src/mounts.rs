@@ -1,15 +1,21 @@
 //! Builds the mount table from parsed [`MountSpec`]s: opens the shared backends once at start-up
 //! (a mount that cannot be opened stops start-up with a clear message) and gives each session
 //! its own [`CompositeBackend`], with fresh `memory` mounts and the shared ones.
+//!
+//! Store mounts naming the same database file or URL share one opened store (one connection
+//! pool), each mount seeing its own namespace.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::backend::{
     Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    StoreBackend,
 };
 use crate::config::{BackendSpec, MountSpec, display_prefix};
+use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 
 /// A mount that could not be opened.
 #[derive(Debug, Error)]
@@ -39,6 +45,7 @@ impl MountTable {
     /// Opens every mount of `specs`.
     pub async fn open(specs: Vec<MountSpec>) -> Result<Self, OpenError> {
         let mut mounts = Vec::with_capacity(specs.len());
+        let mut stores: HashMap<String, Arc<dyn Store>> = HashMap::new();
         for spec in specs {
             let opened = match &spec.backend {
                 BackendSpec::Memory => Opened::PerSession,
@@ -66,14 +73,20 @@ impl MountTable {
                         }
                     }
                 }
-                other => {
-                    return Err(OpenError {
-                        prefix: spec.display_prefix(),
-                        reason: format!(
-                            "{} mounts are not available in this build yet",
-                            kind(other)
-                        ),
-                    });
+                BackendSpec::Sqlite { .. } | BackendSpec::Postgres { .. } => {
+                    let backend =
+                        open_store_mount(&spec.backend, &mut stores)
+                            .await
+                            .map_err(|error| OpenError {
+                                prefix: spec.display_prefix(),
+                                reason: match error {
+                                    store::Error::Unavailable(message) => {
+                                        format!("store unavailable: {message}")
+                                    }
+                                    other => other.to_string(),
+                                },
+                            })?;
+                    Opened::Shared(backend)
                 }
             };
             mounts.push((spec, opened));
@@ -115,6 +128,35 @@ impl MountTable {
         lines.sort();
         lines.join("\n")
     }
+}
+
+/// Opens (or reuses, for the same file or URL) the store of a store mount and wraps its
+/// namespace as a backend.
+async fn open_store_mount(
+    spec: &BackendSpec,
+    stores: &mut HashMap<String, Arc<dyn Store>>,
+) -> Result<Arc<dyn Backend>, store::Error> {
+    let (identity, namespace) = match spec {
+        BackendSpec::Sqlite { file, namespace } => {
+            (format!("sqlite:{}", file.display()), namespace)
+        }
+        BackendSpec::Postgres { url, namespace } => (format!("postgres:{url}"), namespace),
+        _ => return Err(store::Error::Query("not a store mount".to_owned())),
+    };
+    let namespace = Namespace::new(namespace)?;
+    let store = match stores.get(&identity) {
+        Some(store) => store.clone(),
+        None => {
+            let opened: Arc<dyn Store> = match spec {
+                BackendSpec::Sqlite { file, .. } => Arc::new(SqliteStore::open(file).await?),
+                BackendSpec::Postgres { url, .. } => Arc::new(PostgresStore::connect(url).await?),
+                _ => return Err(store::Error::Query("not a store mount".to_owned())),
+            };
+            stores.insert(identity, opened.clone());
+            opened
+        }
+    };
+    Ok(Arc::new(StoreBackend::new(store, namespace)))
 }
 
 fn kind(spec: &BackendSpec) -> &'static str {

@@ -30,6 +30,14 @@ pub const SCHEMA_FILES: &[(&str, &str)] = &[
     ),
     ("glob.json", include_str!("../schemas/glob.json")),
     ("grep.json", include_str!("../schemas/grep.json")),
+    ("delete.json", include_str!("../schemas/delete.json")),
+    ("move.json", include_str!("../schemas/move.json")),
+    ("file_info.json", include_str!("../schemas/file_info.json")),
+    ("undo_edit.json", include_str!("../schemas/undo_edit.json")),
+    (
+        "apply_patch.json",
+        include_str!("../schemas/apply_patch.json"),
+    ),
 ];
 
 /// A tool definition that cannot be served. The server refuses to start with it.
@@ -407,6 +415,30 @@ mod tests {
     }
 
     #[test]
+    fn annotations_say_which_tools_change_and_destroy() {
+        let registry = registry();
+        for (name, read_only, destructive, idempotent) in [
+            ("file_info", true, false, true),
+            ("delete", false, true, false),
+            ("move", false, true, false),
+            ("undo_edit", false, true, false),
+            ("apply_patch", false, true, false),
+        ] {
+            let annotations = registry
+                .get(name)
+                .unwrap()
+                .tool
+                .annotations
+                .clone()
+                .unwrap();
+            assert_eq!(annotations.read_only_hint, Some(read_only), "{name}");
+            assert_eq!(annotations.destructive_hint, Some(destructive), "{name}");
+            assert_eq!(annotations.idempotent_hint, Some(idempotent), "{name}");
+            assert_eq!(annotations.open_world_hint, Some(false), "{name}");
+        }
+    }
+
+    #[test]
     fn every_shipped_schema_loads() {
         let names: Vec<String> = registry().tools().map(|t| t.name().to_owned()).collect();
         assert_eq!(
@@ -418,7 +450,12 @@ mod tests {
                 "edit_file",
                 "multi_edit",
                 "glob",
-                "grep"
+                "grep",
+                "delete",
+                "move",
+                "file_info",
+                "undo_edit",
+                "apply_patch"
             ]
         );
     }

@@ -13,6 +13,7 @@
 pub mod composite;
 pub mod filesystem;
 pub mod memory;
+pub mod store;
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::search::{GlobMatcher, GrepPattern};
 pub use composite::{CompositeBackend, Mount};
 pub use filesystem::{FilesystemBackend, FilesystemOptions};
 pub use memory::StateBackend;
+pub use store::StoreBackend;
 
 /// The identity of one file content as a backend stores it: a content hash, or a store's row
 /// version. Opaque; equal versions mean "unchanged since".

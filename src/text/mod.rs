@@ -11,9 +11,13 @@
 //!   contract, and multi-edit sequencing.
 //! - [`diff`]: unified diffs, changed line ranges and the numbered snippet shown after an edit.
 //! - [`line_endings`]: detecting and restoring CRLF and the UTF-8 BOM around an edit.
+//! - [`patch`]: parsing unified diffs and applying their hunks (`apply_patch`).
+//! - [`language`]: the programming language a file name suggests (`file_info`).
 
 pub mod diff;
+pub mod language;
 pub mod line_endings;
 pub mod numbered;
+pub mod patch;
 pub mod replace;
 pub mod truncate;

@@ -8,6 +8,7 @@
 //! is told to read again. Nothing is written on any failure.
 
 use serde_json::json;
+use tokio::sync::OwnedMutexGuard;
 
 use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, FileBytes, Version, WriteMode};
@@ -86,6 +87,81 @@ pub async fn commit(
     Ok(outcome.version)
 }
 
+/// Most changed regions listed by name in the summary shown instead of a huge snippet.
+const SUMMARY_MAX_REGIONS: usize = 10;
+
+/// What changed in one file, ready to show: the text section for the agent (counts and the
+/// numbered lines around each change, or a summary when that would flood it), the unified diff
+/// for the structured result, and the counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeReport {
+    /// `"N line(s) added, M removed. …"` followed by the snippet or the summary; empty when
+    /// nothing changed.
+    pub section: String,
+    /// The unified diff (capped at the result limit).
+    pub diff: String,
+    /// Whether `diff` was cut.
+    pub diff_truncated: bool,
+    /// Lines added and removed.
+    pub stats: diff::DiffStats,
+}
+
+/// Compares the LF texts of `path` before and after a change (seed 003's feedback: counts,
+/// context snippet, unified diff; a summary instead when the change is too large to show).
+pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> ChangeReport {
+    let ranges = diff::changed_line_ranges(old_text, new_text);
+    let stats = diff::diff_stats(old_text, new_text);
+    let mut section = String::new();
+    if !ranges.is_empty() {
+        let snippet = diff::change_snippet(new_text, &ranges, SNIPPET_CONTEXT_LINES, usize::MAX);
+        if snippet.chars().count() <= SNIPPET_MAX_CHARS {
+            section = format!(
+                "{} line(s) added, {} removed. The changed region(s) now read:\n{snippet}",
+                stats.added, stats.removed
+            );
+        } else {
+            let listed: Vec<String> = ranges
+                .iter()
+                .take(SUMMARY_MAX_REGIONS)
+                .map(|r| {
+                    if r.start() == r.end() {
+                        format!("{}", r.start())
+                    } else {
+                        format!("{}-{}", r.start(), r.end())
+                    }
+                })
+                .collect();
+            let more = ranges.len().saturating_sub(SUMMARY_MAX_REGIONS);
+            section = format!(
+                "{} line(s) added, {} removed in {} region(s), too many to show here: lines {}{}. The unified diff is in the structured result; use read_file with offset/limit to see the new text.",
+                stats.added,
+                stats.removed,
+                ranges.len(),
+                listed.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+    } else if stats.removed > 0 {
+        section = format!("{} line(s) removed; the file is now empty.", stats.removed);
+    }
+    let mut unified = diff::unified_diff(path.as_str(), old_text, new_text);
+    let mut diff_truncated = false;
+    if unified.chars().count() > truncate::RESULT_CHAR_LIMIT {
+        unified = truncate::cap_result(unified);
+        diff_truncated = true;
+    }
+    ChangeReport {
+        section,
+        diff: unified,
+        diff_truncated,
+        stats,
+    }
+}
+
 /// The answer of an edit-type tool: `headline`, then numbered lines around each change (or a
 /// summary when that would flood the agent); the unified diff goes in the structured result.
 pub fn describe_change(
@@ -96,30 +172,19 @@ pub fn describe_change(
     occurrences: Option<usize>,
     version: &Version,
 ) -> ToolReply {
-    let ranges = diff::changed_line_ranges(old_text, new_text);
-    let stats = diff::diff_stats(old_text, new_text);
+    let report = report_change(path, old_text, new_text);
     let mut text = headline.to_owned();
-    if !ranges.is_empty() {
-        let snippet =
-            diff::change_snippet(new_text, &ranges, SNIPPET_CONTEXT_LINES, SNIPPET_MAX_CHARS);
-        text.push_str(&format!(
-            "\n{} line(s) added, {} removed. The changed region(s) now read:\n{snippet}",
-            stats.added, stats.removed
-        ));
-    }
-    let mut unified = diff::unified_diff(path.as_str(), old_text, new_text);
-    let mut diff_truncated = false;
-    if unified.chars().count() > truncate::RESULT_CHAR_LIMIT {
-        unified = truncate::cap_result(unified);
-        diff_truncated = true;
+    if !report.section.is_empty() {
+        text.push('\n');
+        text.push_str(&report.section);
     }
     let mut structured = json!({
         "path": path.as_str(),
         "version": version.as_str(),
-        "lines_added": stats.added,
-        "lines_removed": stats.removed,
-        "diff": unified,
-        "diff_truncated": diff_truncated,
+        "lines_added": report.stats.added,
+        "lines_removed": report.stats.removed,
+        "diff": report.diff,
+        "diff_truncated": report.diff_truncated,
     });
     if let (Some(n), Some(map)) = (occurrences, structured.as_object_mut()) {
         map.insert("occurrences".into(), json!(n));
@@ -129,4 +194,44 @@ pub fn describe_change(
         structured: Some(structured),
         image: None,
     }
+}
+
+/// Whether a step of `bytes` can be kept in the undo history at all (a content larger than the
+/// session's whole budget would be evicted at once).
+pub fn fits_undo(bytes: usize) -> bool {
+    bytes <= crate::session::UNDO_BYTES_PER_SESSION / 2
+}
+
+/// A stale-check for tools that may change a file the session never read (delete, move):
+/// unread is allowed (like `rm`), but read-and-changed-since is refused, because the agent would
+/// be acting on content it has not seen.
+pub fn check_not_stale(
+    session: &Session,
+    path: &VirtualPath,
+    current: &Version,
+) -> Result<(), ToolError> {
+    match session.ledger.seen(path) {
+        Some(seen) if &seen != current => Err(ToolError::Stale { path: path.clone() }),
+        _ => Ok(()),
+    }
+}
+
+/// Takes this session's locks on `paths` in path order. Every tool that changes several files
+/// takes its locks this way, so two such calls never wait on each other in a cycle.
+pub async fn lock_files(
+    session: &Session,
+    mut paths: Vec<VirtualPath>,
+) -> Vec<OwnedMutexGuard<()>> {
+    paths.sort();
+    paths.dedup();
+    let mut guards = Vec::with_capacity(paths.len());
+    for path in &paths {
+        guards.push(session.lock_file(path).await);
+    }
+    guards
+}
+
+/// Decodes a text file's bytes for an edit: LF text without BOM, and its format.
+pub fn decode_text(bytes: &[u8]) -> (String, line_endings::TextFormat) {
+    line_endings::to_lf(&String::from_utf8_lossy(bytes))
 }

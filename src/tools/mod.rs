@@ -4,13 +4,18 @@
 //! arguments into the tool's `Args` and dispatches in one flat match. The shared edit pipeline
 //! (read → pure text change → conditional write → ledger and undo) lives in [`editing`].
 
+pub mod apply_patch;
+pub mod delete;
 pub mod edit_file;
 pub mod editing;
+pub mod file_info;
 pub mod glob;
 pub mod grep;
 pub mod ls;
+pub mod move_file;
 pub mod multi_edit;
 pub mod read_file;
+pub mod undo_edit;
 pub mod write_file;
 
 use serde::de::DeserializeOwned;
@@ -21,6 +26,7 @@ use crate::backend;
 use crate::path::{PathError, VirtualPath};
 use crate::search::PatternError;
 use crate::session::Session;
+use crate::text::patch::{HunkMismatch, PatchError};
 use crate::text::replace::{EditError, MultiEditError};
 
 /// A failed tool call: the text the agent reads (`isError: true`). Every text starts with
@@ -74,6 +80,80 @@ pub enum ToolError {
         /// The file's line count.
         lines: usize,
     },
+    /// A patch that cannot be read.
+    #[error("{0}")]
+    Patch(#[from] PatchError),
+    /// A hunk of a patch that does not match its file.
+    #[error(
+        "Error: apply_patch: {path}: {mismatch}\nNothing was changed. Read the file again and make the patch against its current content"
+    )]
+    PatchMismatch {
+        /// The file.
+        path: VirtualPath,
+        /// Which hunk, where, and what the file has there.
+        mismatch: HunkMismatch,
+    },
+    /// A file of a patch that cannot be changed as the patch says.
+    #[error("Error: apply_patch: {path}: {reason}. Nothing was changed")]
+    PatchTarget {
+        /// The file.
+        path: VirtualPath,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// `undo_edit` with no step left.
+    #[error(
+        "Error: Nothing to undo for {path}: this session has made no change to it that can still be undone (at most {max} steps per file are kept). Use read_file to see its content"
+    )]
+    NothingToUndo {
+        /// The file.
+        path: VirtualPath,
+        /// Steps kept per file.
+        max: usize,
+    },
+    /// `undo_edit` refused: someone else changed the file since this session's change.
+    #[error(
+        "Error: Cannot undo the last change to {path}: {reason}. The file was left as it is; read it with read_file and change it with edit_file or write_file instead"
+    )]
+    UndoConflict {
+        /// The file.
+        path: VirtualPath,
+        /// What happened to it since.
+        reason: String,
+    },
+    /// `move` onto itself.
+    #[error(
+        "Error: Source and destination are the same path: {path}. Give a different destination"
+    )]
+    SamePath {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// `move` of a directory into itself.
+    #[error(
+        "Error: Cannot move {source_path} into itself ({destination}). Choose a destination outside it"
+    )]
+    MoveIntoItself {
+        /// The directory moved.
+        source_path: VirtualPath,
+        /// The destination under it.
+        destination: VirtualPath,
+    },
+    /// `move` onto an existing file without `overwrite`, or onto an existing path a directory
+    /// cannot replace.
+    #[error("Error: Destination already exists: {path}. {hint}")]
+    DestinationExists {
+        /// The destination.
+        path: VirtualPath,
+        /// What to do.
+        hint: String,
+    },
+    /// A multi-step change that failed part-way; the message says what was put back.
+    #[error("{message}")]
+    PartialFailure {
+        /// Starts with `Error:`; names the failed step and the state left behind.
+        message: String,
+    },
     /// Editing a binary file as text.
     #[error(
         "Error: {path} is a binary file; edit_file and multi_edit change text files only. Use write_file to replace it whole"
@@ -119,7 +199,17 @@ pub fn counted(n: usize, noun: &str) -> String {
 pub fn is_known(name: &str) -> bool {
     matches!(
         name,
-        "ls" | "read_file" | "write_file" | "edit_file" | "multi_edit" | "glob" | "grep"
+        "ls" | "read_file"
+            | "write_file"
+            | "edit_file"
+            | "multi_edit"
+            | "glob"
+            | "grep"
+            | "delete"
+            | "move"
+            | "file_info"
+            | "undo_edit"
+            | "apply_patch"
     )
 }
 
@@ -146,6 +236,11 @@ pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<Too
         "multi_edit" => multi_edit::run(parse(name, arguments)?, session).await,
         "glob" => glob::run(parse(name, arguments)?, session).await,
         "grep" => grep::run(parse(name, arguments)?, session).await,
+        "delete" => delete::run(parse(name, arguments)?, session).await,
+        "move" => move_file::run(parse(name, arguments)?, session).await,
+        "file_info" => file_info::run(parse(name, arguments)?, session).await,
+        "undo_edit" => undo_edit::run(parse(name, arguments)?, session).await,
+        "apply_patch" => apply_patch::run(parse(name, arguments)?, session).await,
         other => Err(ToolError::Arguments {
             tool: other.to_owned(),
             reason: "no such tool".into(),
@@ -164,6 +259,11 @@ pub fn derived_schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("multi_edit", schemars::schema_for!(multi_edit::Args)),
         ("glob", schemars::schema_for!(glob::Args)),
         ("grep", schemars::schema_for!(grep::Args)),
+        ("delete", schemars::schema_for!(delete::Args)),
+        ("move", schemars::schema_for!(move_file::Args)),
+        ("file_info", schemars::schema_for!(file_info::Args)),
+        ("undo_edit", schemars::schema_for!(undo_edit::Args)),
+        ("apply_patch", schemars::schema_for!(apply_patch::Args)),
     ]
 }
 

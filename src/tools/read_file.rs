@@ -127,7 +127,8 @@ fn render_text(
         let remaining = window.total_lines.map(|t| t.saturating_sub(next));
         let note = match remaining {
             Some(n) => format!(
-                "\n\n... {n} more lines not shown. Call read_file with offset={next} to continue."
+                "\n\n... {n} more {} not shown. Call read_file with offset={next} to continue.",
+                if n == 1 { "line" } else { "lines" }
             ),
             None => format!(
                 "\n\n... more lines not shown. Call read_file with offset={next} to continue."

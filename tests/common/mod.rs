@@ -62,9 +62,16 @@ impl StdioClient {
         client
     }
 
-    /// Starts the binary without initialising.
+    /// Starts the binary without initialising. With no arguments it serves one `memory` mount
+    /// at `/`: the default table would open `/memories/` in the user's data directory, which
+    /// tests must never touch (the default table has its own test, with a temporary one).
     pub fn spawn(args: &[&str]) -> Self {
         let cwd = tempfile::tempdir().expect("working directory for mountfs");
+        let args: &[&str] = if args.is_empty() {
+            &["--mount", "/=memory"]
+        } else {
+            args
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
             .args(args)
             .current_dir(cwd.path())

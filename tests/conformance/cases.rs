@@ -687,3 +687,37 @@ pub async fn errors_name_virtual_paths(fx: &Fixture) {
     assert!(text.starts_with("Error: File not found: "), "{text}");
     assert!(text.contains(fx.path("dir/missing.txt").as_str()), "{text}");
 }
+
+pub async fn ls_of_a_large_directory_pages_past_subdirectories(fx: &Fixture) {
+    // More files than one listing page holds in the store backends, with subdirectories (and
+    // names sorting right around them) spread through the range.
+    for i in 0..1100 {
+        put(fx, &format!("big/f{i:04}"), b"").await;
+        if i % 100 == 0 {
+            put(fx, &format!("big/d{i:04}/inner/deep"), b"").await;
+            put(fx, &format!("big/d{i:04}.txt"), b"").await;
+            put(fx, &format!("big/d{i:04}0"), b"").await;
+        }
+    }
+    let listed = ls(fx, "big").await;
+    let dirs = listed.iter().filter(|e| e.ends_with('/')).count();
+    assert_eq!((listed.len() - dirs, dirs), (1100 + 22, 11));
+    assert!(listed.contains(&"big/d0500/".to_owned()));
+    assert!(listed.contains(&"big/d0500.txt 0".to_owned()));
+    assert!(listed.contains(&"big/d05000 0".to_owned()));
+    assert_eq!(ls(fx, "big/d0500").await, vec!["big/d0500/inner/"]);
+}
+
+pub async fn grep_and_glob_page_through_many_files(fx: &Fixture) {
+    for i in 0..300 {
+        let text: &[u8] = if i % 3 == 0 { b"needle\n" } else { b"hay\n" };
+        put(fx, &format!("g/{i:03}.txt"), text).await;
+    }
+    let found = fx
+        .backend
+        .grep(&grep_query(fx, "", "needle", GrepCollect::Files))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 100);
+    assert_eq!(glob(fx, "g", "*.txt").await.len(), 300);
+}

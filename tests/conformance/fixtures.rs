@@ -8,8 +8,12 @@ use std::sync::Arc;
 
 use mountfs::backend::{
     Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    StoreBackend,
 };
 use mountfs::path::VirtualPath;
+use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
+
+use crate::support;
 
 /// What a backend can do, where backends legitimately differ.
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +102,105 @@ pub async fn composite_nested() -> Option<Fixture> {
     })
 }
 
+/// A SQLite store in a fresh temporary file (its parent directory created by the store).
+async fn sqlite_store() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(dir.path().join("store/conformance.db"))
+        .await
+        .expect("open SQLite store");
+    let namespace = Namespace::new("default").expect("namespace");
+    (Arc::new(StoreBackend::new(Arc::new(store), namespace)), dir)
+}
+
+/// A fresh namespace of the test PostgreSQL server (deleted when the guard drops), or `None`
+/// after one line saying why when `MOUNTFS_TEST_POSTGRES` is not set.
+async fn postgres_store() -> Option<(Arc<dyn Backend>, support::PostgresNamespace)> {
+    let url = support::postgres_url("postgres conformance case")?;
+    let store: Arc<dyn Store> = Arc::new(
+        PostgresStore::connect(&url)
+            .await
+            .expect("connect to MOUNTFS_TEST_POSTGRES"),
+    );
+    let guard = support::PostgresNamespace::new(&url, "t-conf");
+    let namespace = Namespace::new(&guard.name).expect("namespace");
+    Some((Arc::new(StoreBackend::new(store, namespace)), guard))
+}
+
+/// The SQLite store backend on its own.
+pub async fn sqlite() -> Option<Fixture> {
+    let (backend, dir) = sqlite_store().await;
+    Some(Fixture {
+        backend,
+        base: VirtualPath::root(),
+        caps: IMPLICIT,
+        _guard: Some(Box::new(dir)),
+    })
+}
+
+/// The PostgreSQL store backend on its own (skipped without `MOUNTFS_TEST_POSTGRES`).
+pub async fn postgres() -> Option<Fixture> {
+    let (backend, guard) = postgres_store().await?;
+    Some(Fixture {
+        backend,
+        base: VirtualPath::root(),
+        caps: IMPLICIT,
+        _guard: Some(Box::new(guard)),
+    })
+}
+
+/// Memory at `/`, SQLite at `/work` (where cases run) and PostgreSQL at `/workshop` (memory
+/// there when PostgreSQL is not configured): a sibling whose name extends the prefix and must
+/// never leak into the answers.
+pub async fn composite_stores() -> Option<Fixture> {
+    let (sqlite, dir) = sqlite_store().await;
+    let (below, pg_guard): (Arc<dyn Backend>, Option<support::PostgresNamespace>) =
+        match postgres_store().await {
+            Some((backend, guard)) => (backend, Some(guard)),
+            None => (Arc::new(StateBackend::new()), None),
+        };
+    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
+        prefix: VirtualPath::parse(prefix).expect("prefix"),
+        backend,
+        read_only: false,
+    };
+    let composite = CompositeBackend::new(
+        vec![
+            memory_mount("/"),
+            mount("/work", sqlite),
+            mount("/workshop", below),
+        ],
+        || Arc::new(StateBackend::new()),
+    );
+    Some(Fixture {
+        backend: Arc::new(composite),
+        base: VirtualPath::parse("/work").expect("base"),
+        caps: IMPLICIT,
+        _guard: Some(Box::new((dir, pg_guard))),
+    })
+}
+
+/// PostgreSQL at `/pg`, with cases run there, beside memory at `/` and SQLite at `/pgx` (a
+/// sibling whose name extends the prefix and must never leak in).
+pub async fn composite_postgres() -> Option<Fixture> {
+    let (pg, guard) = postgres_store().await?;
+    let (sqlite, dir) = sqlite_store().await;
+    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
+        prefix: VirtualPath::parse(prefix).expect("prefix"),
+        backend,
+        read_only: false,
+    };
+    let composite = CompositeBackend::new(
+        vec![memory_mount("/"), mount("/pg", pg), mount("/pgx", sqlite)],
+        || Arc::new(StateBackend::new()),
+    );
+    Some(Fixture {
+        backend: Arc::new(composite),
+        base: VirtualPath::parse("/pg").expect("base"),
+        caps: IMPLICIT,
+        _guard: Some(Box::new((dir, guard))),
+    })
+}
+
 const EXPLICIT: Capabilities = Capabilities {
     implicit_directories: false,
 };
@@ -122,7 +225,8 @@ pub async fn filesystem() -> Option<Fixture> {
 }
 
 /// Disk and memory mixed: `/` is memory, cases run under `/work` (a disk mount) next to
-/// `/workshop` (another disk mount that must never leak into the answers).
+/// `/workshop` (another disk mount, a sibling whose name extends the prefix and must never
+/// leak into the answers).
 pub async fn composite_disk() -> Option<Fixture> {
     let (work, work_dir) = disk_backend();
     let (workshop, workshop_dir) = disk_backend();

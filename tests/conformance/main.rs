@@ -9,6 +9,8 @@
 mod cases;
 mod fixtures;
 mod routing;
+#[path = "../support/mod.rs"]
+mod support;
 
 /// One `#[tokio::test]` running `cases::$case` on a fresh `fixtures::$fixture()`. A fixture that
 /// cannot run here (no PostgreSQL configured) returns `None` and the case passes after saying so.
@@ -55,6 +57,8 @@ macro_rules! conformance {
             case!($fixture, grep_filters_by_glob_and_skips_binary);
             case!($fixture, grep_of_one_file_searches_that_file);
             case!($fixture, errors_name_virtual_paths);
+            case!($fixture, ls_of_a_large_directory_pages_past_subdirectories);
+            case!($fixture, grep_and_glob_page_through_many_files);
         }
     };
 }
@@ -62,5 +66,9 @@ macro_rules! conformance {
 conformance!(memory);
 conformance!(composite);
 conformance!(composite_nested);
+conformance!(sqlite);
+conformance!(postgres);
+conformance!(composite_stores);
+conformance!(composite_postgres);
 conformance!(filesystem);
 conformance!(composite_disk);

@@ -44,7 +44,7 @@ fn long_lines_are_split_into_numbered_continuation_rows() {
     );
     assert!(two.starts_with("     2\taaaa"), "{}", &two[..20]);
     assert!(
-        two.ends_with("\n\n... 1 more lines not shown. Call read_file with offset=2 to continue.")
+        two.ends_with("\n\n... 1 more line not shown. Call read_file with offset=2 to continue.")
     );
 }
 

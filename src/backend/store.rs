@@ -1,0 +1,369 @@
+//! `StoreBackend`: files as versioned items of one namespace of a [`Store`] (CONTRACT §3).
+//!
+//! A file is the item whose key is its mount-relative path (`/notes/a.md`); its version is the
+//! store's version. Directories are implicit: a directory exists while a key lies under it.
+//! Every listing is an indexed range query over the key prefix `dir/`: `ls` reads the files of
+//! the directory and seeks past each child directory's subtree (as the memory backend does), so
+//! it never reads the rows below a subdirectory; `glob` and `grep` page through the prefix in
+//! key order, and `grep` holds one page of contents at a time. Conditional writes are left to
+//! the store, which checks them in the database.
+//!
+//! The file/directory shape checks of `write` (no directory at the path, no file at a parent)
+//! are reads before the write: two servers racing to create `/a` as a file and `/a/b` could both
+//! succeed. That only bends the tree's shape, never loses content, and the version check that
+//! protects content is in the database.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{
+    Backend, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile, GrepQuery,
+    Result, Version, WriteMode, WriteOutcome,
+};
+use crate::content;
+use crate::path::VirtualPath;
+use crate::search::grep_text;
+use crate::store::{
+    self, ItemMeta, ListQuery, ListStart, Namespace, PutCondition, Store, prefix_successor,
+};
+
+/// Rows per page when paging through a prefix for `glob`.
+const LIST_PAGE: usize = 512;
+/// Items (with content) per page for `grep`: bounds the memory one search holds.
+const SCAN_PAGE: usize = 64;
+/// `ls` page sizes: small right after seeking past a subdirectory (the next row is likely
+/// another subdirectory), growing while rows are files of the directory itself.
+const LS_PAGE_MIN: usize = 16;
+const LS_PAGE_MAX: usize = 1024;
+
+/// A namespace of a store, seen as a file system (see the module doc).
+#[derive(Debug, Clone)]
+pub struct StoreBackend {
+    store: Arc<dyn Store>,
+    namespace: Namespace,
+}
+
+/// `"/a/b"` → `"/a/b/"`, `"/"` → `"/"`: the key prefix of everything under a directory.
+fn dir_prefix(dir: &VirtualPath) -> String {
+    if dir.is_root() {
+        "/".to_owned()
+    } else {
+        format!("{}/", dir.as_str())
+    }
+}
+
+fn file_entry(path: VirtualPath, meta: &ItemMeta) -> Entry {
+    Entry {
+        path,
+        kind: EntryKind::File,
+        size: meta.size,
+        modified: Some(meta.modified_at),
+        created: Some(meta.created_at),
+    }
+}
+
+fn version_of(raw: i64) -> Version {
+    Version::from_raw(raw.to_string())
+}
+
+/// Maps a store failure met on `path` to what the agent reads.
+fn failure(path: &VirtualPath, error: store::Error) -> Error {
+    match error {
+        store::Error::Unavailable(message) | store::Error::Schema(message) => {
+            Error::Unavailable { message }
+        }
+        store::Error::AlreadyExists => Error::AlreadyExists { path: path.clone() },
+        store::Error::VersionMismatch => Error::VersionMismatch { path: path.clone() },
+        store::Error::Query(message) => Error::Io {
+            path: path.clone(),
+            message,
+        },
+        store::Error::InvalidNamespace(name) => Error::Unavailable {
+            message: format!("namespace '{name}' is not valid"),
+        },
+    }
+}
+
+impl StoreBackend {
+    /// A backend over `namespace` of `store`.
+    pub fn new(store: Arc<dyn Store>, namespace: Namespace) -> Self {
+        Self { store, namespace }
+    }
+
+    /// The namespace served.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    async fn head(&self, path: &VirtualPath) -> Result<Option<ItemMeta>> {
+        if path.is_root() {
+            return Ok(None);
+        }
+        self.store
+            .head(&self.namespace, path.as_str())
+            .await
+            .map_err(|e| failure(path, e))
+    }
+
+    /// Whether any key lies under `dir` (so that `dir` exists as a directory).
+    async fn has_children(&self, dir: &VirtualPath) -> Result<bool> {
+        let first = self
+            .store
+            .list(&self.namespace, &ListQuery::first(dir_prefix(dir), 1))
+            .await
+            .map_err(|e| failure(dir, e))?;
+        Ok(!first.is_empty())
+    }
+
+    /// Every item under `dir` (without content), page by page, in key order, kept only when
+    /// `keep` says so.
+    async fn list_under(
+        &self,
+        dir: &VirtualPath,
+        mut keep: impl FnMut(&VirtualPath, &ItemMeta) -> bool,
+    ) -> Result<Vec<Entry>> {
+        let mut query = ListQuery::first(dir_prefix(dir), LIST_PAGE);
+        let mut out = Vec::new();
+        loop {
+            let page = self
+                .store
+                .list(&self.namespace, &query)
+                .await
+                .map_err(|e| failure(dir, e))?;
+            let full = page.len() >= LIST_PAGE;
+            for meta in &page {
+                if let Ok(path) = VirtualPath::parse(&meta.key)
+                    && keep(&path, meta)
+                {
+                    out.push(file_entry(path, meta));
+                }
+            }
+            match page.last() {
+                Some(last) if full => query.start = ListStart::After(last.key.clone()),
+                _ => return Ok(out),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for StoreBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        if path.is_root() {
+            return Ok(Some(Entry::directory(path.clone())));
+        }
+        if let Some(meta) = self.head(path).await? {
+            return Ok(Some(file_entry(path.clone(), &meta)));
+        }
+        Ok(self
+            .has_children(path)
+            .await?
+            .then(|| Entry::directory(path.clone())))
+    }
+
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        if self.head(dir).await?.is_some() {
+            return Err(Error::NotADirectory { path: dir.clone() });
+        }
+        let prefix = dir_prefix(dir);
+        let mut entries = Vec::new();
+        let mut query = ListQuery::first(prefix.clone(), LS_PAGE_MIN);
+        'pages: loop {
+            let page = self
+                .store
+                .list(&self.namespace, &query)
+                .await
+                .map_err(|e| failure(dir, e))?;
+            let full = page.len() >= query.limit;
+            for meta in &page {
+                let Some(rest) = meta.key.strip_prefix(&prefix) else {
+                    break 'pages;
+                };
+                match rest.split_once('/') {
+                    None => {
+                        entries.push(file_entry(VirtualPath::parse(&meta.key)?, meta));
+                        query.start = ListStart::After(meta.key.clone());
+                    }
+                    Some((child, _)) => {
+                        entries.push(Entry::directory(dir.join(child)?));
+                        // Seek past the child's whole subtree: its keys all start with
+                        // `prefix child /`, and the successor of that bounds them.
+                        let subtree = format!("{prefix}{child}/");
+                        match prefix_successor(&subtree) {
+                            Some(next) => query.start = ListStart::AtOrAfter(next),
+                            None => break 'pages,
+                        }
+                        query.limit = LS_PAGE_MIN;
+                        continue 'pages;
+                    }
+                }
+            }
+            if !full {
+                break;
+            }
+            query.limit = (query.limit * 2).min(LS_PAGE_MAX);
+        }
+        if entries.is_empty() && !dir.is_root() {
+            return Err(Error::NotFound { path: dir.clone() });
+        }
+        Ok(entries)
+    }
+
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        if path.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        let item = self
+            .store
+            .get(&self.namespace, path.as_str())
+            .await
+            .map_err(|e| failure(path, e))?;
+        match item {
+            Some(item) => Ok(FileBytes {
+                content: item.content,
+                version: version_of(item.meta.version),
+                created: Some(item.meta.created_at),
+                modified: Some(item.meta.modified_at),
+            }),
+            None if self.has_children(path).await? => {
+                Err(Error::IsADirectory { path: path.clone() })
+            }
+            None => Err(Error::NotFound { path: path.clone() }),
+        }
+    }
+
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        if path.is_root() || self.has_children(path).await? {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        let mut ancestor = path.parent();
+        while let Some(dir) = ancestor {
+            if self.head(&dir).await?.is_some() {
+                return Err(Error::NotADirectory { path: dir });
+            }
+            ancestor = dir.parent();
+        }
+        let condition = match mode {
+            WriteMode::CreateOnly => PutCondition::CreateOnly,
+            WriteMode::Overwrite => PutCondition::Overwrite,
+            WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
+                Ok(version) => PutCondition::IfVersion(version),
+                // Not a version this store ever gave out: it cannot be the current one.
+                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
+            },
+        };
+        let written = self
+            .store
+            .put(&self.namespace, path.as_str(), content, condition)
+            .await
+            .map_err(|e| failure(path, e))?;
+        Ok(WriteOutcome {
+            version: version_of(written.version),
+            created: written.created,
+        })
+    }
+
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        let if_version = match &options.if_version {
+            Some(expected) => match expected.as_str().parse::<i64>() {
+                Ok(version) => Some(version),
+                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
+            },
+            None => None,
+        };
+        if !path.is_root() {
+            let deleted = self
+                .store
+                .delete(&self.namespace, path.as_str(), if_version)
+                .await
+                .map_err(|e| failure(path, e))?;
+            if deleted {
+                return Ok(());
+            }
+        }
+        if !options.recursive {
+            return Err(if self.has_children(path).await? {
+                Error::DirectoryNotEmpty { path: path.clone() }
+            } else {
+                Error::NotFound { path: path.clone() }
+            });
+        }
+        let removed = self
+            .store
+            .delete_prefix(&self.namespace, &dir_prefix(path))
+            .await
+            .map_err(|e| failure(path, e))?;
+        if removed == 0 {
+            return Err(Error::NotFound { path: path.clone() });
+        }
+        Ok(())
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        if let Some(meta) = self.head(&query.dir).await? {
+            let own = query.matcher.matches_path(&query.dir, &query.dir);
+            return Ok(own
+                .then(|| file_entry(query.dir.clone(), &meta))
+                .into_iter()
+                .collect());
+        }
+        self.list_under(&query.dir, |path, _| {
+            query.matcher.matches_path(path, &query.dir)
+        })
+        .await
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let mut out = Vec::new();
+        let mut search = |path: VirtualPath, bytes: &[u8]| {
+            if let Some(filter) = &query.file_filter
+                && !filter.matches_path(&path, &query.dir)
+            {
+                return;
+            }
+            if content::looks_binary(bytes) {
+                return;
+            }
+            let text = String::from_utf8_lossy(bytes);
+            if let Some(found) = grep_text(&path, &text, &query.pattern, query.collect) {
+                out.push(found);
+            }
+        };
+        if !query.dir.is_root()
+            && let Some(item) = self
+                .store
+                .get(&self.namespace, query.dir.as_str())
+                .await
+                .map_err(|e| failure(&query.dir, e))?
+        {
+            search(query.dir.clone(), &item.content);
+            return Ok(out);
+        }
+        // One page of contents at a time, in key order (keyset paging, no OFFSET).
+        let mut page_query = ListQuery::first(dir_prefix(&query.dir), SCAN_PAGE);
+        loop {
+            let page = self
+                .store
+                .scan(&self.namespace, &page_query)
+                .await
+                .map_err(|e| failure(&query.dir, e))?;
+            let full = page.len() >= SCAN_PAGE;
+            let last = page.last().map(|item| item.meta.key.clone());
+            for item in page {
+                if let Ok(path) = VirtualPath::parse(&item.meta.key) {
+                    search(path, &item.content);
+                }
+            }
+            match last {
+                Some(key) if full => page_query.start = ListStart::After(key),
+                _ => return Ok(out),
+            }
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! `PostgresStore`: the engine for many server instances sharing one namespace.
+//!
+//! tokio-postgres with a deadpool-postgres pool: deadpool is async-native, small, checks a
+//! pooled connection is still open before handing it out (`RecyclingMethod::Fast`) and caches
+//! prepared statements per connection. Its timeouts make an unreachable server fail a tool call
+//! in seconds (as `store unavailable: …`) instead of hanging it. Connections are plain TCP
+//! (`NoTls`): put a TLS-terminating proxy in front for remote databases.
+//!
+//! Every conditional write is one statement checked by the database: `IfVersion` is
+//! `UPDATE … WHERE version = $expected` (a concurrent committed update makes it match no row),
+//! `CreateOnly` is `INSERT … ON CONFLICT DO NOTHING`. Versions come from one sequence, so they
+//! are unique across every server and never reused. Keys are `TEXT COLLATE "C"` (byte order), so
+//! a prefix is a range of the primary-key index. The schema is created or migrated on connect
+//! under an advisory lock, so servers starting together do not race.
+
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::config::Host;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use super::{
+    Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store, Written,
+    from_micros, to_micros,
+};
+
+/// Connections per server process.
+const POOL_SIZE: usize = 16;
+/// How long to wait for a new connection before telling the agent the store is unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a call waits for a free pooled connection.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Key of the advisory lock taken while migrating ("mountfs" in ASCII).
+const MIGRATION_LOCK: i64 = 0x006d_6f75_6e74_6673;
+
+/// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE mountfs_items (
+        namespace   TEXT COLLATE "C" NOT NULL,
+        key         TEXT COLLATE "C" NOT NULL,
+        encoding    TEXT   NOT NULL,
+        size        BIGINT NOT NULL,
+        created_at  BIGINT NOT NULL,
+        modified_at BIGINT NOT NULL,
+        version     BIGINT NOT NULL,
+        content     BYTEA  NOT NULL,
+        PRIMARY KEY (namespace, key)
+    );
+    CREATE SEQUENCE mountfs_versions;
+"#];
+
+const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
+
+/// The PostgreSQL store (see the module doc).
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    /// `host:port/db`, for messages (no user, no password).
+    label: String,
+}
+
+/// `host:port/db` of a connection config, never its password nor a socket's host path.
+fn label_of(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(_)) => "unix socket".to_owned(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().unwrap_or("");
+    format!("{host}:{port}/{db}")
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:port/db`), creating or migrating the schema.
+    /// Fails if the server cannot be reached now.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let mut config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| Error::Unavailable(format!("PostgreSQL URL is not valid: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let label = label_of(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| Error::Unavailable(format!("PostgreSQL pool: {e}")))?;
+        let store = Self { pool, label };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Backend(e) => self.map_error(e),
+            PoolError::Timeout(_) => Error::Unavailable(format!(
+                "PostgreSQL at {}: timed out waiting for a connection",
+                self.label
+            )),
+            other => Error::Unavailable(format!("PostgreSQL at {}: {other}", self.label)),
+        })
+    }
+
+    /// Connection-level failures (refused, closed, SQLSTATE class 08, shutdown, too many
+    /// connections) are `Unavailable`; anything else is a failed statement.
+    fn map_error(&self, error: tokio_postgres::Error) -> Error {
+        match error.as_db_error() {
+            Some(db) => {
+                let code = db.code().code();
+                let text = format!("PostgreSQL at {}: {}", self.label, db.message());
+                if code.starts_with("08") || code.starts_with("57P") || code.starts_with("53") {
+                    Error::Unavailable(text)
+                } else {
+                    Error::Query(text)
+                }
+            }
+            None => Error::Unavailable(format!("PostgreSQL at {}: {error}", self.label)),
+        }
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.map_error(e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(|e| self.map_error(e))?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS mountfs_schema (version INTEGER NOT NULL)")
+            .await
+            .map_err(|e| self.map_error(e))?;
+        let row = tx
+            .query_one("SELECT COALESCE(MAX(version), 0) FROM mountfs_schema", &[])
+            .await
+            .map_err(|e| self.map_error(e))?;
+        let current: i32 = column(&row, 0)?;
+        let known = MIGRATIONS.len();
+        let current = usize::try_from(current).unwrap_or(0);
+        if current > known {
+            return Err(Error::Schema(format!(
+                "the PostgreSQL database at {} has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs",
+                self.label
+            )));
+        }
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+            tx.batch_execute(sql).await.map_err(|e| self.map_error(e))?;
+            let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            tx.execute(
+                "INSERT INTO mountfs_schema (version) VALUES ($1)",
+                &[&version],
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        }
+        tx.commit().await.map_err(|e| self.map_error(e))
+    }
+
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| self.map_error(e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| self.map_error(e))
+    }
+
+    async fn range_query(
+        &self,
+        namespace: &Namespace,
+        query: &ListQuery,
+        columns: &str,
+    ) -> Result<Vec<Row>> {
+        let (lower, inclusive, upper) = query.bounds();
+        let op = if inclusive { ">=" } else { ">" };
+        let limit = query.sql_limit();
+        match upper {
+            Some(upper) => {
+                let sql = format!(
+                    "SELECT {columns} FROM mountfs_items
+                     WHERE namespace = $1 AND key {op} $2 AND key < $3 ORDER BY key LIMIT $4"
+                );
+                self.query(&sql, &[&namespace.as_str(), &lower, &upper, &limit])
+                    .await
+            }
+            None => {
+                let sql = format!(
+                    "SELECT {columns} FROM mountfs_items
+                     WHERE namespace = $1 AND key {op} $2 ORDER BY key LIMIT $3"
+                );
+                self.query(&sql, &[&namespace.as_str(), &lower, &limit])
+                    .await
+            }
+        }
+    }
+}
+
+/// One column of a row, with a store error (not a panic) on a type mismatch.
+fn column<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Result<T> {
+    row.try_get(index)
+        .map_err(|e| Error::Query(format!("PostgreSQL row: {e}")))
+}
+
+fn meta_of_row(row: &Row) -> Result<ItemMeta> {
+    let read = || -> std::result::Result<ItemMeta, tokio_postgres::Error> {
+        let encoding: String = row.try_get(1)?;
+        let size: i64 = row.try_get(2)?;
+        Ok(ItemMeta {
+            key: row.try_get(0)?,
+            size: u64::try_from(size).unwrap_or(0),
+            encoding: Encoding::parse(&encoding),
+            created_at: from_micros(row.try_get(3)?),
+            modified_at: from_micros(row.try_get(4)?),
+            version: row.try_get(5)?,
+        })
+    };
+    read().map_err(|e| Error::Query(format!("PostgreSQL row: {e}")))
+}
+
+fn item_of_row(row: &Row) -> Result<Item> {
+    Ok(Item {
+        meta: meta_of_row(row)?,
+        content: column(row, 6)?,
+    })
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn describe(&self) -> String {
+        format!("PostgreSQL at {}", self.label)
+    }
+
+    async fn get(&self, namespace: &Namespace, key: &str) -> Result<Option<Item>> {
+        let sql = format!(
+            "SELECT {META_COLUMNS}, content FROM mountfs_items WHERE namespace = $1 AND key = $2"
+        );
+        let rows = self.query(&sql, &[&namespace.as_str(), &key]).await?;
+        rows.first().map(item_of_row).transpose()
+    }
+
+    async fn head(&self, namespace: &Namespace, key: &str) -> Result<Option<ItemMeta>> {
+        let sql =
+            format!("SELECT {META_COLUMNS} FROM mountfs_items WHERE namespace = $1 AND key = $2");
+        let rows = self.query(&sql, &[&namespace.as_str(), &key]).await?;
+        rows.first().map(meta_of_row).transpose()
+    }
+
+    async fn put(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        content: &[u8],
+        condition: PutCondition,
+    ) -> Result<Written> {
+        let now = to_micros(SystemTime::now());
+        let encoding = Encoding::of(content).as_str();
+        let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
+        let ns = namespace.as_str();
+        match condition {
+            PutCondition::CreateOnly => {
+                let rows = self
+                    .query(
+                        "INSERT INTO mountfs_items
+                             (namespace, key, encoding, size, created_at, modified_at, version, content)
+                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
+                         ON CONFLICT (namespace, key) DO NOTHING
+                         RETURNING version",
+                        &[&ns, &key, &encoding, &size, &now, &content],
+                    )
+                    .await?;
+                match rows.first() {
+                    Some(row) => Ok(Written {
+                        version: column(row, 0)?,
+                        created: true,
+                    }),
+                    None => Err(Error::AlreadyExists),
+                }
+            }
+            PutCondition::IfVersion(expected) => {
+                let rows = self
+                    .query(
+                        "UPDATE mountfs_items
+                         SET encoding = $3, size = $4, modified_at = $5,
+                             version = nextval('mountfs_versions'), content = $6
+                         WHERE namespace = $1 AND key = $2 AND version = $7
+                         RETURNING version",
+                        &[&ns, &key, &encoding, &size, &now, &content, &expected],
+                    )
+                    .await?;
+                match rows.first() {
+                    Some(row) => Ok(Written {
+                        version: column(row, 0)?,
+                        created: false,
+                    }),
+                    None => Err(Error::VersionMismatch),
+                }
+            }
+            PutCondition::Overwrite => {
+                // `xmax = 0` holds for a freshly inserted row and not for an updated one.
+                let rows = self
+                    .query(
+                        "INSERT INTO mountfs_items
+                             (namespace, key, encoding, size, created_at, modified_at, version, content)
+                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
+                         ON CONFLICT (namespace, key) DO UPDATE
+                         SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
+                             modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
+                             content = EXCLUDED.content
+                         RETURNING version, (xmax = 0) AS inserted",
+                        &[&ns, &key, &encoding, &size, &now, &content],
+                    )
+                    .await?;
+                let row = rows
+                    .first()
+                    .ok_or_else(|| Error::Query("PostgreSQL upsert returned no row".to_owned()))?;
+                Ok(Written {
+                    version: column(row, 0)?,
+                    created: column(row, 1)?,
+                })
+            }
+        }
+    }
+
+    async fn delete(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        if_version: Option<i64>,
+    ) -> Result<bool> {
+        let ns = namespace.as_str();
+        let rows = self
+            .query(
+                "DELETE FROM mountfs_items
+                 WHERE namespace = $1 AND key = $2 AND ($3::BIGINT IS NULL OR version = $3)
+                 RETURNING 1",
+                &[&ns, &key, &if_version],
+            )
+            .await?;
+        if !rows.is_empty() {
+            return Ok(true);
+        }
+        if if_version.is_none() {
+            return Ok(false);
+        }
+        // Nothing deleted under a condition: only to tell "absent" from "other version".
+        match self.head(namespace, key).await? {
+            Some(_) => Err(Error::VersionMismatch),
+            None => Ok(false),
+        }
+    }
+
+    async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64> {
+        let (lower, _, upper) = ListQuery::first(prefix, 1).bounds();
+        let client = self.client().await?;
+        let ns = namespace.as_str();
+        let deleted =
+            match upper {
+                Some(upper) => client
+                    .execute(
+                        "DELETE FROM mountfs_items WHERE namespace = $1 AND key >= $2 AND key < $3",
+                        &[&ns, &lower, &upper],
+                    )
+                    .await,
+                None => {
+                    client
+                        .execute(
+                            "DELETE FROM mountfs_items WHERE namespace = $1 AND key >= $2",
+                            &[&ns, &lower],
+                        )
+                        .await
+                }
+            };
+        deleted.map_err(|e| self.map_error(e))
+    }
+
+    async fn list(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<ItemMeta>> {
+        let rows = self.range_query(namespace, query, META_COLUMNS).await?;
+        rows.iter().map(meta_of_row).collect()
+    }
+
+    async fn scan(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<Item>> {
+        let columns = format!("{META_COLUMNS}, content");
+        let rows = self.range_query(namespace, query, &columns).await?;
+        rows.iter().map(item_of_row).collect()
+    }
+}

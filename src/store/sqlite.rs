@@ -1,0 +1,449 @@
+//! `SqliteStore`: the embedded engine. One database file in WAL mode, created on first use with
+//! its parent directory; schema versioned with `PRAGMA user_version` and migrated on open.
+//!
+//! rusqlite is blocking, so every call runs on tokio's blocking pool (`spawn_blocking`) with a
+//! connection taken from a small pool of open connections. Why a pool and not one
+//! `Mutex<Connection>`: in WAL mode readers never wait for the writer, so a long `grep` scan and
+//! an edit can proceed together; writers are serialised by SQLite itself (`BEGIN IMMEDIATE` +
+//! `busy_timeout`), which also covers other processes opening the same file.
+//!
+//! Versions come from one counter row bumped inside each write transaction, so they are unique
+//! in the file and never reused. Keys compare with SQLite's BINARY collation (byte order), so a
+//! prefix is the key range `[prefix, successor(prefix))` of the primary-key index.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::Semaphore;
+
+use super::{
+    Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store, Written,
+    from_micros, to_micros,
+};
+
+/// Connections open at most at once (the machine target has 2 cores; more would only queue on
+/// SQLite's single writer lock).
+const MAX_CONNECTIONS: usize = 4;
+/// How long a writer waits for another writer (this process or another) before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+/// The content column is last so listing metadata never reads a large value's overflow pages.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE mountfs_items (
+        namespace   TEXT    NOT NULL,
+        key         TEXT    NOT NULL,
+        encoding    TEXT    NOT NULL,
+        size        INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL,
+        modified_at INTEGER NOT NULL,
+        version     INTEGER NOT NULL,
+        content     BLOB    NOT NULL,
+        PRIMARY KEY (namespace, key)
+    );
+    CREATE TABLE mountfs_counters (
+        name  TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    );
+    INSERT INTO mountfs_counters (name, value) VALUES ('version', 0);
+"];
+
+const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
+
+/// The SQLite store (see the module doc).
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    file: PathBuf,
+    /// Open connections not in use.
+    idle: Mutex<Vec<Connection>>,
+    /// Bounds the connections in use at once.
+    permits: Arc<Semaphore>,
+}
+
+impl Shared {
+    fn take(&self) -> Result<Connection> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => connect(&self.file),
+        }
+    }
+
+    fn give_back(&self, conn: Connection) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(conn);
+    }
+}
+
+fn connect(file: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(file, flags).map_err(map_error)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(map_error)?;
+    // WAL: readers do not block the writer nor the writer the readers. synchronous=FULL keeps
+    // every committed write across a power loss: these are long-term memories.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(map_error)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::Unavailable(format!(
+            "SQLite database cannot use WAL journaling (got '{mode}')"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(map_error)?;
+    Ok(conn)
+}
+
+/// Folds rusqlite's errors into the store's: anything about reaching or using the file is
+/// `Unavailable`; the message is SQLite's own, which never names the file.
+fn map_error(error: rusqlite::Error) -> Error {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Unavailable(
+            "SQLite database is locked by another writer for too long".to_owned(),
+        ),
+        Some(
+            ErrorCode::CannotOpen
+            | ErrorCode::SystemIoFailure
+            | ErrorCode::DiskFull
+            | ErrorCode::ReadOnly
+            | ErrorCode::NotADatabase
+            | ErrorCode::DatabaseCorrupt
+            | ErrorCode::PermissionDenied
+            | ErrorCode::OutOfMemory,
+        ) => Error::Unavailable(format!("SQLite database: {error}")),
+        _ => Error::Query(format!("SQLite: {error}")),
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    // BEGIN IMMEDIATE takes the write lock first, so two processes opening a new file at once
+    // migrate it one after the other, and the second sees the first's work.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_error)?;
+    let current: i64 = tx
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(map_error)?;
+    let known = MIGRATIONS.len();
+    let current = usize::try_from(current).unwrap_or(usize::MAX);
+    if current > known {
+        return Err(Error::Schema(format!(
+            "the SQLite database has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs"
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.execute_batch(sql).map_err(map_error)?;
+        let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
+        tx.pragma_update(None, "user_version", version)
+            .map_err(map_error)?;
+    }
+    tx.commit().map_err(map_error)
+}
+
+fn meta_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ItemMeta> {
+    let encoding: String = row.get(1)?;
+    let size: i64 = row.get(2)?;
+    Ok(ItemMeta {
+        key: row.get(0)?,
+        size: u64::try_from(size).unwrap_or(0),
+        encoding: Encoding::parse(&encoding),
+        created_at: from_micros(row.get(3)?),
+        modified_at: from_micros(row.get(4)?),
+        version: row.get(5)?,
+    })
+}
+
+fn item_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
+    Ok(Item {
+        meta: meta_of_row(row)?,
+        content: row.get(6)?,
+    })
+}
+
+/// The WHERE clause and parameters of a listing: an indexed key range inside one namespace.
+fn range_sql(query: &ListQuery) -> (String, Vec<String>) {
+    let (lower, inclusive, upper) = query.bounds();
+    let op = if inclusive { ">=" } else { ">" };
+    let mut sql = format!("namespace = ?1 AND key {op} ?2");
+    let mut bounds = vec![lower];
+    if let Some(upper) = upper {
+        sql.push_str(" AND key < ?3");
+        bounds.push(upper);
+    }
+    (sql, bounds)
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its parent directory if needed) the database at `file`, switches
+    /// it to WAL and brings its schema up to date.
+    pub async fn open(file: impl Into<PathBuf>) -> Result<Self> {
+        let file = file.into();
+        let opened = tokio::task::spawn_blocking(move || -> Result<Shared> {
+            if let Some(parent) = file.parent()
+                && !parent.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    Error::Unavailable(format!(
+                        "cannot create the SQLite database's directory: {}",
+                        e.kind()
+                    ))
+                })?;
+            }
+            let mut conn = connect(&file)?;
+            migrate(&mut conn)?;
+            Ok(Shared {
+                file,
+                idle: Mutex::new(vec![conn]),
+                permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            })
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))??;
+        Ok(Self {
+            shared: Arc::new(opened),
+        })
+    }
+
+    /// Runs `work` with a pooled connection on the blocking pool.
+    async fn run<T, F>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let permit = self
+            .shared
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Unavailable("SQLite store is closed".to_owned()))?;
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut conn = shared.take()?;
+            let result = work(&mut conn);
+            shared.give_back(conn);
+            result
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn describe(&self) -> String {
+        "SQLite".to_owned()
+    }
+
+    async fn get(&self, namespace: &Namespace, key: &str) -> Result<Option<Item>> {
+        let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {META_COLUMNS}, content FROM mountfs_items WHERE namespace = ?1 AND key = ?2"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            stmt.query_row(params![ns, key], item_of_row)
+                .optional()
+                .map_err(map_error)
+        })
+        .await
+    }
+
+    async fn head(&self, namespace: &Namespace, key: &str) -> Result<Option<ItemMeta>> {
+        let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {META_COLUMNS} FROM mountfs_items WHERE namespace = ?1 AND key = ?2"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            stmt.query_row(params![ns, key], meta_of_row)
+                .optional()
+                .map_err(map_error)
+        })
+        .await
+    }
+
+    async fn put(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        content: &[u8],
+        condition: PutCondition,
+    ) -> Result<Written> {
+        let (ns, key, content) = (
+            namespace.as_str().to_owned(),
+            key.to_owned(),
+            content.to_vec(),
+        );
+        self.run(move |conn| {
+            let now = to_micros(SystemTime::now());
+            let encoding = Encoding::of(&content).as_str();
+            let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
+            // The write lock is taken at BEGIN, so the conditional statements below and the
+            // version counter see no other writer in between.
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_error)?;
+            let version: i64 = tx
+                .query_row(
+                    "UPDATE mountfs_counters SET value = value + 1 WHERE name = 'version' RETURNING value",
+                    [],
+                    |row| row.get(0),
+                )
+                .map_err(map_error)?;
+            let insert = |tx: &rusqlite::Transaction<'_>| {
+                tx.execute(
+                    "INSERT INTO mountfs_items
+                         (namespace, key, encoding, size, created_at, modified_at, version, content)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
+                     ON CONFLICT (namespace, key) DO NOTHING",
+                    params![ns, key, encoding, size, now, version, content],
+                )
+                .map_err(map_error)
+            };
+            let update = |tx: &rusqlite::Transaction<'_>, expected: Option<i64>| {
+                tx.execute(
+                    "UPDATE mountfs_items
+                     SET encoding = ?3, size = ?4, modified_at = ?5, version = ?6, content = ?7
+                     WHERE namespace = ?1 AND key = ?2 AND (?8 IS NULL OR version = ?8)",
+                    params![ns, key, encoding, size, now, version, content, expected],
+                )
+                .map_err(map_error)
+            };
+            let created = match condition {
+                PutCondition::CreateOnly => {
+                    if insert(&tx)? == 0 {
+                        return Err(Error::AlreadyExists);
+                    }
+                    true
+                }
+                PutCondition::IfVersion(expected) => {
+                    if update(&tx, Some(expected))? == 0 {
+                        return Err(Error::VersionMismatch);
+                    }
+                    false
+                }
+                PutCondition::Overwrite => {
+                    if update(&tx, None)? == 0 {
+                        insert(&tx)?;
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            tx.commit().map_err(map_error)?;
+            Ok(Written { version, created })
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        if_version: Option<i64>,
+    ) -> Result<bool> {
+        let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
+        self.run(move |conn| {
+            let deleted = conn
+                .execute(
+                    "DELETE FROM mountfs_items
+                     WHERE namespace = ?1 AND key = ?2 AND (?3 IS NULL OR version = ?3)",
+                    params![ns, key, if_version],
+                )
+                .map_err(map_error)?;
+            if deleted > 0 {
+                return Ok(true);
+            }
+            if if_version.is_none() {
+                return Ok(false);
+            }
+            // Nothing deleted under a condition: only to tell "absent" from "other version".
+            let exists: Option<i64> = conn
+                .query_row(
+                    "SELECT 1 FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
+                    params![ns, key],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(map_error)?;
+            match exists {
+                Some(_) => Err(Error::VersionMismatch),
+                None => Ok(false),
+            }
+        })
+        .await
+    }
+
+    async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64> {
+        let query = ListQuery::first(prefix, 1);
+        let ns = namespace.as_str().to_owned();
+        self.run(move |conn| {
+            let (range, bounds) = range_sql(&query);
+            let sql = format!("DELETE FROM mountfs_items WHERE {range}");
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&ns];
+            values.extend(bounds.iter().map(|b| b as &dyn rusqlite::ToSql));
+            let deleted = conn.execute(&sql, values.as_slice()).map_err(map_error)?;
+            Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
+        })
+        .await
+    }
+
+    async fn list(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<ItemMeta>> {
+        let (ns, query) = (namespace.as_str().to_owned(), query.clone());
+        self.run(move |conn| {
+            let (range, bounds) = range_sql(&query);
+            let sql = format!(
+                "SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} ORDER BY key LIMIT {}",
+                query.sql_limit()
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&ns];
+            values.extend(bounds.iter().map(|b| b as &dyn rusqlite::ToSql));
+            let rows = stmt
+                .query_map(values.as_slice(), meta_of_row)
+                .map_err(map_error)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(map_error)
+        })
+        .await
+    }
+
+    async fn scan(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<Item>> {
+        let (ns, query) = (namespace.as_str().to_owned(), query.clone());
+        self.run(move |conn| {
+            let (range, bounds) = range_sql(&query);
+            let sql = format!(
+                "SELECT {META_COLUMNS}, content FROM mountfs_items WHERE {range} ORDER BY key LIMIT {}",
+                query.sql_limit()
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&ns];
+            values.extend(bounds.iter().map(|b| b as &dyn rusqlite::ToSql));
+            let rows = stmt
+                .query_map(values.as_slice(), item_of_row)
+                .map_err(map_error)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(map_error)
+        })
+        .await
+    }
+}

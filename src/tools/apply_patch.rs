@@ -1,0 +1,390 @@
+//! `apply_patch`: apply a unified diff touching one or more files, all files or none
+//! (CONTRACT §4; seed 004's `apply_diff`).
+//!
+//! In named steps: parse the patch (`text::patch`) → lock every file it touches, in path order →
+//! check and compute every file before writing any (a modified or deleted file must have been
+//! read in this session and be unchanged since, like `edit_file`; a created file must not exist;
+//! every hunk must match) → write each file conditional on the version read (create-only for new
+//! files) → if a later write fails, put back the files already written, conditional on the
+//! versions just written → record ledger and undo steps → show what changed in each file.
+//!
+//! Line endings: a CRLF file is patched as LF text and written back CRLF (so both an LF patch
+//! and a `git diff` whose rows carry `'\r'` apply); other files are matched byte for byte.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::editing::{decode_text, fits_undo, load_checked, lock_files, report_change};
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, DeleteOptions, FileBytes, Version, WriteMode};
+use crate::content;
+use crate::path::VirtualPath;
+use crate::session::{Session, UndoStep};
+use crate::text::line_endings::{self, LineEnding};
+use crate::text::patch::{self, FilePatch, Hunk, RowKind};
+use crate::text::truncate;
+
+/// Arguments of `apply_patch` (schemas/apply_patch.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The unified diff.
+    pub patch: String,
+}
+
+/// What the patch does to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Create,
+    Modify,
+    Delete,
+}
+
+impl Action {
+    fn past_tense(self) -> &'static str {
+        match self {
+            Self::Create => "Created",
+            Self::Modify => "Modified",
+            Self::Delete => "Deleted",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Create => "created",
+            Self::Modify => "modified",
+            Self::Delete => "deleted",
+        }
+    }
+}
+
+/// One file's change, computed and checked, not yet written.
+#[derive(Debug)]
+struct Planned {
+    path: VirtualPath,
+    action: Action,
+    /// The file as read (modify, delete).
+    before: Option<FileBytes>,
+    /// The bytes to write (create, modify).
+    after: Option<Vec<u8>>,
+    /// LF texts before and after, for the answer.
+    old_text: String,
+    new_text: String,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let targets = targets(patch::parse(&args.patch)?)?;
+    let _guards = lock_files(session, targets.iter().map(|(p, _, _)| p.clone()).collect()).await;
+    let mut plans = Vec::with_capacity(targets.len());
+    for (path, action, file_patch) in targets {
+        plans.push(plan(session, path, action, &file_patch.hunks).await?);
+    }
+    let versions = write_all(session, &plans).await?;
+    for (plan, version) in plans.iter().zip(&versions) {
+        record(session, plan, version.as_ref());
+    }
+    Ok(answer(&plans, &versions))
+}
+
+/// Each file patch with its validated path and action; a file named twice is refused.
+fn targets(patches: Vec<FilePatch>) -> Result<Vec<(VirtualPath, Action, FilePatch)>, ToolError> {
+    let mut out: Vec<(VirtualPath, Action, FilePatch)> = Vec::with_capacity(patches.len());
+    for file_patch in patches {
+        let (path, action) = match (&file_patch.old_path, &file_patch.new_path) {
+            (None, Some(new)) => (VirtualPath::parse(new)?, Action::Create),
+            (Some(old), None) => (VirtualPath::parse(old)?, Action::Delete),
+            (Some(old), Some(new)) => {
+                let (old_path, new_path) = (VirtualPath::parse(old)?, VirtualPath::parse(new)?);
+                if old_path != new_path {
+                    return Err(ToolError::PatchTarget {
+                        path: new_path,
+                        reason: format!(
+                            "its '---' line names {old_path} but its '+++' line names it; apply_patch changes files in place, so give one path on both lines (use the move tool to rename)"
+                        ),
+                    });
+                }
+                (new_path, Action::Modify)
+            }
+            (None, None) => continue,
+        };
+        if out.iter().any(|(p, _, _)| *p == path) {
+            return Err(ToolError::PatchTarget {
+                path,
+                reason: "the patch changes this file in two sections; merge them into one".into(),
+            });
+        }
+        out.push((path, action, file_patch));
+    }
+    Ok(out)
+}
+
+/// Checks one file and computes its new content.
+async fn plan(
+    session: &Session,
+    path: VirtualPath,
+    action: Action,
+    hunks: &[Hunk],
+) -> Result<Planned, ToolError> {
+    if action == Action::Create {
+        if session.backend.stat(&path).await?.is_some() {
+            return Err(ToolError::PatchTarget {
+                path,
+                reason: "the patch creates it (its '---' line is /dev/null) but it already exists; read it and make the patch against its content".into(),
+            });
+        }
+        let new_raw =
+            patch::apply_hunks("", hunks, false).map_err(|mismatch| ToolError::PatchMismatch {
+                path: path.clone(),
+                mismatch,
+            })?;
+        let new_text = decode_text(new_raw.as_bytes()).0;
+        return Ok(Planned {
+            path,
+            action,
+            before: None,
+            after: Some(new_raw.into_bytes()),
+            old_text: String::new(),
+            new_text,
+        });
+    }
+    let file = load_checked(session, &path).await?;
+    if content::looks_binary(&file.content) {
+        return Err(ToolError::PatchTarget {
+            path,
+            reason: "it is a binary file; patches change text files only (use write_file)".into(),
+        });
+    }
+    let (old_text, format) = decode_text(&file.content);
+    let hunks = without_bom(hunks, format.bom);
+    let crlf = format.line_ending == LineEnding::CrLf;
+    let mut applied = patch::apply_hunks(&old_text, &hunks, crlf);
+    if applied.is_err() && !crlf && rows_carry_cr(&hunks) {
+        // An LF file patched with CRLF rows (a patch pasted with Windows line breaks).
+        applied = patch::apply_hunks(&old_text, &hunks, true);
+    }
+    let new_text = applied.map_err(|mismatch| ToolError::PatchMismatch {
+        path: path.clone(),
+        mismatch,
+    })?;
+    let after = match action {
+        Action::Delete if !new_text.is_empty() => {
+            return Err(ToolError::PatchTarget {
+                path,
+                reason: format!(
+                    "the patch deletes it ('+++ /dev/null') but removes only part of it ({} bytes would remain); read it again and regenerate the patch",
+                    new_text.len()
+                ),
+            });
+        }
+        Action::Delete => None,
+        _ => Some(line_endings::restore(&new_text, format).into_bytes()),
+    };
+    Ok(Planned {
+        path,
+        action,
+        before: Some(file),
+        after,
+        old_text,
+        new_text,
+    })
+}
+
+/// The hunks with a leading BOM dropped from their rows when the file has one (the file is
+/// patched without it, and `git diff` shows it on the first line).
+fn without_bom(hunks: &[Hunk], bom: bool) -> Vec<Hunk> {
+    let mut hunks = hunks.to_vec();
+    if bom {
+        for row in hunks.iter_mut().flat_map(|h| h.rows.iter_mut()) {
+            if let Some(rest) = row.text.strip_prefix('\u{feff}') {
+                row.text = rest.to_owned();
+            }
+        }
+    }
+    hunks
+}
+
+fn rows_carry_cr(hunks: &[Hunk]) -> bool {
+    hunks
+        .iter()
+        .flat_map(|h| &h.rows)
+        .any(|r| r.kind != RowKind::Added && r.text.ends_with('\r'))
+}
+
+/// Writes every planned change, each conditional on what was checked. On a failure, puts back
+/// the files already written (conditional on the versions just written) and reports.
+async fn write_all(
+    session: &Session,
+    plans: &[Planned],
+) -> Result<Vec<Option<Version>>, ToolError> {
+    let mut versions: Vec<Option<Version>> = Vec::with_capacity(plans.len());
+    for plan in plans {
+        match write_one(session, plan).await {
+            Ok(version) => versions.push(version),
+            Err(error) => {
+                let mut left_changed = Vec::new();
+                for (done, version) in plans.iter().zip(&versions).rev() {
+                    if let Err(e) = put_back(session, done, version.as_ref()).await {
+                        left_changed.push(format!("{} ({e})", done.path));
+                    }
+                }
+                let state = if left_changed.is_empty() {
+                    match versions.len() {
+                        0 => "Nothing was changed.".to_owned(),
+                        n => format!(
+                            "The {n} file(s) written before it were put back; nothing was changed."
+                        ),
+                    }
+                } else {
+                    format!(
+                        "Putting back the files written before it failed for: {}. Read them and fix them by hand",
+                        left_changed.join(", ")
+                    )
+                };
+                return Err(ToolError::PartialFailure {
+                    message: format!(
+                        "Error: apply_patch could not write {}: {error}\n{state}",
+                        plan.path
+                    ),
+                });
+            }
+        }
+    }
+    Ok(versions)
+}
+
+async fn write_one(session: &Session, plan: &Planned) -> Result<Option<Version>, backend::Error> {
+    match (&plan.before, &plan.after) {
+        (None, Some(bytes)) => Ok(Some(
+            session
+                .backend
+                .write(&plan.path, bytes, WriteMode::CreateOnly)
+                .await?
+                .version,
+        )),
+        (Some(before), Some(bytes)) => Ok(Some(
+            session
+                .backend
+                .write(
+                    &plan.path,
+                    bytes,
+                    WriteMode::IfVersion(before.version.clone()),
+                )
+                .await?
+                .version,
+        )),
+        (Some(before), None) => {
+            session
+                .backend
+                .delete(
+                    &plan.path,
+                    &DeleteOptions {
+                        recursive: false,
+                        if_version: Some(before.version.clone()),
+                    },
+                )
+                .await?;
+            Ok(None)
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+async fn put_back(
+    session: &Session,
+    plan: &Planned,
+    written: Option<&Version>,
+) -> Result<(), backend::Error> {
+    match (&plan.before, written) {
+        (None, Some(version)) => {
+            session
+                .backend
+                .delete(
+                    &plan.path,
+                    &DeleteOptions {
+                        recursive: false,
+                        if_version: Some(version.clone()),
+                    },
+                )
+                .await
+        }
+        (Some(before), Some(version)) => session
+            .backend
+            .write(
+                &plan.path,
+                &before.content,
+                WriteMode::IfVersion(version.clone()),
+            )
+            .await
+            .map(|_| ()),
+        (Some(before), None) => session
+            .backend
+            .write(&plan.path, &before.content, WriteMode::CreateOnly)
+            .await
+            .map(|_| ()),
+        (None, None) => Ok(()),
+    }
+}
+
+/// Ledger and undo for one written file.
+fn record(session: &Session, plan: &Planned, version: Option<&Version>) {
+    match version {
+        Some(version) => session.ledger.record(&plan.path, version),
+        None => session.ledger.forget(&plan.path),
+    }
+    let before = plan.before.as_ref().map(|f| f.content.clone());
+    if before.as_ref().is_none_or(|b| fits_undo(b.len())) {
+        session.undo.push(
+            &plan.path,
+            UndoStep {
+                before,
+                after: version.cloned(),
+            },
+        );
+    }
+}
+
+fn answer(plans: &[Planned], versions: &[Option<Version>]) -> ToolReply {
+    let count = |action: Action| plans.iter().filter(|p| p.action == action).count();
+    let mut text = format!(
+        "Applied the patch to {} file(s): {} modified, {} created, {} deleted. undo_edit on a file takes its change back.",
+        plans.len(),
+        count(Action::Modify),
+        count(Action::Create),
+        count(Action::Delete)
+    );
+    let mut files = Vec::with_capacity(plans.len());
+    let mut diff = String::new();
+    let mut diff_truncated = false;
+    for (plan, version) in plans.iter().zip(versions) {
+        let report = report_change(&plan.path, &plan.old_text, &plan.new_text);
+        text.push_str(&format!("\n\n{} {}.", plan.action.past_tense(), plan.path));
+        if !report.section.is_empty() {
+            text.push('\n');
+            text.push_str(&report.section);
+        }
+        diff.push_str(&report.diff);
+        diff_truncated |= report.diff_truncated;
+        files.push(json!({
+            "path": plan.path.as_str(),
+            "action": plan.action.name(),
+            "version": version.as_ref().map(Version::as_str),
+            "lines_added": report.stats.added,
+            "lines_removed": report.stats.removed,
+        }));
+    }
+    if diff.chars().count() > truncate::RESULT_CHAR_LIMIT {
+        diff = truncate::cap_result(diff);
+        diff_truncated = true;
+    }
+    ToolReply {
+        text: truncate::cap_result(text),
+        structured: Some(json!({
+            "files": files,
+            "diff": diff,
+            "diff_truncated": diff_truncated,
+        })),
+        image: None,
+    }
+}

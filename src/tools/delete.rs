@@ -1,0 +1,228 @@
+//! `delete`: remove a file, or a directory (a non-empty one only with `recursive`) (CONTRACT §4).
+//!
+//! The rule for files follows `rm` and the anchors' write rules together: deleting a file this
+//! session never read is allowed, but deleting one that changed since this session read it is
+//! refused as stale, because the agent would be throwing away content it has not seen. Every
+//! file delete is conditional on the version just read, and records an undo step holding the
+//! content, so `undo_edit` recreates it. Mount roots, and directories holding a mount point,
+//! cannot be deleted.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::editing::{check_not_stale, fits_undo, lock_files};
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, DeleteOptions, FileBytes, GlobQuery};
+use crate::path::VirtualPath;
+use crate::search::GlobMatcher;
+use crate::session::{Session, UndoStep};
+
+/// Most files of a recursive delete whose contents are kept for `undo_edit`; past this the
+/// directory is deleted without undo steps (and the answer says so).
+pub const MAX_UNDOABLE_FILES: usize = 1000;
+/// Most deleted paths named in an answer.
+const LISTED_PATHS: usize = 20;
+
+/// Arguments of `delete` (schemas/delete.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The file or directory.
+    pub file_path: String,
+    /// Delete a non-empty directory with everything under it.
+    #[serde(default)]
+    pub recursive: bool,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.file_path)?;
+    if session.backend.holds_mount_root(&path) {
+        return Err(backend::Error::MountRoot { path }.into());
+    }
+    let Some(entry) = session.backend.stat(&path).await? else {
+        return Err(backend::Error::NotFound { path }.into());
+    };
+    if !entry.is_dir() {
+        return delete_file(session, &path).await;
+    }
+    if !args.recursive {
+        session
+            .backend
+            .delete(&path, &DeleteOptions::default())
+            .await?;
+        return Ok(ToolReply::text(format!("Deleted empty directory {path}.")));
+    }
+    delete_tree(session, &path).await
+}
+
+async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply, ToolError> {
+    let _guard = session.lock_file(path).await;
+    let file = session.backend.read(path).await?;
+    check_not_stale(session, path, &file.version)?;
+    remove_checked(session, path, &file).await?;
+    let bytes = file.content.len();
+    let undoable = record_deletion(session, path, file);
+    let note = if undoable {
+        "undo_edit can restore it."
+    } else {
+        "It was too large to keep for undo_edit and cannot be restored."
+    };
+    Ok(ToolReply {
+        text: format!("Deleted {path} ({bytes} bytes). {note}"),
+        structured: Some(json!({
+            "deleted": [path.as_str()],
+            "bytes": bytes,
+            "undoable": undoable,
+        })),
+        image: None,
+    })
+}
+
+/// Deletes a file conditional on the version read; a race with another writer is staleness.
+pub(crate) async fn remove_checked(
+    session: &Session,
+    path: &VirtualPath,
+    file: &FileBytes,
+) -> Result<(), ToolError> {
+    session
+        .backend
+        .delete(
+            path,
+            &DeleteOptions {
+                recursive: false,
+                if_version: Some(file.version.clone()),
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            backend::Error::VersionMismatch { path } => ToolError::Stale { path },
+            other => other.into(),
+        })
+}
+
+/// Forgets a deleted file in the ledger and keeps its content for undo when it fits; returns
+/// whether it was kept.
+pub(crate) fn record_deletion(session: &Session, path: &VirtualPath, file: FileBytes) -> bool {
+    session.ledger.forget(path);
+    let undoable = fits_undo(file.content.len());
+    if undoable {
+        session.undo.push(
+            path,
+            UndoStep {
+                before: Some(file.content),
+                after: None,
+            },
+        );
+    }
+    undoable
+}
+
+/// A recursive delete: every file is read (staleness, undo content) and deleted one by one,
+/// conditional on its version; then the directory itself goes (with anything `glob` does not
+/// show, such as ignored files on disk).
+async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, ToolError> {
+    let mut entries = session
+        .backend
+        .glob(&GlobQuery {
+            dir: dir.clone(),
+            matcher: GlobMatcher::new("*")?,
+        })
+        .await?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
+    let keep_undo =
+        entries.len() <= MAX_UNDOABLE_FILES && usize::try_from(total_bytes).is_ok_and(fits_undo);
+    let guards = lock_files(session, entries.iter().map(|e| e.path.clone()).collect()).await;
+    // Check every file before deleting any, so a stale one stops the whole delete.
+    let mut files = Vec::new();
+    for entry in &entries {
+        if !keep_undo && session.ledger.seen(&entry.path).is_none() {
+            continue;
+        }
+        let file = match session.backend.read(&entry.path).await {
+            Ok(file) => file,
+            Err(backend::Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        check_not_stale(session, &entry.path, &file.version)?;
+        files.push((entry.path.clone(), file));
+    }
+    let mut deleted: Vec<VirtualPath> = Vec::new();
+    for (path, file) in files {
+        if let Err(error) = remove_checked(session, &path, &file).await {
+            return Err(ToolError::PartialFailure {
+                message: format!(
+                    "Error: Deleting {dir} stopped at {path}: {error}\nDeleted before it ({}): {}. Nothing else was deleted; undo_edit restores each deleted file",
+                    deleted.len(),
+                    list(&deleted)
+                ),
+            });
+        }
+        if keep_undo {
+            record_deletion(session, &path, file);
+        } else {
+            session.ledger.forget(&path);
+        }
+        deleted.push(path);
+    }
+    match session
+        .backend
+        .delete(
+            dir,
+            &DeleteOptions {
+                recursive: true,
+                if_version: None,
+            },
+        )
+        .await
+    {
+        Ok(()) | Err(backend::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    for entry in &entries {
+        session.ledger.forget(&entry.path);
+    }
+    drop(guards);
+    let count = entries.len();
+    let note = if keep_undo {
+        "undo_edit on a file's path restores that file."
+    } else {
+        "The directory was too large to keep for undo_edit; it cannot be restored."
+    };
+    let paths: Vec<VirtualPath> = entries.into_iter().map(|e| e.path).collect();
+    let lines_note = if count == 0 {
+        String::new()
+    } else {
+        format!(": {}", list(&paths))
+    };
+    Ok(ToolReply {
+        text: format!(
+            "Deleted directory {dir} with {count} file(s), {total_bytes} bytes{lines_note}. {note}"
+        ),
+        structured: Some(json!({
+            "deleted": paths.iter().map(VirtualPath::as_str).collect::<Vec<_>>(),
+            "bytes": total_bytes,
+            "undoable": keep_undo,
+        })),
+        image: None,
+    })
+}
+
+fn list(paths: &[VirtualPath]) -> String {
+    if paths.is_empty() {
+        return "none".into();
+    }
+    let mut shown: Vec<&str> = paths
+        .iter()
+        .take(LISTED_PATHS)
+        .map(VirtualPath::as_str)
+        .collect();
+    let more = paths.len().saturating_sub(LISTED_PATHS);
+    let more_text = format!("and {more} more");
+    if more > 0 {
+        shown.push(&more_text);
+    }
+    shown.join(", ")
+}

@@ -1,0 +1,186 @@
+//! `undo_edit`: takes back this session's most recent change to one file (write, edit,
+//! multi_edit, apply_patch, delete, move in or out), one step per call (CONTRACT §4, seed 004's
+//! history stack).
+//!
+//! Steps come from the session's bounded [`crate::session::UndoHistory`]. Every restore is
+//! conditional on the file still being what this session left it as: a write `IfVersion` the
+//! step's `after`, a delete conditional on it, and re-creating a deleted file create-only. So an
+//! undo never overwrites someone else's later change; it is refused instead, the step stays in the
+//! history, and the file is untouched.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::editing::{decode_text, describe_change, report_change};
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, DeleteOptions, FileBytes, WriteMode};
+use crate::content;
+use crate::path::VirtualPath;
+use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
+
+/// Arguments of `undo_edit` (schemas/undo_edit.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The file whose last change to take back.
+    pub file_path: String,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.file_path)?;
+    let _guard = session.lock_file(&path).await;
+    let Some(step) = session.undo.pop(&path) else {
+        return Err(ToolError::NothingToUndo {
+            path,
+            max: UNDO_STEPS_PER_FILE,
+        });
+    };
+    match undo(session, &path, &step).await {
+        Ok(reply) => Ok(reply),
+        Err(error) => {
+            // Refused: the step stays, so the agent can retry after sorting the file out.
+            session.undo.restore(&path, step);
+            Err(error)
+        }
+    }
+}
+
+async fn undo(
+    session: &Session,
+    path: &VirtualPath,
+    step: &UndoStep,
+) -> Result<ToolReply, ToolError> {
+    let current = match session.backend.read(path).await {
+        Ok(file) => Some(file),
+        Err(backend::Error::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let conflict = |reason: &str| ToolError::UndoConflict {
+        path: path.clone(),
+        reason: reason.to_owned(),
+    };
+    let remaining = session.undo.depth(path);
+    match (&step.before, &step.after, current) {
+        (_, Some(after), Some(file)) if file.version != *after => Err(conflict(
+            "it has been modified since (not by this session's last change)",
+        )),
+        (_, Some(_), None) => Err(conflict("it has been deleted since by someone else")),
+        (_, None, Some(_)) => Err(conflict(
+            "this session deleted it, but a file has been created there since",
+        )),
+        (Some(before), Some(after), Some(file)) => {
+            let outcome = session
+                .backend
+                .write(path, before, WriteMode::IfVersion(after.clone()))
+                .await
+                .map_err(|e| refused(e, path))?;
+            session.ledger.record(path, &outcome.version);
+            Ok(answer_restored(
+                path,
+                &file,
+                before,
+                &outcome.version,
+                remaining,
+            ))
+        }
+        (None, Some(after), Some(file)) => {
+            session
+                .backend
+                .delete(
+                    path,
+                    &DeleteOptions {
+                        recursive: false,
+                        if_version: Some(after.clone()),
+                    },
+                )
+                .await
+                .map_err(|e| refused(e, path))?;
+            session.ledger.forget(path);
+            let mut reply = ToolReply::text(format!(
+                "Undid the creation of {path}: the file ({} bytes) was deleted.",
+                file.content.len()
+            ));
+            if let Some(old) = text_of(&file.content) {
+                let report = report_change(path, &old, "");
+                reply.structured = Some(json!({
+                    "path": path.as_str(),
+                    "version": null,
+                    "deleted": true,
+                    "lines_added": 0,
+                    "lines_removed": report.stats.removed,
+                    "diff": report.diff,
+                    "diff_truncated": report.diff_truncated,
+                }));
+            }
+            reply.text.push_str(&remaining_note(remaining));
+            Ok(reply)
+        }
+        (Some(before), None, None) => {
+            let outcome = session
+                .backend
+                .write(path, before, WriteMode::CreateOnly)
+                .await
+                .map_err(|e| refused(e, path))?;
+            session.ledger.record(path, &outcome.version);
+            let headline = format!(
+                "Undid the deletion of {path}: the file was recreated ({} bytes).",
+                before.len()
+            );
+            let mut reply = match text_of(before) {
+                Some(new) => describe_change(&headline, path, "", &new, None, &outcome.version),
+                None => ToolReply::text(headline),
+            };
+            reply.text.push_str(&remaining_note(remaining));
+            Ok(reply)
+        }
+        (None, None, None) => Err(ToolError::NothingToUndo {
+            path: path.clone(),
+            max: UNDO_STEPS_PER_FILE,
+        }),
+    }
+}
+
+/// A backend refusal during the restore itself (a race with another writer) is a conflict.
+fn refused(error: backend::Error, path: &VirtualPath) -> ToolError {
+    match error {
+        backend::Error::VersionMismatch { .. } | backend::Error::AlreadyExists { .. } => {
+            ToolError::UndoConflict {
+                path: path.clone(),
+                reason: "it was changed by someone else while undoing".into(),
+            }
+        }
+        other => other.into(),
+    }
+}
+
+fn text_of(bytes: &[u8]) -> Option<String> {
+    (!content::looks_binary(bytes)).then(|| decode_text(bytes).0)
+}
+
+fn answer_restored(
+    path: &VirtualPath,
+    file: &FileBytes,
+    restored: &[u8],
+    version: &backend::Version,
+    remaining: usize,
+) -> ToolReply {
+    let headline = format!("Undid the last change to {path}.");
+    let mut reply = match (text_of(&file.content), text_of(restored)) {
+        (Some(old), Some(new)) => describe_change(&headline, path, &old, &new, None, version),
+        _ => ToolReply::text(format!(
+            "{headline} Restored {} bytes (binary content, no diff shown).",
+            restored.len()
+        )),
+    };
+    reply.text.push_str(&remaining_note(remaining));
+    reply
+}
+
+fn remaining_note(remaining: usize) -> String {
+    match remaining {
+        0 => "\nNo earlier change of this session to undo.".to_owned(),
+        n => format!("\n{n} earlier change(s) can still be undone."),
+    }
+}

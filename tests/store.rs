@@ -1,0 +1,417 @@
+//! The `Store` trait's rules, checked on every engine: each case in `cases` runs once per
+//! engine fixture (`sqlite`, and `postgres` when `MOUNTFS_TEST_POSTGRES` is set), after the
+//! object_store style the conformance suite follows. Engine-specific behaviour (reopening a
+//! file, unreachable servers) has its own tests at the bottom.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mountfs::store::{
+    self, Encoding, ListQuery, ListStart, Namespace, PostgresStore, PutCondition, SqliteStore,
+    Store,
+};
+
+/// A store and two fresh namespaces in it; clean-up happens on drop.
+struct StoreFixture {
+    store: Arc<dyn Store>,
+    ns: Namespace,
+    other: Namespace,
+    _guards: Vec<support::PostgresNamespace>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+mod fixtures {
+    use super::*;
+
+    pub(crate) async fn sqlite() -> Option<StoreFixture> {
+        let dir = tempfile::tempdir().unwrap();
+        // A parent directory that does not exist yet: the store creates it.
+        let store = SqliteStore::open(dir.path().join("nested/dir/store.db"))
+            .await
+            .unwrap();
+        Some(StoreFixture {
+            store: Arc::new(store),
+            ns: Namespace::new("default").unwrap(),
+            other: Namespace::new("other").unwrap(),
+            _guards: Vec::new(),
+            _dir: Some(dir),
+        })
+    }
+
+    pub(crate) async fn postgres() -> Option<StoreFixture> {
+        let url = support::postgres_url("postgres store case")?;
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let ns = support::PostgresNamespace::new(&url, "t-store");
+        let other = support::PostgresNamespace::new(&url, "t-store-other");
+        Some(StoreFixture {
+            store: Arc::new(store),
+            ns: Namespace::new(&ns.name).unwrap(),
+            other: Namespace::new(&other.name).unwrap(),
+            _guards: vec![ns, other],
+            _dir: None,
+        })
+    }
+}
+
+mod cases {
+    use super::*;
+
+    pub(crate) async fn binary_and_text_round_trip_byte_for_byte(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let binary: Vec<u8> = (0..=255u8).chain([0, 0xff, 0xfe, b'\n']).collect();
+        s.put(ns, "/bin.dat", &binary, PutCondition::CreateOnly)
+            .await
+            .unwrap();
+        let item = s.get(ns, "/bin.dat").await.unwrap().unwrap();
+        assert_eq!(item.content, binary);
+        assert_eq!(item.meta.encoding, Encoding::Binary);
+        assert_eq!(item.meta.size, binary.len() as u64);
+        let text = "héllo\r\nwörld\n".as_bytes();
+        s.put(ns, "/t.md", text, PutCondition::CreateOnly)
+            .await
+            .unwrap();
+        let item = s.get(ns, "/t.md").await.unwrap().unwrap();
+        assert_eq!(item.content, text);
+        assert_eq!(item.meta.encoding, Encoding::Utf8);
+        let empty = s.put(ns, "/empty", b"", PutCondition::CreateOnly).await;
+        assert!(empty.is_ok());
+        assert_eq!(s.get(ns, "/empty").await.unwrap().unwrap().content, b"");
+        assert_eq!(s.get(ns, "/missing").await.unwrap(), None);
+        assert_eq!(s.head(ns, "/missing").await.unwrap(), None);
+    }
+
+    pub(crate) async fn create_only_refuses_an_existing_key(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let first = s.put(ns, "/a", b"one", PutCondition::CreateOnly).await;
+        assert!(first.unwrap().created);
+        let again = s.put(ns, "/a", b"two", PutCondition::CreateOnly).await;
+        assert_eq!(again, Err(store::Error::AlreadyExists));
+        assert_eq!(s.get(ns, "/a").await.unwrap().unwrap().content, b"one");
+    }
+
+    pub(crate) async fn if_version_writes_only_over_the_current_version(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let v1 = s
+            .put(ns, "/f", b"v1", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        let v2 = s
+            .put(ns, "/f", b"v2", PutCondition::IfVersion(v1))
+            .await
+            .unwrap();
+        assert!(!v2.created);
+        assert!(v2.version > v1);
+        let stale = s.put(ns, "/f", b"lost", PutCondition::IfVersion(v1)).await;
+        assert_eq!(stale, Err(store::Error::VersionMismatch));
+        assert_eq!(s.get(ns, "/f").await.unwrap().unwrap().content, b"v2");
+        let absent = s.put(ns, "/nope", b"x", PutCondition::IfVersion(v1)).await;
+        assert_eq!(absent, Err(store::Error::VersionMismatch));
+        assert_eq!(s.head(ns, "/nope").await.unwrap(), None);
+    }
+
+    pub(crate) async fn overwrite_keeps_created_at_and_gives_a_new_version(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let first = s
+            .put(ns, "/o", b"1", PutCondition::Overwrite)
+            .await
+            .unwrap();
+        assert!(first.created);
+        let before = s.head(ns, "/o").await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let second = s
+            .put(ns, "/o", b"22", PutCondition::Overwrite)
+            .await
+            .unwrap();
+        assert!(!second.created);
+        assert!(second.version > first.version);
+        let after = s.head(ns, "/o").await.unwrap().unwrap();
+        assert_eq!(after.created_at, before.created_at);
+        assert!(after.modified_at > before.modified_at);
+        assert_eq!(after.size, 2);
+        assert_eq!(after.version, second.version);
+    }
+
+    pub(crate) async fn versions_are_never_reused_after_delete_and_recreate(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let old = s
+            .put(ns, "/r", b"same", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        assert!(s.delete(ns, "/r", None).await.unwrap());
+        let new = s
+            .put(ns, "/r", b"same", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        assert_ne!(old, new);
+        let stale = s.put(ns, "/r", b"x", PutCondition::IfVersion(old)).await;
+        assert_eq!(stale, Err(store::Error::VersionMismatch));
+    }
+
+    pub(crate) async fn delete_with_a_version_checks_it(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let v = s
+            .put(ns, "/d", b"x", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        let wrong = s.delete(ns, "/d", Some(v + 1_000_000)).await;
+        assert_eq!(wrong, Err(store::Error::VersionMismatch));
+        assert!(s.head(ns, "/d").await.unwrap().is_some());
+        assert!(s.delete(ns, "/d", Some(v)).await.unwrap());
+        assert!(!s.delete(ns, "/d", None).await.unwrap());
+        assert!(!s.delete(ns, "/d", Some(v)).await.unwrap());
+    }
+
+    pub(crate) async fn list_is_ordered_paged_and_bounded_by_the_prefix(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        // '/a0' and '/a.md' sort around '/a/' in byte order; neither is under it.
+        for key in [
+            "/a/y", "/b", "/a0", "/a/x", "/a/b/c", "/a.md", "/a/é", "/a/Z",
+        ] {
+            s.put(ns, key, key.as_bytes(), PutCondition::CreateOnly)
+                .await
+                .unwrap();
+        }
+        let keys = |items: Vec<store::ItemMeta>| -> Vec<String> {
+            items.into_iter().map(|m| m.key).collect()
+        };
+        let all = s.list(ns, &ListQuery::first("/a/", 100)).await.unwrap();
+        assert_eq!(keys(all), ["/a/Z", "/a/b/c", "/a/x", "/a/y", "/a/é"]);
+        let page1 = s.list(ns, &ListQuery::first("/a/", 2)).await.unwrap();
+        assert_eq!(keys(page1.clone()), ["/a/Z", "/a/b/c"]);
+        let page2 = s
+            .list(
+                ns,
+                &ListQuery {
+                    prefix: "/a/".into(),
+                    start: ListStart::After(page1[1].key.clone()),
+                    limit: 2,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(keys(page2), ["/a/x", "/a/y"]);
+        let seek = s
+            .list(
+                ns,
+                &ListQuery {
+                    prefix: "/a/".into(),
+                    start: ListStart::AtOrAfter("/a/b0".into()),
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(keys(seek), ["/a/x", "/a/y", "/a/é"]);
+        let root = s.list(ns, &ListQuery::first("/", 100)).await.unwrap();
+        assert_eq!(root.len(), 8);
+        let scanned = s.scan(ns, &ListQuery::first("/a/", 2)).await.unwrap();
+        assert_eq!(scanned[0].meta.key, "/a/Z");
+        assert_eq!(scanned[0].content, b"/a/Z");
+        assert_eq!(scanned.len(), 2);
+    }
+
+    pub(crate) async fn namespaces_never_see_each_other(fx: &StoreFixture) {
+        let (s, ns, other) = (&fx.store, &fx.ns, &fx.other);
+        s.put(ns, "/shared.md", b"mine", PutCondition::CreateOnly)
+            .await
+            .unwrap();
+        assert_eq!(s.get(other, "/shared.md").await.unwrap(), None);
+        assert!(
+            s.list(other, &ListQuery::first("/", 10))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        s.put(other, "/shared.md", b"theirs", PutCondition::CreateOnly)
+            .await
+            .unwrap();
+        assert_eq!(s.delete_prefix(other, "/").await.unwrap(), 1);
+        assert_eq!(
+            s.get(ns, "/shared.md").await.unwrap().unwrap().content,
+            b"mine"
+        );
+    }
+
+    pub(crate) async fn delete_prefix_removes_only_the_subtree(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        for key in ["/d/a", "/d/e/f", "/d0", "/d.txt", "/e"] {
+            s.put(ns, key, b"x", PutCondition::CreateOnly)
+                .await
+                .unwrap();
+        }
+        assert_eq!(s.delete_prefix(ns, "/d/").await.unwrap(), 2);
+        let left: Vec<String> = s
+            .list(ns, &ListQuery::first("/", 10))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key)
+            .collect();
+        assert_eq!(left, ["/d.txt", "/d0", "/e"]);
+    }
+
+    pub(crate) async fn racing_conditional_puts_let_exactly_one_win(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let v = s
+            .put(ns, "/race", b"start", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        let mut tasks = Vec::new();
+        for i in 0..12 {
+            let (s, ns) = (s.clone(), ns.clone());
+            tasks.push(tokio::spawn(async move {
+                s.put(
+                    &ns,
+                    "/race",
+                    format!("w{i}").as_bytes(),
+                    PutCondition::IfVersion(v),
+                )
+                .await
+            }));
+        }
+        let mut wins = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(_) => wins += 1,
+                Err(e) => assert_eq!(e, store::Error::VersionMismatch),
+            }
+        }
+        assert_eq!(wins, 1);
+        let mut creators = Vec::new();
+        for i in 0..12 {
+            let (s, ns) = (s.clone(), ns.clone());
+            creators.push(tokio::spawn(async move {
+                s.put(
+                    &ns,
+                    "/new",
+                    format!("c{i}").as_bytes(),
+                    PutCondition::CreateOnly,
+                )
+                .await
+            }));
+        }
+        let mut created = 0;
+        for task in creators {
+            if task.await.unwrap().is_ok() {
+                created += 1;
+            }
+        }
+        assert_eq!(created, 1);
+    }
+}
+
+macro_rules! store_cases {
+    ($engine:ident: $($case:ident),* $(,)?) => {
+        mod $engine {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(fx) = fixtures::$engine().await else { return };
+                    cases::$case(&fx).await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! every_engine {
+    ($($engine:ident),*) => {
+        $(
+            store_cases!($engine:
+                binary_and_text_round_trip_byte_for_byte,
+                create_only_refuses_an_existing_key,
+                if_version_writes_only_over_the_current_version,
+                overwrite_keeps_created_at_and_gives_a_new_version,
+                versions_are_never_reused_after_delete_and_recreate,
+                delete_with_a_version_checks_it,
+                list_is_ordered_paged_and_bounded_by_the_prefix,
+                namespaces_never_see_each_other,
+                delete_prefix_removes_only_the_subtree,
+                racing_conditional_puts_let_exactly_one_win,
+            );
+        )*
+    };
+}
+
+every_engine!(sqlite, postgres);
+
+#[tokio::test]
+async fn sqlite_keeps_items_and_created_times_across_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.db");
+    let ns = Namespace::new("default").unwrap();
+    let (written, created_at) = {
+        let store = SqliteStore::open(&file).await.unwrap();
+        let w = store
+            .put(&ns, "/keep.md", b"kept", PutCondition::CreateOnly)
+            .await
+            .unwrap();
+        (
+            w,
+            store
+                .head(&ns, "/keep.md")
+                .await
+                .unwrap()
+                .unwrap()
+                .created_at,
+        )
+    };
+    let store = SqliteStore::open(&file).await.unwrap();
+    let item = store.get(&ns, "/keep.md").await.unwrap().unwrap();
+    assert_eq!(item.content, b"kept");
+    assert_eq!(item.meta.created_at, created_at);
+    assert_eq!(item.meta.version, written.version);
+    let next = store
+        .put(&ns, "/other", b"x", PutCondition::CreateOnly)
+        .await
+        .unwrap();
+    assert!(
+        next.version > written.version,
+        "versions go on after reopening"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_refuses_a_database_from_a_newer_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("new.db");
+    drop(SqliteStore::open(&file).await.unwrap());
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let error = SqliteStore::open(&file).await.unwrap_err();
+    assert!(matches!(error, store::Error::Schema(_)), "{error:?}");
+    assert!(error.to_string().contains("upgrade mountfs"), "{error}");
+}
+
+#[tokio::test]
+async fn sqlite_that_cannot_be_created_is_unavailable_without_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let error = SqliteStore::open(blocker.join("sub/m.db"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, store::Error::Unavailable(_)), "{error:?}");
+    assert!(!error.to_string().contains("a-file"), "{error}");
+}
+
+#[tokio::test]
+async fn postgres_that_cannot_be_reached_is_unavailable_and_says_where() {
+    // Port 1 on loopback: nothing listens there.
+    let error = PostgresStore::connect("postgres://someone:secret@127.0.0.1:1/db")
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, store::Error::Unavailable(_)), "{error:?}");
+    assert!(text.contains("127.0.0.1:1/db"), "{text}");
+    assert!(!text.contains("secret"), "{text}");
+}

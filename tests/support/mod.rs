@@ -1,0 +1,259 @@
+//! Shared helpers of the store tests: unique names, the PostgreSQL test URL (or one skip
+//! line), clean-up of test namespaces, and a minimal MCP client that drives the real `mountfs`
+//! binary over stdio with many requests in flight at once.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::oneshot;
+
+/// The environment variable naming the test PostgreSQL server.
+pub const POSTGRES_ENV: &str = "MOUNTFS_TEST_POSTGRES";
+
+/// The PostgreSQL URL to test against, or `None` after printing one line saying the test was
+/// skipped.
+pub fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            println!(
+                "skipped {test}: set {POSTGRES_ENV} (e.g. postgres://postgres@127.0.0.1:5432/test)"
+            );
+            None
+        }
+    }
+}
+
+/// A name no other test (nor an earlier run) uses: `prefix-<pid>-<time>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() % 1_000_000_000_000)
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{nanos}-{n}", std::process::id())
+}
+
+/// Deletes a PostgreSQL test namespace when dropped (on a thread of its own, since a test's
+/// runtime cannot block in `drop`).
+#[derive(Debug)]
+pub struct PostgresNamespace {
+    pub url: String,
+    pub name: String,
+}
+
+impl PostgresNamespace {
+    pub fn new(url: &str, prefix: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            name: unique(prefix),
+        }
+    }
+}
+
+impl Drop for PostgresNamespace {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let cleanup = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                let Ok((client, connection)) =
+                    tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                else {
+                    return;
+                };
+                let task = tokio::spawn(connection);
+                let _ = client
+                    .execute("DELETE FROM mountfs_items WHERE namespace = $1", &[&name])
+                    .await;
+                drop(client);
+                let _ = task.await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// What a `tools/call` answered.
+#[derive(Debug, Clone)]
+pub struct ToolAnswer {
+    pub is_error: bool,
+    pub text: String,
+    pub structured: Value,
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+/// One `mountfs` process and its stdio MCP session. Requests may be sent concurrently; the
+/// reader task hands each response to its caller by id.
+#[derive(Debug)]
+pub struct McpServer {
+    child: Child,
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pending: Pending,
+    next_id: AtomicU64,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl McpServer {
+    /// Starts the binary with these arguments and completes the MCP handshake.
+    pub async fn start(args: &[String]) -> Self {
+        Self::start_with_env(args, &[]).await
+    }
+
+    /// [`McpServer::start`] with extra environment variables.
+    pub async fn start_with_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn mountfs");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut stderr_pipe = child.stderr.take().expect("stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr_sink = stderr.clone();
+        tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text).await;
+            stderr_sink.lock().unwrap().push_str(&text);
+        });
+        let pending: Pending = Arc::default();
+        let routes = pending.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let message: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON-RPC ({e}): {line}"));
+                if let Some(id) = message.get("id").and_then(Value::as_u64)
+                    && let Some(reply) = routes.lock().unwrap().remove(&id)
+                {
+                    let _ = reply.send(message);
+                }
+            }
+        });
+        let server = Self {
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+            child,
+            pending,
+            next_id: AtomicU64::new(1),
+            stderr,
+        };
+        let init = server
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "mountfs-store-tests", "version": "0"}
+                }),
+            )
+            .await;
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        server
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        server
+    }
+
+    async fn send(&self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        let mut stdin = self.stdin.lock().await;
+        let pipe = stdin.as_mut().expect("server stdin open");
+        pipe.write_all(line.as_bytes())
+            .await
+            .expect("write to server");
+        pipe.flush().await.expect("flush to server");
+    }
+
+    /// Sends one request and waits for its response.
+    pub async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        match tokio::time::timeout(std::time::Duration::from_secs(60), rx).await {
+            Ok(Ok(response)) => response,
+            _ => panic!(
+                "no response to {method}; server stderr:\n{}",
+                self.stderr.lock().unwrap()
+            ),
+        }
+    }
+
+    /// Calls a tool.
+    pub async fn call(&self, tool: &str, arguments: Value) -> ToolAnswer {
+        let response = self
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await;
+        let result = response
+            .get("result")
+            .unwrap_or_else(|| panic!("tools/call {tool} got a protocol error: {response}"));
+        let text = result["content"]
+            .as_array()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        ToolAnswer {
+            is_error: result
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            text,
+            structured: result
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
+        }
+    }
+
+    /// Calls a tool that must succeed; returns its text.
+    pub async fn ok(&self, tool: &str, arguments: Value) -> ToolAnswer {
+        let answer = self.call(tool, arguments.clone()).await;
+        assert!(
+            !answer.is_error,
+            "{tool} {arguments} failed: {}",
+            answer.text
+        );
+        answer
+    }
+
+    /// Closes stdin and waits for the process to exit.
+    pub async fn stop(mut self) {
+        self.stdin.lock().await.take();
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("server exits when stdin closes")
+            .expect("wait for server");
+        assert!(status.success(), "server exited with {status}");
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}

@@ -1,0 +1,175 @@
+//! Half-way failures, forced with a backend that fails on purpose: a move whose source cannot be
+//! deleted after the copy, a directory move whose last delete fails, and an apply_patch whose
+//! second write fails. In each, nothing may be lost or duplicated: the files end as they began.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use mountfs::backend::{
+    Backend, DeleteOptions, Entry, Error, FileBytes, GlobQuery, GrepFile, GrepQuery, Result,
+    StateBackend, WriteMode, WriteOutcome,
+};
+use mountfs::path::VirtualPath;
+use serde_json::json;
+
+use crate::fixtures::{Fixture, memory_mount, mount};
+
+/// A memory backend whose deletes and writes of paths containing `trap` fail while armed.
+#[derive(Debug, Default)]
+struct FaultyBackend {
+    inner: StateBackend,
+    fail_deletes: AtomicBool,
+    fail_writes: AtomicBool,
+    trap: String,
+}
+
+impl FaultyBackend {
+    fn failure(&self, path: &VirtualPath) -> Error {
+        Error::Io {
+            path: path.clone(),
+            message: "injected failure".into(),
+        }
+    }
+
+    fn trapped(&self, path: &VirtualPath) -> bool {
+        path.as_str().contains(&self.trap)
+    }
+}
+
+#[async_trait]
+impl Backend for FaultyBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        self.inner.stat(path).await
+    }
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        self.inner.ls(dir).await
+    }
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        self.inner.read(path).await
+    }
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        if self.fail_writes.load(Ordering::SeqCst) && self.trapped(path) {
+            return Err(self.failure(path));
+        }
+        self.inner.write(path, content, mode).await
+    }
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        if self.fail_deletes.load(Ordering::SeqCst) && self.trapped(path) {
+            return Err(self.failure(path));
+        }
+        self.inner.delete(path, options).await
+    }
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        self.inner.glob(query).await
+    }
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        self.inner.grep(query).await
+    }
+}
+
+fn faulty_world(trap: &str) -> (Fixture, Arc<FaultyBackend>) {
+    let faulty = Arc::new(FaultyBackend {
+        trap: trap.to_owned(),
+        ..FaultyBackend::default()
+    });
+    let fx = Fixture::over(
+        vec![memory_mount("/"), mount("/faulty", faulty.clone(), false)],
+        "/faulty",
+        "/",
+    );
+    (fx, faulty)
+}
+
+#[tokio::test]
+async fn a_move_whose_source_cannot_be_deleted_takes_the_copy_back() {
+    let (fx, faulty) = faulty_world("source");
+    fx.put("/faulty/source.txt", b"precious\n").await;
+    fx.put("/existing.txt", b"was here\n").await;
+    faulty.fail_deletes.store(true, Ordering::SeqCst);
+    let err = fx
+        .refused(
+            "move",
+            json!({"source": "/faulty/source.txt", "destination": "/copy.txt"}),
+            &["/faulty/source.txt", "/copy.txt"],
+        )
+        .await;
+    assert_eq!(
+        err,
+        "Error: Could not remove /faulty/source.txt after copying it to /copy.txt: Error: I/O error on /faulty/source.txt: injected failure\nThe copy was taken back, so nothing changed."
+    );
+    // Over an existing destination, its old content is put back.
+    fx.read("/existing.txt").await;
+    fx.refused(
+        "move",
+        json!({"source": "/faulty/source.txt", "destination": "/existing.txt", "overwrite": true}),
+        &["/faulty/source.txt", "/existing.txt"],
+    )
+    .await;
+    // Nothing to undo: the failed move recorded no step.
+    fx.refused(
+        "undo_edit",
+        json!({"file_path": "/existing.txt"}),
+        &["/existing.txt"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_directory_move_failing_half_way_puts_every_file_back() {
+    let (fx, faulty) = faulty_world("z_last");
+    let files = [
+        "/faulty/dir/a.txt",
+        "/faulty/dir/b.txt",
+        "/faulty/dir/z_last.txt",
+    ];
+    for path in files {
+        fx.put(path, path.as_bytes()).await;
+    }
+    faulty.fail_deletes.store(true, Ordering::SeqCst);
+    let mut untouched: Vec<&str> = files.to_vec();
+    untouched.extend(["/moved/a.txt", "/moved/b.txt", "/moved/z_last.txt"]);
+    let err = fx
+        .refused(
+            "move",
+            json!({"source": "/faulty/dir", "destination": "/moved"}),
+            &untouched,
+        )
+        .await;
+    assert!(
+        err.ends_with(
+            "The copies made so far were taken back: every file was put back, nothing changed."
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_patch_whose_second_write_fails_restores_the_first_file() {
+    let (fx, faulty) = faulty_world("second");
+    fx.put_and_read("/faulty/first.txt", b"1\n").await;
+    fx.put_and_read("/faulty/second.txt", b"2\n").await;
+    faulty.fail_writes.store(true, Ordering::SeqCst);
+    let patch = "--- a/faulty/first.txt\n+++ b/faulty/first.txt\n@@ -1 +1 @@\n-1\n+one\n--- a/faulty/second.txt\n+++ b/faulty/second.txt\n@@ -1 +1 @@\n-2\n+two\n";
+    let err = fx
+        .refused(
+            "apply_patch",
+            json!({"patch": patch}),
+            &["/faulty/first.txt", "/faulty/second.txt"],
+        )
+        .await;
+    assert_eq!(
+        err,
+        "Error: apply_patch could not write /faulty/second.txt: Error: I/O error on /faulty/second.txt: injected failure\nThe 1 file(s) written before it were put back; nothing was changed."
+    );
+    // The session may still edit the first file: its ledger entry is the restored version.
+    faulty.fail_writes.store(false, Ordering::SeqCst);
+    fx.ok("apply_patch", json!({"patch": patch})).await;
+    assert_eq!(fx.text("/faulty/first.txt").await, "one\n");
+    assert_eq!(fx.text("/faulty/second.txt").await, "two\n");
+}

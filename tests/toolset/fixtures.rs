@@ -1,0 +1,210 @@
+//! The file systems the toolset cases run on, and the helpers the cases call tools with.
+//!
+//! A fixture is a session (with its MCP server) over a mount table, plus where the cases work:
+//! `base` (where files go), `other` (a second directory; on another mount when the fixture has
+//! several, so moves cross mounts) and the capabilities that differ between fixtures, passed as
+//! parameters rather than tested by name.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use mountfs::backend::{Backend, CompositeBackend, Mount, StateBackend, WriteMode};
+use mountfs::path::VirtualPath;
+use mountfs::registry::Registry;
+use mountfs::server::MountfsServer;
+use mountfs::session::{Session, WriteOptions};
+use serde_json::Value;
+
+/// A session under test.
+pub struct Fixture {
+    pub server: MountfsServer,
+    pub session: Arc<Session>,
+    /// Directory the cases put their files in.
+    pub base: String,
+    /// A second directory, on another mount when the fixture has several.
+    pub other: String,
+    /// Mount roots other than `/`, which must refuse delete and move.
+    pub mount_roots: Vec<String>,
+    /// A directory on a read-only mount, when the fixture has one.
+    pub read_only_dir: Option<String>,
+    /// Keeps temporary resources alive for the test.
+    pub _guard: Option<Box<dyn Any + Send + Sync>>,
+}
+
+/// One tool answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub text: String,
+    pub is_error: bool,
+    pub structured: Option<Value>,
+}
+
+pub fn mount(prefix: &str, backend: Arc<dyn Backend>, read_only: bool) -> Mount {
+    Mount {
+        prefix: VirtualPath::parse(prefix).unwrap(),
+        backend,
+        read_only,
+    }
+}
+
+pub fn memory_mount(prefix: &str) -> Mount {
+    mount(prefix, Arc::new(StateBackend::new()), false)
+}
+
+impl Fixture {
+    /// A fixture over `mounts`.
+    pub fn over(mounts: Vec<Mount>, base: &str, other: &str) -> Self {
+        let mount_roots = mounts
+            .iter()
+            .filter(|m| !m.prefix.is_root())
+            .map(|m| m.prefix.to_string())
+            .collect();
+        let read_only_dir = mounts
+            .iter()
+            .find(|m| m.read_only)
+            .map(|m| format!("{}/sub", m.prefix));
+        let composite = CompositeBackend::new(mounts, || Arc::new(StateBackend::new()));
+        let session = Arc::new(Session::new(Arc::new(composite), WriteOptions::default()));
+        let registry = Arc::new(Registry::load().unwrap());
+        Self {
+            server: MountfsServer::new(registry, session.clone(), String::new()),
+            session,
+            base: base.to_owned(),
+            other: other.to_owned(),
+            mount_roots,
+            read_only_dir,
+            _guard: None,
+        }
+    }
+
+    /// `rel` under `base`.
+    pub fn p(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.base.trim_end_matches('/'))
+    }
+
+    /// `rel` under `other`.
+    pub fn o(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.other.trim_end_matches('/'))
+    }
+
+    /// Calls a tool the way `tools/call` does.
+    pub async fn call(&self, tool: &str, args: Value) -> Answer {
+        let result = self.server.run_tool(tool, args, None).await.unwrap();
+        let text = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Answer {
+            text,
+            is_error: result.is_error == Some(true),
+            structured: result.structured_content,
+        }
+    }
+
+    /// A call that must succeed.
+    pub async fn ok(&self, tool: &str, args: Value) -> Answer {
+        let answer = self.call(tool, args.clone()).await;
+        assert!(!answer.is_error, "{tool}({args}) failed: {}", answer.text);
+        answer
+    }
+
+    /// A call that must fail, leaving every path in `untouched` byte-for-byte (or absent) as
+    /// it was. Returns the error text.
+    pub async fn refused(&self, tool: &str, args: Value, untouched: &[&str]) -> String {
+        let mut before = Vec::new();
+        for path in untouched {
+            before.push(self.bytes(path).await);
+        }
+        let answer = self.call(tool, args.clone()).await;
+        assert!(
+            answer.is_error,
+            "{tool}({args}) should fail but said: {}",
+            answer.text
+        );
+        assert!(
+            answer.text.starts_with("Error:") || answer.text.starts_with("Invalid arguments"),
+            "{}",
+            answer.text
+        );
+        for (path, was) in untouched.iter().zip(before) {
+            assert_eq!(
+                self.bytes(path).await,
+                was,
+                "{path} changed although {tool} was refused with: {}",
+                answer.text
+            );
+        }
+        answer.text
+    }
+
+    /// Writes behind the session's back (another program, another server).
+    pub async fn put(&self, path: &str, bytes: &[u8]) {
+        self.session
+            .backend
+            .write(
+                &VirtualPath::parse(path).unwrap(),
+                bytes,
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The file's bytes, `None` when there is no file.
+    pub async fn bytes(&self, path: &str) -> Option<Vec<u8>> {
+        self.session
+            .backend
+            .read(&VirtualPath::parse(path).unwrap())
+            .await
+            .ok()
+            .map(|f| f.content)
+    }
+
+    /// The file's text (it must exist).
+    pub async fn text(&self, path: &str) -> String {
+        String::from_utf8(
+            self.bytes(path)
+                .await
+                .unwrap_or_else(|| panic!("{path} is missing")),
+        )
+        .unwrap()
+    }
+
+    /// Reads through the tool, which records the read in the session's ledger.
+    pub async fn read(&self, path: &str) {
+        self.ok("read_file", serde_json::json!({ "file_path": path }))
+            .await;
+    }
+
+    /// Puts a file behind the session's back and reads it through the tool.
+    pub async fn put_and_read(&self, path: &str, bytes: &[u8]) {
+        self.put(path, bytes).await;
+        self.read(path).await;
+    }
+}
+
+/// One memory mount at `/`.
+pub async fn memory() -> Option<Fixture> {
+    Some(Fixture::over(
+        vec![memory_mount("/")],
+        "/work",
+        "/elsewhere",
+    ))
+}
+
+/// Several memory mounts, one nested in another's directory, and a read-only one: cases work
+/// inside a mount that is not `/`, and `other` is on yet another mount.
+pub async fn composite() -> Option<Fixture> {
+    Some(Fixture::over(
+        vec![
+            memory_mount("/"),
+            memory_mount("/scratch"),
+            memory_mount("/deep/mnt"),
+            mount("/ro", Arc::new(StateBackend::new()), true),
+        ],
+        "/scratch/work",
+        "/deep/mnt/there",
+    ))
+}
