@@ -343,6 +343,35 @@ attack!(deleting_an_outward_symlink_removes_only_the_link, h => {
     assert!(std::fs::symlink_metadata(h.root().join("abs_dir")).is_err());
 });
 
+// ---- the other changing tools: delete, move, apply_patch, file_info, undo_edit ----------
+
+attack!(delete_tool_through_outward_symlink, h => h.refused("delete", json!({"file_path": "/rel_dir_up/secret.txt"}), OUTSIDE).await);
+attack!(delete_tool_recursive_through_outward_chain, h => h.refused("delete", json!({"file_path": "/chain_dir1/dir", "recursive": true}), OUTSIDE).await);
+attack!(delete_tool_with_dotdot, h => h.refused("delete", json!({"file_path": "/a/../../outside", "recursive": true}), DOTDOT).await);
+attack!(move_out_through_outward_symlink, h => h.refused("move", json!({"source": "/readme.md", "destination": "/abs_dir/stolen.md"}), OUTSIDE).await);
+attack!(move_in_from_outside_through_symlink, h => h.refused("move", json!({"source": "/rel_dir_up/secret.txt", "destination": "/stolen.txt"}), OUTSIDE).await);
+attack!(move_over_outside_file_with_overwrite, h => h.refused("move", json!({"source": "/readme.md", "destination": "/rel_dir_up/dir/x.txt", "overwrite": true}), OUTSIDE).await);
+attack!(move_with_dotdot_destination, h => h.refused("move", json!({"source": "/readme.md", "destination": "/../outside/moved.md"}), DOTDOT).await);
+attack!(file_info_through_outward_symlink, h => h.refused("file_info", json!({"file_path": "/abs_link"}), OUTSIDE).await);
+attack!(file_info_of_outward_directory_symlink, h => h.refused("file_info", json!({"file_path": "/evil_prefix"}), OUTSIDE).await);
+attack!(apply_patch_through_outward_symlink, h => {
+    let patch = format!("--- a/rel_dir_up/secret.txt\n+++ b/rel_dir_up/secret.txt\n@@ -1,2 +1,2 @@\n-{SECRET}\n+pwned\n line two {SECRET}\n");
+    assert!(h.call("apply_patch", json!({"patch": patch})).await.is_err());
+    let patch = "--- /dev/null\n+++ b/abs_dir/planted.txt\n@@ -0,0 +1 @@\n+x\n";
+    assert!(h.call("apply_patch", json!({"patch": patch})).await.is_err());
+});
+attack!(apply_patch_with_dotdot, h => {
+    let patch = "--- /dev/null\n+++ b/../outside/planted.txt\n@@ -0,0 +1 @@\n+x\n";
+    assert!(h.call("apply_patch", json!({"patch": patch})).await.is_err());
+});
+attack!(undo_after_the_file_became_an_outward_symlink, h => {
+    h.call("write_file", json!({"file_path": "/undo.txt", "content": "one\n"})).await.unwrap();
+    h.call("edit_file", json!({"file_path": "/undo.txt", "old_string": "one", "new_string": "two"})).await.unwrap();
+    std::fs::remove_file(h.root().join("undo.txt")).unwrap();
+    symlink(h.base().join("outside/secret.txt"), h.root().join("undo.txt")).unwrap();
+    assert!(h.call("undo_edit", json!({"file_path": "/undo.txt"})).await.is_err());
+});
+
 // ---- special files ------------------------------------------------------------------------
 
 attack!(reading_a_fifo_is_refused_without_blocking, h => h.refused("read_file", json!({"file_path": "/fifo"}), "FIFO").await);

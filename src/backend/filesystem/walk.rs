@@ -245,7 +245,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
             {
                 return Ok(Vec::new());
             }
-            let mut searcher = searcher(query.collect);
+            let mut searcher = Searchers::new(query.collect);
             let found = search_file(
                 context.root,
                 &mut searcher,
@@ -262,7 +262,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
     walk_files(context, &query.dir, &start, || {
         let sender = sender.clone();
         let matcher = matcher.clone();
-        let mut searcher = searcher(query.collect);
+        let mut searcher = Searchers::new(query.collect);
         let root = context.root;
         move |found: FoundFile| {
             if let Some(filter) = &query.file_filter
@@ -291,6 +291,9 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
 fn compile(pattern: &GrepPattern) -> Result<Option<RegexMatcher>> {
     let built = RegexMatcherBuilder::new()
         .case_insensitive(pattern.case_insensitive)
+        // `^`/`$` at every line's edges, `$` also before `\r\n` (without `multi_line`, crlf
+        // mode's `$` misses lines ending in a bare `\n`, and `^$` finds nothing).
+        .multi_line(true)
         .line_terminator(Some(b'\n'))
         .crlf(true)
         .build(&pattern.regex_source());
@@ -304,25 +307,41 @@ fn compile(pattern: &GrepPattern) -> Result<Option<RegexMatcher>> {
     }
 }
 
-fn searcher(collect: GrepCollect) -> Searcher {
-    let context = match collect {
-        GrepCollect::Lines { context } => context,
-        GrepCollect::Files | GrepCollect::Count => 0,
-    };
-    SearcherBuilder::new()
-        .line_terminator(LineTerminator::crlf())
-        .line_number(true)
-        .binary_detection(BinaryDetection::none())
-        .before_context(context)
-        .after_context(context)
-        .build()
+/// The two searchers of one thread: the plain one, and one that first decodes invalid UTF-8
+/// lossily (U+FFFD, as the memory backend does) for files whose head is not valid UTF-8, so
+/// that `.` and friends match the same characters on every backend.
+struct Searchers {
+    plain: Searcher,
+    lossy: Searcher,
+}
+
+impl Searchers {
+    fn new(collect: GrepCollect) -> Self {
+        let context = match collect {
+            GrepCollect::Lines { context } => context,
+            GrepCollect::Files | GrepCollect::Count => 0,
+        };
+        let mut builder = SearcherBuilder::new();
+        // Lines end at `\n` or `\r\n`, as `split_lines` sees them; the collector strips `\r`.
+        builder
+            .line_terminator(LineTerminator::crlf())
+            .line_number(true)
+            .binary_detection(BinaryDetection::none())
+            .before_context(context)
+            .after_context(context);
+        let plain = builder.build();
+        let lossy = builder
+            .encoding(grep_searcher::Encoding::new("utf-8").ok())
+            .build();
+        Self { plain, lossy }
+    }
 }
 
 /// Opens `relative` beneath the root (non-blocking, so a FIFO swapped in cannot hang us),
 /// skips it unless it is a regular text file, and searches it.
 fn search_file(
     root: &Dir,
-    searcher: &mut Searcher,
+    searcher: &mut Searchers,
     matcher: &RegexMatcher,
     collect: GrepCollect,
     relative: &Path,
@@ -345,6 +364,16 @@ fn search_file(
     if content::looks_binary(&head) {
         return None;
     }
+    let valid_utf8 = match std::str::from_utf8(&head) {
+        Ok(_) => true,
+        // Only a character cut by the end of the head: still valid so far.
+        Err(error) => error.error_len().is_none(),
+    };
+    let searcher = if valid_utf8 {
+        &mut searcher.plain
+    } else {
+        &mut searcher.lossy
+    };
     let reader = io::Cursor::new(head).chain(file);
     let mut sink = Collector::new(collect);
     searcher.search_reader(matcher, reader, &mut sink).ok()?;
