@@ -18,9 +18,9 @@ const KILLS: usize = 12;
 const DIR_VAR: &str = "MOUNTFS_CRASH_DIR";
 
 /// Version `n` of file `i`: a first line naming both, then filler whose length depends on `n`
-/// (from 60 bytes to ~240 KiB), every line carrying the same `(i, n)` so a mix shows.
+/// (from 60 bytes to ~60 KiB), every line carrying the same `(i, n)` so a mix shows.
 fn version_content(i: usize, n: u64) -> Vec<u8> {
-    let lines = 1 + (n % 7) * 600;
+    let lines = 1 + (n % 7) * 150;
     let mut out = format!("file {i} version {n}\n").into_bytes();
     for k in 0..lines {
         out.extend_from_slice(format!("{i}:{n}:{k:08} the quick brown fox jumps\n").as_bytes());
@@ -62,13 +62,27 @@ fn crash_writer_child() {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
+    // Tells the parent where this round's version numbers start, to count the writes done.
+    std::fs::write(Path::new(&dir).join("started.txt"), start.to_string()).unwrap();
+    // One writer task per file, so the fsyncs of different files overlap (as the server's
+    // blocking pool does for concurrent calls) and a round sees many writes.
+    let backend = std::sync::Arc::new(backend);
     runtime.block_on(async {
-        for n in start.. {
-            let i = (n % FILES as u64) as usize;
-            backend
-                .write(&file_path(i), &version_content(i, n), WriteMode::Overwrite)
-                .await
-                .unwrap();
+        let mut writers = Vec::new();
+        for i in 0..FILES {
+            let backend = backend.clone();
+            writers.push(tokio::spawn(async move {
+                for k in 0.. {
+                    let n = start + k * FILES as u64 + i as u64;
+                    backend
+                        .write(&file_path(i), &version_content(i, n), WriteMode::Overwrite)
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+        for writer in writers {
+            writer.await.unwrap();
         }
     });
 }
@@ -116,6 +130,7 @@ fn writes_survive_sigkill_at_random_moments() {
             | 1,
     );
     let mut writes_seen = 0usize;
+    let mut writes_done = 0u64;
     let mut temps_left_by_kills = 0usize;
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -131,6 +146,10 @@ fn writes_survive_sigkill_at_random_moments() {
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
 
+        let started: Option<u64> = std::fs::read_to_string(dir.path().join("started.txt"))
+            .ok()
+            .and_then(|t| t.parse().ok());
+        let mut newest = None;
         for i in 0..FILES {
             let rel = file_path(i);
             let host = dir.path().join(rel.as_str().trim_start_matches('/'));
@@ -138,12 +157,21 @@ fn writes_survive_sigkill_at_random_moments() {
                 continue; // not written yet in the first round
             };
             writes_seen += 1;
+            let version = std::str::from_utf8(&content)
+                .ok()
+                .and_then(|t| t.lines().next())
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            newest = newest.max(version);
             assert!(
                 is_whole_version(i, &content),
                 "round {round}: {} holds a torn or foreign content ({} bytes)",
                 rel,
                 content.len()
             );
+        }
+        if let (Some(started), Some(newest)) = (started, newest) {
+            writes_done += newest.saturating_sub(started) + 1;
         }
         temps_left_by_kills += temp_files(dir.path()).len();
     }
@@ -161,6 +189,11 @@ fn writes_survive_sigkill_at_random_moments() {
         std::thread::sleep(Duration::from_millis(20));
     }
     eprintln!(
-        "{KILLS} kills, {writes_seen} files checked whole, {temps_left_by_kills} temporary files left by kills and swept"
+        "{KILLS} kills after ~{writes_done} writes, {writes_seen} files checked whole, {temps_left_by_kills} temporary files seen after kills and swept"
+    );
+    // Typically ~2,500 writes on the 2-core machine; the floor leaves room for a slow disk.
+    assert!(
+        writes_done >= 500,
+        "only ~{writes_done} writes: too few to mean much"
     );
 }
