@@ -164,6 +164,25 @@ async fn writes_keep_the_permission_bits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_the_owner_where_allowed() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Disk::new();
+    d.put("owned.txt", "one\n");
+    let host = d.dir.path().join("owned.txt");
+    // Only root may give a file away; elsewhere the owner is already ours and stays so.
+    let _ = std::os::unix::fs::chown(&host, Some(4321), Some(4321));
+    let before = std::fs::metadata(&host).unwrap();
+    d.ok("read_file", json!({"file_path": "/owned.txt"})).await;
+    d.ok(
+        "edit_file",
+        json!({"file_path": "/owned.txt", "old_string": "one", "new_string": "two"}),
+    )
+    .await;
+    let after = std::fs::metadata(&host).unwrap();
+    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crlf_bom_and_missing_final_newline_survive_edits_on_disk() {
     let d = Disk::new();
     d.put("win.txt", "\u{feff}one\r\ntwo\r\nthree");

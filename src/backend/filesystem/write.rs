@@ -6,7 +6,7 @@
 //! open the parent directory and take an exclusive `flock` on it → check the current file
 //! (regular, single link, and for a conditional write its version) → write a temporary file
 //! named [`TEMP_PREFIX`]`<pid>-<n>` in the same directory with the old file's permission bits
-//! (new files: 0644 less the umask) → `fsync` it → `rename` it over the target
+//! and, where allowed, its owner (new files: 0644 less the umask) → `fsync` it → `rename` it over the target
 //! (`RENAME_NOREPLACE` when the file must not exist) → `fsync` the directory → unlock.
 //!
 //! A reader therefore sees the old or the new content, never a mix; a crash at any moment leaves
@@ -110,7 +110,7 @@ pub(super) fn write(
         Err(rustix::io::Errno::NOENT) => None,
         Err(errno) => return Err(io(errno.into())),
     };
-    let permissions = match &existing {
+    let kept = match &existing {
         Some(stat) => {
             check_replaceable(stat, path)?;
             let current = current_version(dir, &name, path)?;
@@ -121,7 +121,11 @@ pub(super) fn write(
                 }
                 _ => {}
             }
-            Some(stat.st_mode & 0o7777)
+            Some(Kept {
+                mode: stat.st_mode & 0o7777,
+                uid: stat.st_uid,
+                gid: stat.st_gid,
+            })
         }
         None if matches!(mode, WriteMode::IfVersion(_)) => {
             return Err(Error::VersionMismatch { path: path.clone() });
@@ -129,7 +133,7 @@ pub(super) fn write(
         None => None,
     };
     let temp = temp_name();
-    let result = write_temp_and_rename(dir, &temp, &name, content, permissions);
+    let result = write_temp_and_rename(dir, &temp, &name, content, kept);
     if result.is_err() {
         let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
     }
@@ -150,6 +154,17 @@ pub(super) fn write(
         version,
         created: existing.is_none(),
     })
+}
+
+/// What a replacement keeps of the file it replaces.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    /// Permission bits (with setuid/setgid/sticky).
+    mode: u32,
+    /// Owner.
+    uid: u32,
+    /// Group.
+    gid: u32,
 }
 
 /// Refuses to replace anything but a plain, singly linked regular file.
@@ -202,22 +217,32 @@ fn write_temp_and_rename(
     temp: &OsStr,
     name: &OsStr,
     content: &[u8],
-    permissions: Option<u32>,
+    kept: Option<Kept>,
 ) -> io::Result<Stat> {
     let fd = rustix::fs::openat(
         dir,
         temp,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(permissions.unwrap_or(NEW_FILE_MODE)),
+        Mode::from_raw_mode(kept.map_or(NEW_FILE_MODE, |k| k.mode)),
     )?;
     let mut file = std::fs::File::from(fd);
-    if let Some(bits) = permissions {
-        // The umask trimmed the mode given to open; an existing file keeps its exact bits.
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(bits))?;
+    if let Some(kept) = kept {
+        let own = rustix::fs::fstat(&file)?;
+        if (own.st_uid, own.st_gid) != (kept.uid, kept.gid) {
+            // Keep the owner where we may (root, or a group we belong to); otherwise the new
+            // file is ours, as with any editor that saves by rename.
+            let _ = rustix::fs::fchown(
+                &file,
+                Some(rustix::fs::Uid::from_raw(kept.uid)),
+                Some(rustix::fs::Gid::from_raw(kept.gid)),
+            );
+        }
+        // The umask trimmed the mode given to open, and chown clears setuid: set it last.
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(kept.mode))?;
     }
     file.write_all(content)?;
     file.sync_all()?;
-    let flags = if permissions.is_none() {
+    let flags = if kept.is_none() {
         RenameFlags::NOREPLACE
     } else {
         RenameFlags::empty()
