@@ -8,7 +8,10 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, CompositeBackend, Mount, StateBackend, StoreBackend, WriteMode};
+use mountfs::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    StoreBackend, WriteMode,
+};
 use mountfs::path::VirtualPath;
 use mountfs::registry::Registry;
 use mountfs::server::MountfsServer;
@@ -253,5 +256,40 @@ pub async fn stores() -> Option<Fixture> {
         "/pg/there",
     );
     fixture._guard = Some(Box::new((dir, guard)));
+    Some(fixture)
+}
+
+/// A disk backend over a fresh temporary directory.
+fn disk_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default()).unwrap();
+    (Arc::new(backend), dir)
+}
+
+/// One disk mount at `/`.
+pub async fn disk() -> Option<Fixture> {
+    let (backend, dir) = disk_backend();
+    let mut fixture = Fixture::over(vec![mount("/", backend, false)], "/work", "/elsewhere");
+    fixture._guard = Some(Box::new(dir));
+    Some(fixture)
+}
+
+/// Memory at `/`, disk at `/d` (where cases work), SQLite at `/sq` (`other`, so moves cross
+/// from disk to a store) and a read-only disk mount.
+pub async fn disk_mixed() -> Option<Fixture> {
+    let (disk, disk_dir) = disk_backend();
+    let (read_only, ro_dir) = disk_backend();
+    let (sqlite, sqlite_dir) = sqlite_backend().await;
+    let mut fixture = Fixture::over(
+        vec![
+            memory_mount("/"),
+            mount("/d", disk, false),
+            mount("/sq", sqlite, false),
+            mount("/ro", read_only, true),
+        ],
+        "/d/work",
+        "/sq/there",
+    );
+    fixture._guard = Some(Box::new((disk_dir, ro_dir, sqlite_dir)));
     Some(fixture)
 }

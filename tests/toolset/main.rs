@@ -73,3 +73,5 @@ toolset!(memory);
 toolset!(composite);
 toolset!(sqlite);
 toolset!(stores);
+toolset!(disk);
+toolset!(disk_mixed);
