@@ -570,3 +570,136 @@ fn new_files_get_0644_less_the_umask() {
     assert_eq!(mode & 0o002, 0, "{mode:o}");
     assert_eq!(mode & 0o600, 0o600, "{mode:o}");
 }
+
+// ---- review findings ------------------------------------------------------------------------
+
+/// `ignore` opens `.gitignore`/`.ignore` itself, by host path, following symlinks: an ignore
+/// file that is a symlink leading out is read, and its content decides what glob/grep show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_gitignore_symlinked_outside_is_not_read() {
+    let mut h = Harness::new();
+    std::fs::write(h.base().join("outside/ignore_list"), "readme.md\n").unwrap();
+    symlink("../outside/ignore_list", h.root().join(".gitignore")).unwrap();
+    h.before = snapshot(h.base());
+    let text = h
+        .call("glob", json!({"pattern": "**/readme.md"}))
+        .await
+        .unwrap();
+    assert!(
+        text.contains("/readme.md"),
+        "a file outside the mount decided what glob shows: {text}"
+    );
+    h.check_outside();
+}
+
+/// The same open blocks forever on a FIFO named `.gitignore` (inside the mount, no symlink).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_fifo_named_gitignore_does_not_hang_the_walk() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let h = Harness::new();
+    let fifo = h.root().join("a/.gitignore");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let call = mountfs::tools::call("glob", json!({"pattern": "**/*.txt"}), &h.session);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), call).await;
+    // Release a walker thread stuck in open(2), so that the runtime can shut down.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo);
+    assert!(outcome.is_ok(), "glob hung opening a FIFO named .gitignore");
+}
+
+/// With write_file alone the agent makes the walk read a host file of its choosing (any
+/// `…/info/exclude`): a `.git` *file* holding `gitdir: <host path>` is followed by `ignore` to
+/// `<gitdir>/commondir`, and from there to `<commondir>/info/exclude`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_agent_written_git_file_does_not_make_the_walk_read_outside() {
+    let mut h = Harness::new();
+    let base = h.base().to_path_buf();
+    std::fs::create_dir_all(base.join("outside/repo/info")).unwrap();
+    std::fs::write(base.join("outside/repo/info/exclude"), "probe.txt\n").unwrap();
+    h.before = snapshot(&base);
+    // From here on only tool calls: the agent knows host paths (its working directory).
+    let gitdir = format!("gitdir: {}\n", h.root().join("fake").display());
+    let commondir = format!("{}\n", base.join("outside/repo").display());
+    h.call_echoing(
+        "write_file",
+        json!({"file_path": "/sub/.git", "content": gitdir}),
+        true,
+    )
+    .await
+    .unwrap();
+    h.call_echoing(
+        "write_file",
+        json!({"file_path": "/fake/commondir", "content": commondir}),
+        true,
+    )
+    .await
+    .unwrap();
+    h.call(
+        "write_file",
+        json!({"file_path": "/sub/probe.txt", "content": "x\n"}),
+    )
+    .await
+    .unwrap();
+    let text = h
+        .call("glob", json!({"pattern": "**/probe.txt"}))
+        .await
+        .unwrap();
+    assert!(
+        text.contains("/sub/probe.txt"),
+        "glob obeyed outside/repo/info/exclude: {text}"
+    );
+    h.check_outside();
+}
+
+// /good_link -> a/b/inside.txt: the same file under two names.
+attack!(review_move_onto_a_symlink_to_the_same_file_keeps_the_content, h => {
+    let result = h.call("move", json!({"source": "/a/b/inside.txt", "destination": "/good_link", "overwrite": true})).await;
+    let survived = std::fs::read_to_string(h.root().join("a/b/inside.txt")).ok();
+    assert_eq!(survived.as_deref(), Some("inside text\n"), "move said {result:?}; the only copy is gone");
+});
+// /good_dir_link -> a/b: /good_dir_link/inside.txt is /a/b/inside.txt.
+attack!(review_move_into_a_symlinked_alias_of_its_own_directory_keeps_the_file, h => {
+    let result = h.call("move", json!({"source": "/a/b/inside.txt", "destination": "/good_dir_link/inside.txt", "overwrite": true})).await;
+    assert!(h.root().join("a/b/inside.txt").is_file(), "move said {result:?}; the only copy is gone");
+});
+attack!(review_recursive_delete_of_an_inside_directory_symlink_removes_only_the_link, h => {
+    let result = h.call("delete", json!({"file_path": "/good_dir_link", "recursive": true})).await;
+    assert!(
+        h.root().join("a/b/inside.txt").is_file(),
+        "delete said {result:?} and emptied the link's target /a/b"
+    );
+});
+attack!(review_sweep_removes_only_our_own_temporary_files, h => {
+    std::fs::write(h.root().join(".mountfs-tmp-settings.json"), "{}\n").unwrap();
+    let written = h.call("write_file", json!({"file_path": "/notes/.mountfs-tmp-plan.md", "content": "plan\n"})).await;
+    let listed = h.call("ls", json!({"path": "/notes"})).await;
+    h.backend.sweep_stale_temp_files();
+    if written.is_ok() {
+        assert!(h.root().join("notes/.mountfs-tmp-plan.md").is_file(), "write_file said {written:?}, ls said {listed:?}; the sweep then deleted it");
+    }
+    assert!(h.root().join(".mountfs-tmp-settings.json").is_file(), "the start-up sweep deleted a user's file");
+});
+attack!(review_a_read_only_file_is_not_overwritten, h => {
+    let file = h.root().join("readme.md");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    h.call("read_file", json!({"file_path": "/readme.md"})).await.unwrap();
+    let result = h.call("write_file", json!({"file_path": "/readme.md", "content": "replaced\n"})).await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\n", "write_file said {result:?}");
+});
+// Not an escape: a symlink to a file inside the root can never be deleted (always "modified
+// since it was read", because the backend's conditional delete refuses a non-regular file).
+attack!(review_deleting_an_inside_file_symlink_removes_the_link, h => {
+    h.call("read_file", json!({"file_path": "/good_link"})).await.unwrap();
+    let result = h.call("delete", json!({"file_path": "/good_link"})).await;
+    assert!(std::fs::symlink_metadata(h.root().join("good_link")).is_err(), "delete said {result:?}");
+    assert!(h.root().join("a/b/inside.txt").is_file(), "the link's target must stay");
+});

@@ -344,6 +344,34 @@ impl Backend for FilesystemBackend {
             .await
     }
 
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        use cap_std::fs::MetadataExt;
+        let (a, b) = (a.clone(), b.clone());
+        self.blocking(move |inner| {
+            let id = |p: &VirtualPath| match inner.root.metadata(relative(p)) {
+                Ok(meta) => Ok(Some((meta.dev(), meta.ino()))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(map_io(e, p)),
+            };
+            Ok(matches!((id(&a)?, id(&b)?), (Some(x), Some(y)) if x == y))
+        })
+        .await
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        if path.is_root() {
+            return Ok(false);
+        }
+        let path = path.clone();
+        self.blocking(move |inner| {
+            Ok(inner
+                .root
+                .symlink_metadata(relative(&path))
+                .is_ok_and(|m| m.file_type().is_symlink()))
+        })
+        .await
+    }
+
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         let query = query.clone();
         self.blocking(move |inner| walk::glob(&inner.walk_context(), &query))

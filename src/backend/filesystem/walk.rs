@@ -94,29 +94,38 @@ where
         pinned_root.join(start_path)
     };
     let mut builder = WalkBuilder::new(&walk_root);
+    // `ignore` would open ignore files itself, by host path: following symlinks out of the
+    // mount, blocking on FIFOs, and chasing a `.git` file's `gitdir:` anywhere on the host.
+    // So it reads none; [`IgnoreRules`] reads them through the root handle instead.
+    let rules = if context.use_ignore_files {
+        let root = context.root.try_clone().map_err(|e| map_io(e, dir))?;
+        Some(std::sync::Arc::new(IgnoreRules::new(
+            root,
+            pinned_root.to_path_buf(),
+        )))
+    } else {
+        None
+    };
     builder
         .standard_filters(false)
         .hidden(false)
         .parents(false)
         .follow_links(false)
-        .git_ignore(context.use_ignore_files)
-        .git_exclude(context.use_ignore_files)
-        .ignore(context.use_ignore_files)
         .require_git(false)
         .threads(walker_threads())
-        .filter_entry(|entry| {
+        .filter_entry(move |entry| {
             let name = entry.file_name();
-            !(entry.depth() > 0 && (name == ".git" || is_temp_name(name)))
-        });
-    if context.use_ignore_files {
-        // The searched directory's ancestors inside the mount contribute their ignore files
-        // too (git's semantics), at lower precedence than those met during the walk.
-        for ignore_file in ancestor_ignore_files(context.root, start, pinned_root) {
-            if let Some(error) = builder.add_ignore(ignore_file) {
-                tracing::debug!(%error, "skipping an unreadable ignore file");
+            if entry.depth() > 0 && (name == ".git" || is_temp_name(name)) {
+                return false;
             }
-        }
-    }
+            match &rules {
+                Some(rules) if entry.depth() > 0 => {
+                    !rules.is_ignored(entry.path(), entry.file_type().is_some_and(|t| t.is_dir()))
+                }
+                _ => true,
+            }
+        });
+    let _ = start;
     builder.build_parallel().run(|| {
         let mut visit = make_visitor();
         let walk_root = &walk_root;
@@ -149,6 +158,118 @@ where
     Ok(())
 }
 
+/// Largest ignore file read; the rest is ignored (a `.gitignore` symlinked to a huge file, or
+/// grown without bound, cannot exhaust memory).
+const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// `.ignore`, `.gitignore` and `.git/info/exclude` matchers per directory, each file opened
+/// beneath the root handle (non-blocking, regular files only, bounded), cached for one walk.
+struct IgnoreRules {
+    root: Dir,
+    pinned_root: PathBuf,
+    cache: std::sync::Mutex<
+        std::collections::HashMap<
+            PathBuf,
+            std::sync::Arc<[Option<ignore::gitignore::Gitignore>; 3]>,
+        >,
+    >,
+}
+
+impl IgnoreRules {
+    fn new(root: Dir, pinned_root: PathBuf) -> Self {
+        Self {
+            root,
+            pinned_root,
+            cache: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The content of a regular file beneath the root, `None` for anything else.
+    fn read_regular(&self, relative: &Path) -> Option<Vec<u8>> {
+        let meta = self.root.symlink_metadata(relative).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        let file = self.root.open_with(relative, &options).ok()?.into_std();
+        let stat = rustix::fs::fstat(&file).ok()?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            return None;
+        }
+        let mut content = Vec::new();
+        file.take(MAX_IGNORE_FILE_BYTES)
+            .read_to_end(&mut content)
+            .ok()?;
+        Some(content)
+    }
+
+    /// The matchers of one directory (root-relative), in kind order: `.ignore`, `.gitignore`,
+    /// `.git/info/exclude` (only when `.git` is a real directory).
+    fn matchers(&self, dir: &Path) -> std::sync::Arc<[Option<ignore::gitignore::Gitignore>; 3]> {
+        if let Some(found) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(dir)
+        {
+            return found.clone();
+        }
+        let build = |relative: PathBuf| {
+            let content = self.read_regular(&relative)?;
+            let mut builder = ignore::gitignore::GitignoreBuilder::new(self.pinned_root.join(dir));
+            for line in String::from_utf8_lossy(&content).lines() {
+                let _ = builder.add_line(None, line);
+            }
+            builder.build().ok().filter(|m| !m.is_empty())
+        };
+        let git_is_dir = self
+            .root
+            .symlink_metadata(dir.join(".git"))
+            .is_ok_and(|m| m.is_dir());
+        let found = std::sync::Arc::new([
+            build(dir.join(".ignore")),
+            build(dir.join(".gitignore")),
+            git_is_dir
+                .then(|| build(dir.join(".git/info/exclude")))
+                .flatten(),
+        ]);
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(dir.to_path_buf(), found.clone());
+        found
+    }
+
+    /// Whether the walked `path` (under the pinned root) is ignored: per kind, the deepest
+    /// directory with a matching rule decides; `.ignore` beats `.gitignore` beats exclude.
+    fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let Ok(relative) = path.strip_prefix(&self.pinned_root) else {
+            return false;
+        };
+        let mut levels = Vec::new();
+        let mut dir = relative.parent();
+        while let Some(d) = dir {
+            levels.push(self.matchers(d));
+            dir = d.parent();
+        }
+        for kind in 0..3 {
+            for level in &levels {
+                if let Some(matcher) = &level[kind] {
+                    match matcher.matched(path, is_dir) {
+                        ignore::Match::Ignore(_) => return true,
+                        ignore::Match::Whitelist(_) => return false,
+                        ignore::Match::None => {}
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
 /// `/proc/self/fd/N` for the root handle: a path that names this very directory even if its
 /// host path is renamed or replaced while we run. `None` where there is no such file system.
 pub(super) fn pinned_path(handle: &Dir) -> Option<PathBuf> {
@@ -157,29 +278,6 @@ pub(super) fn pinned_path(handle: &Dir) -> Option<PathBuf> {
     std::fs::metadata(&path)
         .is_ok_and(|m| m.is_dir())
         .then_some(path)
-}
-
-/// The ignore files of the directories from the root down to the parent of `start`, shallowest
-/// first (later ones take precedence), each checked through the root handle to be a regular
-/// file beneath the root. Paths are under `pinned_root`, so each matcher's own directory is a
-/// prefix of the walked paths, as the matcher needs.
-fn ancestor_ignore_files(root: &Dir, start: &Canonical, pinned_root: &Path) -> Vec<PathBuf> {
-    let start_path = start.path();
-    if start_path == Path::new(".") {
-        return Vec::new();
-    }
-    let mut files = Vec::new();
-    let mut ancestor = PathBuf::new();
-    for component in start_path.iter() {
-        for name in [".gitignore", ".ignore"] {
-            let candidate = ancestor.join(name);
-            if root.symlink_metadata(&candidate).is_ok_and(|m| m.is_file()) {
-                files.push(pinned_root.join(&candidate));
-            }
-        }
-        ancestor.push(component);
-    }
-    files
 }
 
 /// Files below `query.dir` matching the glob, with their metadata taken through the root.

@@ -54,7 +54,9 @@ fn temp_name() -> OsString {
 /// The writer process a temporary file names, when it parses.
 fn temp_owner(name: &OsStr) -> Option<u32> {
     let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
-    rest.split('-').next()?.parse().ok()
+    let (pid, counter) = rest.split_once('-')?;
+    counter.parse::<u64>().ok()?;
+    pid.parse().ok()
 }
 
 /// An exclusive `flock` on a directory, released on drop (by closing the descriptor).
@@ -88,6 +90,14 @@ pub(super) fn write(
     let Some((parent, name)) = canonical.split_last() else {
         return Err(Error::IsADirectory { path: path.clone() });
     };
+    if is_temp_name(&name) {
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: format!(
+                "names starting with {TEMP_PREFIX} are reserved for mountfs's own temporary files; choose another name"
+            ),
+        });
+    }
     if let Err(error) = root.create_dir_all(&parent) {
         return Err(
             match error
@@ -186,6 +196,11 @@ fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
                 "it is a FIFO, socket or device, not a regular file; mountfs only writes regular files",
             ));
         }
+    }
+    if stat.st_mode & 0o222 == 0 {
+        return Err(unsupported(
+            "it is read-only (no write permission bit); mountfs does not replace read-only files. Ask the user to make it writable",
+        ));
     }
     if stat.st_nlink > 1 {
         return Err(unsupported(&format!(
@@ -326,8 +341,11 @@ pub(super) fn sweep_stale_temp_files(root: &Dir, walk_root: &std::path::Path) ->
             if !is_temp_name(name) || entry.file_type().is_some_and(|t| t.is_dir()) {
                 return ignore::WalkState::Continue;
             }
-            let alive = temp_owner(name).is_some_and(|pid| pid == own || process_alive(pid));
-            if alive {
+            // Only names of exactly our own form, from a writer that is gone, are ours to remove.
+            let Some(pid) = temp_owner(name) else {
+                return ignore::WalkState::Continue;
+            };
+            if pid == own || process_alive(pid) {
                 return ignore::WalkState::Continue;
             }
             if let Ok(relative) = entry.path().strip_prefix(walk_root)
