@@ -703,3 +703,29 @@ attack!(review_deleting_an_inside_file_symlink_removes_the_link, h => {
     assert!(std::fs::symlink_metadata(h.root().join("good_link")).is_err(), "delete said {result:?}");
     assert!(h.root().join("a/b/inside.txt").is_file(), "the link's target must stay");
 });
+// git runs hooks and config-named commands from .git/ outside the mount: nothing there may be
+// created, changed or deleted through the tools, also not through a symlink leading into it.
+attack!(nothing_inside_dot_git_is_changed, h => {
+    std::fs::create_dir_all(h.root().join(".git/hooks")).unwrap();
+    std::fs::write(h.root().join(".git/config"), "[core]\n").unwrap();
+    std::os::unix::fs::symlink(".git", h.root().join("gitlink")).unwrap();
+    let before = std::fs::read(h.root().join(".git/config")).unwrap();
+    for (tool, args) in [
+        ("write_file", json!({"file_path": "/.git/hooks/pre-commit", "content": "#!/bin/sh\ntouch /tmp/pwned\n"})),
+        ("write_file", json!({"file_path": "/gitlink/hooks/post-checkout", "content": "#!/bin/sh\n"})),
+        ("delete", json!({"file_path": "/.git/config"})),
+        ("move", json!({"source": "/readme.md", "destination": "/.git/hooks/pre-push"})),
+    ] {
+        let result = h.call(tool, args.clone()).await;
+        assert!(result.is_err(), "{tool}({args}) was allowed: {result:?}");
+    }
+    assert!(!h.root().join(".git/hooks/pre-commit").exists());
+    assert!(!h.root().join(".git/hooks/post-checkout").exists());
+    assert!(!h.root().join(".git/hooks/pre-push").exists());
+    assert_eq!(std::fs::read(h.root().join(".git/config")).unwrap(), before);
+    assert!(h.root().join("readme.md").is_file(), "the failed move keeps its source");
+    h.call("read_file", json!({"file_path": "/.git/config"})).await.unwrap();
+    let result = h.call("write_file", json!({"file_path": "/.git/config", "content": "x"})).await;
+    let text = format!("{result:?}");
+    assert!(text.contains("inside .git/"), "{text}");
+});

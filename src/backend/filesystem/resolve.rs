@@ -83,6 +83,11 @@ pub(super) struct Canonical {
 }
 
 impl Canonical {
+    /// Whether any component is exactly `name` (e.g. `.git`).
+    pub(super) fn has_component(&self, name: &str) -> bool {
+        self.components.iter().any(|c| c == name)
+    }
+
     /// The root-relative host path (`"."` for the root).
     pub(super) fn path(&self) -> PathBuf {
         if self.components.is_empty() {

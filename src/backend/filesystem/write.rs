@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::{Dir, OpenOptionsExt};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
 
-use super::resolve::{self, canonicalize, map_io};
+use super::resolve::{self, Canonical, canonicalize, map_io};
 use super::window::{self, HASHED_SIZE_LIMIT};
 use crate::backend::{DeleteOptions, Error, Result, Version, WriteMode, WriteOutcome};
 use crate::path::VirtualPath;
@@ -78,6 +78,20 @@ impl DirLock {
     }
 }
 
+/// Refuses changes inside a `.git` directory (after symlinks are resolved): git runs its hooks
+/// and the commands its config names outside the mount, so writing there would let an agent
+/// run code beyond the sandbox the next time the user runs git. (`.git/` is never listed or
+/// searched either, CONTRACT §3.)
+fn refuse_inside_git(canonical: &Canonical, path: &VirtualPath) -> Result<()> {
+    if canonical.has_component(".git") {
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: "it is inside .git/, which mountfs does not change (git runs hooks and config from there outside the mount); use git itself".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Writes `content` to `path` under `mode` (see the module doc).
 pub(super) fn write(
     root: &Dir,
@@ -87,6 +101,7 @@ pub(super) fn write(
 ) -> Result<WriteOutcome> {
     let io = |e: io::Error| map_io(e, path);
     let canonical = canonicalize(root, path, true)?;
+    refuse_inside_git(&canonical, path)?;
     let Some((parent, name)) = canonical.split_last() else {
         return Err(Error::IsADirectory { path: path.clone() });
     };
@@ -294,6 +309,7 @@ fn first_file_ancestor(root: &Dir, path: &VirtualPath) -> Option<VirtualPath> {
 pub(super) fn delete(root: &Dir, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
     let io = |e: io::Error| map_io(e, path);
     let canonical = canonicalize(root, path, false)?;
+    refuse_inside_git(&canonical, path)?;
     let Some((parent, name)) = canonical.split_last() else {
         return Err(Error::MountRoot { path: path.clone() });
     };
