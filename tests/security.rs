@@ -625,17 +625,14 @@ async fn review_agent_written_git_file_does_not_make_the_walk_read_outside() {
     let base = h.base().to_path_buf();
     std::fs::create_dir_all(base.join("outside/repo/info")).unwrap();
     std::fs::write(base.join("outside/repo/info/exclude"), "probe.txt\n").unwrap();
+    // A `.git` file (as a worktree or submodule has) pointing into the mount. Agents cannot
+    // write one (nothing named .git is changed through the tools), so it is already there.
+    let gitdir = format!("gitdir: {}\n", h.root().join("fake").display());
+    std::fs::create_dir_all(h.root().join("sub")).unwrap();
+    std::fs::write(h.root().join("sub/.git"), gitdir).unwrap();
     h.before = snapshot(&base);
     // From here on only tool calls: the agent knows host paths (its working directory).
-    let gitdir = format!("gitdir: {}\n", h.root().join("fake").display());
     let commondir = format!("{}\n", base.join("outside/repo").display());
-    h.call_echoing(
-        "write_file",
-        json!({"file_path": "/sub/.git", "content": gitdir}),
-        true,
-    )
-    .await
-    .unwrap();
     h.call_echoing(
         "write_file",
         json!({"file_path": "/fake/commondir", "content": commondir}),
