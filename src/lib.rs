@@ -9,7 +9,8 @@
 //! # Layout
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
-//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `store`, `composite`).
+//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `filesystem`,
+//!   `store`, `composite`).
 //! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
 //!   engines, which `backend::store` turns into files.
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.

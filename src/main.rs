@@ -8,10 +8,12 @@ use mountfs::config::{self, MOUNT_GRAMMAR};
 use mountfs::mounts::MountTable;
 use mountfs::session::WriteOptions;
 
-/// The mount table used when no --mount is given; `{data}` is the user's data directory.
+/// The mount table used when no --mount is given (CONTRACT §2); `{data}` is the user's data
+/// directory.
 const DEFAULT_MOUNTS: &[&str] = &[
-    "/=memory",
+    "/=disk:.",
     "/memories/=store:sqlite:{data}/mountfs/memories.db",
+    "/scratch/=memory",
 ];
 
 /// [`DEFAULT_MOUNTS`] with the data directory filled in: `$XDG_DATA_HOME` or

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::backend::{Backend, CompositeBackend, Mount, StateBackend, StoreBackend};
+use crate::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    StoreBackend,
+};
 use crate::config::{BackendSpec, MountSpec, display_prefix};
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 
@@ -46,6 +49,30 @@ impl MountTable {
         for spec in specs {
             let opened = match &spec.backend {
                 BackendSpec::Memory => Opened::PerSession,
+                BackendSpec::Disk { dir, no_ignore } => {
+                    let dir = dir.clone();
+                    let options = FilesystemOptions {
+                        no_ignore: *no_ignore,
+                    };
+                    let opened =
+                        tokio::task::spawn_blocking(move || FilesystemBackend::open(&dir, options))
+                            .await;
+                    match opened {
+                        Ok(Ok(backend)) => Opened::Shared(Arc::new(backend)),
+                        Ok(Err(error)) => {
+                            return Err(OpenError {
+                                prefix: spec.display_prefix(),
+                                reason: error.to_string(),
+                            });
+                        }
+                        Err(error) => {
+                            return Err(OpenError {
+                                prefix: spec.display_prefix(),
+                                reason: error.to_string(),
+                            });
+                        }
+                    }
+                }
                 BackendSpec::Sqlite { .. } | BackendSpec::Postgres { .. } => {
                     let backend =
                         open_store_mount(&spec.backend, &mut stores)
@@ -60,15 +87,6 @@ impl MountTable {
                                 },
                             })?;
                     Opened::Shared(backend)
-                }
-                other => {
-                    return Err(OpenError {
-                        prefix: spec.display_prefix(),
-                        reason: format!(
-                            "{} mounts are not available in this build yet",
-                            kind(other)
-                        ),
-                    });
                 }
             };
             mounts.push((spec, opened));

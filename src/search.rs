@@ -160,13 +160,15 @@ impl GrepPattern {
     }
 }
 
-/// Greps one in-memory text: `None` when no line matches.
+/// Greps one in-memory text (a leading BOM ignored): `None` when no line matches.
 pub fn grep_text(
     path: &VirtualPath,
     text: &str,
     pattern: &GrepPattern,
     collect: GrepCollect,
 ) -> Option<GrepFile> {
+    // A UTF-8 BOM is not text: read_file hides it, and so does ripgrep's searcher on disk.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = split_lines(text);
     match collect {
         GrepCollect::Files => lines.iter().any(|l| pattern.is_match(l)).then(|| GrepFile {

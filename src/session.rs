@@ -130,6 +130,17 @@ impl UndoHistory {
             .push_back(step);
     }
 
+    /// After an undo put `path` back into the state the now-topmost step produced, records the
+    /// version that state has now. Backends whose versions are content hashes give the same
+    /// version back; stores that count versions give a new one, and without this the next undo
+    /// would see a version mismatch.
+    pub fn rebase_top(&self, path: &VirtualPath, now: Option<Version>) {
+        let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(top) = state.stacks.get_mut(path).and_then(|s| s.back_mut()) {
+            top.after = now;
+        }
+    }
+
     /// How many steps are kept for `path`.
     pub fn depth(&self, path: &VirtualPath) -> usize {
         let state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);

@@ -352,7 +352,9 @@ async fn a_database_that_cannot_be_opened_stops_start_up_with_a_clear_message() 
 async fn the_default_table_keeps_memories_in_the_user_data_directory() {
     let data = tempfile::tempdir().unwrap();
     let env: [(&str, &Path); 2] = [("XDG_DATA_HOME", data.path()), ("HOME", data.path())];
-    let server = McpServer::start_with_env(&[], &env).await;
+    // The default `/` is the working directory: give it an empty one, not the repository.
+    let workspace = tempfile::tempdir().unwrap();
+    let server = McpServer::start_in(Some(workspace.path()), &[], &env).await;
     let root = server.ok("ls", json!({"path": "/"})).await;
     assert!(root.text.contains("/memories/"), "{}", root.text);
     server

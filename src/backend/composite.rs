@@ -210,6 +210,27 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        let ((mount_a, inner_a), (mount_b, inner_b)) = (self.route(a), self.route(b));
+        if mount_a.prefix != mount_b.prefix {
+            return Ok(false);
+        }
+        mount_a
+            .backend
+            .same_file(&inner_a, &inner_b)
+            .await
+            .map_err(|e| e.map_path(outward(&mount_a.prefix)))
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        let (mount, inner) = self.route(path);
+        mount
+            .backend
+            .is_symlink(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         let (owner, inner) = self.route(&query.dir);
         let mut out = Vec::new();

@@ -11,6 +11,7 @@
 //! The shared conformance suite in `tests/conformance` enforces these rules on every backend.
 
 pub mod composite;
+pub mod filesystem;
 pub mod memory;
 pub mod store;
 
@@ -27,6 +28,7 @@ use crate::path::{PathError, VirtualPath};
 use crate::search::{GlobMatcher, GrepPattern};
 
 pub use composite::{CompositeBackend, Mount};
+pub use filesystem::{FilesystemBackend, FilesystemOptions};
 pub use memory::StateBackend;
 pub use store::StoreBackend;
 
@@ -404,6 +406,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Deletes a file, or a directory (non-empty only when `recursive`). `NotFound` if absent.
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()>;
+
+    /// Whether `a` and `b` name one and the same file or directory (a symlink, a hard link, a
+    /// case-insensitive file system). Backends without aliases answer `false`.
+    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Whether `path` itself is a symbolic link (not what it leads to).
+    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
 
     /// Files (never directories) below `query.dir` whose relative path matches, in any order.
     /// A `query.dir` that does not exist gives an empty answer; a file gives itself if it matches

@@ -44,6 +44,17 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let Some(entry) = session.backend.stat(&path).await? else {
         return Err(backend::Error::NotFound { path }.into());
     };
+    if session.backend.is_symlink(&path).await? {
+        // The link goes, never what it leads to (like `rm -r link`).
+        session
+            .backend
+            .delete(&path, &DeleteOptions::default())
+            .await?;
+        session.ledger.forget(&path);
+        return Ok(ToolReply::text(format!(
+            "Deleted the symbolic link {path}; what it leads to is untouched."
+        )));
+    }
     if !entry.is_dir() {
         return delete_file(session, &path).await;
     }

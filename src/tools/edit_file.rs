@@ -5,11 +5,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit, describe_change, load_text};
+use super::editing::{commit_text_edit, load_text};
 use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::line_endings;
 use crate::text::replace::{EditSpec, apply_edit};
 
 /// Arguments of `edit_file` (schemas/edit_file.json).
@@ -42,18 +41,9 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         expected_replacements: args.expected_replacements,
     };
     let replaced = apply_edit(&loaded.text, &spec)?;
-    let bytes = line_endings::restore(&replaced.content, loaded.format);
-    let version = commit(session, &path, Some(&loaded.file), bytes.as_bytes()).await?;
     let headline = format!(
         "Edited {path}: replaced {}.",
         counted(replaced.occurrences, "occurrence")
     );
-    Ok(describe_change(
-        &headline,
-        &path,
-        &loaded.text,
-        &replaced.content,
-        Some(replaced.occurrences),
-        &version,
-    ))
+    commit_text_edit(session, &path, &loaded, &replaced, &headline).await
 }

@@ -162,6 +162,28 @@ pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> Chan
     }
 }
 
+/// Writes an edited text back over the file [`load_text`] loaded (in the file's own line endings
+/// and BOM) and answers with `headline` and the change report. Shared by edit_file and
+/// multi_edit.
+pub async fn commit_text_edit(
+    session: &Session,
+    path: &VirtualPath,
+    loaded: &Loaded,
+    replaced: &crate::text::replace::Replaced,
+    headline: &str,
+) -> Result<ToolReply, ToolError> {
+    let bytes = line_endings::restore(&replaced.content, loaded.format);
+    let version = commit(session, path, Some(&loaded.file), bytes.as_bytes()).await?;
+    Ok(describe_change(
+        headline,
+        path,
+        &loaded.text,
+        &replaced.content,
+        Some(replaced.occurrences),
+        &version,
+    ))
+}
+
 /// The answer of an edit-type tool: `headline`, then numbered lines around each change (or a
 /// summary when that would flood the agent); the unified diff goes in the structured result.
 pub fn describe_change(

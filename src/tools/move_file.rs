@@ -59,6 +59,9 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let Some(entry) = session.backend.stat(&source).await? else {
         return Err(backend::Error::NotFound { path: source }.into());
     };
+    if session.backend.same_file(&source, &destination).await? {
+        return Err(ToolError::SamePath { path: source });
+    }
     if entry.is_dir() {
         return move_tree(session, &source, &destination).await;
     }

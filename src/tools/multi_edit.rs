@@ -5,11 +5,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit, describe_change, load_text};
+use super::editing::{commit_text_edit, load_text};
 use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::line_endings;
 use crate::text::replace::{EditSpec, apply_edits};
 
 /// One edit of a `multi_edit` call.
@@ -51,19 +50,10 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         })
         .collect();
     let replaced = apply_edits(&loaded.text, &specs)?;
-    let bytes = line_endings::restore(&replaced.content, loaded.format);
-    let version = commit(session, &path, Some(&loaded.file), bytes.as_bytes()).await?;
     let headline = format!(
         "Edited {path}: applied {} ({} replaced).",
         counted(specs.len(), "edit"),
         counted(replaced.occurrences, "occurrence")
     );
-    Ok(describe_change(
-        &headline,
-        &path,
-        &loaded.text,
-        &replaced.content,
-        Some(replaced.occurrences),
-        &version,
-    ))
+    commit_text_edit(session, &path, &loaded, &replaced, &headline).await
 }

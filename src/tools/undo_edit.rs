@@ -77,6 +77,7 @@ async fn undo(
                 .await
                 .map_err(|e| refused(e, path))?;
             session.ledger.record(path, &outcome.version);
+            session.undo.rebase_top(path, Some(outcome.version.clone()));
             Ok(answer_restored(
                 path,
                 &file,
@@ -98,6 +99,7 @@ async fn undo(
                 .await
                 .map_err(|e| refused(e, path))?;
             session.ledger.forget(path);
+            session.undo.rebase_top(path, None);
             let mut reply = ToolReply::text(format!(
                 "Undid the creation of {path}: the file ({} bytes) was deleted.",
                 file.content.len()
@@ -124,6 +126,7 @@ async fn undo(
                 .await
                 .map_err(|e| refused(e, path))?;
             session.ledger.record(path, &outcome.version);
+            session.undo.rebase_top(path, Some(outcome.version.clone()));
             let headline = format!(
                 "Undid the deletion of {path}: the file was recreated ({} bytes).",
                 before.len()

@@ -40,6 +40,9 @@ pub struct StdioClient {
     next_id: u64,
     /// Responses that arrived while the test waited for another id.
     early: std::collections::HashMap<u64, Value>,
+    /// The server's working directory: a fresh temporary directory, so the default mount
+    /// table (`/` = disk of the working directory) never writes into the repository.
+    cwd: tempfile::TempDir,
 }
 
 impl StdioClient {
@@ -63,6 +66,7 @@ impl StdioClient {
     /// at `/`: the default table would open `/memories/` in the user's data directory, which
     /// tests must never touch (the default table has its own test, with a temporary one).
     pub fn spawn(args: &[&str]) -> Self {
+        let cwd = tempfile::tempdir().expect("working directory for mountfs");
         let args: &[&str] = if args.is_empty() {
             &["--mount", "/=memory"]
         } else {
@@ -70,6 +74,7 @@ impl StdioClient {
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
             .args(args)
+            .current_dir(cwd.path())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -93,7 +98,13 @@ impl StdioClient {
             lines: rx,
             next_id: 1,
             early: std::collections::HashMap::new(),
+            cwd,
         }
+    }
+
+    /// The server's working directory (the default `/` mount).
+    pub fn cwd(&self) -> &std::path::Path {
+        self.cwd.path()
     }
 
     /// Writes one raw line to the server's stdin.

@@ -6,7 +6,10 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, CompositeBackend, Mount, StateBackend, StoreBackend};
+use mountfs::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    StoreBackend,
+};
 use mountfs::path::VirtualPath;
 use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
 
@@ -195,5 +198,55 @@ pub async fn composite_postgres() -> Option<Fixture> {
         base: VirtualPath::parse("/pg").expect("base"),
         caps: IMPLICIT,
         _guard: Some(Box::new((dir, guard))),
+    })
+}
+
+const EXPLICIT: Capabilities = Capabilities {
+    implicit_directories: false,
+};
+
+/// A disk backend over a fresh temporary directory (kept alive by the fixture).
+fn disk_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default())
+        .expect("open the temporary directory");
+    (Arc::new(backend), dir)
+}
+
+/// The disk backend on its own, rooted at a temporary directory.
+pub async fn filesystem() -> Option<Fixture> {
+    let (backend, dir) = disk_backend();
+    Some(Fixture {
+        backend,
+        base: VirtualPath::root(),
+        caps: EXPLICIT,
+        _guard: Some(Box::new(dir)),
+    })
+}
+
+/// Disk and memory mixed: `/` is memory, cases run under `/work` (a disk mount) next to
+/// `/workshop` (another disk mount, a sibling whose name extends the prefix and must never
+/// leak into the answers).
+pub async fn composite_disk() -> Option<Fixture> {
+    let (work, work_dir) = disk_backend();
+    let (workshop, workshop_dir) = disk_backend();
+    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
+        prefix: VirtualPath::parse(prefix).expect("prefix"),
+        backend,
+        read_only: false,
+    };
+    let composite = CompositeBackend::new(
+        vec![
+            memory_mount("/"),
+            mount("/work", work),
+            mount("/workshop", workshop),
+        ],
+        || Arc::new(StateBackend::new()),
+    );
+    Some(Fixture {
+        backend: Arc::new(composite),
+        base: VirtualPath::parse("/work").expect("base"),
+        caps: EXPLICIT,
+        _guard: Some(Box::new((work_dir, workshop_dir))),
     })
 }

@@ -70,3 +70,5 @@ conformance!(sqlite);
 conformance!(postgres);
 conformance!(composite_stores);
 conformance!(composite_postgres);
+conformance!(filesystem);
+conformance!(composite_disk);

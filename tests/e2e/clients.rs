@@ -104,3 +104,70 @@ fn the_inspector_cli_lists_the_tools() {
         assert!(names.contains(&expected), "{names:?}");
     }
 }
+
+#[test]
+fn the_inspector_cli_calls_write_read_and_edit() {
+    let Some(cli) = inspector() else {
+        println!(
+            "skipped: the MCP Inspector CLI could not be installed (npm ci in tests/inspector)"
+        );
+        return;
+    };
+    // Each Inspector CLI call is a process (and so an MCP session) of its own: the file lives in
+    // a SQLite store mount so that the calls see each other's work.
+    let dir = tempfile::tempdir().unwrap();
+    let mount = format!(
+        "/=store:sqlite:{}",
+        dir.path().join("inspector.db").display()
+    );
+    let server = ["--mount", mount.as_str()];
+    let call = |tool: &str, args: &[&str]| {
+        let mut call = vec!["--method", "tools/call", "--tool-name", tool];
+        for arg in args {
+            call.push("--tool-arg");
+            call.push(arg);
+        }
+        inspect(&cli, &server, &call)
+    };
+
+    let written = call(
+        "write_file",
+        &["file_path=/notes/hello.md", "content=hello inspector"],
+    );
+    assert_eq!(written["isError"], false, "{written}");
+    assert_eq!(
+        written["content"][0]["text"],
+        "Created /notes/hello.md (1 line, 15 bytes)."
+    );
+
+    let read = call("read_file", &["file_path=/notes/hello.md"]);
+    assert_eq!(
+        read["content"][0]["text"], "     1\thello inspector",
+        "{read}"
+    );
+
+    // A new session has not read the file, so the edit is refused and nothing changes.
+    let edit = call(
+        "edit_file",
+        &[
+            "file_path=/notes/hello.md",
+            "old_string=hello",
+            "new_string=goodbye",
+        ],
+    );
+    assert_eq!(edit["isError"], true, "{edit}");
+    assert_eq!(
+        edit["content"][0]["text"],
+        "Error: File has not been read yet: /notes/hello.md. Read it with read_file first, then retry"
+    );
+    let again = call("read_file", &["file_path=/notes/hello.md"]);
+    assert_eq!(again["content"][0]["text"], "     1\thello inspector");
+
+    // Bad arguments reach the Inspector as a tool error naming the field and the rule.
+    let bad = call("read_file", &["file_path=/notes/hello.md", "limit=0"]);
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert_eq!(
+        bad["content"][0]["text"],
+        "Invalid arguments for read_file: /limit must be >= 1 (got 0)"
+    );
+}

@@ -121,7 +121,20 @@ impl McpServer {
 
     /// [`McpServer::start`] with extra environment variables.
     pub async fn start_with_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Self {
+        Self::start_in(None, args, env).await
+    }
+
+    /// [`McpServer::start_with_env`] in working directory `cwd` (where the default table's
+    /// `/` = `disk:.` points), or this process's own when `None`.
+    pub async fn start_in(
+        cwd: Option<&std::path::Path>,
+        args: &[String],
+        env: &[(&str, &std::path::Path)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mountfs"));
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
         command
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, *v)))

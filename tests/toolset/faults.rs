@@ -21,6 +21,7 @@ struct FaultyBackend {
     inner: StateBackend,
     fail_deletes: AtomicBool,
     fail_writes: AtomicBool,
+    panic_reads: AtomicBool,
     trap: String,
 }
 
@@ -46,6 +47,9 @@ impl Backend for FaultyBackend {
         self.inner.ls(dir).await
     }
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        if self.panic_reads.load(Ordering::SeqCst) && self.trapped(path) {
+            panic!("injected panic while reading {path}");
+        }
         self.inner.read(path).await
     }
     async fn write(
@@ -172,4 +176,36 @@ async fn a_patch_whose_second_write_fails_restores_the_first_file() {
     fx.ok("apply_patch", json!({"patch": patch})).await;
     assert_eq!(fx.text("/faulty/first.txt").await, "one\n");
     assert_eq!(fx.text("/faulty/second.txt").await, "two\n");
+}
+
+#[tokio::test]
+async fn a_panic_inside_a_tool_is_an_error_result_and_the_server_keeps_serving() {
+    let (fx, faulty) = faulty_world("boom");
+    fx.put("/faulty/boom.txt", b"x\n").await;
+    fx.put("/faulty/fine.txt", b"fine\n").await;
+    faulty.panic_reads.store(true, Ordering::SeqCst);
+    let answer = fx
+        .call(
+            "edit_file",
+            json!({"file_path": "/faulty/boom.txt", "old_string": "x", "new_string": "y"}),
+        )
+        .await;
+    assert!(answer.is_error);
+    assert_eq!(
+        answer.text,
+        "Error: internal error while running edit_file; nothing was changed by the failed step. Retry, or report this bug"
+    );
+    // The same session goes on serving, including the file whose call panicked (its lock and
+    // turn were released when the task ended).
+    fx.ok("read_file", json!({"file_path": "/faulty/fine.txt"}))
+        .await;
+    faulty.panic_reads.store(false, Ordering::SeqCst);
+    assert_eq!(fx.bytes("/faulty/boom.txt").await, Some(b"x\n".to_vec()));
+    fx.ok("read_file", json!({"file_path": "/faulty/boom.txt"}))
+        .await;
+    fx.ok(
+        "edit_file",
+        json!({"file_path": "/faulty/boom.txt", "old_string": "x", "new_string": "y"}),
+    )
+    .await;
 }

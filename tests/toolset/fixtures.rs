@@ -8,11 +8,15 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, CompositeBackend, Mount, StateBackend, WriteMode};
+use mountfs::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    StoreBackend, WriteMode,
+};
 use mountfs::path::VirtualPath;
 use mountfs::registry::Registry;
 use mountfs::server::MountfsServer;
 use mountfs::session::{Session, WriteOptions};
+use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
 use serde_json::Value;
 
 /// A session under test.
@@ -207,4 +211,85 @@ pub async fn composite() -> Option<Fixture> {
         "/scratch/work",
         "/deep/mnt/there",
     ))
+}
+
+/// A SQLite store in a fresh temporary file.
+async fn sqlite_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("toolset.db"))
+        .await
+        .unwrap();
+    let namespace = Namespace::new("default").unwrap();
+    (Arc::new(StoreBackend::new(Arc::new(store), namespace)), dir)
+}
+
+/// One SQLite store mount at `/`.
+pub async fn sqlite() -> Option<Fixture> {
+    let (backend, dir) = sqlite_backend().await;
+    let mut fixture = Fixture::over(vec![mount("/", backend, false)], "/work", "/elsewhere");
+    fixture._guard = Some(Box::new(dir));
+    Some(fixture)
+}
+
+/// Memory at `/`, SQLite at `/sq` (where cases work) and PostgreSQL at `/pg` (`other`, so moves
+/// cross from one engine to the other; memory there when PostgreSQL is not configured).
+pub async fn stores() -> Option<Fixture> {
+    let (sqlite, dir) = sqlite_backend().await;
+    let (postgres, guard): (Arc<dyn Backend>, Option<crate::support::PostgresNamespace>) =
+        match crate::support::postgres_url("toolset on PostgreSQL (memory stands in)") {
+            Some(url) => {
+                let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+                let guard = crate::support::PostgresNamespace::new(&url, "t-tool");
+                let namespace = Namespace::new(&guard.name).unwrap();
+                (Arc::new(StoreBackend::new(store, namespace)), Some(guard))
+            }
+            None => (Arc::new(StateBackend::new()), None),
+        };
+    let mut fixture = Fixture::over(
+        vec![
+            memory_mount("/"),
+            mount("/sq", sqlite, false),
+            mount("/pg", postgres, false),
+            mount("/ro", Arc::new(StateBackend::new()), true),
+        ],
+        "/sq/work",
+        "/pg/there",
+    );
+    fixture._guard = Some(Box::new((dir, guard)));
+    Some(fixture)
+}
+
+/// A disk backend over a fresh temporary directory.
+fn disk_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default()).unwrap();
+    (Arc::new(backend), dir)
+}
+
+/// One disk mount at `/`.
+pub async fn disk() -> Option<Fixture> {
+    let (backend, dir) = disk_backend();
+    let mut fixture = Fixture::over(vec![mount("/", backend, false)], "/work", "/elsewhere");
+    fixture._guard = Some(Box::new(dir));
+    Some(fixture)
+}
+
+/// Memory at `/`, disk at `/d` (where cases work), SQLite at `/sq` (`other`, so moves cross
+/// from disk to a store) and a read-only disk mount.
+pub async fn disk_mixed() -> Option<Fixture> {
+    let (disk, disk_dir) = disk_backend();
+    let (read_only, ro_dir) = disk_backend();
+    let (sqlite, sqlite_dir) = sqlite_backend().await;
+    let mut fixture = Fixture::over(
+        vec![
+            memory_mount("/"),
+            mount("/d", disk, false),
+            mount("/sq", sqlite, false),
+            mount("/ro", read_only, true),
+        ],
+        "/d/work",
+        "/sq/there",
+    );
+    fixture._guard = Some(Box::new((disk_dir, ro_dir, sqlite_dir)));
+    Some(fixture)
 }

@@ -10,6 +10,8 @@
 mod cases;
 mod faults;
 mod fixtures;
+#[path = "../support/mod.rs"]
+mod support;
 
 /// One `#[tokio::test]` per case for the fixture `$fixture`.
 macro_rules! cases {
@@ -69,3 +71,7 @@ macro_rules! toolset {
 
 toolset!(memory);
 toolset!(composite);
+toolset!(sqlite);
+toolset!(stores);
+toolset!(disk);
+toolset!(disk_mixed);

@@ -1,0 +1,386 @@
+//! `FilesystemBackend`: a real directory (`disk:DIR`) with no way out, streaming reads, atomic
+//! writes and ripgrep-speed search (CONTRACT §3 "disk", issue 3).
+//!
+//! # Containment
+//! The root is opened once as a `cap_std::fs::Dir`; every request is resolved beneath that
+//! handle (see [`resolve`]): `..`, absolute symlinks, symlinks climbing out, chains of them and
+//! symlinks swapped in between two calls are refused with [`Error::OutsideMount`] by the kernel
+//! (`openat2` + `RESOLVE_BENEATH`) at the moment of use. No string-prefix check exists to get
+//! wrong. Symlinks that stay inside the root work for reading, listing and writing (a write
+//! replaces the link's target, not the link); `glob` and `grep` do not follow symlinks while
+//! walking, as `rg` without `-L`. Listings hide what cannot be used through the mount: symlinks
+//! leading out or nowhere, FIFOs, sockets, devices, names that are not valid virtual paths
+//! (not UTF-8, or holding a backslash), `.git/` and our own temporary files. Reading a FIFO or
+//! device is refused instead of blocking; writing over one, or over a file with several hard
+//! links (another name of which may lie outside the root), is refused.
+//!
+//! # Writes
+//! Atomic and durable, keeping permission bits; serialised per directory with `flock` so a
+//! conditional write cannot lose to another mountfs writer (see [`write`]). A crash leaves the
+//! old or the new file; stray temporary files are swept at the next start.
+//!
+//! # Versions
+//! The content hash for files up to 8 MiB (the same versions as every other backend); above
+//! that, a hash of `(dev, inode, size, mtime_ns, ctime_ns)` so that reading a window of a
+//! gigabyte file stays cheap (see [`window`]). Any change by another program moves these
+//! stamps, except two in-place rewrites of a file over 8 MiB, keeping its size, within one
+//! file-system timestamp tick.
+//!
+//! # Search
+//! `ignore`'s parallel walk with `.gitignore`/`.ignore`/`.git/info/exclude` (off with the
+//! `,no-ignore` mount option), `grep-searcher` streaming each file (see [`walk`]).
+//!
+//! Creation times are not reported (`created: None`): every write replaces the inode, so the
+//! file system's birth time would be the last write's time, which would mislead.
+//!
+//! Unlike the memory backend, empty directories exist here (created by hand, or left by a
+//! delete of their last file); everything else behaves as the conformance suite requires.
+//! All blocking file-system work runs on tokio's blocking pool.
+
+mod resolve;
+mod walk;
+mod window;
+mod write;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use rustix::fs::FileType;
+
+use super::{
+    Backend, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery, GrepFile,
+    GrepQuery, LineWindow, Result, WriteMode, WriteOutcome,
+};
+use crate::path::VirtualPath;
+use resolve::{map_io, relative};
+pub use window::HASHED_SIZE_LIMIT;
+pub use write::TEMP_PREFIX;
+
+/// Mount options of a disk backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilesystemOptions {
+    /// Do not honour `.gitignore`, `.ignore` and `.git/info/exclude` in glob and grep.
+    pub no_ignore: bool,
+}
+
+/// A directory that cannot be mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory cannot be opened (missing, not a directory, no permission).
+    #[error("cannot open directory {dir}: {reason}")]
+    Open {
+        /// The directory as configured (operator input, so showing it is fine).
+        dir: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The disk backend (see the module doc).
+#[derive(Debug, Clone)]
+pub struct FilesystemBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: Dir,
+    /// Where walks start: `/proc/self/fd/N` of `root`, or its canonical host path where
+    /// `/proc` is missing.
+    pinned_root: PathBuf,
+    options: FilesystemOptions,
+    /// Where lines start in big files, learnt while reading windows.
+    line_index: window::LineIndex,
+}
+
+impl FilesystemBackend {
+    /// Opens `dir` as a mount root and starts removing stale temporary files in the
+    /// background (they are invisible meanwhile).
+    pub fn open(dir: &Path, options: FilesystemOptions) -> std::result::Result<Self, OpenError> {
+        let backend = Self::open_without_sweep(dir, options)?;
+        let sweeper = backend.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mountfs-sweep".into())
+            .spawn(move || {
+                let removed = sweeper.sweep_stale_temp_files();
+                if removed > 0 {
+                    tracing::info!(removed, "removed temporary files left by a killed writer");
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "could not start the temporary-file sweep");
+        }
+        Ok(backend)
+    }
+
+    /// Opens `dir` without sweeping (tests that watch the sweep call it themselves).
+    pub fn open_without_sweep(
+        dir: &Path,
+        options: FilesystemOptions,
+    ) -> std::result::Result<Self, OpenError> {
+        let fail = |reason: String| OpenError::Open {
+            dir: dir.display().to_string(),
+            reason,
+        };
+        let root = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+            .map_err(|e| fail(e.to_string()))?;
+        let pinned_root = match walk::pinned_path(&root) {
+            Some(path) => path,
+            None => std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                pinned_root,
+                options,
+                line_index: window::LineIndex::default(),
+            }),
+        })
+    }
+
+    /// Removes temporary files left by writers that are gone; returns how many.
+    pub fn sweep_stale_temp_files(&self) -> usize {
+        write::sweep_stale_temp_files(&self.inner.root, &self.inner.pinned_root)
+    }
+
+    /// Runs blocking file-system work on tokio's blocking pool.
+    async fn blocking<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || work(&inner))
+            .await
+            .unwrap_or_else(|error| {
+                Err(Error::Io {
+                    path: VirtualPath::root(),
+                    message: format!("a disk task failed: {error}"),
+                })
+            })
+    }
+}
+
+impl Inner {
+    fn walk_context(&self) -> walk::WalkContext<'_> {
+        walk::WalkContext {
+            root: &self.root,
+            pinned_root: &self.pinned_root,
+            use_ignore_files: !self.options.no_ignore,
+        }
+    }
+
+    /// Opens a regular file for reading beneath the root. Non-blocking, so a FIFO cannot hang
+    /// the open; anything but a regular file is refused after it.
+    fn open_regular(&self, path: &VirtualPath) -> Result<(std::fs::File, rustix::fs::Stat)> {
+        if path.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        let file = self
+            .root
+            .open_with(relative(path), &options)
+            .map_err(|e| map_io(e, path))?
+            .into_std();
+        let stat = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => Ok((file, stat)),
+            FileType::Directory => Err(Error::IsADirectory { path: path.clone() }),
+            other => Err(Error::Unsupported {
+                path: path.clone(),
+                reason: format!(
+                    "it is a {}, not a regular file; reading it could block or never end, so mountfs refuses",
+                    describe_type(other)
+                ),
+            }),
+        }
+    }
+
+    fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        if path.is_root() {
+            return Ok(Some(Entry::directory(path.clone())));
+        }
+        match self.root.metadata(relative(path)) {
+            Ok(meta) => Ok(Some(entry_of(path.clone(), &meta))),
+            Err(error) => match map_io(error, path) {
+                Error::NotFound { .. } | Error::NotADirectory { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
+    fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        let rel = relative(dir);
+        let listing = self.root.read_dir(&rel).map_err(|e| map_io(e, dir))?;
+        let mut entries = Vec::new();
+        for item in listing {
+            let item = item.map_err(|e| map_io(e, dir))?;
+            let name = item.file_name();
+            if name == ".git" || write::is_temp_name(&name) {
+                continue;
+            }
+            let Some(path) = name.to_str().and_then(|n| dir.join(n).ok()) else {
+                continue;
+            };
+            let Ok(file_type) = item.file_type() else {
+                continue;
+            };
+            let meta = if file_type.is_symlink() {
+                // Shown as what it leads to, when that is inside the root.
+                self.root.metadata(rel.join(&name))
+            } else {
+                item.metadata()
+            };
+            let Ok(meta) = meta else { continue };
+            if meta.is_dir() || meta.is_file() {
+                entries.push(entry_of(path, &meta));
+            }
+        }
+        Ok(entries)
+    }
+
+    fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        let (mut file, stat) = self.open_regular(path)?;
+        let meta = file.metadata().map_err(|e| map_io(e, path))?;
+        let mut content = Vec::with_capacity(usize::try_from(window::size_of(&stat)).unwrap_or(0));
+        file.read_to_end(&mut content)
+            .map_err(|e| map_io(e, path))?;
+        Ok(FileBytes {
+            version: window::version_of(&content, &stat),
+            content,
+            created: None,
+            modified: meta.modified().ok(),
+        })
+    }
+
+    fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        let (file, stat) = self.open_regular(path)?;
+        window::view(file, &stat, window, &self.line_index).map_err(|e| map_io(e, path))
+    }
+}
+
+fn describe_type(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::Fifo => "FIFO (named pipe)",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Symlink => "symbolic link",
+        FileType::Directory => "directory",
+        FileType::RegularFile => "regular file",
+        FileType::Unknown => "special file",
+    }
+}
+
+fn entry_of(path: VirtualPath, meta: &cap_std::fs::Metadata) -> Entry {
+    let modified = meta
+        .modified()
+        .ok()
+        .map(cap_std::time::SystemTime::into_std);
+    if meta.is_dir() {
+        Entry {
+            path,
+            kind: EntryKind::Directory,
+            size: 0,
+            modified,
+            created: None,
+        }
+    } else {
+        Entry {
+            path,
+            kind: EntryKind::File,
+            size: meta.len(),
+            modified,
+            created: None,
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for FilesystemBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        let path = path.clone();
+        self.blocking(move |inner| inner.stat(&path)).await
+    }
+
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        let dir = dir.clone();
+        self.blocking(move |inner| inner.ls(&dir)).await
+    }
+
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        let path = path.clone();
+        self.blocking(move |inner| inner.read(&path)).await
+    }
+
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        let path = path.clone();
+        self.blocking(move |inner| inner.read_window(&path, window))
+            .await
+    }
+
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        let path = path.clone();
+        let content = content.to_vec();
+        self.blocking(move |inner| write::write(&inner.root, &path, &content, mode))
+            .await
+    }
+
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        let path = path.clone();
+        let options = options.clone();
+        self.blocking(move |inner| write::delete(&inner.root, &path, &options))
+            .await
+    }
+
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        use cap_std::fs::MetadataExt;
+        let (a, b) = (a.clone(), b.clone());
+        self.blocking(move |inner| {
+            let id = |p: &VirtualPath| match inner.root.metadata(relative(p)) {
+                Ok(meta) => Ok(Some((meta.dev(), meta.ino()))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(map_io(e, p)),
+            };
+            Ok(matches!((id(&a)?, id(&b)?), (Some(x), Some(y)) if x == y))
+        })
+        .await
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        if path.is_root() {
+            return Ok(false);
+        }
+        let path = path.clone();
+        self.blocking(move |inner| {
+            Ok(inner
+                .root
+                .symlink_metadata(relative(&path))
+                .is_ok_and(|m| m.file_type().is_symlink()))
+        })
+        .await
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let query = query.clone();
+        self.blocking(move |inner| walk::glob(&inner.walk_context(), &query))
+            .await
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let query = query.clone();
+        self.blocking(move |inner| walk::grep(&inner.walk_context(), &query))
+            .await
+    }
+}

@@ -1,0 +1,403 @@
+//! Changing disk files: atomic, mode-keeping writes under a lock, deletes, and the sweep of
+//! temporary files a killed writer left behind.
+//!
+//! A write goes: canonicalise the path (symlinks inside the root are followed to their target;
+//! one leading out is refused before anything is created) → create the parent directories →
+//! open the parent directory and take an exclusive `flock` on it → check the current file
+//! (regular, single link, and for a conditional write its version) → write a temporary file
+//! named [`TEMP_PREFIX`]`<pid>-<n>` in the same directory with the old file's permission bits
+//! and, where allowed, its owner (new files: 0644 less the umask) → `fsync` it → `rename` it over the target
+//! (`RENAME_NOREPLACE` when the file must not exist) → `fsync` the directory → unlock.
+//!
+//! A reader therefore sees the old or the new content, never a mix; a crash at any moment leaves
+//! the old or the new file plus, at worst, a temporary file that no listing shows and that the
+//! next start removes ([`sweep_stale_temp_files`]).
+//!
+//! The lock is taken on the directory's own open file description, so it orders writers in
+//! this process (each write opens the directory anew) and in other mountfs processes alike.
+//! Programs that do not take it (an editor) can still change the file between our check and
+//! our rename — no user-space file system can prevent that without mandatory locks; the window
+//! is the few microseconds between the two system calls.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::{Dir, OpenOptionsExt};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
+
+use super::resolve::{self, Canonical, canonicalize, map_io};
+use super::window::{self, HASHED_SIZE_LIMIT};
+use crate::backend::{DeleteOptions, Error, Result, Version, WriteMode, WriteOutcome};
+use crate::path::VirtualPath;
+
+/// Names of temporary files start with this; listings never show them and the sweep at start
+/// removes those whose writer is gone.
+pub const TEMP_PREFIX: &str = ".mountfs-tmp-";
+
+/// Permission bits of a new file, before the umask (CONTRACT: 0644 minus umask).
+const NEW_FILE_MODE: u32 = 0o644;
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a directory entry is one of our temporary files.
+pub(crate) fn is_temp_name(name: &OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
+}
+
+fn temp_name() -> OsString {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    OsString::from(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
+}
+
+/// The writer process a temporary file names, when it parses.
+fn temp_owner(name: &OsStr) -> Option<u32> {
+    let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
+    let (pid, counter) = rest.split_once('-')?;
+    counter.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// An exclusive `flock` on a directory, released on drop (by closing the descriptor).
+struct DirLock {
+    dir: Dir,
+}
+
+impl DirLock {
+    /// Opens `parent` beneath the root (a readable descriptor: cap-std's own directory handles
+    /// are `O_PATH`, which can be neither locked nor synced) and locks it.
+    fn take(root: &Dir, parent: &std::path::Path) -> io::Result<Self> {
+        let mut options = cap_std::fs::OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags((OFlags::DIRECTORY | OFlags::CLOEXEC).bits() as i32);
+        let dir = Dir::from_std_file(root.open_with(parent, &options)?.into_std());
+        rustix::fs::flock(&dir, FlockOperation::LockExclusive)?;
+        Ok(Self { dir })
+    }
+}
+
+/// Refuses changes inside a `.git` directory (after symlinks are resolved): git runs its hooks
+/// and the commands its config names outside the mount, so writing there would let an agent
+/// run code beyond the sandbox the next time the user runs git. (`.git/` is never listed or
+/// searched either, CONTRACT §3.)
+fn refuse_inside_git(canonical: &Canonical, path: &VirtualPath) -> Result<()> {
+    if canonical.has_component(".git") {
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: "it is inside .git/, which mountfs does not change (git runs hooks and config from there outside the mount); use git itself".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes `content` to `path` under `mode` (see the module doc).
+pub(super) fn write(
+    root: &Dir,
+    path: &VirtualPath,
+    content: &[u8],
+    mode: WriteMode,
+) -> Result<WriteOutcome> {
+    let io = |e: io::Error| map_io(e, path);
+    let canonical = canonicalize(root, path, true)?;
+    refuse_inside_git(&canonical, path)?;
+    let Some((parent, name)) = canonical.split_last() else {
+        return Err(Error::IsADirectory { path: path.clone() });
+    };
+    if is_temp_name(&name) {
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: format!(
+                "names starting with {TEMP_PREFIX} are reserved for mountfs's own temporary files; choose another name"
+            ),
+        });
+    }
+    if let Err(error) = root.create_dir_all(&parent) {
+        return Err(
+            match error
+                .raw_os_error()
+                .map(rustix::io::Errno::from_raw_os_error)
+            {
+                Some(rustix::io::Errno::EXIST | rustix::io::Errno::NOTDIR) => {
+                    Error::NotADirectory {
+                        path: first_file_ancestor(root, path).unwrap_or_else(|| path.clone()),
+                    }
+                }
+                _ => io(error),
+            },
+        );
+    }
+    let lock = DirLock::take(root, &parent).map_err(io)?;
+    let dir = &lock.dir;
+    let existing = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => Some(stat),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(errno) => return Err(io(errno.into())),
+    };
+    let kept = match &existing {
+        Some(stat) => {
+            check_replaceable(stat, path)?;
+            let current = current_version(dir, &name, path)?;
+            match &mode {
+                WriteMode::CreateOnly => return Err(Error::AlreadyExists { path: path.clone() }),
+                WriteMode::IfVersion(expected) if *expected != current => {
+                    return Err(Error::VersionMismatch { path: path.clone() });
+                }
+                _ => {}
+            }
+            Some(Kept {
+                mode: stat.st_mode & 0o7777,
+                uid: stat.st_uid,
+                gid: stat.st_gid,
+            })
+        }
+        None if matches!(mode, WriteMode::IfVersion(_)) => {
+            return Err(Error::VersionMismatch { path: path.clone() });
+        }
+        None => None,
+    };
+    let temp = temp_name();
+    let result = write_temp_and_rename(dir, &temp, &name, content, kept);
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+    }
+    let stat = result.map_err(|e| match e.raw_os_error() {
+        // RENAME_NOREPLACE lost a race with another creator.
+        Some(code) if code == rustix::io::Errno::EXIST.raw_os_error() => {
+            Error::AlreadyExists { path: path.clone() }
+        }
+        _ => io(e),
+    })?;
+    let version = if content.len() as u64 <= HASHED_SIZE_LIMIT {
+        Version::of_content(content)
+    } else {
+        window::identity_version(&stat)
+    };
+    drop(lock);
+    Ok(WriteOutcome {
+        version,
+        created: existing.is_none(),
+    })
+}
+
+/// What a replacement keeps of the file it replaces.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    /// Permission bits (with setuid/setgid/sticky).
+    mode: u32,
+    /// Owner.
+    uid: u32,
+    /// Group.
+    gid: u32,
+}
+
+/// Refuses to replace anything but a plain, singly linked regular file.
+fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
+    let unsupported = |reason: &str| Error::Unsupported {
+        path: path.clone(),
+        reason: reason.to_owned(),
+    };
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(Error::IsADirectory { path: path.clone() }),
+        FileType::Symlink => {
+            return Err(unsupported(
+                "it was replaced by a symbolic link while being written; read it again and retry",
+            ));
+        }
+        _ => {
+            return Err(unsupported(
+                "it is a FIFO, socket or device, not a regular file; mountfs only writes regular files",
+            ));
+        }
+    }
+    if stat.st_mode & 0o222 == 0 {
+        return Err(unsupported(
+            "it is read-only (no write permission bit); mountfs does not replace read-only files. Ask the user to make it writable",
+        ));
+    }
+    if stat.st_nlink > 1 {
+        return Err(unsupported(&format!(
+            "it has {} hard links; replacing it would split them (and another name may lie outside this mount), so mountfs refuses to write it",
+            stat.st_nlink
+        )));
+    }
+    Ok(())
+}
+
+/// The version of `name` in `dir` now (the caller holds the directory lock).
+fn current_version(dir: &Dir, name: &OsStr, path: &VirtualPath) -> Result<Version> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| map_io(e.into(), path))?;
+    let mut file = std::fs::File::from(fd);
+    let stat = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
+    window::current_version(&mut file, &stat).map_err(|e| map_io(e, path))
+}
+
+/// Writes the temporary file, makes it durable and renames it over `name`; returns the new
+/// file's `fstat` (taken after the rename, which changes its ctime).
+fn write_temp_and_rename(
+    dir: &Dir,
+    temp: &OsStr,
+    name: &OsStr,
+    content: &[u8],
+    kept: Option<Kept>,
+) -> io::Result<Stat> {
+    let fd = rustix::fs::openat(
+        dir,
+        temp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(kept.map_or(NEW_FILE_MODE, |k| k.mode)),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    if let Some(kept) = kept {
+        let own = rustix::fs::fstat(&file)?;
+        if (own.st_uid, own.st_gid) != (kept.uid, kept.gid) {
+            // Keep the owner where we may (root, or a group we belong to); otherwise the new
+            // file is ours, as with any editor that saves by rename.
+            let _ = rustix::fs::fchown(
+                &file,
+                Some(rustix::fs::Uid::from_raw(kept.uid)),
+                Some(rustix::fs::Gid::from_raw(kept.gid)),
+            );
+        }
+        // The umask trimmed the mode given to open, and chown clears setuid: set it last.
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(kept.mode))?;
+    }
+    file.write_all(content)?;
+    file.sync_all()?;
+    let flags = if kept.is_none() {
+        RenameFlags::NOREPLACE
+    } else {
+        RenameFlags::empty()
+    };
+    match rustix::fs::renameat_with(dir, temp, dir, name, flags) {
+        Ok(()) => {}
+        // File systems without RENAME_NOREPLACE: the directory lock still orders our writers.
+        Err(rustix::io::Errno::INVAL) if !flags.is_empty() => {
+            rustix::fs::renameat(dir, temp, dir, name)?;
+        }
+        Err(errno) => return Err(errno.into()),
+    }
+    rustix::fs::fsync(dir.as_fd())?;
+    Ok(rustix::fs::fstat(&file)?)
+}
+
+/// The first ancestor of `path` that exists as a file (the cause of a `NotADirectory`).
+fn first_file_ancestor(root: &Dir, path: &VirtualPath) -> Option<VirtualPath> {
+    let mut ancestors = Vec::new();
+    let mut current = path.parent();
+    while let Some(dir) = current {
+        current = dir.parent();
+        ancestors.push(dir);
+    }
+    ancestors.into_iter().rev().find(|dir| {
+        !dir.is_root()
+            && root
+                .metadata(resolve::relative(dir))
+                .is_ok_and(|m| m.is_file())
+    })
+}
+
+/// Deletes a file (or symlink), or a directory (recursively when asked).
+pub(super) fn delete(root: &Dir, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+    let io = |e: io::Error| map_io(e, path);
+    let canonical = canonicalize(root, path, false)?;
+    refuse_inside_git(&canonical, path)?;
+    let Some((parent, name)) = canonical.split_last() else {
+        return Err(Error::MountRoot { path: path.clone() });
+    };
+    let lock = DirLock::take(root, &parent).map_err(io)?;
+    let dir = &lock.dir;
+    let stat =
+        rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| io(e.into()))?;
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Directory => {
+            if options.recursive {
+                dir.remove_dir_all(&name).map_err(io)
+            } else {
+                dir.remove_dir(&name).map_err(io)
+            }
+        }
+        file_type => {
+            if let Some(expected) = &options.if_version
+                && (file_type != FileType::RegularFile
+                    || current_version(dir, &name, path)? != *expected)
+            {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            dir.remove_file(&name).map_err(io)
+        }
+    }
+}
+
+/// Removes temporary files left by writers that are no longer running (a crash or a kill):
+/// walks the whole root, hidden and ignored directories included, without following symlinks.
+/// Returns how many were removed.
+pub(super) fn sweep_stale_temp_files(root: &Dir, walk_root: &std::path::Path) -> usize {
+    let own = std::process::id();
+    let removed = AtomicU64::new(0);
+    let mut builder = ignore::WalkBuilder::new(walk_root);
+    builder
+        .standard_filters(false)
+        .follow_links(false)
+        .threads(super::walk::walker_threads());
+    builder.build_parallel().run(|| {
+        Box::new(|entry| {
+            let Ok(entry) = entry else {
+                return ignore::WalkState::Continue;
+            };
+            let name = entry.file_name();
+            if !is_temp_name(name) || entry.file_type().is_some_and(|t| t.is_dir()) {
+                return ignore::WalkState::Continue;
+            }
+            // Only names of exactly our own form, from a writer that is gone, are ours to remove.
+            let Some(pid) = temp_owner(name) else {
+                return ignore::WalkState::Continue;
+            };
+            if pid == own || process_alive(pid) {
+                return ignore::WalkState::Continue;
+            }
+            if let Ok(relative) = entry.path().strip_prefix(walk_root)
+                && root.remove_file(relative).is_ok()
+            {
+                removed.fetch_add(1, Ordering::Relaxed);
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    usize::try_from(removed.into_inner()).unwrap_or(usize::MAX)
+}
+
+/// Whether a process with this id exists (signal 0 probes without sending anything).
+fn process_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_carry_the_writer_pid() {
+        let name = temp_name();
+        assert!(is_temp_name(&name));
+        assert_eq!(temp_owner(&name), Some(std::process::id()));
+        assert!(!is_temp_name(OsStr::new("notes.md")));
+    }
+}

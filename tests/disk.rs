@@ -1,0 +1,518 @@
+//! What the disk backend does beyond the shared conformance suite, through the tools: ignore
+//! files and `,no-ignore`, `.git/`, permission bits, faithful line endings and BOMs,
+//! `--ensure-final-newline`, staleness after another program's change (small and big files),
+//! directories, images, invalid UTF-8, empty directories, conditional writes racing, and
+//! search answers equal to the memory backend's for the same tree. The default mount table is
+//! checked through the real binary.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use mountfs::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend, WriteMode,
+};
+use mountfs::path::VirtualPath;
+use mountfs::session::{Session, WriteOptions};
+use serde_json::{Value, json};
+
+fn p(s: &str) -> VirtualPath {
+    VirtualPath::parse(s).unwrap()
+}
+
+/// A session whose `/` is `backend`.
+fn session_over(backend: Arc<dyn Backend>, options: WriteOptions) -> Session {
+    let composite = CompositeBackend::new(
+        vec![Mount {
+            prefix: VirtualPath::root(),
+            backend,
+            read_only: false,
+        }],
+        || Arc::new(StateBackend::new()),
+    );
+    Session::new(Arc::new(composite), options)
+}
+
+struct Disk {
+    dir: tempfile::TempDir,
+    backend: Arc<FilesystemBackend>,
+    session: Session,
+}
+
+impl Disk {
+    fn new() -> Self {
+        Self::with(FilesystemOptions::default(), WriteOptions::default())
+    }
+
+    fn with(options: FilesystemOptions, write: WriteOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(FilesystemBackend::open(dir.path(), options).unwrap());
+        let session = session_over(backend.clone(), write);
+        Self {
+            dir,
+            backend,
+            session,
+        }
+    }
+
+    fn put(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let path = self.dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    fn bytes(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.dir.path().join(rel)).unwrap()
+    }
+
+    async fn ok(&self, tool: &str, args: Value) -> String {
+        match mountfs::tools::call(tool, args.clone(), &self.session).await {
+            Ok(reply) => reply.text,
+            Err(e) => panic!("{tool}({args}) failed: {e}"),
+        }
+    }
+
+    async fn err(&self, tool: &str, args: Value) -> String {
+        match mountfs::tools::call(tool, args.clone(), &self.session).await {
+            Ok(reply) => panic!("{tool}({args}) should fail, said: {}", reply.text),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gitignore_is_honoured_by_glob_and_grep_but_not_by_ls() {
+    let d = Disk::new();
+    d.put(".gitignore", "ignored/\n*.log\n");
+    d.put("ignored/a.rs", "needle\n");
+    d.put("x.log", "needle\n");
+    d.put("src/a.rs", "needle\n");
+    d.put("src/deep/y.log", "needle\n");
+    let glob = d.ok("glob", json!({"pattern": "**"})).await;
+    assert!(
+        glob.contains("/src/a.rs") && glob.contains("/.gitignore"),
+        "{glob}"
+    );
+    assert!(
+        !glob.contains("ignored/a.rs") && !glob.contains(".log"),
+        "{glob}"
+    );
+    let grep = d.ok("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(grep, "/src/a.rs");
+    // A subdirectory search still obeys the root's ignore file.
+    let grep = d
+        .ok("grep", json!({"pattern": "needle", "path": "/src"}))
+        .await;
+    assert_eq!(grep, "/src/a.rs");
+    // Naming an ignored directory or file searches it, as rg does.
+    let grep = d
+        .ok("grep", json!({"pattern": "needle", "path": "/ignored"}))
+        .await;
+    assert_eq!(grep, "/ignored/a.rs");
+    let grep = d
+        .ok("grep", json!({"pattern": "needle", "path": "/x.log"}))
+        .await;
+    assert_eq!(grep, "/x.log");
+    let ls = d.ok("ls", json!({"path": "/"})).await;
+    assert!(ls.contains("/ignored/") && ls.contains("/x.log"), "{ls}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_ignore_mount_option_searches_ignored_files() {
+    let d = Disk::with(
+        FilesystemOptions { no_ignore: true },
+        WriteOptions::default(),
+    );
+    d.put(".gitignore", "ignored/\n*.log\n");
+    d.put("ignored/a.rs", "needle\n");
+    d.put("x.log", "needle\n");
+    let grep = d.ok("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(grep, "/ignored/a.rs\n/x.log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_directory_is_never_listed_or_searched() {
+    for no_ignore in [false, true] {
+        let d = Disk::with(FilesystemOptions { no_ignore }, WriteOptions::default());
+        d.put(".git/config", "needle\n");
+        d.put("sub/.git/HEAD", "needle\n");
+        d.put("a.txt", "needle\n");
+        assert!(!d.ok("ls", json!({"path": "/"})).await.contains(".git"));
+        assert!(!d.ok("ls", json!({"path": "/sub"})).await.contains(".git"));
+        assert_eq!(d.ok("glob", json!({"pattern": "**"})).await, "/a.txt");
+        assert_eq!(d.ok("grep", json!({"pattern": "needle"})).await, "/a.txt");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_the_permission_bits() {
+    let d = Disk::new();
+    d.put("run.sh", "#!/bin/sh\necho one\n");
+    let host = d.dir.path().join("run.sh");
+    std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o750)).unwrap();
+    d.ok("read_file", json!({"file_path": "/run.sh"})).await;
+    d.ok(
+        "edit_file",
+        json!({"file_path": "/run.sh", "old_string": "one", "new_string": "two"}),
+    )
+    .await;
+    let mode = std::fs::metadata(&host).unwrap().permissions().mode();
+    assert_eq!(mode & 0o7777, 0o750);
+    assert_eq!(d.bytes("run.sh"), b"#!/bin/sh\necho two\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_the_owner_where_allowed() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Disk::new();
+    d.put("owned.txt", "one\n");
+    let host = d.dir.path().join("owned.txt");
+    // Only root may give a file away; elsewhere the owner is already ours and stays so.
+    let _ = std::os::unix::fs::chown(&host, Some(4321), Some(4321));
+    let before = std::fs::metadata(&host).unwrap();
+    d.ok("read_file", json!({"file_path": "/owned.txt"})).await;
+    d.ok(
+        "edit_file",
+        json!({"file_path": "/owned.txt", "old_string": "one", "new_string": "two"}),
+    )
+    .await;
+    let after = std::fs::metadata(&host).unwrap();
+    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crlf_bom_and_missing_final_newline_survive_edits_on_disk() {
+    let d = Disk::new();
+    d.put("win.txt", "\u{feff}one\r\ntwo\r\nthree");
+    let read = d.ok("read_file", json!({"file_path": "/win.txt"})).await;
+    assert_eq!(read, "     1\tone\n     2\ttwo\n     3\tthree");
+    d.ok(
+        "edit_file",
+        json!({"file_path": "/win.txt", "old_string": "two\nthree", "new_string": "2\n3"}),
+    )
+    .await;
+    assert_eq!(d.bytes("win.txt"), "\u{feff}one\r\n2\r\n3".as_bytes());
+    d.ok(
+        "write_file",
+        json!({"file_path": "/win.txt", "content": "a\nb\n"}),
+    )
+    .await;
+    assert_eq!(d.bytes("win.txt"), "\u{feff}a\r\nb\r\n".as_bytes());
+    d.ok(
+        "write_file",
+        json!({"file_path": "/new.txt", "content": "x\ny"}),
+    )
+    .await;
+    assert_eq!(
+        d.bytes("new.txt"),
+        b"x\ny",
+        "new files are LF, written as given"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_final_newline_applies_on_disk() {
+    let d = Disk::with(
+        FilesystemOptions::default(),
+        WriteOptions {
+            ensure_final_newline: true,
+        },
+    );
+    d.ok("write_file", json!({"file_path": "/a.txt", "content": "x"}))
+        .await;
+    assert_eq!(d.bytes("a.txt"), b"x\n");
+    d.put("crlf.txt", "a\r\nb");
+    d.ok("read_file", json!({"file_path": "/crlf.txt"})).await;
+    d.ok(
+        "write_file",
+        json!({"file_path": "/crlf.txt", "content": "a\nc"}),
+    )
+    .await;
+    assert_eq!(d.bytes("crlf.txt"), b"a\r\nc\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_programs_change_makes_the_next_edit_stale() {
+    let d = Disk::new();
+    d.put("a.txt", "one\n");
+    d.ok("read_file", json!({"file_path": "/a.txt"})).await;
+    d.put("a.txt", "one, changed by an editor\n");
+    let err = d
+        .err(
+            "edit_file",
+            json!({"file_path": "/a.txt", "old_string": "one", "new_string": "two"}),
+        )
+        .await;
+    assert!(
+        err.starts_with("Error: File has been modified since it was read"),
+        "{err}"
+    );
+    assert_eq!(d.bytes("a.txt"), b"one, changed by an editor\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_place_change_to_a_big_file_is_detected() {
+    use std::os::unix::fs::FileExt;
+    let d = Disk::new();
+    let line = "0123456789 abcdefghij 0123456789 abcdefghij 0123456789\n";
+    let big = line.repeat((mountfs::backend::filesystem::HASHED_SIZE_LIMIT as usize) / 50);
+    d.put("big.log", &big);
+    let text = d
+        .ok(
+            "read_file",
+            json!({"file_path": "/big.log", "offset": 100_000, "limit": 2}),
+        )
+        .await;
+    assert!(text.starts_with("100001\t0123456789"), "{text}");
+    // Same inode, same size, new bytes: only the change stamps tell.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.dir.path().join("big.log"))
+        .unwrap();
+    file.write_all_at(b"X", 5).unwrap();
+    drop(file);
+    let err = d
+        .err(
+            "edit_file",
+            json!({"file_path": "/big.log", "old_string": "X", "new_string": "Y"}),
+        )
+        .await;
+    assert!(err.contains("modified since it was read"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_images_and_invalid_utf8_read_as_the_contract_says() {
+    let d = Disk::new();
+    d.put("dir/a.txt", "a\n");
+    std::fs::create_dir(d.dir.path().join("dir/empty")).unwrap();
+    let listing = d.ok("read_file", json!({"file_path": "/dir"})).await;
+    assert!(listing.contains("/dir/a.txt (2 bytes)"), "{listing}");
+    assert!(
+        listing.contains("/dir/empty/"),
+        "empty directories exist on disk: {listing}"
+    );
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    d.put("pic.png", &png);
+    let reply = mountfs::tools::call("read_file", json!({"file_path": "/pic.png"}), &d.session)
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.image.as_ref().map(|(_, mime)| mime.as_str()),
+        Some("image/png")
+    );
+    d.put("latin1.txt", b"caf\xe9\n");
+    let text = d.ok("read_file", json!({"file_path": "/latin1.txt"})).await;
+    assert!(text.starts_with("     1\tcaf\u{fffd}"), "{text}");
+    assert!(text.contains("not valid UTF-8"), "{text}");
+    d.put("blob.bin", b"\0\x01\x02binary");
+    let text = d.ok("read_file", json!({"file_path": "/blob.bin"})).await;
+    assert!(text.contains("binary file"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conditional_writes_racing_on_one_version_have_one_winner() {
+    let d = Disk::new();
+    let path = p("/race.txt");
+    let base = d
+        .backend
+        .write(&path, b"base", WriteMode::CreateOnly)
+        .await
+        .unwrap()
+        .version;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let backend = d.backend.clone();
+        let (path, base) = (path.clone(), base.clone());
+        tasks.push(tokio::spawn(async move {
+            backend
+                .write(
+                    &path,
+                    format!("writer {i}").as_bytes(),
+                    WriteMode::IfVersion(base),
+                )
+                .await
+                .is_ok()
+        }));
+    }
+    let mut winners = 0;
+    for task in tasks {
+        winners += usize::from(task.await.unwrap());
+    }
+    assert_eq!(winners, 1);
+}
+
+/// Builds one tree on a backend: nested dirs, hidden files, CRLF, BOM, binary, a NUL after the
+/// sniffed head, invalid UTF-8, an empty file, no final newline, close matches for context.
+async fn build_tree(backend: &dyn Backend) {
+    // 9,000 bytes of text, then a NUL: past the 8 KiB sniff, so still a text file.
+    let mut late_nul = "text line with needle\n".repeat(400).into_bytes();
+    late_nul.extend_from_slice(b"\0 needle after the head\n");
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("/a.rs", b"fn main() {\n    needle();\n}\n".to_vec()),
+        (
+            "/src/lib.rs",
+            b"// Needle\nneedle\nx\nneedle\ny\nz\nw\nneedle".to_vec(),
+        ),
+        ("/src/deep/er/mod.rs", b"nothing here\n".to_vec()),
+        (
+            "/src/deep/notes.md",
+            b"a needle in md\n\n\ntrailing   \n".to_vec(),
+        ),
+        ("/.hidden/secret.txt", b"hidden needle\n".to_vec()),
+        ("/.env", b"NEEDLE=1\n".to_vec()),
+        ("/win.txt", b"needle\r\nline\r\nneedle end\r\n".to_vec()),
+        (
+            "/bom.txt",
+            "\u{feff}needle first\nsecond\n".as_bytes().to_vec(),
+        ),
+        ("/bin.dat", b"\0\0needle\0".to_vec()),
+        ("/late_nul.txt", late_nul),
+        ("/latin1.txt", b"caf\xe9 needle\n".to_vec()),
+        ("/empty.txt", Vec::new()),
+        ("/regex.txt", b"a.b(c)\n[x]\n$dollar\n".to_vec()),
+    ];
+    for (path, content) in files {
+        backend
+            .write(&p(path), &content, WriteMode::CreateOnly)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_answers_equal_the_memory_backends() {
+    let d = Disk::new();
+    build_tree(&*d.backend).await;
+    let memory = Arc::new(StateBackend::new());
+    build_tree(&*memory).await;
+    let memory_session = session_over(memory, WriteOptions::default());
+    let greps = [
+        json!({"pattern": "needle"}),
+        json!({"pattern": "needle", "output_mode": "count"}),
+        json!({"pattern": "needle", "output_mode": "content"}),
+        json!({"pattern": "needle", "output_mode": "content", "context": 2}),
+        json!({"pattern": "needle", "case_insensitive": true, "output_mode": "content"}),
+        json!({"pattern": "a.b(c)", "literal": true, "output_mode": "content"}),
+        json!({"pattern": "^$", "output_mode": "count"}),
+        json!({"pattern": "\\s+$", "output_mode": "content"}),
+        json!({"pattern": "end$", "output_mode": "content"}),
+        json!({"pattern": "needle\\nline"}),
+        json!({"pattern": "[^a-z ]needle", "output_mode": "content"}),
+        json!({"pattern": "needle", "glob": "*.rs", "output_mode": "count"}),
+        json!({"pattern": "needle", "glob": "src/**/*.{rs,md}"}),
+        json!({"pattern": "needle", "path": "/src", "glob": "deep/*"}),
+        json!({"pattern": "needle", "path": "/src/lib.rs", "output_mode": "content"}),
+        json!({"pattern": "needle", "output_mode": "content", "head_limit": 3, "offset": 2}),
+        json!({"pattern": "caf. needle", "output_mode": "content"}),
+        json!({"pattern": "^needle first", "output_mode": "content"}),
+    ];
+    for args in greps {
+        let disk = d.ok("grep", args.clone()).await;
+        let mem = mountfs::tools::call("grep", args.clone(), &memory_session)
+            .await
+            .unwrap()
+            .text;
+        if disk != mem {
+            let first = disk
+                .lines()
+                .zip(mem.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(disk.lines().count().min(mem.lines().count()));
+            let show = |t: &str| {
+                t.lines()
+                    .skip(first.saturating_sub(2))
+                    .take(5)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            panic!(
+                "grep {args}: first difference at line {first}\ndisk:\n{}\nmemory:\n{}",
+                show(&disk),
+                show(&mem)
+            );
+        }
+    }
+    for (pattern, path) in [
+        ("*.rs", "/"),
+        ("**", "/"),
+        ("src/*.rs", "/"),
+        ("**/*.{rs,md}", "/"),
+        ("deep/**", "/src"),
+        (".*", "/"),
+        ("*.txt", "/src/deep"),
+        ("lib.rs", "/src/lib.rs"),
+    ] {
+        let args = json!({"pattern": pattern, "path": path});
+        // Newest first differs (write times differ); the set of files must not.
+        let sorted = |text: String| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            lines.sort();
+            lines
+        };
+        let disk = sorted(d.ok("glob", args.clone()).await);
+        let mem = sorted(
+            mountfs::tools::call("glob", args.clone(), &memory_session)
+                .await
+                .unwrap()
+                .text,
+        );
+        assert_eq!(disk, mem, "glob {args}");
+    }
+}
+
+/// The default table (no --mount): `/` is the working directory, `/scratch/` memory,
+/// `/memories/` SQLite in the data directory.
+#[test]
+fn default_table_mounts_the_working_directory_at_root() {
+    let cwd = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("hello.txt"), "hi\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .current_dir(cwd.path())
+        .env("XDG_DATA_HOME", data.path())
+        .env("HOME", data.path())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |value: Value| writeln!(stdin, "{value}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "ls", "arguments": {"path": "/"}}}));
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"file_path": "/made.txt", "content": "m\n"}}}));
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 3 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "server closed");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = value["id"].as_u64() {
+            answers.insert(id, value);
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let listing = answers[&2]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    for expected in ["/hello.txt (3 bytes)", "/memories/", "/scratch/"] {
+        assert!(listing.contains(expected), "{listing}");
+    }
+    assert_eq!(answers[&3]["result"]["isError"], false, "{}", answers[&3]);
+    assert_eq!(
+        std::fs::read(Path::new(cwd.path()).join("made.txt")).unwrap(),
+        b"m\n"
+    );
+}
