@@ -93,7 +93,7 @@ struct Inner {
     pinned_root: PathBuf,
     options: FilesystemOptions,
     /// Where lines start in big files, learnt while reading windows.
-    line_index: window::LineIndex,
+    line_index: std::sync::Arc<window::LineIndex>,
 }
 
 impl FilesystemBackend {
@@ -136,7 +136,7 @@ impl FilesystemBackend {
                 root,
                 pinned_root,
                 options,
-                line_index: window::LineIndex::default(),
+                line_index: std::sync::Arc::default(),
             }),
         })
     }
