@@ -301,6 +301,16 @@ impl LineIndex {
         if wanted == 0 {
             return Ok(Checkpoint { lines: 0, byte: 0 });
         }
+        if wanted != u64::MAX {
+            self.wait_for_background(version, wanted);
+            known = self.checkpoints().get(version).cloned().unwrap_or_default();
+            start = known
+                .iter()
+                .rev()
+                .find(|c| c.lines < wanted)
+                .copied()
+                .unwrap_or(Checkpoint { lines: 0, byte: 0 });
+        }
         let mut learnt = Vec::new();
         let mut first = vec![0u8; BLOCK_BYTES];
         let mut second = vec![0u8; BLOCK_BYTES];
@@ -336,20 +346,72 @@ impl LineIndex {
             }
             learnt.push(after_two);
             start = after_two;
-        }
-        if !learnt.is_empty() {
-            known.extend(learnt);
-            known.sort_by_key(|c| c.byte);
-            known.dedup();
-            let mut files = self.checkpoints();
-            if files.len() >= MAX_INDEXED_FILES && !files.contains_key(version) {
-                files.clear();
+            // Publish progress as it goes, so a window asked for meanwhile can use it.
+            if learnt.len() >= PUBLISH_EVERY_CHECKPOINTS {
+                self.remember(version, &mut known, &mut learnt);
             }
-            files.insert(version.clone(), known);
         }
+        self.remember(version, &mut known, &mut learnt);
         Ok(start)
     }
+
+    /// Adds `learnt` to the checkpoints remembered for `version`.
+    fn remember(
+        &self,
+        version: &Version,
+        known: &mut Vec<Checkpoint>,
+        learnt: &mut Vec<Checkpoint>,
+    ) {
+        if learnt.is_empty() {
+            return;
+        }
+        known.append(learnt);
+        known.sort_by_key(|c| c.byte);
+        known.dedup();
+        let mut files = self.checkpoints();
+        if files.len() >= MAX_INDEXED_FILES && !files.contains_key(version) {
+            files.clear();
+        }
+        let merged = match files.get(version) {
+            Some(theirs) => {
+                let mut merged: Vec<Checkpoint> =
+                    theirs.iter().chain(known.iter()).copied().collect();
+                merged.sort_by_key(|c| c.byte);
+                merged.dedup();
+                merged
+            }
+            None => known.clone(),
+        };
+        files.insert(version.clone(), merged);
+    }
+
+    /// While a background pass is indexing `version` and has not yet reached line `wanted`,
+    /// waits for it rather than counting the same bytes a second time beside it.
+    fn wait_for_background(&self, version: &Version, wanted: u64) {
+        let deadline = std::time::Instant::now() + BACKGROUND_WAIT_LIMIT;
+        loop {
+            let running = self
+                .indexing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(version);
+            let reached = self
+                .checkpoints()
+                .get(version)
+                .and_then(|c| c.last().copied())
+                .is_some_and(|last| last.lines >= wanted);
+            if !running || reached || std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
+
+/// How many new checkpoints a counting pass gathers before publishing them (64 MiB of file).
+const PUBLISH_EVERY_CHECKPOINTS: usize = 16;
+/// Longest a window waits for a background pass before counting on its own.
+const BACKGROUND_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How far [`skip_lines`] got.
 struct Skipped {
