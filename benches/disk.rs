@@ -298,7 +298,10 @@ fn main() {
         "| `wc -l` of the whole 1 GiB file (reference: one pass over it) | {} | – | – |",
         ms(median(wc_times))
     );
+    // Each depth on a fresh server, so the first call finds no remembered checkpoints.
+    drop(server);
     for offset in [5_000_000u64, 17_000_000] {
+        let mut server = Server::start(&dir);
         let rss_before = server.peak_rss_kib();
         let mut times = Vec::new();
         let mut first = None;
@@ -322,4 +325,23 @@ fn main() {
             eprintln!("{}", text.lines().next().unwrap_or_default());
         }
     }
+    // What an agent does: read the head of the file, think, then jump deep. The head read
+    // starts indexing the file in the background, so the deep read finds its checkpoint.
+    let mut server = Server::start(&dir);
+    let (head_time, _) = server.call("read_file", json!({"file_path": "/big.log", "limit": 100}));
+    std::thread::sleep(Duration::from_millis(AGENT_PAUSE_MS));
+    let (deep_time, _) = server.call(
+        "read_file",
+        json!({"file_path": "/big.log", "offset": 17_000_000, "limit": 100}),
+    );
+    println!(
+        "| read_file head, then (after {AGENT_PAUSE_MS} ms) 100 lines at offset 17000000, fresh server | – | {} / {} | server peak RSS {} KiB |",
+        ms(head_time),
+        ms(deep_time),
+        server.peak_rss_kib().unwrap_or(0)
+    );
 }
+
+/// How long the "agent" of the last measurement pauses between its two reads (a model's turn
+/// takes seconds; this is well below one).
+const AGENT_PAUSE_MS: u64 = 500;

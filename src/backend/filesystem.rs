@@ -93,7 +93,7 @@ struct Inner {
     pinned_root: PathBuf,
     options: FilesystemOptions,
     /// Where lines start in big files, learnt while reading windows.
-    line_index: window::LineIndex,
+    line_index: std::sync::Arc<window::LineIndex>,
     /// Walks (glob, grep) running at once: one per core. Each walk already uses every core;
     /// more at once only add walker threads, buffers and malloc arenas (16 concurrent greps
     /// peaked at 59 threads and 27 MB RSS, against issue 6's 20 MiB) for no more throughput.
@@ -148,7 +148,7 @@ impl FilesystemBackend {
                 root,
                 pinned_root,
                 options,
-                line_index: window::LineIndex::default(),
+                line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
             }),
         })

@@ -86,7 +86,7 @@ pub(crate) fn view(
     file: std::fs::File,
     stat: &Stat,
     window: LineWindow,
-    index: &LineIndex,
+    index: &std::sync::Arc<LineIndex>,
 ) -> io::Result<FileView> {
     let mut file = file;
     if size_of(stat) <= HASHED_SIZE_LIMIT
@@ -107,13 +107,18 @@ fn stream_window(
     file: std::fs::File,
     stat: &Stat,
     window: LineWindow,
-    index: &LineIndex,
+    index: &std::sync::Arc<LineIndex>,
 ) -> io::Result<FileView> {
     use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::FileExt;
 
     let version = identity_version(stat);
     let size = size_of(stat);
+    // An agent that opened a huge file usually pages on through it: index the whole file in
+    // the background now, so that the next window, however deep, starts one block away.
+    if let Ok(copy) = file.try_clone() {
+        index.index_in_background(&version, copy, size);
+    }
     let mut head = vec![0u8; content::SNIFF_BYTES];
     let head_len = read_full_at(&file, &mut head, 0)?;
     head.truncate(head_len);
@@ -216,9 +221,57 @@ const MAX_INDEXED_FILES: usize = 64;
 #[derive(Debug, Default)]
 pub(crate) struct LineIndex {
     files: std::sync::Mutex<std::collections::HashMap<Version, Vec<Checkpoint>>>,
+    /// Files being indexed by a background thread, so that one is started per file at most.
+    indexing: std::sync::Mutex<std::collections::HashSet<Version>>,
 }
 
 impl LineIndex {
+    /// Counts every checkpoint of the file on a background thread, unless it is known already
+    /// or being counted. One pass over the file at page-cache speed, holding two blocks.
+    pub(crate) fn index_in_background(
+        self: &std::sync::Arc<Self>,
+        version: &Version,
+        file: std::fs::File,
+        size: u64,
+    ) {
+        let known_to_end = self
+            .checkpoints()
+            .get(version)
+            .and_then(|c| c.last().copied())
+            .is_some_and(|last| last.byte + BLOCK_BYTES as u64 >= size);
+        if known_to_end {
+            return;
+        }
+        let started = self
+            .indexing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(version.clone());
+        if !started {
+            return;
+        }
+        let index = self.clone();
+        let counted = version.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mountfs-line-index".into())
+            .spawn(move || {
+                if let Err(error) = index.seek(&counted, &file, size, u64::MAX) {
+                    tracing::debug!(%error, "background line indexing stopped");
+                }
+                index
+                    .indexing
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&counted);
+            });
+        if spawned.is_err() {
+            self.indexing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(version);
+        }
+    }
+
     fn checkpoints(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<Version, Vec<Checkpoint>>> {
@@ -247,6 +300,16 @@ impl LineIndex {
             .unwrap_or(Checkpoint { lines: 0, byte: 0 });
         if wanted == 0 {
             return Ok(Checkpoint { lines: 0, byte: 0 });
+        }
+        if wanted != u64::MAX {
+            self.wait_for_background(version, wanted);
+            known = self.checkpoints().get(version).cloned().unwrap_or_default();
+            start = known
+                .iter()
+                .rev()
+                .find(|c| c.lines < wanted)
+                .copied()
+                .unwrap_or(Checkpoint { lines: 0, byte: 0 });
         }
         let mut learnt = Vec::new();
         let mut first = vec![0u8; BLOCK_BYTES];
@@ -283,20 +346,72 @@ impl LineIndex {
             }
             learnt.push(after_two);
             start = after_two;
-        }
-        if !learnt.is_empty() {
-            known.extend(learnt);
-            known.sort_by_key(|c| c.byte);
-            known.dedup();
-            let mut files = self.checkpoints();
-            if files.len() >= MAX_INDEXED_FILES && !files.contains_key(version) {
-                files.clear();
+            // Publish progress as it goes, so a window asked for meanwhile can use it.
+            if learnt.len() >= PUBLISH_EVERY_CHECKPOINTS {
+                self.remember(version, &mut known, &mut learnt);
             }
-            files.insert(version.clone(), known);
         }
+        self.remember(version, &mut known, &mut learnt);
         Ok(start)
     }
+
+    /// Adds `learnt` to the checkpoints remembered for `version`.
+    fn remember(
+        &self,
+        version: &Version,
+        known: &mut Vec<Checkpoint>,
+        learnt: &mut Vec<Checkpoint>,
+    ) {
+        if learnt.is_empty() {
+            return;
+        }
+        known.append(learnt);
+        known.sort_by_key(|c| c.byte);
+        known.dedup();
+        let mut files = self.checkpoints();
+        if files.len() >= MAX_INDEXED_FILES && !files.contains_key(version) {
+            files.clear();
+        }
+        let merged = match files.get(version) {
+            Some(theirs) => {
+                let mut merged: Vec<Checkpoint> =
+                    theirs.iter().chain(known.iter()).copied().collect();
+                merged.sort_by_key(|c| c.byte);
+                merged.dedup();
+                merged
+            }
+            None => known.clone(),
+        };
+        files.insert(version.clone(), merged);
+    }
+
+    /// While a background pass is indexing `version` and has not yet reached line `wanted`,
+    /// waits for it rather than counting the same bytes a second time beside it.
+    fn wait_for_background(&self, version: &Version, wanted: u64) {
+        let deadline = std::time::Instant::now() + BACKGROUND_WAIT_LIMIT;
+        loop {
+            let running = self
+                .indexing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(version);
+            let reached = self
+                .checkpoints()
+                .get(version)
+                .and_then(|c| c.last().copied())
+                .is_some_and(|last| last.lines >= wanted);
+            if !running || reached || std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
+
+/// How many new checkpoints a counting pass gathers before publishing them (64 MiB of file).
+const PUBLISH_EVERY_CHECKPOINTS: usize = 16;
+/// Longest a window waits for a background pass before counting on its own.
+const BACKGROUND_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How far [`skip_lines`] got.
 struct Skipped {
@@ -387,7 +502,7 @@ mod tests {
         use std::io::Seek;
         tmp.rewind().unwrap();
         let stat = stat_of(&tmp);
-        match stream_window(tmp, &stat, window, &LineIndex::default()).unwrap() {
+        match stream_window(tmp, &stat, window, &std::sync::Arc::default()).unwrap() {
             FileView::Text(text) => text,
             FileView::Binary(_) => panic!("binary"),
         }
@@ -463,6 +578,57 @@ mod tests {
     }
 
     #[test]
+    fn a_first_window_indexes_the_whole_file_in_the_background() {
+        let mut content = Vec::new();
+        let mut n = 0usize;
+        while content.len() < 3 * BLOCK_BYTES + 100_000 {
+            content.extend_from_slice(format!("line {n}\n").as_bytes());
+            n += 1;
+        }
+        let mut tmp = tempfile::tempfile().unwrap();
+        tmp.write_all(&content).unwrap();
+        let stat = stat_of(&tmp);
+        let index = std::sync::Arc::new(LineIndex::default());
+        let head = LineWindow {
+            offset: 0,
+            limit: 2,
+        };
+        stream_window(tmp.try_clone().unwrap(), &stat, head, &index).unwrap();
+        let version = identity_version(&stat);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while index.indexing.lock().unwrap().contains(&version) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "indexing never finished"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let checkpoints = index.checkpoints().get(&version).cloned().unwrap();
+        let last = checkpoints.last().unwrap();
+        assert!(
+            last.byte + BLOCK_BYTES as u64 >= content.len() as u64,
+            "{checkpoints:?}"
+        );
+        // Every checkpoint is right: the line count of the bytes before it.
+        for checkpoint in &checkpoints {
+            let before = &content[..checkpoint.byte as usize];
+            assert_eq!(checkpoint.lines, bytecount::count(before, b'\n') as u64);
+        }
+        // A deep window now reads the right line.
+        let deep = LineWindow {
+            offset: n - 2,
+            limit: 5,
+        };
+        let FileView::Text(text) = stream_window(tmp, &stat, deep, &index).unwrap() else {
+            panic!("binary");
+        };
+        assert_eq!(
+            text.lines,
+            vec![format!("line {}", n - 2), format!("line {}", n - 1)]
+        );
+    }
+
+    #[test]
     fn remembered_checkpoints_give_the_same_windows() {
         // ~13 MB: more than three counting blocks, lines of varying length.
         let mut content = Vec::new();
@@ -474,7 +640,7 @@ mod tests {
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(&content).unwrap();
         let stat = stat_of(&tmp);
-        let index = LineIndex::default();
+        let index = std::sync::Arc::new(LineIndex::default());
         let expected = |offset: usize| format!("{offset} {}", "x".repeat(offset % 17));
         // Deep first (learns checkpoints), then earlier and later windows reuse them.
         for offset in [n - 3, 10, n / 2, n / 3 + 1, n - 1, 0, n / 4] {
