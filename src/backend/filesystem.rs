@@ -271,12 +271,10 @@ impl Inner {
             modified: meta.modified().ok(),
         })
     }
-
-    fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
-        let (file, stat) = self.open_regular(path)?;
-        window::view(file, &stat, window, &self.line_index).map_err(|e| map_io(e, path))
-    }
 }
+
+/// Largest file [`FilesystemBackend::read_window`] reads without leaving the async worker.
+const INLINE_READ_BYTES: u64 = 256 * 1024;
 
 fn describe_type(file_type: FileType) -> &'static str {
     match file_type {
@@ -333,9 +331,19 @@ impl Backend for FilesystemBackend {
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        // A small file is opened, checked and read right here: from the page cache that takes
+        // microseconds, less than the hand-off to the blocking pool and back, which was most of
+        // a small read's cost (benches/peers). Anything bigger is streamed on the pool.
+        let (file, stat) = self.inner.open_regular(path)?;
+        if window::size_of(&stat) <= INLINE_READ_BYTES {
+            return window::view(file, &stat, window, &self.inner.line_index)
+                .map_err(|e| map_io(e, path));
+        }
         let path = path.clone();
-        self.blocking(move |inner| inner.read_window(&path, window))
-            .await
+        self.blocking(move |inner| {
+            window::view(file, &stat, window, &inner.line_index).map_err(|e| map_io(e, &path))
+        })
+        .await
     }
 
     async fn write(
