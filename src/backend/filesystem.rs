@@ -275,6 +275,9 @@ impl Inner {
 
 /// Largest file [`FilesystemBackend::read_window`] reads without leaving the async worker.
 const INLINE_READ_BYTES: u64 = 256 * 1024;
+/// Largest directory (its own size) [`FilesystemBackend::ls`] lists without leaving the async
+/// worker: a few hundred entries on ext4.
+const INLINE_LIST_BYTES: u64 = 16 * 1024;
 
 fn describe_type(file_type: FileType) -> &'static str {
     match file_type {
@@ -321,6 +324,17 @@ impl Backend for FilesystemBackend {
     }
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        // A small directory is listed right here, like a small file is read (see read_window):
+        // its entries and their `stat`s come from the kernel's caches in microseconds. The
+        // directory's own size (bytes of entries, on ext4 4 KiB per block) tells small from big.
+        let small = self
+            .inner
+            .root
+            .metadata(relative(dir))
+            .is_ok_and(|meta| meta.is_dir() && meta.len() <= INLINE_LIST_BYTES);
+        if small {
+            return self.inner.ls(dir);
+        }
         let dir = dir.clone();
         self.blocking(move |inner| inner.ls(&dir)).await
     }
