@@ -198,6 +198,17 @@ pub struct DeleteOptions {
     pub if_version: Option<Version>,
 }
 
+impl DeleteOptions {
+    /// Delete one file, only if it still has `version` (the conditional delete the edit tools
+    /// use, like [`WriteMode::IfVersion`] for writes).
+    pub fn file_if_version(version: Version) -> Self {
+        Self {
+            recursive: false,
+            if_version: Some(version),
+        }
+    }
+}
+
 /// A glob search below one directory.
 #[derive(Debug, Clone)]
 pub struct GlobQuery {

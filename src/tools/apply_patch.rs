@@ -279,10 +279,7 @@ async fn write_one(session: &Session, plan: &Planned) -> Result<Option<Version>,
                 .backend
                 .delete(
                     &plan.path,
-                    &DeleteOptions {
-                        recursive: false,
-                        if_version: Some(before.version.clone()),
-                    },
+                    &DeleteOptions::file_if_version(before.version.clone()),
                 )
                 .await?;
             Ok(None)
@@ -300,13 +297,7 @@ async fn put_back(
         (None, Some(version)) => {
             session
                 .backend
-                .delete(
-                    &plan.path,
-                    &DeleteOptions {
-                        recursive: false,
-                        if_version: Some(version.clone()),
-                    },
-                )
+                .delete(&plan.path, &DeleteOptions::file_if_version(version.clone()))
                 .await
         }
         (Some(before), Some(version)) => session

@@ -99,13 +99,7 @@ pub(crate) async fn remove_checked(
 ) -> Result<(), ToolError> {
     session
         .backend
-        .delete(
-            path,
-            &DeleteOptions {
-                recursive: false,
-                if_version: Some(file.version.clone()),
-            },
-        )
+        .delete(path, &DeleteOptions::file_if_version(file.version.clone()))
         .await
         .map_err(|e| match e {
             backend::Error::VersionMismatch { path } => ToolError::Stale { path },

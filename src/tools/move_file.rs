@@ -192,13 +192,7 @@ async fn take_back_copy(
         None => {
             session
                 .backend
-                .delete(
-                    destination,
-                    &DeleteOptions {
-                        recursive: false,
-                        if_version: Some(copy.clone()),
-                    },
-                )
+                .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
                 .await
         }
         Some(old) => session
@@ -368,10 +362,7 @@ async fn move_tree(
 async fn remove_copies(session: &Session, copies: &[(VirtualPath, Version)]) -> Vec<String> {
     let mut left = Vec::new();
     for (path, version) in copies {
-        let options = DeleteOptions {
-            recursive: false,
-            if_version: Some(version.clone()),
-        };
+        let options = DeleteOptions::file_if_version(version.clone());
         if let Err(e) = session.backend.delete(path, &options).await {
             left.push(format!("the copy {path} could not be removed ({e})"));
         }

@@ -89,13 +89,7 @@ async fn undo(
         (None, Some(after), Some(file)) => {
             session
                 .backend
-                .delete(
-                    path,
-                    &DeleteOptions {
-                        recursive: false,
-                        if_version: Some(after.clone()),
-                    },
-                )
+                .delete(path, &DeleteOptions::file_if_version(after.clone()))
                 .await
                 .map_err(|e| refused(e, path))?;
             session.ledger.forget(path);
