@@ -46,12 +46,17 @@ const IMPLICIT: Capabilities = Capabilities {
     implicit_directories: true,
 };
 
-fn memory_mount(prefix: &str) -> Mount {
+/// A writable mount of `backend` at `prefix`.
+fn mount(prefix: &str, backend: Arc<dyn Backend>) -> Mount {
     Mount {
         prefix: VirtualPath::parse(prefix).expect("prefix"),
-        backend: Arc::new(StateBackend::new()),
+        backend,
         read_only: false,
     }
+}
+
+fn memory_mount(prefix: &str) -> Mount {
+    mount(prefix, Arc::new(StateBackend::new()))
 }
 
 /// The memory backend on its own.
@@ -158,11 +163,6 @@ pub async fn composite_stores() -> Option<Fixture> {
             Some((backend, guard)) => (backend, Some(guard)),
             None => (Arc::new(StateBackend::new()), None),
         };
-    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
-        prefix: VirtualPath::parse(prefix).expect("prefix"),
-        backend,
-        read_only: false,
-    };
     let composite = CompositeBackend::new(
         vec![
             memory_mount("/"),
@@ -184,11 +184,6 @@ pub async fn composite_stores() -> Option<Fixture> {
 pub async fn composite_postgres() -> Option<Fixture> {
     let (pg, guard) = postgres_store().await?;
     let (sqlite, dir) = sqlite_store().await;
-    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
-        prefix: VirtualPath::parse(prefix).expect("prefix"),
-        backend,
-        read_only: false,
-    };
     let composite = CompositeBackend::new(
         vec![memory_mount("/"), mount("/pg", pg), mount("/pgx", sqlite)],
         || Arc::new(StateBackend::new()),
@@ -230,11 +225,6 @@ pub async fn filesystem() -> Option<Fixture> {
 pub async fn composite_disk() -> Option<Fixture> {
     let (work, work_dir) = disk_backend();
     let (workshop, workshop_dir) = disk_backend();
-    let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
-        prefix: VirtualPath::parse(prefix).expect("prefix"),
-        backend,
-        read_only: false,
-    };
     let composite = CompositeBackend::new(
         vec![
             memory_mount("/"),
