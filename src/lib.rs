@@ -18,8 +18,8 @@
 //!   endings, language by file name).
 //! - [`session`]: per-session read ledger, undo history and file locks.
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
-//! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: stdio with
-//!   arrival tickets.
+//! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: bytes to
+//!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(
@@ -63,18 +63,21 @@ pub enum ServeError {
     Transport(String),
 }
 
-/// Serves one session on stdin/stdout until the client goes away.
+/// Serves one session on stdin/stdout until the client goes away; a line over
+/// `max_message_bytes` is skipped and answered (`--max-message-bytes`).
 pub async fn serve_stdio(
     table: &MountTable,
     write_options: WriteOptions,
+    max_message_bytes: usize,
 ) -> Result<(), ServeError> {
     let session = Arc::new(Session::new(
         Arc::new(table.session_backend()),
         write_options,
     ));
     let (stdin, stdout) = transport::stdio();
-    let input = transport::stamp_arrivals(stdin, session.arrival.clone());
-    serve_session(table, session, (input, stdout)).await
+    let wire =
+        transport::StdioTransport::new(stdin, stdout, session.arrival.clone(), max_message_bytes);
+    serve_session(table, session, wire).await
 }
 
 /// Serves `session` over any MCP transport until the client goes away.

@@ -50,6 +50,11 @@ struct Cli {
     /// Add a final newline to text files written without one.
     #[arg(long)]
     ensure_final_newline: bool,
+
+    /// The largest JSON-RPC message read from stdin, in bytes; a longer line is skipped and
+    /// answered with error -32600.
+    #[arg(long, value_name = "BYTES", default_value_t = mountfs::transport::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
 }
 
 /// At most this many glibc malloc arenas. glibc gives each thread that allocates an arena of
@@ -106,7 +111,7 @@ fn main() -> ExitCode {
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
         };
-        match mountfs::serve_stdio(&table, options).await {
+        match mountfs::serve_stdio(&table, options, cli.max_message_bytes).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("mountfs: {error}");

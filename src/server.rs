@@ -15,11 +15,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use crate::path::VirtualPath;
 use crate::registry::Registry;
-use crate::session::{CURRENT_TURN, Session};
+use crate::session::{CURRENT_TURN, Session, Turn};
 use crate::tools::{self, ToolReply};
-use crate::transport::ticket_of;
+use crate::transport::turn_of;
 
 /// The MCP server of one session.
 #[derive(Debug, Clone)]
@@ -43,19 +42,14 @@ impl MountfsServer {
     /// Runs a tool call to a result (never a protocol error): validation first, then dispatch in
     /// a task of its own so a panic cannot take the connection down.
     ///
-    /// `ticket` is the call's arrival ticket (see `transport`); its turn is released when the
-    /// call ends, however it ends.
+    /// `turn` is the call's place in its file's arrival order (see `transport`); it is released
+    /// when the call ends, however it ends.
     pub async fn run_tool(
         &self,
         name: &str,
         arguments: Value,
-        ticket: Option<u64>,
+        turn: Option<Arc<Turn>>,
     ) -> Result<CallToolResult, McpError> {
-        let turn = ticket.and_then(|ticket| {
-            let path = arguments.get("file_path")?.as_str()?;
-            let path = VirtualPath::parse(path).ok()?;
-            Some(self.session.arrival.turn(path, ticket))
-        });
         let Some(definition) = self.registry.get(name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -133,8 +127,9 @@ impl ServerHandler for MountfsServer {
         let arguments = request
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
-        let ticket = ticket_of(&context.meta);
-        self.run_tool(&request.name, arguments, ticket)
+        let turn = turn_of(&context.extensions);
+        drop(context);
+        self.run_tool(&request.name, arguments, turn)
             .await
             .map(Into::into)
     }

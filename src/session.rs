@@ -253,7 +253,7 @@ impl Drop for Turn {
 
 tokio::task_local! {
     /// The turn of the tool call running in this task, if the transport issued one.
-    pub static CURRENT_TURN: Turn;
+    pub static CURRENT_TURN: Arc<Turn>;
 }
 
 /// One session (see the module doc).

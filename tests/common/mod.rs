@@ -114,6 +114,26 @@ impl StdioClient {
         stdin.flush().expect("flush");
     }
 
+    /// Writes raw bytes (any bytes, not only UTF-8) to the server's stdin.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to mountfs");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next message, or `None` when none comes within `wait` (for lines that must not be
+    /// answered).
+    pub fn recv_within(&mut self, wait: Duration) -> Option<Value> {
+        match self.lines.recv_timeout(wait) {
+            Ok(line) => Some(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}")),
+            ),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => panic!("mountfs closed stdout"),
+        }
+    }
+
     /// Sends a notification.
     pub fn notify(&mut self, method: &str, params: Value) {
         let message = json!({"jsonrpc": "2.0", "method": method, "params": params});

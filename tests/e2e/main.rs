@@ -1,7 +1,8 @@
 //! End-to-end tests: the built `mountfs` binary driven over stdin/stdout with JSON-RPC, as MCP
 //! clients drive it. protocol.rs covers the MCP surface (initialize, tools/list, unknown tools,
 //! bad arguments, garbage input); session.rs a full agent session; formats.rs pins the exact
-//! texts CONTRACT §4 spells out; edits.rs the read-before-edit rules and every edit error.
+//! texts CONTRACT §4 spells out; edits.rs the read-before-edit rules and every edit error;
+//! wire.rs the answer to every malformed line, and arrival tickets that never leak.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,3 +12,4 @@ mod edits;
 mod formats;
 mod protocol;
 mod session;
+mod wire;
