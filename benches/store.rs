@@ -244,12 +244,8 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async {
         sqlite_bench().await;
-        match std::env::var(support::POSTGRES_ENV) {
-            Ok(url) if !url.is_empty() => postgres_bench(&url).await,
-            _ => println!(
-                "PostgreSQL skipped: set {} to include it",
-                support::POSTGRES_ENV
-            ),
+        if let Some(url) = support::postgres_url("the PostgreSQL store benchmark") {
+            postgres_bench(&url).await;
         }
     });
 }

@@ -231,7 +231,10 @@ async fn an_unreachable_database_is_a_tool_error_and_other_mounts_keep_working()
     };
     let config: tokio_postgres::Config = url.parse().unwrap();
     let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first().cloned() else {
-        println!("skipped: {} is not a TCP address", support::POSTGRES_ENV);
+        support::skips::record(
+            "an unreachable database (relay needs TCP)",
+            &format!("{} is not a TCP address", support::POSTGRES_ENV),
+        );
         return;
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);

@@ -2,7 +2,7 @@
 //! (a whole session over one connection) and the MCP Inspector CLI (one call per process).
 //! `.ci/run` installs both (`tests/python/requirements.txt`, `tests/inspector/package.json`), so
 //! CI always runs these; elsewhere a missing client is installed if it can be, or the test says
-//! in one line that it was skipped.
+//! in one line at the end of the run that it was skipped.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,8 +19,9 @@ fn python_sdk_available() -> bool {
 #[test]
 fn the_official_python_sdk_runs_a_whole_session() {
     if !python_sdk_available() {
-        println!(
-            "skipped: the MCP Python SDK is not installed (pip install -r tests/python/requirements.txt)"
+        crate::skips::record(
+            "the official MCP Python SDK",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
         );
         return;
     }
@@ -79,8 +80,9 @@ pub fn inspect(cli: &Path, server_args: &[&str], call: &[&str]) -> serde_json::V
 #[test]
 fn the_inspector_cli_lists_the_tools() {
     let Some(cli) = inspector() else {
-        println!(
-            "skipped: the MCP Inspector CLI could not be installed (npm ci in tests/inspector)"
+        crate::skips::record(
+            "the MCP Inspector CLI",
+            "it could not be installed (npm ci in tests/inspector)",
         );
         return;
     };
@@ -108,8 +110,9 @@ fn the_inspector_cli_lists_the_tools() {
 #[test]
 fn the_inspector_cli_calls_write_read_and_edit() {
     let Some(cli) = inspector() else {
-        println!(
-            "skipped: the MCP Inspector CLI could not be installed (npm ci in tests/inspector)"
+        crate::skips::record(
+            "the MCP Inspector CLI",
+            "it could not be installed (npm ci in tests/inspector)",
         );
         return;
     };

@@ -7,6 +7,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../support/skips.rs"]
+mod skips;
+
 mod clients;
 mod edits;
 mod formats;

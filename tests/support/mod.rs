@@ -1,6 +1,6 @@
 //! Shared helpers of the store tests and the benchmarks: unique names, the PostgreSQL test URL
-//! (or one skip line), clean-up of test namespaces, and a minimal MCP client that drives a real
-//! server process (the `mountfs` binary, or any other MCP server for `benches/peers.rs`) over
+//! (found by itself on 127.0.0.1:5432, else one visible skip line per group, see [`skips`]),
+//! clean-up of test namespaces, and a minimal MCP client that drives a real server process (the `mountfs` binary, or any other MCP server for `benches/peers.rs`) over
 //! stdio with many requests in flight at once.
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -15,21 +15,74 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::oneshot;
 
-/// The environment variable naming the test PostgreSQL server.
+pub mod skips;
+
+/// The environment variable naming the test PostgreSQL server; `off` skips those tests.
 pub const POSTGRES_ENV: &str = "MOUNTFS_TEST_POSTGRES";
 
-/// The PostgreSQL URL to test against, or `None` after printing one line saying the test was
-/// skipped.
-pub fn postgres_url(test: &str) -> Option<String> {
-    match std::env::var(POSTGRES_ENV) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            println!(
-                "skipped {test}: set {POSTGRES_ENV} (e.g. postgres://postgres@127.0.0.1:5432/test)"
-            );
+/// The server tried when [`POSTGRES_ENV`] is unset (the one `.ci/run` and DEVELOPERS.md use).
+pub const LOCAL_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// The PostgreSQL URL to test against: [`POSTGRES_ENV`] when set, else [`LOCAL_POSTGRES`] when
+/// a server answers there. Otherwise `None`, and `group` is recorded as skipped (one line at
+/// the end of the test binary, see [`skips`]).
+pub fn postgres_url(group: &str) -> Option<String> {
+    match postgres_target() {
+        Ok(url) => Some(url.clone()),
+        Err(reason) => {
+            skips::record(group, reason);
             None
         }
     }
+}
+
+/// Decided once per test binary: the URL, or why there is none.
+fn postgres_target() -> &'static Result<String, String> {
+    static TARGET: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    TARGET.get_or_init(|| match std::env::var(POSTGRES_ENV) {
+        Ok(value) if value.eq_ignore_ascii_case("off") => Err(format!(
+            "{POSTGRES_ENV}=off; unset it to use a PostgreSQL on 127.0.0.1:5432, or set it to a URL"
+        )),
+        Ok(url) if !url.is_empty() => Ok(url),
+        _ if local_postgres_answers() => Ok(LOCAL_POSTGRES.to_owned()),
+        _ => Err(format!(
+            "{POSTGRES_ENV} is unset and no PostgreSQL answers at {LOCAL_POSTGRES}; start one there or set {POSTGRES_ENV}=postgres://USER@HOST:PORT/DB"
+        )),
+    })
+}
+
+/// Whether [`LOCAL_POSTGRES`] accepts a connection and a query (on a thread of its own, since
+/// callers may be inside a runtime).
+fn local_postgres_answers() -> bool {
+    std::thread::spawn(|| {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return false;
+        };
+        runtime.block_on(async {
+            let Ok(mut config) = LOCAL_POSTGRES.parse::<tokio_postgres::Config>() else {
+                return false;
+            };
+            config.connect_timeout(Duration::from_secs(2));
+            let attempt = async {
+                let (client, connection) = config.connect(tokio_postgres::NoTls).await.ok()?;
+                let task = tokio::spawn(connection);
+                let answered = client.simple_query("SELECT 1").await.is_ok();
+                drop(client);
+                let _ = task.await;
+                Some(answered)
+            };
+            tokio::time::timeout(Duration::from_secs(5), attempt)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or(false)
+        })
+    })
+    .join()
+    .unwrap_or(false)
 }
 
 /// A name no other test (nor an earlier run) uses: `prefix-<pid>-<time>-<n>`.

@@ -435,7 +435,7 @@ fn git(dir: &std::path::Path, args: &[&str]) -> Vec<u8> {
 
 pub async fn patch_made_by_git_diff_round_trips_with_undo(fx: &Fixture) {
     if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("git is not installed; skipping");
+        crate::support::skips::record("patches made by git diff", "git is not installed");
         return;
     }
     let repo = tempfile::tempdir().unwrap();
