@@ -2,7 +2,8 @@
 //! clients drive it. protocol.rs covers the MCP surface (initialize, tools/list, unknown tools,
 //! bad arguments, garbage input); session.rs a full agent session; formats.rs pins the exact
 //! texts CONTRACT §4 spells out; edits.rs the read-before-edit rules and every edit error;
-//! wire.rs the answer to every malformed line, and arrival tickets that never leak.
+//! wire.rs the answer to every malformed line, and arrival tickets that never leak; corpus.rs
+//! the malformed-input corpus in corpus/.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,6 +12,7 @@ mod common;
 mod skips;
 
 mod clients;
+mod corpus;
 mod edits;
 mod formats;
 mod protocol;
