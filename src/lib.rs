@@ -20,6 +20,8 @@
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
 //! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
+//! - [`http`]: Streamable HTTP with bearer tokens; [`workspace`]: whose session state a
+//!   request uses when one server serves many agents.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(
@@ -32,6 +34,7 @@
 pub mod backend;
 pub mod config;
 pub mod content;
+pub mod http;
 pub mod mounts;
 pub mod path;
 pub mod registry;
@@ -42,6 +45,7 @@ pub mod store;
 pub mod text;
 pub mod tools;
 pub mod transport;
+pub mod workspace;
 
 use std::sync::Arc;
 
@@ -91,10 +95,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let registry = Arc::new(Registry::load()?);
-    let instructions = format!(
-        "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.",
-        table.describe()
-    );
+    let instructions = instructions(table);
     let server = MountfsServer::new(registry, session, instructions);
     let running = server
         .serve(transport)
@@ -105,4 +106,12 @@ where
         .await
         .map_err(|e| ServeError::Transport(e.to_string()))?;
     Ok(())
+}
+
+/// The server's instructions to the client: what is mounted where.
+pub fn instructions(table: &MountTable) -> String {
+    format!(
+        "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.",
+        table.describe()
+    )
 }

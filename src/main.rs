@@ -39,7 +39,7 @@ fn default_mounts() -> Vec<String> {
 #[command(
     name = "mountfs",
     version,
-    about = "An MCP server (stdio) giving AI agents one file system made of several stores.",
+    about = "An MCP server (stdio, or Streamable HTTP with --http) giving AI agents one file system made of several stores.",
     after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}\n  ({{data}} is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux)", DEFAULT_MOUNTS.join(" "))
 )]
 struct Cli {
@@ -55,6 +55,9 @@ struct Cli {
     /// answered with error -32600.
     #[arg(long, value_name = "BYTES", default_value_t = mountfs::transport::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
+
+    #[command(flatten)]
+    http: mountfs::http::HttpArgs,
 }
 
 /// At most this many glibc malloc arenas. glibc gives each thread that allocates an arena of
@@ -107,10 +110,13 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        tracing::info!(mounts = %table.describe().replace('\n', "; "), "serving MCP on stdio");
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
         };
+        if cli.http.http.is_some() {
+            return serve_http(cli.http, table, options).await;
+        }
+        tracing::info!(mounts = %table.describe().replace('\n', "; "), "serving MCP on stdio");
         match mountfs::serve_stdio(&table, options, cli.max_message_bytes).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -119,4 +125,68 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// `--http`: binds, shows a generated token's client configuration once, serves until SIGTERM
+/// or Ctrl-C.
+async fn serve_http(
+    args: mountfs::http::HttpArgs,
+    table: MountTable,
+    options: WriteOptions,
+) -> ExitCode {
+    let env_token = std::env::var(mountfs::http::auth::TOKEN_ENV).ok();
+    let server = match mountfs::http::HttpServer::bind(args, env_token).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(config) = server.generated_client_config() {
+        // Printed once, for the operator's eyes, never through the log.
+        eprintln!(
+            "mountfs: no --token-file or {} given; generated a token for this run (loopback only).\nmountfs: client configuration (mcp.json):\n{config}",
+            mountfs::http::auth::TOKEN_ENV
+        );
+    }
+    match server.url() {
+        Ok(url) => eprintln!("mountfs: serving MCP on {url}"),
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    tracing::info!(mounts = %table.describe().replace('\n', "; "), "mounts");
+    match server.serve(table, options, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGTERM (how service managers and orchestrators stop a server) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch for SIGTERM; only Ctrl-C stops the server gracefully");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutdown signal received");
 }

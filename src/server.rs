@@ -1,6 +1,7 @@
 //! The MCP handler: `tools/list` from the registry, `tools/call` → validate → dispatch → result.
 //!
-//! One handler is one session (one stdio connection). Tool failures are results with
+//! Over stdio one handler is one session (one connection) with one workspace; over HTTP each
+//! call finds its workspace from the request (see `workspace.rs`). Tool failures are results with
 //! `isError: true`; only protocol faults (an unknown tool name: -32602, as the MCP spec asks)
 //! are JSON-RPC errors. Each call runs in its own task so that even a panic in a tool becomes an
 //! error result and the server keeps serving.
@@ -19,12 +20,22 @@ use crate::registry::Registry;
 use crate::session::{CURRENT_TURN, Session, Turn};
 use crate::tools::{self, ToolReply};
 use crate::transport::turn_of;
+use crate::workspace::{Principal, Workspaces};
+
+/// Whose session state a call uses.
+#[derive(Debug, Clone)]
+enum WorkspaceSource {
+    /// The one session of a stdio process (or a test).
+    Fixed(Arc<Session>),
+    /// Per HTTP request: its MCP session's, else its principal's.
+    PerRequest(Arc<Workspaces>),
+}
 
 /// The MCP server of one session.
 #[derive(Debug, Clone)]
 pub struct MountfsServer {
     registry: Arc<Registry>,
-    session: Arc<Session>,
+    workspace: WorkspaceSource,
     instructions: String,
 }
 
@@ -34,8 +45,48 @@ impl MountfsServer {
     pub fn new(registry: Arc<Registry>, session: Arc<Session>, instructions: String) -> Self {
         Self {
             registry,
-            session,
+            workspace: WorkspaceSource::Fixed(session),
             instructions,
+        }
+    }
+
+    /// A handler for HTTP requests: each call runs in the workspace of its request's MCP
+    /// session, or of its principal when it has none (stateless MCP 2026-07-28).
+    pub fn over_http(
+        registry: Arc<Registry>,
+        workspaces: Arc<Workspaces>,
+        instructions: String,
+    ) -> Self {
+        Self {
+            registry,
+            workspace: WorkspaceSource::PerRequest(workspaces),
+            instructions,
+        }
+    }
+
+    /// The session a call with these request `extensions` runs in.
+    fn session_for(&self, extensions: &rmcp::model::Extensions) -> Result<Arc<Session>, McpError> {
+        let workspaces = match &self.workspace {
+            WorkspaceSource::Fixed(session) => return Ok(session.clone()),
+            WorkspaceSource::PerRequest(workspaces) => workspaces,
+        };
+        // The HTTP gate put the principal into the request's parts before the library saw it.
+        let parts = extensions.get::<http::request::Parts>();
+        let principal = parts.and_then(|parts| parts.extensions.get::<Principal>());
+        let Some(principal) = principal else {
+            return Err(McpError::internal_error(
+                "request reached the handler without an authenticated principal",
+                None,
+            ));
+        };
+        let session_id = parts
+            .and_then(|parts| parts.headers.get(crate::http::gate::SESSION_HEADER))
+            .and_then(|id| id.to_str().ok());
+        match session_id {
+            Some(id) => workspaces
+                .session(id, principal)
+                .map_err(|error| McpError::invalid_request(error.to_string(), None)),
+            None => Ok(workspaces.principal(principal)),
         }
     }
 
@@ -46,6 +97,18 @@ impl MountfsServer {
     /// when the call ends, however it ends.
     pub async fn run_tool(
         &self,
+        name: &str,
+        arguments: Value,
+        turn: Option<Arc<Turn>>,
+    ) -> Result<CallToolResult, McpError> {
+        let session = self.session_for(&Default::default())?;
+        self.run_tool_in(session, name, arguments, turn).await
+    }
+
+    /// [`Self::run_tool`] in `session`.
+    async fn run_tool_in(
+        &self,
+        session: Arc<Session>,
         name: &str,
         arguments: Value,
         turn: Option<Arc<Turn>>,
@@ -66,7 +129,6 @@ impl MountfsServer {
         if let Err(message) = definition.validate(&arguments) {
             return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
         }
-        let session = self.session.clone();
         let tool = name.to_owned();
         let run = async move { tools::call(&tool, arguments, &session).await };
         let task = match turn {
@@ -128,8 +190,9 @@ impl ServerHandler for MountfsServer {
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
         let turn = turn_of(&context.extensions);
+        let session = self.session_for(&context.extensions)?;
         drop(context);
-        self.run_tool(&request.name, arguments, turn)
+        self.run_tool_in(session, &request.name, arguments, turn)
             .await
             .map(Into::into)
     }

@@ -47,9 +47,13 @@ pub fn take_turn(message: &mut ClientJsonRpcMessage, arrival: &Arc<ArrivalOrder>
     call.extensions.insert(Arc::new(arrival.turn(path, ticket)));
 }
 
-/// The turn [`take_turn`] gave a request, from the extensions the library hands the handler.
+/// The turn [`take_turn`] gave a request, from the extensions the library hands the handler
+/// (over HTTP, from the request's `http::request::Parts`, where the gate put it).
 pub fn turn_of(extensions: &rmcp::model::Extensions) -> Option<Arc<Turn>> {
-    extensions.get::<Arc<Turn>>().cloned()
+    extensions.get::<Arc<Turn>>().cloned().or_else(|| {
+        let parts = extensions.get::<http::request::Parts>()?;
+        parts.extensions.get::<Arc<Turn>>().cloned()
+    })
 }
 
 #[cfg(test)]

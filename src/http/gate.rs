@@ -1,0 +1,425 @@
+//! The gate in front of rmcp's Streamable HTTP service: everything a request to `/mcp` must pass
+//! before the MCP library sees it, and the bookkeeping after.
+//!
+//! In order: refuse while shutting down (503); refuse a present `Origin` not allowed (403, the
+//! MCP spec's DNS-rebinding rule); refuse a missing or wrong bearer token (401 with
+//! `WWW-Authenticate`); refuse a session id this principal did not open (404, so the client
+//! starts a new session); read the body up to the cap (413) and answer malformed JSON-RPC with
+//! the JSON-RPC error it deserves (-32700 / -32600 / -32602) instead of the library's plain-text
+//! 415; refuse a new session over `--max-sessions` (503); stamp a file call's arrival ticket
+//! (as the stdio reader does, see `transport.rs`). After the library answers, a new session is
+//! recorded as owned by its principal, and a closed one is dropped.
+//!
+//! Every refusal happens before anything is touched, and none logs the token.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use super::auth::Tokens;
+use crate::server::MountfsServer;
+use crate::transport;
+use crate::transport::message::{self, Incoming};
+use crate::workspace::{Principal, Workspaces};
+
+/// The session header of MCP 2025-11-25.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// JSON-RPC implementation-defined: refused by the server (auth, origin, limits, shutdown).
+const SERVER_REFUSED: i64 = -32000;
+/// JSON-RPC implementation-defined: unknown session (the code other MCP SDKs use).
+const SESSION_NOT_FOUND: i64 = -32001;
+
+/// What the gate needs, shared by every request.
+pub struct Gate {
+    /// The MCP library's service.
+    pub mcp: StreamableHttpService<MountfsServer, LocalSessionManager>,
+    /// The library's sessions (closed here when their workspace expires).
+    pub sessions: Arc<LocalSessionManager>,
+    /// Every workspace.
+    pub workspaces: Arc<Workspaces>,
+    /// The accepted tokens.
+    pub tokens: Tokens,
+    /// `--allow-origin` entries.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// Set when shutdown starts: new requests are refused.
+    pub draining: AtomicBool,
+    /// POST requests whose answer is not yet fully sent.
+    pub in_flight: AtomicUsize,
+    /// Signalled when `in_flight` drops to zero.
+    pub idle: Notify,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("tokens", &self.tokens)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A JSON-RPC error answer with an HTTP status.
+pub fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    json_response(status, &body)
+}
+
+/// `body` as an `application/json` answer with `status`.
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Whether `origin` is one of `allowed`: equal to an entry (ASCII case ignored), or matching an
+/// entry `scheme://host:*` on any port.
+pub fn origin_is_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim().to_ascii_lowercase();
+    allowed.iter().any(|entry| {
+        let entry = entry.trim().trim_end_matches('/').to_ascii_lowercase();
+        if let Some(base) = entry.strip_suffix(":*") {
+            origin == base
+                || origin
+                    .strip_prefix(base)
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    .is_some_and(|port| {
+                        !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+                    })
+        } else {
+            origin == entry
+        }
+    })
+}
+
+/// The `/mcp` endpoint: the gate, then the MCP library.
+pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Response {
+    if gate.draining.load(Ordering::SeqCst) {
+        let mut response = jsonrpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            SERVER_REFUSED,
+            "Server is shutting down: calls in flight finish, new ones are refused. Retry on another instance or after the restart",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return response;
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|origin| origin_is_allowed(origin, &gate.allowed_origins));
+        if !allowed {
+            tracing::warn!(origin = ?origin, "refused a request from an Origin not allowed");
+            return jsonrpc_error(
+                StatusCode::FORBIDDEN,
+                Value::Null,
+                SERVER_REFUSED,
+                "Forbidden: this Origin is not allowed. The operator can allow it with --allow-origin",
+            );
+        }
+    }
+    let authorization = request.headers().get(header::AUTHORIZATION);
+    let Some(principal) = gate
+        .tokens
+        .principal_of(authorization.map(HeaderValue::as_bytes))
+    else {
+        let challenge = if authorization.is_some() {
+            r#"Bearer realm="mountfs", error="invalid_token", error_description="the token is not valid for this server""#
+        } else {
+            r#"Bearer realm="mountfs""#
+        };
+        // Nothing of the header is logged: it may hold a near-miss of a real token.
+        tracing::info!(
+            had_token = authorization.is_some(),
+            "refused a request without a valid bearer token"
+        );
+        let mut response = jsonrpc_error(
+            StatusCode::UNAUTHORIZED,
+            Value::Null,
+            SERVER_REFUSED,
+            "Unauthorized: send the header `Authorization: Bearer <token>` with a token from the server's --token-file or MOUNTFS_TOKEN",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        );
+        return response;
+    };
+    let session_id = match request
+        .headers()
+        .get(SESSION_HEADER)
+        .map(HeaderValue::to_str)
+    {
+        None => None,
+        Some(Ok(id)) => Some(id.to_owned()),
+        Some(Err(_)) => return unknown_session(),
+    };
+    let workspace = match &session_id {
+        Some(id) => match gate.workspaces.session(id, &principal) {
+            Ok(workspace) => Some(workspace),
+            Err(_) => return unknown_session(),
+        },
+        None => None,
+    };
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(principal.clone());
+    let method = parts.method.clone();
+    if method != Method::POST {
+        drop(workspace);
+        let mut response = gate.mcp.handle(Request::from_parts(parts, body)).await;
+        if method == Method::DELETE
+            && response.status().is_success()
+            && let Some(id) = &session_id
+        {
+            gate.workspaces.close_session(id);
+            // The library answers 202; clients (the Python SDK) expect 200 or 204 for a
+            // session that is now closed.
+            *response.status_mut() = StatusCode::OK;
+        }
+        return response.map(Body::new);
+    }
+
+    let in_flight = InFlight::enter(&gate);
+    let body = match read_body(&parts.headers, body, gate.max_body_bytes).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let mut message = match message::classify(&body) {
+        Incoming::Message(message) => *message,
+        Incoming::Answer(answer) => return json_response(StatusCode::BAD_REQUEST, &answer),
+        Incoming::Dropped(reason) => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                message::INVALID_REQUEST,
+                &format!(
+                    "Invalid Request: {reason}; send one JSON-RPC 2.0 request, notification or response"
+                ),
+            );
+        }
+    };
+    let is_initialize = session_id.is_none()
+        && matches!(&message, JsonRpcMessage::Request(request)
+            if matches!(request.request, ClientRequest::InitializeRequest(_)));
+    if is_initialize && let Err(error) = gate.workspaces.check_session_room() {
+        tracing::warn!(%error, "refused a new session");
+        let id = match &message {
+            JsonRpcMessage::Request(request) => {
+                serde_json::to_value(&request.id).unwrap_or_default()
+            }
+            _ => Value::Null,
+        };
+        let mut response = jsonrpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            SERVER_REFUSED,
+            &error.to_string(),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+        return response;
+    }
+    take_turn(&mut message, workspace, &gate, &principal, &mut parts);
+    // The library parses the body itself; the turn travels in `parts`.
+    drop(message);
+    let response = gate
+        .mcp
+        .handle(Request::from_parts(parts, http_body_util::Full::new(body)))
+        .await;
+    if is_initialize
+        && let Some(id) = response.headers().get(SESSION_HEADER)
+        && let Ok(id) = id.to_str()
+    {
+        gate.workspaces.open_session(id, &principal);
+        tracing::info!(%principal, "session opened");
+    }
+    let (parts, body) = response.into_parts();
+    Response::from_parts(
+        parts,
+        Body::new(InFlightBody {
+            inner: Body::new(body),
+            _in_flight: in_flight,
+        }),
+    )
+}
+
+fn unknown_session() -> Response {
+    jsonrpc_error(
+        StatusCode::NOT_FOUND,
+        Value::Null,
+        SESSION_NOT_FOUND,
+        &crate::workspace::WorkspaceError::UnknownSession.to_string(),
+    )
+}
+
+/// Reads the body, refusing one over `max` bytes (by `Content-Length` before reading, or as it
+/// streams in).
+async fn read_body(headers: &http::HeaderMap, body: Body, max: usize) -> Result<Bytes, Response> {
+    let too_large = |size: Option<u64>| {
+        let size = size.map_or_else(|| "over".to_owned(), |n| format!("{n} bytes,"));
+        jsonrpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Value::Null,
+            message::INVALID_REQUEST,
+            &format!(
+                "Request too large: the body is {size} above this server's limit of {max} bytes (--max-body). Send smaller pieces: write a big file in parts with edit_file, or ask the operator to raise --max-body"
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = declared
+        && length > max as u64
+    {
+        return Err(too_large(Some(length)));
+    }
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large(None)),
+        Err(error) => Err(jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            message::INVALID_REQUEST,
+            &format!("The request body could not be read ({error}); send it again"),
+        )),
+    }
+}
+
+/// Gives a file call its place in its file's arrival order (see `transport`), carried in the
+/// request's parts, where the handler finds it.
+fn take_turn(
+    message: &mut ClientJsonRpcMessage,
+    session: Option<Arc<crate::session::Session>>,
+    gate: &Gate,
+    principal: &Principal,
+    parts: &mut http::request::Parts,
+) {
+    let JsonRpcMessage::Request(request) = &*message else {
+        return;
+    };
+    if !matches!(request.request, ClientRequest::CallToolRequest(_)) {
+        return;
+    }
+    // Without a session the workspace is the principal's (stateless MCP 2026-07-28).
+    let session = session.unwrap_or_else(|| gate.workspaces.principal(principal));
+    transport::take_turn(message, &session.arrival);
+    if let JsonRpcMessage::Request(request) = message
+        && let ClientRequest::CallToolRequest(call) = &request.request
+        && let Some(turn) = transport::turn_of(&call.extensions)
+    {
+        parts.extensions.insert(turn);
+    }
+}
+
+/// One POST request in flight (for graceful shutdown).
+#[derive(Debug)]
+struct InFlight(Arc<Gate>);
+
+impl InFlight {
+    fn enter(gate: &Arc<Gate>) -> Self {
+        gate.in_flight.fetch_add(1, Ordering::SeqCst);
+        Self(gate.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// A response body that counts as in flight until it is sent or dropped.
+struct InFlightBody {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for InFlightBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Closes, in the MCP library, the sessions whose workspace the sweep dropped.
+pub async fn close_sessions(sessions: &LocalSessionManager, ids: Vec<Arc<str>>) {
+    for id in ids {
+        tracing::info!("session closed after being idle");
+        if let Err(error) = sessions.close_session(&id).await {
+            tracing::debug!(%error, "closing an idle session");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_match_exactly_or_on_any_port() {
+        let allowed = vec![
+            "https://app.example.com".to_owned(),
+            "http://localhost:*".to_owned(),
+        ];
+        for ok in [
+            "https://app.example.com",
+            "HTTPS://App.Example.com",
+            "http://localhost:6274",
+            "http://localhost",
+        ] {
+            assert!(origin_is_allowed(ok, &allowed), "{ok}");
+        }
+        for refused in [
+            "https://app.example.com:8443",
+            "http://app.example.com",
+            "https://evil.example.com",
+            "http://localhost.evil.com",
+            "http://localhost:80x",
+            "null",
+        ] {
+            assert!(!origin_is_allowed(refused, &allowed), "{refused}");
+        }
+        assert!(!origin_is_allowed("http://localhost", &[]));
+    }
+}

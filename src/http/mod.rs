@@ -1,0 +1,356 @@
+//! Streamable HTTP (`--http ADDR`): one server for many agents.
+//!
+//! `/mcp` is rmcp's own Streamable HTTP service (MCP 2025-11-25 sessions via `Mcp-Session-Id`,
+//! and stateless MCP 2026-07-28 requests), behind the [`gate`] (Origin, bearer tokens, session
+//! ownership, body cap, JSON-RPC errors for malformed bodies, session limit). `GET /healthz`
+//! answers load balancers without a token. Each MCP session, or each principal's stateless
+//! requests, has its own workspace (`workspace.rs`). On the shutdown signal the server refuses
+//! new requests, lets the calls in flight finish, then closes the streams and exits.
+//!
+//! [`auth`] owns tokens; this file owns the flags, binding, the router and the shutdown order.
+
+pub mod auth;
+pub mod gate;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{any, get};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::mounts::MountTable;
+use crate::registry::Registry;
+use crate::server::MountfsServer;
+use crate::session::WriteOptions;
+use crate::workspace::{WorkspaceLimits, Workspaces};
+
+use self::auth::{TOKEN_ENV, TokenError, Tokens};
+use self::gate::Gate;
+
+/// Default `--idle-timeout`.
+pub const DEFAULT_IDLE_TIMEOUT: &str = "30m";
+/// Default `--max-sessions`.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// Default `--max-body` (bytes): room for a `write_file` of a few MiB of JSON-escaped text.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// How long shutdown waits for the calls in flight before closing anyway.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// The HTTP flags of the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpArgs {
+    /// Serve MCP over Streamable HTTP at ADDR (e.g. 127.0.0.1:8765), endpoint /mcp, instead
+    /// of stdio. GET /healthz answers load balancers.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+
+    /// With --http: accepted bearer tokens, one `NAME TOKEN` per line (NAME is the agent's
+    /// principal; # starts a comment). Without it, MOUNTFS_TOKEN is the one token; without
+    /// either, a token is generated and printed once, and only loopback addresses may be served.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
+
+    /// With --http: a browser Origin allowed to call /mcp (e.g. https://app.example.com or
+    /// http://localhost:*); repeatable. Requests carrying any other Origin get 403.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    pub allow_origins: Vec<String>,
+
+    /// With --http: drop a session's or principal's workspace (memory mounts, read ledger, undo
+    /// history) after this long unused: 90s, 30m, 2h.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_IDLE_TIMEOUT, value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// With --http: at most this many MCP sessions at once; more get 503.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS, value_parser = parse_positive)]
+    pub max_sessions: usize,
+
+    /// With --http: largest request body in bytes; larger ones get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body: usize,
+}
+
+/// A count above zero.
+pub fn parse_positive(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) | Err(_) => Err(format!("{text:?}: give a whole number above zero")),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// A duration as `N`, `Ns`, `Nm` or `Nh`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let seconds_per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("{text:?}: use a number with s, m or h, e.g. 30m")),
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: use a number with s, m or h, e.g. 30m"))?;
+    if number == 0 {
+        return Err("the duration must be above zero".to_owned());
+    }
+    Ok(Duration::from_secs(number.saturating_mul(seconds_per)))
+}
+
+/// Why the HTTP server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The token configuration is unusable.
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
+    /// A non-loopback address without configured tokens.
+    #[error(
+        "--http {0} is reachable from other machines, so it needs configured tokens: pass --token-file FILE (lines `NAME TOKEN`) or set {TOKEN_ENV}, or serve a loopback address such as 127.0.0.1:8765"
+    )]
+    OpenWithoutTokens(String),
+    /// The address could not be resolved or bound.
+    #[error("cannot listen on {addr}: {reason}")]
+    Bind {
+        /// The address as given.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The tool registry is broken.
+    #[error("tool registry: {0}")]
+    Registry(#[from] crate::registry::DefinitionError),
+    /// Serving failed.
+    #[error("HTTP server: {0}")]
+    Serve(String),
+}
+
+/// A bound, not yet serving, HTTP server.
+#[derive(Debug)]
+pub struct HttpServer {
+    listener: tokio::net::TcpListener,
+    args: HttpArgs,
+    tokens: Tokens,
+    generated_token: Option<String>,
+}
+
+impl HttpServer {
+    /// Resolves and binds `args.http`, with tokens from `--token-file`, else `env_token`
+    /// (`MOUNTFS_TOKEN`), else generated (loopback only).
+    pub async fn bind(args: HttpArgs, env_token: Option<String>) -> Result<Self, HttpError> {
+        let addr = args.http.clone().unwrap_or_default();
+        let bind_error = |reason: String| HttpError::Bind {
+            addr: addr.clone(),
+            reason,
+        };
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&addr)
+            .await
+            .map_err(|e| bind_error(format!("{e} (give HOST:PORT, e.g. 127.0.0.1:8765)")))?
+            .collect();
+        let Some(first) = addrs.first().copied() else {
+            return Err(bind_error("the name resolves to no address".to_owned()));
+        };
+        let configured = match (&args.token_file, env_token.filter(|t| !t.is_empty())) {
+            (Some(file), _) => Some(Tokens::from_file(file)?),
+            (None, Some(token)) => Some(Tokens::single(&token)?),
+            (None, None) => None,
+        };
+        let (tokens, generated_token) = match configured {
+            Some(tokens) => (tokens, None),
+            None if first.ip().is_loopback() => {
+                let (tokens, token) = Tokens::generate();
+                (tokens, Some(token))
+            }
+            None => return Err(HttpError::OpenWithoutTokens(addr)),
+        };
+        let listener = tokio::net::TcpListener::bind(first)
+            .await
+            .map_err(|e| bind_error(e.to_string()))?;
+        Ok(Self {
+            listener,
+            args,
+            tokens,
+            generated_token,
+        })
+    }
+
+    /// The address served.
+    pub fn local_addr(&self) -> Result<SocketAddr, HttpError> {
+        self.listener
+            .local_addr()
+            .map_err(|e| HttpError::Serve(e.to_string()))
+    }
+
+    /// The `/mcp` URL clients use.
+    pub fn url(&self) -> Result<String, HttpError> {
+        Ok(format!("http://{}/mcp", self.local_addr()?))
+    }
+
+    /// When no token was configured: the `mcp.json` entry holding the generated token, to show
+    /// the operator once (and nowhere else).
+    pub fn generated_client_config(&self) -> Option<String> {
+        let token = self.generated_token.as_ref()?;
+        let url = self.url().ok()?;
+        let config = serde_json::json!({
+            "mcpServers": {"mountfs": {
+                "type": "http",
+                "url": url,
+                "headers": {"Authorization": format!("Bearer {token}")}
+            }}
+        });
+        serde_json::to_string_pretty(&config).ok()
+    }
+
+    /// How many tokens are accepted.
+    pub fn token_count(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Serves until `shutdown` resolves, then drains (see the module doc).
+    pub async fn serve(
+        self,
+        table: MountTable,
+        write_options: WriteOptions,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), HttpError> {
+        let registry = Arc::new(Registry::load()?);
+        let instructions = crate::instructions(&table);
+        let limits = WorkspaceLimits {
+            idle_timeout: self.args.idle_timeout,
+            max_sessions: self.args.max_sessions,
+        };
+        let workspaces = Arc::new(Workspaces::new(table, write_options, limits));
+        let local = self.local_addr()?;
+        let stop_streams = CancellationToken::new();
+
+        let mut session_config =
+            rmcp::transport::streamable_http_server::session::local::SessionConfig::default();
+        // The workspace sweep below closes idle sessions; the library's own timer is only a
+        // safety net for a session whose workspace is gone.
+        session_config.keep_alive = Some(self.args.idle_timeout + Duration::from_secs(60));
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config = session_config;
+        let sessions = Arc::new(sessions);
+        let mut config =
+            StreamableHttpServerConfig::default().with_cancellation_token(stop_streams.clone());
+        config.max_request_body_bytes = self.args.max_body;
+        // Host validation (the library's DNS-rebinding guard) fits a loopback server; one
+        // reachable from other machines is reached under names we cannot know, and is guarded
+        // by its configured tokens and the Origin check instead.
+        if !local.ip().is_loopback() {
+            config = config.disable_allowed_hosts();
+        }
+        let factory_workspaces = workspaces.clone();
+        let factory = move || {
+            Ok(MountfsServer::over_http(
+                registry.clone(),
+                factory_workspaces.clone(),
+                instructions.clone(),
+            ))
+        };
+        let mcp = StreamableHttpService::new(factory, sessions.clone(), config);
+        let gate = Arc::new(Gate {
+            mcp,
+            sessions: sessions.clone(),
+            workspaces: workspaces.clone(),
+            tokens: self.tokens.clone(),
+            allowed_origins: self.args.allow_origins.clone(),
+            max_body_bytes: self.args.max_body,
+            draining: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+        });
+
+        let sweeper = tokio::spawn(sweep_idle(gate.clone()));
+        let app = Router::new()
+            .route("/mcp", any(gate::mcp_endpoint))
+            .route("/healthz", get(healthz))
+            .with_state(gate.clone());
+        let drain_gate = gate.clone();
+        let graceful = async move {
+            shutdown.await;
+            drain(&drain_gate).await;
+            stop_streams.cancel();
+        };
+        tracing::info!(url = %format!("http://{local}/mcp"), tokens = self.tokens.len(), "serving MCP over Streamable HTTP");
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(graceful)
+            .await;
+        sweeper.abort();
+        served.map_err(|e| HttpError::Serve(e.to_string()))
+    }
+}
+
+/// `GET /healthz`: 200 while serving, 503 once shutdown has begun (so a load balancer stops
+/// sending new work here).
+async fn healthz(State(gate): State<Arc<Gate>>) -> (StatusCode, &'static str) {
+    if gate.draining.load(Ordering::SeqCst) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else {
+        (StatusCode::OK, "ok\n")
+    }
+}
+
+/// Refuses new requests, then waits (at most [`DRAIN_LIMIT`]) for those in flight.
+async fn drain(gate: &Gate) {
+    gate.draining.store(true, Ordering::SeqCst);
+    let in_flight = gate.in_flight.load(Ordering::SeqCst);
+    tracing::info!(
+        in_flight,
+        "shutting down: refusing new requests, finishing those in flight"
+    );
+    let finished = tokio::time::timeout(DRAIN_LIMIT, async {
+        loop {
+            let idle = gate.idle.notified();
+            if gate.in_flight.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            idle.await;
+        }
+    })
+    .await;
+    if finished.is_err() {
+        tracing::warn!(
+            in_flight = gate.in_flight.load(Ordering::SeqCst),
+            "calls still running after {DRAIN_LIMIT:?}; closing anyway"
+        );
+    }
+}
+
+/// Drops idle workspaces (and their MCP sessions) every so often.
+async fn sweep_idle(gate: Arc<Gate>) {
+    let every = (gate.workspaces.limits().idle_timeout / 10)
+        .clamp(Duration::from_millis(200), Duration::from_secs(60));
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        let closed = gate.workspaces.sweep(Instant::now());
+        gate::close_sessions(&gate.sessions, closed).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_seconds_minutes_and_hours() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5d").unwrap_err().contains("s, m or h"));
+        assert!(parse_duration("m").is_err());
+    }
+}

@@ -1,0 +1,266 @@
+//! Workspaces: whose [`Session`] (memory mounts, read ledger, undo history, arrival order) a
+//! request uses when one server serves many agents over HTTP.
+//!
+//! A workspace belongs to the MCP session when the client has one (`Mcp-Session-Id`, MCP
+//! 2025-11-25), otherwise to the authenticated principal (stateless MCP 2026-07-28). Sessions
+//! are owned by the principal that opened them: another principal presenting the same session
+//! id is told the session does not exist. Workspaces unused for the idle timeout are dropped
+//! by [`Workspaces::sweep`]; the number of sessions is capped.
+//!
+//! stdio needs none of this: its one process is its one workspace (see `lib.rs`). The HTTP
+//! transport (`http/`) decides which key a request has; this module only keeps the map.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::mounts::MountTable;
+use crate::session::{Session, WriteOptions};
+
+/// Who a request comes from: the NAME of its bearer token (see `http::auth`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal(pub Arc<str>);
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a workspace is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum WorkspaceKey {
+    /// An MCP session (`Mcp-Session-Id`).
+    Session(Arc<str>),
+    /// A principal's stateless requests.
+    Principal(Principal),
+}
+
+/// Why a session could not be opened or used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The session id is unknown, expired, or owned by another principal (the same answer for
+    /// all three, so that ids cannot be probed).
+    #[error(
+        "Session not found: it expired after being idle, was closed, or was never opened by this token. Start a new session (send initialize again)"
+    )]
+    UnknownSession,
+    /// `--max-sessions` are open.
+    #[error(
+        "Too many sessions: this server holds at most {0} (--max-sessions). Close an unused session (HTTP DELETE with its Mcp-Session-Id) or retry when an idle one has expired"
+    )]
+    TooManySessions(usize),
+}
+
+#[derive(Debug)]
+struct Entry {
+    session: Arc<Session>,
+    owner: Principal,
+    last_used: Instant,
+}
+
+/// Limits of a [`Workspaces`] map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceLimits {
+    /// A workspace unused this long is dropped (`--idle-timeout`).
+    pub idle_timeout: Duration,
+    /// At most this many MCP sessions at once (`--max-sessions`).
+    pub max_sessions: usize,
+}
+
+/// Every live workspace of one server (see the module doc).
+#[derive(Debug)]
+pub struct Workspaces {
+    table: MountTable,
+    write_options: WriteOptions,
+    limits: WorkspaceLimits,
+    // One short-held std lock: every operation is a hash-map lookup or insert, never awaited.
+    entries: Mutex<HashMap<WorkspaceKey, Entry>>,
+}
+
+impl Workspaces {
+    /// An empty map whose workspaces see `table` (fresh memory mounts each, shared others).
+    pub fn new(table: MountTable, write_options: WriteOptions, limits: WorkspaceLimits) -> Self {
+        Self {
+            table,
+            write_options,
+            limits,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The limits this map enforces.
+    pub fn limits(&self) -> WorkspaceLimits {
+        self.limits
+    }
+
+    fn fresh_session(&self) -> Arc<Session> {
+        Arc::new(Session::new(
+            Arc::new(self.table.session_backend()),
+            self.write_options,
+        ))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, Entry>> {
+        // Each operation leaves the map consistent; a panic elsewhere cannot half-update it.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether one more session may be opened now.
+    pub fn check_session_room(&self) -> Result<(), WorkspaceError> {
+        let sessions = self.session_count();
+        if sessions >= self.limits.max_sessions {
+            return Err(WorkspaceError::TooManySessions(self.limits.max_sessions));
+        }
+        Ok(())
+    }
+
+    /// Records a session the MCP library has just opened for `owner`, with a fresh workspace.
+    pub fn open_session(&self, id: &str, owner: &Principal) {
+        let entry = Entry {
+            session: self.fresh_session(),
+            owner: owner.clone(),
+            last_used: Instant::now(),
+        };
+        self.lock()
+            .insert(WorkspaceKey::Session(Arc::from(id)), entry);
+    }
+
+    /// The workspace of session `id` used by `principal`; marks it used.
+    pub fn session(&self, id: &str, principal: &Principal) -> Result<Arc<Session>, WorkspaceError> {
+        let mut entries = self.lock();
+        match entries.get_mut(&WorkspaceKey::Session(Arc::from(id))) {
+            Some(entry) if entry.owner == *principal => {
+                entry.last_used = Instant::now();
+                Ok(entry.session.clone())
+            }
+            _ => Err(WorkspaceError::UnknownSession),
+        }
+    }
+
+    /// The stateless workspace of `principal`, made on first use; marks it used.
+    pub fn principal(&self, principal: &Principal) -> Arc<Session> {
+        let mut entries = self.lock();
+        let entry = entries
+            .entry(WorkspaceKey::Principal(principal.clone()))
+            .or_insert_with(|| Entry {
+                session: self.fresh_session(),
+                owner: principal.clone(),
+                last_used: Instant::now(),
+            });
+        entry.last_used = Instant::now();
+        entry.session.clone()
+    }
+
+    /// Drops the workspace of session `id` (the client closed it).
+    pub fn close_session(&self, id: &str) {
+        self.lock().remove(&WorkspaceKey::Session(Arc::from(id)));
+    }
+
+    /// Drops every workspace idle for longer than the idle timeout at `now`; returns the ids of
+    /// the sessions dropped, for the caller to close in the MCP library too.
+    pub fn sweep(&self, now: Instant) -> Vec<Arc<str>> {
+        let mut closed = Vec::new();
+        self.lock().retain(|key, entry| {
+            let idle = now.saturating_duration_since(entry.last_used) > self.limits.idle_timeout;
+            // A call still running holds the session: in use, not idle.
+            let busy = Arc::strong_count(&entry.session) > 1;
+            let keep = !idle || busy;
+            if !keep && let WorkspaceKey::Session(id) = key {
+                closed.push(id.clone());
+            }
+            keep
+        });
+        closed
+    }
+
+    /// How many MCP sessions are open.
+    pub fn session_count(&self) -> usize {
+        self.lock()
+            .keys()
+            .filter(|key| matches!(key, WorkspaceKey::Session(_)))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config;
+
+    async fn workspaces(max_sessions: usize) -> Workspaces {
+        let specs = config::parse_table(&["/=memory".to_owned()]).unwrap();
+        let table = MountTable::open(specs).await.unwrap();
+        Workspaces::new(
+            table,
+            WriteOptions::default(),
+            WorkspaceLimits {
+                idle_timeout: Duration::from_secs(60),
+                max_sessions,
+            },
+        )
+    }
+
+    fn who(name: &str) -> Principal {
+        Principal(Arc::from(name))
+    }
+
+    #[tokio::test]
+    async fn a_session_is_only_found_by_its_owner() {
+        let map = workspaces(4).await;
+        map.open_session("s1", &who("alice"));
+        assert!(map.session("s1", &who("alice")).is_ok());
+        assert_eq!(
+            map.session("s1", &who("bob")).unwrap_err(),
+            WorkspaceError::UnknownSession
+        );
+        assert_eq!(
+            map.session("nope", &who("alice")).unwrap_err(),
+            WorkspaceError::UnknownSession
+        );
+    }
+
+    #[tokio::test]
+    async fn principals_get_one_workspace_each() {
+        let map = workspaces(4).await;
+        let a1 = map.principal(&who("alice"));
+        let a2 = map.principal(&who("alice"));
+        let b = map.principal(&who("bob"));
+        assert!(Arc::ptr_eq(&a1, &a2));
+        assert!(!Arc::ptr_eq(&a1, &b));
+        assert_eq!(
+            map.session_count(),
+            0,
+            "principal workspaces are not sessions"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_session_limit_is_enforced() {
+        let map = workspaces(2).await;
+        map.open_session("s1", &who("a"));
+        map.open_session("s2", &who("a"));
+        assert_eq!(
+            map.check_session_room().unwrap_err(),
+            WorkspaceError::TooManySessions(2)
+        );
+        map.close_session("s1");
+        assert!(map.check_session_room().is_ok());
+    }
+
+    #[tokio::test]
+    async fn idle_workspaces_are_swept_unless_busy() {
+        let map = workspaces(4).await;
+        map.open_session("idle", &who("a"));
+        map.open_session("busy", &who("a"));
+        map.principal(&who("b"));
+        let held = map.session("busy", &who("a")).unwrap();
+        let later = Instant::now() + Duration::from_secs(61);
+        let closed = map.sweep(later);
+        assert_eq!(closed, vec![Arc::<str>::from("idle")]);
+        assert!(map.session("busy", &who("a")).is_ok());
+        drop(held);
+        assert_eq!(map.session_count(), 1);
+        assert!(!map.lock().contains_key(&WorkspaceKey::Principal(who("b"))));
+    }
+}

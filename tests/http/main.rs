@@ -1,0 +1,608 @@
+//! Streamable HTTP end to end: the `mountfs` binary with `--http`, driven by a small HTTP
+//! client (`client.rs`) and by the official MCP Python SDK. Tokens, Origin, per-agent
+//! workspaces (sessions and stateless principals), limits, malformed bodies, `/healthz`,
+//! graceful shutdown, and two instances sharing one PostgreSQL mount.
+
+mod client;
+
+use std::time::Duration;
+
+use client::{Client, Protocol, Server};
+use serde_json::json;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef";
+
+/// A token file naming alice and bob, kept alive with its directory.
+fn token_file() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("# team\nalice {ALICE}\nbob {BOB}\n")).unwrap();
+    (dir, file.to_string_lossy().into_owned())
+}
+
+/// A server with alice and bob, a shared disk mount at `/shared/` and per-workspace memory at
+/// `/` and `/scratch/`.
+async fn team_server(extra: &[&str]) -> (Server, tempfile::TempDir, tempfile::TempDir) {
+    let (tokens_dir, tokens) = token_file();
+    let disk = tempfile::tempdir().unwrap();
+    std::fs::write(disk.path().join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    let shared = format!("/shared/=disk:{}", disk.path().display());
+    let mut args = vec![
+        "--token-file",
+        &tokens,
+        "--mount",
+        "/=memory",
+        "--mount",
+        "/scratch/=memory",
+        "--mount",
+        &shared,
+    ];
+    args.extend_from_slice(extra);
+    let server = Server::start(&args, &[]).await;
+    (server, tokens_dir, disk)
+}
+
+async fn session_client(server: &Server, token: &str) -> Client {
+    let mut client = Client::new(&server.url, Some(token), Protocol::Session);
+    let reply = client.initialize().await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        client.session.is_some(),
+        "no Mcp-Session-Id: {:?}",
+        reply.headers
+    );
+    client
+}
+
+#[tokio::test]
+async fn two_tokens_have_separate_scratch_and_ledgers_but_share_disk() {
+    let (server, _t, _d) = team_server(&[]).await;
+    let mut alice = session_client(&server, ALICE).await;
+    let mut bob = session_client(&server, BOB).await;
+
+    let w = alice
+        .call(
+            "write_file",
+            json!({"file_path": "/scratch/mine.txt", "content": "alice\n"}),
+        )
+        .await;
+    assert!(!w.is_error, "{}", w.text);
+    let ls = bob.call("ls", json!({"path": "/scratch"})).await;
+    assert!(
+        !ls.text.contains("mine.txt"),
+        "bob sees alice's scratch: {}",
+        ls.text
+    );
+    let read = bob
+        .call("read_file", json!({"file_path": "/scratch/mine.txt"}))
+        .await;
+    assert!(read.is_error, "{}", read.text);
+
+    // The ledger is per workspace: alice's read does not let bob edit.
+    let read = alice
+        .call("read_file", json!({"file_path": "/shared/notes.txt"}))
+        .await;
+    assert!(!read.is_error, "{}", read.text);
+    let edit = bob
+        .call(
+            "edit_file",
+            json!({"file_path": "/shared/notes.txt", "old_string": "two", "new_string": "2"}),
+        )
+        .await;
+    assert!(
+        edit.is_error && edit.text.starts_with("Error: File has not been read yet"),
+        "{}",
+        edit.text
+    );
+
+    // One agent's change to a shared file makes the other's read stale.
+    bob.call("read_file", json!({"file_path": "/shared/notes.txt"}))
+        .await;
+    let edit = bob
+        .call(
+            "edit_file",
+            json!({"file_path": "/shared/notes.txt", "old_string": "two", "new_string": "2"}),
+        )
+        .await;
+    assert!(!edit.is_error, "{}", edit.text);
+    let write = alice
+        .call(
+            "write_file",
+            json!({"file_path": "/shared/notes.txt", "content": "alice was here\n"}),
+        )
+        .await;
+    assert!(
+        write.is_error
+            && write
+                .text
+                .starts_with("Error: File has been modified since it was read"),
+        "{}",
+        write.text
+    );
+
+    // Two sessions of one principal are two workspaces too.
+    let mut alice2 = session_client(&server, ALICE).await;
+    let ls = alice2.call("ls", json!({"path": "/scratch"})).await;
+    assert!(!ls.text.contains("mine.txt"), "{}", ls.text);
+}
+
+#[tokio::test]
+async fn a_request_without_a_valid_token_gets_401_and_touches_nothing() {
+    let (server, _t, disk) = team_server(&[]).await;
+    for token in [
+        None,
+        Some("wrong-token-0123456789abcdef"),
+        Some(&ALICE[..ALICE.len() - 1]),
+    ] {
+        let mut client = Client::new(&server.url, token, Protocol::Session);
+        let reply = client.initialize().await;
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        let challenge = reply.header("www-authenticate").unwrap();
+        assert!(
+            challenge.starts_with("Bearer realm=\"mountfs\""),
+            "{challenge}"
+        );
+        assert_eq!(
+            challenge.contains("invalid_token"),
+            token.is_some(),
+            "{challenge}"
+        );
+        assert_eq!(reply.message()["error"]["code"], -32000);
+        // Stateless calls are refused the same way, before any tool runs.
+        let mut stateless = Client::new(&server.url, token, Protocol::Stateless);
+        let reply = stateless
+            .request_reply(
+                "tools/call",
+                json!({"name": "write_file", "arguments": {"file_path": "/shared/x.txt", "content": "x"}}),
+            )
+            .await;
+        assert_eq!(reply.status, 401, "{}", reply.body);
+    }
+    assert!(!disk.path().join("x.txt").exists());
+    // A session id is no key: bob cannot use alice's session.
+    let alice = session_client(&server, ALICE).await;
+    let mut thief = Client::new(&server.url, Some(BOB), Protocol::Session);
+    thief.session = alice.session.clone();
+    let reply = thief.request_reply("tools/list", json!({})).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(reply.message()["error"]["code"], -32001);
+    let log = server.stderr();
+    for token in [ALICE, BOB, "wrong-token-0123456789abcdef"] {
+        assert!(!log.contains(token), "a token reached the log:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_origin_gets_403_and_an_allowed_one_passes() {
+    let (server, _t, _d) = team_server(&["--allow-origin", "http://localhost:*"]).await;
+    let mut client = Client::new(&server.url, Some(ALICE), Protocol::Session);
+    client
+        .extra_headers
+        .push(("origin".into(), "https://evil.example".into()));
+    let reply = client.initialize().await;
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert!(
+        reply.message()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-origin")
+    );
+
+    client.extra_headers = vec![("origin".into(), "http://localhost:6274".into())];
+    let reply = client.initialize().await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let ls = client.call("ls", json!({})).await;
+    assert!(!ls.is_error, "{}", ls.text);
+}
+
+#[tokio::test]
+async fn a_stateless_sequence_keeps_read_before_edit_per_principal() {
+    let (server, _t, disk) = team_server(&[]).await;
+    let mut alice = Client::new(&server.url, Some(ALICE), Protocol::Stateless);
+    let mut bob = Client::new(&server.url, Some(BOB), Protocol::Stateless);
+    let discover = alice.request("server/discover", json!({})).await;
+    assert!(discover.get("result").is_some(), "{discover}");
+
+    let edit = json!({"file_path": "/shared/notes.txt", "old_string": "three", "new_string": "3"});
+    let early = alice.call("edit_file", edit.clone()).await;
+    assert!(
+        early.is_error && early.text.starts_with("Error: File has not been read yet"),
+        "{}",
+        early.text
+    );
+    let read = alice
+        .call("read_file", json!({"file_path": "/shared/notes.txt"}))
+        .await;
+    assert!(!read.is_error, "{}", read.text);
+    // Each request is its own HTTP exchange with no session, yet alice's read counts for her...
+    let done = alice.call("edit_file", edit).await;
+    assert!(!done.is_error, "{}", done.text);
+    assert_eq!(
+        std::fs::read_to_string(disk.path().join("notes.txt")).unwrap(),
+        "one\ntwo\n3\n"
+    );
+    // ...and not for bob, and her memory files are hers.
+    let bob_edit = bob
+        .call(
+            "edit_file",
+            json!({"file_path": "/shared/notes.txt", "old_string": "one", "new_string": "1"}),
+        )
+        .await;
+    assert!(
+        bob_edit.is_error
+            && bob_edit
+                .text
+                .starts_with("Error: File has not been read yet"),
+        "{}",
+        bob_edit.text
+    );
+    alice
+        .call(
+            "write_file",
+            json!({"file_path": "/scratch/a.txt", "content": "a"}),
+        )
+        .await;
+    let again = alice
+        .call("read_file", json!({"file_path": "/scratch/a.txt"}))
+        .await;
+    assert!(!again.is_error, "{}", again.text);
+    let theirs = bob
+        .call("read_file", json!({"file_path": "/scratch/a.txt"}))
+        .await;
+    assert!(theirs.is_error, "{}", theirs.text);
+    // Undo history is per principal too.
+    let undo = alice
+        .call("undo_edit", json!({"file_path": "/shared/notes.txt"}))
+        .await;
+    assert!(!undo.is_error, "{}", undo.text);
+    assert_eq!(
+        std::fs::read_to_string(disk.path().join("notes.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_bodies_get_jsonrpc_errors_and_the_server_keeps_serving() {
+    let (server, _t, _d) = team_server(&["--max-body", "2000"]).await;
+    let mut client = session_client(&server, ALICE).await;
+    let cases = [
+        ("{\"jsonrpc\":", 400, -32700),
+        ("\u{0}\u{1}", 400, -32700),
+        (
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            400,
+            -32600,
+        ),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1}", 400, -32600),
+        ("{\"id\":1,\"method\":\"ping\"}", 400, -32600),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":5}}",
+            400,
+            -32602,
+        ),
+    ];
+    for (body, status, code) in cases {
+        let reply = client
+            .send("POST", body, &[("mcp-protocol-version", "2025-11-25")])
+            .await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.body);
+        assert_eq!(
+            reply.message()["error"]["code"],
+            code,
+            "{body}: {}",
+            reply.body
+        );
+    }
+    let invalid_params = client
+        .send(
+            "POST",
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":5}}",
+            &[],
+        )
+        .await;
+    assert_eq!(invalid_params.message()["id"], 7);
+
+    let big = json!({"file_path": "/big.txt", "content": "x".repeat(5000)});
+    let reply = client
+        .request_reply(
+            "tools/call",
+            json!({"name": "write_file", "arguments": big}),
+        )
+        .await;
+    assert_eq!(reply.status, 413, "{}", reply.body);
+    let message = reply.message()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("limit of 2000 bytes (--max-body)"),
+        "{message}"
+    );
+    let ls = client.call("ls", json!({})).await;
+    assert!(!ls.is_error && !ls.text.contains("big.txt"), "{}", ls.text);
+}
+
+#[tokio::test]
+async fn sessions_are_capped_and_idle_ones_expire() {
+    let (server, _t, _d) = team_server(&["--max-sessions", "2", "--idle-timeout", "1s"]).await;
+    let mut first = session_client(&server, ALICE).await;
+    let _second = session_client(&server, BOB).await;
+    let mut third = Client::new(&server.url, Some(ALICE), Protocol::Session);
+    let reply = third.initialize().await;
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert!(reply.body.contains("--max-sessions"), "{}", reply.body);
+
+    // Closing a session makes room.
+    let closed = first.send("DELETE", "", &[]).await;
+    assert!(closed.status < 300, "{}: {}", closed.status, closed.body);
+    let reply = third.initialize().await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+
+    // After the idle timeout the workspace and its session are gone.
+    third
+        .call(
+            "write_file",
+            json!({"file_path": "/scratch/t.txt", "content": "t"}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let reply = third.request_reply("tools/list", json!({})).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    let reply = third.initialize().await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let read = third
+        .call("read_file", json!({"file_path": "/scratch/t.txt"}))
+        .await;
+    assert!(read.is_error, "a new session starts empty: {}", read.text);
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_without_tokens_is_refused_at_start() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .args(["--http", "0.0.0.0:0", "--mount", "/=memory"])
+        .env_remove("MOUNTFS_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("needs configured tokens: pass --token-file"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn without_tokens_one_is_generated_shown_once_and_required() {
+    let server = Server::start(&["--mount", "/=memory"], &[]).await;
+    let log = server.stderr();
+    let config_start = log.find("{\n").expect("client configuration printed");
+    let config_end = log[config_start..].find("\n}\n").unwrap() + config_start + 2;
+    let config: serde_json::Value = serde_json::from_str(&log[config_start..config_end]).unwrap();
+    let entry = &config["mcpServers"]["mountfs"];
+    assert_eq!(entry["type"], "http");
+    assert_eq!(entry["url"], server.url.as_str());
+    let header = entry["headers"]["Authorization"].as_str().unwrap();
+    let token = header.strip_prefix("Bearer ").unwrap();
+    assert_eq!(token.len(), 64);
+    assert_eq!(
+        log.matches(token).count(),
+        1,
+        "the token is shown exactly once"
+    );
+
+    let mut anonymous = Client::new(&server.url, None, Protocol::Session);
+    assert_eq!(anonymous.initialize().await.status, 401);
+    let mut client = Client::new(&server.url, Some(token), Protocol::Session);
+    assert_eq!(client.initialize().await.status, 200);
+    let ls = client.call("ls", json!({})).await;
+    assert!(!ls.is_error, "{}", ls.text);
+    assert_eq!(server.stderr().matches(token).count(), 1);
+
+    // MOUNTFS_TOKEN is the one token when set.
+    let server = Server::start(&["--mount", "/=memory"], &[("MOUNTFS_TOKEN", ALICE)]).await;
+    assert!(
+        !server.stderr().contains("generated"),
+        "{}",
+        server.stderr()
+    );
+    let mut client = Client::new(&server.url, Some(ALICE), Protocol::Session);
+    assert_eq!(client.initialize().await.status, 200);
+}
+
+#[tokio::test]
+async fn healthz_answers_and_sigterm_lets_calls_in_flight_finish() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut server, _t, disk) = team_server(&[]).await;
+    let health = reqwest_like_get(&format!("{}/healthz", server.base())).await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+
+    // A call whose body is still arriving when SIGTERM comes.
+    let mut client = Client::new(&server.url, Some(ALICE), Protocol::Stateless);
+    client.request("server/discover", json!({})).await;
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "write_file",
+        "arguments": {"file_path": "/shared/late.txt", "content": "landed\n"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    }})
+    .to_string();
+    let authority = server.base().trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {authority}\r\nauthorization: Bearer {ALICE}\r\naccept: application/json, text/event-stream\r\ncontent-type: application/json\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: write_file\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&body.as_bytes()[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let pid = server.child.id().unwrap() as i32;
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = reqwest_like_get(&format!("{}/healthz", server.base())).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "exited with a call in flight"
+    );
+
+    slow.write_all(&body.as_bytes()[10..]).await.unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("Created /shared/late.txt"), "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(disk.path().join("late.txt")).unwrap(),
+        "landed\n"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), server.child.wait())
+        .await
+        .expect("the server exits once drained")
+        .unwrap();
+    assert!(status.success(), "{status:?}\n{}", server.stderr());
+}
+
+/// One plain GET with `Connection: close`; the whole raw answer.
+async fn reqwest_like_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.trim_start_matches("http://");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: {authority}\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
+    let python_sdk = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.streamable_http"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python_sdk {
+        println!(
+            "skipped: the MCP Python SDK is not installed (pip install -r tests/python/requirements.txt)"
+        );
+        return;
+    }
+    let (server, _t, _d) = team_server(&[]).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/sdk_http_session.py"
+    );
+    let output = tokio::process::Command::new("python3")
+        .args([script, &server.url, ALICE, BOB])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python SDK session failed:\n{stdout}\n{stderr}\nserver:\n{}",
+        server.stderr()
+    );
+    assert!(stdout.contains("session ok: every tool"), "{stdout}");
+    assert!(stdout.contains("workspaces ok"), "{stdout}");
+}
+
+#[path = "../support/mod.rs"]
+mod support;
+
+#[tokio::test]
+async fn two_instances_on_one_postgres_mount_lose_no_reported_edit() {
+    let Some(url) =
+        support::postgres_url("two_instances_on_one_postgres_mount_lose_no_reported_edit")
+    else {
+        return;
+    };
+    let namespace = support::PostgresNamespace::new(&url, "http-two-instances");
+    let (_t, tokens) = token_file();
+    let mount = format!("/=store:postgres:{url},namespace={}", namespace.name);
+    let args = ["--token-file", tokens.as_str(), "--mount", mount.as_str()];
+    let first = Server::start(&args, &[]).await;
+    let second = Server::start(&args, &[]).await;
+
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 4;
+    let initial: String = (0..CLIENTS).map(|i| format!("line {i}: v0\n")).collect();
+    let mut seed = session_client(&first, ALICE).await;
+    let created = seed
+        .call(
+            "write_file",
+            json!({"file_path": "/shared.txt", "content": initial}),
+        )
+        .await;
+    assert!(!created.is_error, "{}", created.text);
+
+    let mut tasks = Vec::new();
+    for i in 0..CLIENTS {
+        let url = if i % 2 == 0 {
+            first.url.clone()
+        } else {
+            second.url.clone()
+        };
+        let token = if i % 4 < 2 { ALICE } else { BOB };
+        tasks.push(tokio::spawn(async move {
+            let mut client = Client::new(&url, Some(token), Protocol::Session);
+            assert_eq!(client.initialize().await.status, 200);
+            let mut done = 0;
+            let mut attempts = 0;
+            while done < ROUNDS {
+                attempts += 1;
+                assert!(attempts < 200, "client {i} cannot land its edits");
+                client
+                    .call("read_file", json!({"file_path": "/shared.txt"}))
+                    .await;
+                let edit = client
+                    .call(
+                        "edit_file",
+                        json!({
+                            "file_path": "/shared.txt",
+                            "old_string": format!("line {i}: v{done}\n"),
+                            "new_string": format!("line {i}: v{}\n", done + 1),
+                        }),
+                    )
+                    .await;
+                if !edit.is_error {
+                    done += 1;
+                } else {
+                    assert!(
+                        edit.text.contains("modified since"),
+                        "client {i}: {}",
+                        edit.text
+                    );
+                }
+            }
+            done
+        }));
+    }
+    let mut reported = Vec::new();
+    for task in tasks {
+        reported.push(task.await.unwrap());
+    }
+    let mut check = session_client(&second, BOB).await;
+    let read = check
+        .call("read_file", json!({"file_path": "/shared.txt"}))
+        .await;
+    for (i, done) in reported.iter().enumerate() {
+        let expected = format!("line {i}: v{done}");
+        assert!(
+            read.text.contains(&expected),
+            "lost edit: {expected} not in\n{}",
+            read.text
+        );
+    }
+}
