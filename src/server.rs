@@ -196,4 +196,20 @@ impl ServerHandler for MountfsServer {
             .await
             .map(Into::into)
     }
+
+    /// A method MCP does not define (JSON-RPC -32601), named, with where to look.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        Err(McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: {}. The initialize result lists what this server serves (tools: tools/list, tools/call)",
+                request.method
+            ),
+            None,
+        ))
+    }
 }

@@ -374,3 +374,105 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for StdioTransport<R> {
 fn closed() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout is closed")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    /// A transport reading what the test writes to the returned input end; its output end is
+    /// returned too.
+    fn transport(limit: usize) -> (StdioTransport<DuplexStream>, DuplexStream, DuplexStream) {
+        let (input, feed) = tokio::io::duplex(1 << 16);
+        let (output, answers) = tokio::io::duplex(1 << 16);
+        let transport =
+            StdioTransport::new(input, output, Arc::new(ArrivalOrder::default()), limit);
+        (transport, feed, answers)
+    }
+
+    fn method(message: &ClientJsonRpcMessage) -> String {
+        serde_json::to_value(message).unwrap()["method"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+    #[tokio::test]
+    async fn an_over_long_line_is_skipped_without_growing_the_buffer() {
+        let (mut transport, mut feed, mut answers) = transport(1024);
+        let writer = tokio::spawn(async move {
+            feed.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"")
+                .await
+                .unwrap();
+            feed.write_all(&vec![b'a'; 4 << 20]).await.unwrap();
+            feed.write_all(b"\"}\r\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n")
+                .await
+                .unwrap();
+            feed
+        });
+        let message = transport.receive().await.unwrap();
+        assert_eq!(method(&message), "ping");
+        assert!(
+            transport.line.capacity() <= 2048,
+            "{}",
+            transport.line.capacity()
+        );
+        let _feed = writer.await.unwrap();
+        let mut answer = vec![0; 4096];
+        let n = answers.read(&mut answer).await.unwrap();
+        let answer: Value = serde_json::from_slice(&answer[..n]).unwrap();
+        assert_eq!(answer["error"]["code"], INVALID_REQUEST);
+        assert_eq!(answer["id"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn a_last_line_without_newline_is_still_read() {
+        let (mut transport, mut feed, _answers) = transport(1024);
+        feed.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+            .await
+            .unwrap();
+        drop(feed);
+        assert_eq!(method(&transport.receive().await.unwrap()), "ping");
+        assert!(transport.receive().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn notifications_wait_for_the_session_to_begin() {
+        let (mut transport, mut feed, _answers) = transport(1024);
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        feed.write_all(format!("{initialized}\n{INITIALIZE}\n{initialized}\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(method(&transport.receive().await.unwrap()), "initialize");
+        assert_eq!(
+            method(&transport.receive().await.unwrap()),
+            "notifications/initialized"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_first_request_leaves_the_session_unbegun() {
+        let (mut transport, mut feed, _answers) = transport(1024);
+        let list = r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#;
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        feed.write_all(format!("{list}\n{note}\n{list}\n{note}\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(method(&transport.receive().await.unwrap()), "tools/list");
+        // The library refuses it (no initialize, no stateless metadata) …
+        let refusal = TxJsonRpcMessage::<RoleServer>::error(
+            rmcp::model::ErrorData::invalid_params("request _meta is missing", None),
+            Some(RequestId::Number(5)),
+        );
+        transport.send(refusal).await.unwrap();
+        // … so the notification after it is dropped, the next request delivered; that one is
+        // not refused, so the session has begun and the last notification is delivered.
+        assert_eq!(method(&transport.receive().await.unwrap()), "tools/list");
+        assert_eq!(
+            method(&transport.receive().await.unwrap()),
+            "notifications/initialized"
+        );
+    }
+}

@@ -76,6 +76,42 @@ fn a_line_over_max_message_bytes_is_skipped_and_answered() {
 }
 
 #[test]
+fn skipping_an_over_long_line_takes_bounded_memory() {
+    let mut client = StdioClient::start(&["--mount", "/=memory", "--max-message-bytes", "1048576"]);
+    let Some(before) = client.peak_memory() else {
+        return; // no /proc (not Linux): nothing to measure
+    };
+    // 128 MiB of one line, written in pieces as a client streaming a huge message would.
+    let piece = vec![b'a'; 1 << 20];
+    client.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"");
+    for _ in 0..128 {
+        client.send_bytes(&piece);
+    }
+    client.send_bytes(b"\"}}\n");
+    assert_eq!(null_id_error(&client.recv()), -32600);
+    assert!(client.request("ping", json!({}))["result"].is_object());
+    let peak = client.peak_memory().unwrap();
+    // The line is dropped as it streams past: the peak stays far below its 128 MiB (a line
+    // buffered whole would cost at least that).
+    assert!(
+        peak < before + 16 * 1024 * 1024,
+        "peak {peak} bytes after skipping a 128 MiB line (before: {before})"
+    );
+}
+
+#[test]
+fn an_unknown_method_is_named_in_its_error() {
+    let mut client = StdioClient::start(&[]);
+    let answer = client.request("no/such/method", json!({}));
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Method not found: no/such/method. "),
+        "{message}"
+    );
+}
+
+#[test]
 fn messages_before_initialize_do_not_end_the_session() {
     let mut client = StdioClient::spawn(&["--mount", "/=memory"]);
     client.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
