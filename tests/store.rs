@@ -1,5 +1,5 @@
 //! The `Store` trait's rules, checked on every engine: each case in `cases` runs once per
-//! engine fixture (`sqlite`, and `postgres` when `MOUNTFS_TEST_POSTGRES` is set), after the
+//! engine fixture (`sqlite`, and `postgres` when one is found: see tests/support), after the
 //! object_store style the conformance suite follows. Engine-specific behaviour (reopening a
 //! file, unreachable servers) has its own tests at the bottom.
 
@@ -414,4 +414,52 @@ async fn postgres_that_cannot_be_reached_is_unavailable_and_says_where() {
     assert!(matches!(error, store::Error::Unavailable(_)), "{error:?}");
     assert!(text.contains("127.0.0.1:1/db"), "{text}");
     assert!(!text.contains("secret"), "{text}");
+}
+
+/// Set in the copy of this binary that [`skipped_postgres_tests_are_listed_not_passed_in_silence`]
+/// runs, so that the copy does not run it again.
+const CHILD_RUN: &str = "MOUNTFS_TEST_SKIP_REPORT_CHILD";
+
+/// Runs this test binary's PostgreSQL cases in a child process with `postgres` as
+/// `MOUNTFS_TEST_POSTGRES` (`None`: unset); returns its stdout and stderr.
+fn run_postgres_cases(postgres: Option<&str>) -> (String, String) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["postgres::", "--test-threads=2"])
+        .env(CHILD_RUN, "1");
+    match postgres {
+        Some(value) => command.env(support::POSTGRES_ENV, value),
+        None => command.env_remove(support::POSTGRES_ENV),
+    };
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn skipped_postgres_tests_are_listed_not_passed_in_silence() {
+    if std::env::var_os(CHILD_RUN).is_some() {
+        return;
+    }
+    let (stdout, stderr) = run_postgres_cases(Some("off"));
+    assert!(stdout.contains("test result: ok. 10 passed"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "SKIPPED 10 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES=off; unset it to use a PostgreSQL on 127.0.0.1:5432, or set it to a URL (postgres::"
+        ),
+        "{stderr}"
+    );
+    // Unset, the cases find the local server by themselves, or say they could not.
+    let (_, stderr) = run_postgres_cases(None);
+    if support::local_postgres_answers() {
+        assert!(!stderr.contains("SKIPPED"), "{stderr}");
+    } else {
+        assert!(
+            stderr.contains("SKIPPED 10 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES is unset and no PostgreSQL answers at postgres://postgres@127.0.0.1:5432/test"),
+            "{stderr}"
+        );
+    }
 }

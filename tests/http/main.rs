@@ -492,8 +492,9 @@ async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !python_sdk {
-        println!(
-            "skipped: the MCP Python SDK is not installed (pip install -r tests/python/requirements.txt)"
+        support::skips::record(
+            "the official MCP Python SDK over HTTP",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
         );
         return;
     }

@@ -53,7 +53,7 @@ fn postgres_target() -> &'static Result<String, String> {
 
 /// Whether [`LOCAL_POSTGRES`] accepts a connection and a query (on a thread of its own, since
 /// callers may be inside a runtime).
-fn local_postgres_answers() -> bool {
+pub fn local_postgres_answers() -> bool {
     std::thread::spawn(|| {
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
