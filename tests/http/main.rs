@@ -4,6 +4,7 @@
 //! graceful shutdown, and two instances sharing one PostgreSQL mount.
 
 mod client;
+mod conformance;
 
 use std::time::Duration;
 
