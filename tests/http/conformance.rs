@@ -98,8 +98,9 @@ async fn forward(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_conformance_suite_passes_every_applicable_scenario() {
     let Some((node, entry)) = suite() else {
-        println!(
-            "skipped: the MCP conformance suite could not be installed (npm ci in tests/mcp-conformance)"
+        super::support::skips::record(
+            "the official MCP conformance suite over HTTP",
+            "it could not be installed (npm ci in tests/mcp-conformance)",
         );
         return;
     };
