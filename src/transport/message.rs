@@ -18,8 +18,9 @@
 
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, InitializeRequestParams,
-    JsonRpcMessage,
+    JsonRpcMessage, JsonRpcRequest,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// JSON-RPC "Parse error": the line is not UTF-8 JSON.
@@ -206,49 +207,43 @@ pub fn classify_value(value: Value) -> Incoming {
             ),
         );
     }
-    let params = object.get("params").cloned();
-    let message = match serde_json::from_value::<ClientJsonRpcMessage>(value) {
-        Ok(message) => message,
-        Err(error) => {
-            let problem = if TYPED_METHODS.contains(&method.as_str()) {
-                params_problem(&method, params)
-            } else {
-                error.to_string()
-            };
-            return answer(
-                INVALID_PARAMS,
-                readable_id,
-                format!("Invalid params for {method}: {problem}"),
-            );
-        }
+    // Parsed from a borrow, so that the params are still at hand for an error message without
+    // a copy of them (they can be megabytes) on every request.
+    let parsed = ClientJsonRpcMessage::deserialize(&value);
+    let params = object.get("params");
+    let problem = match &parsed {
+        Err(_)
+        | Ok(JsonRpcMessage::Request(JsonRpcRequest {
+            request: ClientRequest::CustomRequest(_),
+            ..
+        })) if TYPED_METHODS.contains(&method.as_str()) => Some(params_problem(&method, params)),
+        Err(error) => Some(error.to_string()),
+        Ok(_) => None,
     };
-    if let JsonRpcMessage::Request(request) = &message
-        && matches!(request.request, ClientRequest::CustomRequest(_))
-        && TYPED_METHODS.contains(&method.as_str())
-    {
-        return answer(
+    match (parsed, problem) {
+        (Ok(message), None) => Incoming::Message(Box::new(message)),
+        (_, problem) => answer(
             INVALID_PARAMS,
             readable_id,
             format!(
                 "Invalid params for {method}: {}",
-                params_problem(&method, params)
+                problem.unwrap_or_default()
             ),
-        );
+        ),
     }
-    Incoming::Message(Box::new(message))
 }
 
 /// Why `params` do not fit `method`, in the words of the params type's own parser.
-fn params_problem(method: &str, params: Option<Value>) -> String {
+fn params_problem(method: &str, params: Option<&Value>) -> String {
     let Some(params) = params else {
         return "\"params\" is missing".into();
     };
     if !params.is_object() {
-        return format!("\"params\" must be an object, not {}", kind(&params));
+        return format!("\"params\" must be an object, not {}", kind(params));
     }
     let error = match method {
-        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
-        "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err(),
+        "tools/call" => CallToolRequestParams::deserialize(params).err(),
+        "initialize" => InitializeRequestParams::deserialize(params).err(),
         _ => None,
     };
     match error {
