@@ -115,15 +115,26 @@ impl Workspaces {
         Ok(())
     }
 
-    /// Records a session the MCP library has just opened for `owner`, with a fresh workspace.
-    pub fn open_session(&self, id: &str, owner: &Principal) {
+    /// Records a session the MCP library has just opened for `owner`, with a fresh workspace;
+    /// refused when the limit was reached meanwhile (initializations racing past
+    /// [`Workspaces::check_session_room`]), and the caller closes the session again.
+    pub fn open_session(&self, id: &str, owner: &Principal) -> Result<(), WorkspaceError> {
+        let session = self.fresh_session();
+        let mut entries = self.lock();
+        let sessions = entries
+            .keys()
+            .filter(|key| matches!(key, WorkspaceKey::Session(_)))
+            .count();
+        if sessions >= self.limits.max_sessions {
+            return Err(WorkspaceError::TooManySessions(self.limits.max_sessions));
+        }
         let entry = Entry {
-            session: self.fresh_session(),
+            session,
             owner: owner.clone(),
             last_used: Instant::now(),
         };
-        self.lock()
-            .insert(WorkspaceKey::Session(Arc::from(id)), entry);
+        entries.insert(WorkspaceKey::Session(Arc::from(id)), entry);
+        Ok(())
     }
 
     /// The workspace of session `id` used by `principal`; marks it used.
@@ -208,7 +219,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_is_only_found_by_its_owner() {
         let map = workspaces(4).await;
-        map.open_session("s1", &who("alice"));
+        map.open_session("s1", &who("alice")).unwrap();
         assert!(map.session("s1", &who("alice")).is_ok());
         assert_eq!(
             map.session("s1", &who("bob")).unwrap_err(),
@@ -238,10 +249,14 @@ mod tests {
     #[tokio::test]
     async fn the_session_limit_is_enforced() {
         let map = workspaces(2).await;
-        map.open_session("s1", &who("a"));
-        map.open_session("s2", &who("a"));
+        map.open_session("s1", &who("a")).unwrap();
+        map.open_session("s2", &who("a")).unwrap();
         assert_eq!(
             map.check_session_room().unwrap_err(),
+            WorkspaceError::TooManySessions(2)
+        );
+        assert_eq!(
+            map.open_session("s3", &who("a")).unwrap_err(),
             WorkspaceError::TooManySessions(2)
         );
         map.close_session("s1");
@@ -251,8 +266,8 @@ mod tests {
     #[tokio::test]
     async fn idle_workspaces_are_swept_unless_busy() {
         let map = workspaces(4).await;
-        map.open_session("idle", &who("a"));
-        map.open_session("busy", &who("a"));
+        map.open_session("idle", &who("a")).unwrap();
+        map.open_session("busy", &who("a")).unwrap();
         map.principal(&who("b"));
         let held = map.session("busy", &who("a")).unwrap();
         let later = Instant::now() + Duration::from_secs(61);

@@ -232,19 +232,15 @@ pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Re
             }
             _ => Value::Null,
         };
-        let mut response = jsonrpc_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            id,
-            SERVER_REFUSED,
-            &error.to_string(),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-        return response;
+        return too_many_sessions(id, &error);
     }
     take_turn(&mut message, workspace, &gate, &principal, &mut parts);
-    // The library parses the body itself; the turn travels in `parts`.
+    // The library parses the body again itself: hand it the message as classified (a byte-order
+    // mark, stray CRs and the like are gone), with the turn travelling in `parts`.
+    let body = match serde_json::to_vec(&message) {
+        Ok(normalised) => Bytes::from(normalised),
+        Err(_) => body,
+    };
     drop(message);
     let response = gate
         .mcp
@@ -254,7 +250,11 @@ pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Re
         && let Some(id) = response.headers().get(SESSION_HEADER)
         && let Ok(id) = id.to_str()
     {
-        gate.workspaces.open_session(id, &principal);
+        if let Err(error) = gate.workspaces.open_session(id, &principal) {
+            tracing::warn!(%error, "refused a new session");
+            close_sessions(&gate.sessions, vec![Arc::from(id)]).await;
+            return too_many_sessions(Value::Null, &error);
+        }
         tracing::info!(%principal, "session opened");
     }
     let (parts, body) = response.into_parts();
@@ -265,6 +265,19 @@ pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Re
             _in_flight: in_flight,
         }),
     )
+}
+
+fn too_many_sessions(id: Value, error: &crate::workspace::WorkspaceError) -> Response {
+    let mut response = jsonrpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        SERVER_REFUSED,
+        &error.to_string(),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    response
 }
 
 fn unknown_session() -> Response {
@@ -385,7 +398,7 @@ impl http_body::Body for InFlightBody {
 /// Closes, in the MCP library, the sessions whose workspace the sweep dropped.
 pub async fn close_sessions(sessions: &LocalSessionManager, ids: Vec<Arc<str>>) {
     for id in ids {
-        tracing::info!("session closed after being idle");
+        tracing::info!("session closed");
         if let Err(error) = sessions.close_session(&id).await {
             tracing::debug!(%error, "closing an idle session");
         }

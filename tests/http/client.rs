@@ -178,6 +178,17 @@ impl Client {
 
     /// Sends `method` to `/mcp` with `body`, the client's headers and `headers`.
     pub async fn send(&mut self, method: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send_bytes(method, body.as_bytes().to_vec(), headers)
+            .await
+    }
+
+    /// [`Client::send`] with a body of any bytes.
+    pub async fn send_bytes(
+        &mut self,
+        method: &str,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let mut request = http::Request::builder()
             .method(method)
             .uri(self.url.clone())
@@ -196,9 +207,7 @@ impl Client {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .unwrap();
+        let request = request.body(Full::new(Bytes::from(body))).unwrap();
         let sender = self.sender().await;
         sender.ready().await.expect("connection ready");
         let response = sender.send_request(request).await.expect("send request");

@@ -5,6 +5,7 @@
 
 mod client;
 mod conformance;
+mod corpus;
 
 use std::time::Duration;
 
@@ -606,5 +607,32 @@ async fn two_instances_on_one_postgres_mount_lose_no_reported_edit() {
             "lost edit: {expected} not in\n{}",
             read.text
         );
+    }
+}
+
+#[tokio::test]
+async fn concurrent_initializations_never_exceed_the_session_limit() {
+    let (server, _t, _d) = team_server(&["--max-sessions", "3"]).await;
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let url = server.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut client = Client::new(&url, Some(ALICE), Protocol::Session);
+            let status = client.initialize().await.status;
+            (status, client)
+        }));
+    }
+    let mut opened = Vec::new();
+    for task in tasks {
+        let (status, client) = task.await.unwrap();
+        assert!(status == 200 || status == 503, "{status}");
+        if status == 200 {
+            opened.push(client);
+        }
+    }
+    assert_eq!(opened.len(), 3, "exactly the limit is opened");
+    for client in &mut opened {
+        let ls = client.call("ls", json!({})).await;
+        assert!(!ls.is_error, "{}", ls.text);
     }
 }
