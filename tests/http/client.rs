@@ -134,7 +134,8 @@ pub struct Client {
     pub session: Option<String>,
     protocol: Protocol,
     sender: Option<SendRequest<Full<Bytes>>>,
-    next_id: u64,
+    /// The next JSON-RPC id; clients sharing one session must not reuse each other's ids.
+    pub next_id: u64,
     /// Extra headers sent with every request (e.g. `Origin`).
     pub extra_headers: Vec<(String, String)>,
 }

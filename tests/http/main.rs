@@ -26,6 +26,13 @@ fn token_file() -> (tempfile::TempDir, String) {
 /// A server with alice and bob, a shared disk mount at `/shared/` and per-workspace memory at
 /// `/` and `/scratch/`.
 async fn team_server(extra: &[&str]) -> (Server, tempfile::TempDir, tempfile::TempDir) {
+    team_server_with_env(extra, &[]).await
+}
+
+async fn team_server_with_env(
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Server, tempfile::TempDir, tempfile::TempDir) {
     let (tokens_dir, tokens) = token_file();
     let disk = tempfile::tempdir().unwrap();
     std::fs::write(disk.path().join("notes.txt"), "one\ntwo\nthree\n").unwrap();
@@ -41,7 +48,7 @@ async fn team_server(extra: &[&str]) -> (Server, tempfile::TempDir, tempfile::Te
         &shared,
     ];
     args.extend_from_slice(extra);
-    let server = Server::start(&args, &[]).await;
+    let server = Server::start(&args, env).await;
     (server, tokens_dir, disk)
 }
 
@@ -131,7 +138,8 @@ async fn two_tokens_have_separate_scratch_and_ledgers_but_share_disk() {
 
 #[tokio::test]
 async fn a_request_without_a_valid_token_gets_401_and_touches_nothing() {
-    let (server, _t, disk) = team_server(&[]).await;
+    // The most verbose log level, to show that no layer (ours or the MCP library's) logs a token.
+    let (server, _t, disk) = team_server_with_env(&[], &[("RUST_LOG", "trace")]).await;
     for token in [
         None,
         Some("wrong-token-0123456789abcdef"),
@@ -635,4 +643,49 @@ async fn concurrent_initializations_never_exceed_the_session_limit() {
         let ls = client.call("ls", json!({})).await;
         assert!(!ls.is_error, "{}", ls.text);
     }
+}
+
+#[tokio::test]
+async fn parallel_edits_from_one_session_all_land() {
+    let (server, _t, disk) = team_server(&[]).await;
+    let lines: String = (0..16).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(disk.path().join("many.txt"), &lines).unwrap();
+    let mut first = session_client(&server, ALICE).await;
+    first
+        .call("read_file", json!({"file_path": "/shared/many.txt"}))
+        .await;
+    let session = first.session.clone();
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (url, session) = (server.url.clone(), session.clone());
+        tasks.push(tokio::spawn(async move {
+            // Each on its own connection, all in one MCP session.
+            let mut client = Client::new(&url, Some(ALICE), Protocol::Session);
+            client.session = session;
+            client.next_id = 1000 * (i as u64 + 1);
+            client
+                .call(
+                    "edit_file",
+                    json!({"file_path": "/shared/many.txt", "old_string": format!("line {i}\n"), "new_string": format!("edited {i}\n")}),
+                )
+                .await
+        }));
+    }
+    let all = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(task.await.unwrap());
+        }
+        answers
+    })
+    .await
+    .expect("no edit waits for a turn that never comes");
+    for answer in all {
+        assert!(!answer.is_error, "{}", answer.text);
+    }
+    let expected: String = (0..16).map(|i| format!("edited {i}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(disk.path().join("many.txt")).unwrap(),
+        expected
+    );
 }
