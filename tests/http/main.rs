@@ -527,6 +527,7 @@ async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
     );
     assert!(stdout.contains("session ok: every tool"), "{stdout}");
     assert!(stdout.contains("workspaces ok"), "{stdout}");
+    assert!(stdout.contains("stateless ok"), "{stdout}");
 }
 
 #[path = "../support/mod.rs"]

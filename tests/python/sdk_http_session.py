@@ -1,6 +1,7 @@
-"""Two agents driven by the official MCP Python SDK's Streamable HTTP client against
-`mountfs --http` (a client nobody here wrote): every tool is called, and the two tokens get
-separate workspaces.
+"""Agents driven by the official MCP Python SDK's Streamable HTTP client against
+`mountfs --http` (a client nobody here wrote): every tool is called, the two tokens get
+separate workspaces, and the SDK's stateless MCP 2026-07-28 mode (`server/discover`, no
+session) keeps read-before-edit per principal.
 
 Usage: python3 sdk_http_session.py URL TOKEN_A TOKEN_B
 The server must mount `/=memory`, `/scratch/=memory` and a disk or store mount at `/shared/`.
@@ -35,6 +36,17 @@ async def agent(token):
             read, write = streams[0], streams[1]
             async with ClientSession(read, write) as session:
                 await session.initialize()
+                yield session
+
+
+@asynccontextmanager
+async def stateless_agent(token):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http:
+        async with streamable_http_client(URL, http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                discovered = await session.discover()
+                assert "2026-07-28" in discovered.supported_versions, discovered
                 yield session
 
 
@@ -101,6 +113,19 @@ async def main() -> None:
         r = await a.call_tool("write_file", {"file_path": "/shared/both.txt", "content": "overwrite\n"})
         assert r.is_error and text(r).startswith("Error: File has been modified since it was read"), text(r)
         print("workspaces ok: separate /scratch/ and read ledgers, shared files stale-safe")
+
+    # Stateless (2026-07-28): every call is its own request, the workspace is the principal's.
+    async with stateless_agent(TOKEN_A) as a, stateless_agent(TOKEN_B) as b:
+        await ok(a, "write_file", {"file_path": "/scratch/stateless.txt", "content": "one\n"})
+        r = await ok(a, "edit_file", {"file_path": "/scratch/stateless.txt", "old_string": "one", "new_string": "two"})
+        r = await ok(a, "read_file", {"file_path": "/scratch/stateless.txt"})
+        assert text(r) == "     1\ttwo", text(r)
+        r = await b.call_tool("read_file", {"file_path": "/scratch/stateless.txt"})
+        assert r.is_error, text(r)
+        await ok(a, "write_file", {"file_path": "/shared/stateless.txt", "content": "x\n"})
+        r = await b.call_tool("edit_file", {"file_path": "/shared/stateless.txt", "old_string": "x", "new_string": "y"})
+        assert r.is_error and text(r).startswith("Error: File has not been read yet"), text(r)
+        print("stateless ok: read-before-edit and /scratch/ per principal without a session")
 
 
 asyncio.run(main())
