@@ -5,10 +5,11 @@
 //! MCP spec's DNS-rebinding rule); refuse a missing or wrong bearer token (401 with
 //! `WWW-Authenticate`); refuse a session id this principal did not open (404, so the client
 //! starts a new session); read the body up to the cap (413) and answer malformed JSON-RPC with
-//! the JSON-RPC error it deserves (-32700 / -32600 / -32602) instead of the library's plain-text
-//! 415; refuse a new session over `--max-sessions` (503); stamp a file call's arrival ticket
-//! (as the stdio reader does, see `transport.rs`). After the library answers, a new session is
-//! recorded as owned by its principal, and a closed one is dropped.
+//! the JSON-RPC error it deserves (-32700 / -32600 / -32602, classified by
+//! `transport::message` exactly as stdio lines are) instead of the library's plain-text 415;
+//! refuse a new session over `--max-sessions` (503); give a file call its arrival turn (as the
+//! stdio reader does, see `transport`). After the library answers, a new session is recorded
+//! as owned by its principal, and a closed one is dropped.
 //!
 //! Every refusal happens before anything is touched, and none logs the token.
 
@@ -115,6 +116,30 @@ pub fn origin_is_allowed(origin: &str, allowed: &[String]) -> bool {
 
 /// The `/mcp` endpoint: the gate, then the MCP library.
 pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Response {
+    let admitted = match admit(&gate, request.headers()) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
+    };
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(admitted.principal.clone());
+    if parts.method == Method::POST {
+        post(&gate, admitted, parts, body).await
+    } else {
+        other(&gate, admitted, parts, body).await
+    }
+}
+
+/// Who sent a request, and in which session, once the gate has let it in.
+struct Admitted {
+    principal: Principal,
+    session_id: Option<String>,
+    /// The session's workspace, when the request names a session.
+    workspace: Option<Arc<crate::session::Session>>,
+}
+
+/// The checks on headers alone, in order (see the module doc): shutdown, Origin, token,
+/// session ownership.
+fn admit(gate: &Gate, headers: &http::HeaderMap) -> Result<Admitted, Box<Response>> {
     if gate.draining.load(Ordering::SeqCst) {
         let mut response = jsonrpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -125,84 +150,102 @@ pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Re
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        return response;
+        return Err(Box::new(response));
     }
-    if let Some(origin) = request.headers().get(header::ORIGIN) {
+    if let Some(origin) = headers.get(header::ORIGIN) {
         let allowed = origin
             .to_str()
             .is_ok_and(|origin| origin_is_allowed(origin, &gate.allowed_origins));
         if !allowed {
             tracing::warn!(origin = ?origin, "refused a request from an Origin not allowed");
-            return jsonrpc_error(
+            return Err(Box::new(jsonrpc_error(
                 StatusCode::FORBIDDEN,
                 Value::Null,
                 SERVER_REFUSED,
                 "Forbidden: this Origin is not allowed. The operator can allow it with --allow-origin",
-            );
+            )));
         }
     }
-    let authorization = request.headers().get(header::AUTHORIZATION);
+    let authorization = headers.get(header::AUTHORIZATION);
     let Some(principal) = gate
         .tokens
         .principal_of(authorization.map(HeaderValue::as_bytes))
     else {
-        let challenge = if authorization.is_some() {
-            r#"Bearer realm="mountfs", error="invalid_token", error_description="the token is not valid for this server""#
-        } else {
-            r#"Bearer realm="mountfs""#
-        };
-        // Nothing of the header is logged: it may hold a near-miss of a real token.
-        tracing::info!(
-            had_token = authorization.is_some(),
-            "refused a request without a valid bearer token"
-        );
-        let mut response = jsonrpc_error(
-            StatusCode::UNAUTHORIZED,
-            Value::Null,
-            SERVER_REFUSED,
-            "Unauthorized: send the header `Authorization: Bearer <token>` with a token from the server's --token-file or MOUNTFS_TOKEN",
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(challenge),
-        );
-        return response;
+        return Err(Box::new(unauthorized(authorization.is_some())));
     };
-    let session_id = match request
-        .headers()
-        .get(SESSION_HEADER)
-        .map(HeaderValue::to_str)
-    {
+    let session_id = match headers.get(SESSION_HEADER).map(HeaderValue::to_str) {
         None => None,
         Some(Ok(id)) => Some(id.to_owned()),
-        Some(Err(_)) => return unknown_session(),
+        Some(Err(_)) => return Err(Box::new(unknown_session())),
     };
     let workspace = match &session_id {
         Some(id) => match gate.workspaces.session(id, &principal) {
             Ok(workspace) => Some(workspace),
-            Err(_) => return unknown_session(),
+            Err(_) => return Err(Box::new(unknown_session())),
         },
         None => None,
     };
-    let (mut parts, body) = request.into_parts();
-    parts.extensions.insert(principal.clone());
-    let method = parts.method.clone();
-    if method != Method::POST {
-        drop(workspace);
-        let mut response = gate.mcp.handle(Request::from_parts(parts, body)).await;
-        if method == Method::DELETE
-            && response.status().is_success()
-            && let Some(id) = &session_id
-        {
-            gate.workspaces.close_session(id);
-            // The library answers 202; clients (the Python SDK) expect 200 or 204 for a
-            // session that is now closed.
-            *response.status_mut() = StatusCode::OK;
-        }
-        return response.map(Body::new);
-    }
+    Ok(Admitted {
+        principal,
+        session_id,
+        workspace,
+    })
+}
 
-    let in_flight = InFlight::enter(&gate);
+/// 401, with the challenge RFC 6750 asks for.
+fn unauthorized(had_token: bool) -> Response {
+    let challenge = if had_token {
+        r#"Bearer realm="mountfs", error="invalid_token", error_description="the token is not valid for this server""#
+    } else {
+        r#"Bearer realm="mountfs""#
+    };
+    // Nothing of the header is logged: it may hold a near-miss of a real token.
+    tracing::info!(had_token, "refused a request without a valid bearer token");
+    let mut response = jsonrpc_error(
+        StatusCode::UNAUTHORIZED,
+        Value::Null,
+        SERVER_REFUSED,
+        "Unauthorized: send the header `Authorization: Bearer <token>` with a token from the server's --token-file or MOUNTFS_TOKEN",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+/// GET (the server's event stream) and DELETE (closing a session) go to the library as they
+/// are; a closed session's workspace is dropped.
+async fn other(
+    gate: &Gate,
+    admitted: Admitted,
+    parts: http::request::Parts,
+    body: Body,
+) -> Response {
+    let method = parts.method.clone();
+    drop(admitted.workspace);
+    let mut response = gate.mcp.handle(Request::from_parts(parts, body)).await;
+    if method == Method::DELETE
+        && response.status().is_success()
+        && let Some(id) = &admitted.session_id
+    {
+        gate.workspaces.close_session(id);
+        // The library answers 202; clients (the Python SDK) expect 200 or 204 for a session
+        // that is now closed.
+        *response.status_mut() = StatusCode::OK;
+    }
+    response.map(Body::new)
+}
+
+/// A JSON-RPC message: body cap, classification, session limit, arrival turn, then the
+/// library; a new session is recorded as its principal's.
+async fn post(
+    gate: &Arc<Gate>,
+    admitted: Admitted,
+    mut parts: http::request::Parts,
+    body: Body,
+) -> Response {
+    let in_flight = InFlight::enter(gate);
     let body = match read_body(&parts.headers, body, gate.max_body_bytes).await {
         Ok(body) => body,
         Err(response) => return response,
@@ -221,7 +264,7 @@ pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Re
             );
         }
     };
-    let is_initialize = session_id.is_none()
+    let is_initialize = admitted.session_id.is_none()
         && matches!(&message, JsonRpcMessage::Request(request)
             if matches!(request.request, ClientRequest::InitializeRequest(_)));
     if is_initialize && let Err(error) = gate.workspaces.check_session_room() {
@@ -234,7 +277,14 @@ pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Re
         };
         return too_many_sessions(id, &error);
     }
-    take_turn(&mut message, workspace, &gate, &principal, &mut parts);
+    let principal = admitted.principal;
+    take_turn(
+        &mut message,
+        admitted.workspace,
+        gate,
+        &principal,
+        &mut parts,
+    );
     // The library parses the body again itself: hand it the message as classified (a byte-order
     // mark, stray CRs and the like are gone), with the turn travelling in `parts`.
     let body = match serde_json::to_vec(&message) {

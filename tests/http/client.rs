@@ -193,7 +193,6 @@ impl Client {
         let mut request = http::Request::builder()
             .method(method)
             .uri(self.url.clone())
-            .header("host", self.authority.clone())
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json");
         if let Some(token) = &self.token {
@@ -201,6 +200,13 @@ impl Client {
         }
         if let Some(session) = &self.session {
             request = request.header("mcp-session-id", session.clone());
+        }
+        if !self
+            .extra_headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            request = request.header("host", self.authority.clone());
         }
         for (name, value) in &self.extra_headers {
             request = request.header(name.as_str(), value.as_str());

@@ -199,6 +199,11 @@ async fn a_foreign_origin_gets_403_and_an_allowed_one_passes() {
             .contains("--allow-origin")
     );
 
+    // A loopback server also checks Host (DNS rebinding without an Origin header).
+    client.extra_headers = vec![("host".into(), "evil.example:80".into())];
+    let reply = client.initialize().await;
+    assert_eq!(reply.status, 403, "{}", reply.body);
+
     client.extra_headers = vec![("origin".into(), "http://localhost:6274".into())];
     let reply = client.initialize().await;
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -689,4 +694,26 @@ async fn parallel_edits_from_one_session_all_land() {
         std::fs::read_to_string(disk.path().join("many.txt")).unwrap(),
         expected
     );
+}
+
+#[tokio::test]
+async fn a_team_server_on_all_interfaces_serves_configured_tokens_only() {
+    let (_t, tokens) = token_file();
+    let server = Server::start_at(
+        "0.0.0.0:0",
+        &["--token-file", &tokens, "--mount", "/=memory"],
+        &[],
+    )
+    .await;
+    assert!(server.url.starts_with("http://0.0.0.0:"), "{}", server.url);
+    // Reached under a name that is not loopback (the Host check is for loopback servers).
+    let url = server.url.replace("0.0.0.0", "127.0.0.1");
+    let mut client = Client::new(&url, Some(BOB), Protocol::Session);
+    client.extra_headers = vec![("host".into(), "mountfs.internal.example:8765".into())];
+    let reply = client.initialize().await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let ls = client.call("ls", json!({})).await;
+    assert!(!ls.is_error, "{}", ls.text);
+    let mut stranger = Client::new(&url, None, Protocol::Session);
+    assert_eq!(stranger.initialize().await.status, 401);
 }
