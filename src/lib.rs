@@ -16,7 +16,8 @@
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
 //! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, patches, line
 //!   endings, language by file name).
-//! - [`session`]: per-session read ledger, undo history and file locks.
+//! - [`session`]: per-session read ledger, undo history and file locks; [`limits`]: the
+//!   memory bounds (one flag each) every tool keeps whatever the file size.
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
 //! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
@@ -35,6 +36,7 @@ pub mod backend;
 pub mod config;
 pub mod content;
 pub mod http;
+pub mod limits;
 pub mod mounts;
 pub mod path;
 pub mod registry;

@@ -57,6 +57,9 @@ struct Cli {
     max_message_bytes: usize,
 
     #[command(flatten)]
+    limits: mountfs::limits::Limits,
+
+    #[command(flatten)]
     http: mountfs::http::HttpArgs,
 }
 
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         };
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
+            limits: cli.limits,
         };
         if cli.http.http.is_some() {
             return serve_http(cli.http, table, options).await;

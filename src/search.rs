@@ -8,6 +8,7 @@ use regex::{Regex, RegexBuilder};
 use thiserror::Error;
 
 use crate::backend::{GrepCollect, GrepFile, GrepLine};
+use crate::limits::RegexLimits;
 use crate::path::VirtualPath;
 use crate::text::numbered::split_lines;
 
@@ -23,6 +24,14 @@ pub enum PatternError {
         pattern: String,
         /// The parser's complaint.
         reason: String,
+    },
+    /// A regular expression whose compiled form exceeds `--regex-size-limit`.
+    #[error(
+        "Error: Regex pattern is too large: compiled, it exceeds the limit of {limit} bytes (--regex-size-limit). Use a simpler pattern (smaller repetition counts such as {{1000}}, fewer alternatives, ASCII classes like [0-9] instead of \\d), or set literal=true to search for the text as written"
+    )]
+    TooLarge {
+        /// The bound.
+        limit: usize,
     },
     /// A bad regular expression.
     #[error(
@@ -119,12 +128,25 @@ pub struct GrepPattern {
     pub literal: bool,
     /// Ignore case.
     pub case_insensitive: bool,
+    /// The compile and lazy-DFA bounds, applied by every engine that compiles the pattern.
+    pub limits: RegexLimits,
     regex: Regex,
 }
 
 impl GrepPattern {
-    /// Compiles the pattern.
+    /// Compiles the pattern under the default bounds.
     pub fn new(text: &str, literal: bool, case_insensitive: bool) -> Result<Self, PatternError> {
+        Self::with_limits(text, literal, case_insensitive, RegexLimits::default())
+    }
+
+    /// Compiles the pattern; its compiled program may not exceed `limits.size_limit`
+    /// ([`PatternError::TooLarge`]) and its lazy DFA caches at most `limits.dfa_size_limit`.
+    pub fn with_limits(
+        text: &str,
+        literal: bool,
+        case_insensitive: bool,
+        limits: RegexLimits,
+    ) -> Result<Self, PatternError> {
         let source = if literal {
             regex::escape(text)
         } else {
@@ -132,15 +154,20 @@ impl GrepPattern {
         };
         let regex = RegexBuilder::new(&source)
             .case_insensitive(case_insensitive)
-            .size_limit(32 * 1024 * 1024)
+            .size_limit(limits.size_limit)
+            .dfa_size_limit(limits.dfa_size_limit)
             .build()
-            .map_err(|e| PatternError::Regex {
-                reason: e.to_string(),
+            .map_err(|e| match e {
+                regex::Error::CompiledTooBig(limit) => PatternError::TooLarge { limit },
+                other => PatternError::Regex {
+                    reason: other.to_string(),
+                },
             })?;
         Ok(Self {
             text: text.to_owned(),
             literal,
             case_insensitive,
+            limits,
             regex,
         })
     }
@@ -257,6 +284,34 @@ mod tests {
         assert!(e.starts_with("Error: Invalid regex pattern: "), "{e}");
         assert!(e.contains("literal=true"), "{e}");
         assert!(GrepPattern::new("(", true, false).unwrap().is_match("a(b"));
+    }
+
+    #[test]
+    fn a_pattern_over_the_size_limit_names_the_flag() {
+        let small = RegexLimits {
+            size_limit: 10_000,
+            dfa_size_limit: 10_000,
+        };
+        let e = GrepPattern::with_limits("\\w{1000}", false, false, small)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("Error: Regex pattern is too large: compiled, it exceeds the limit of 10000 bytes (--regex-size-limit)."),
+            "{e}"
+        );
+        // The same pattern fits the default bound, and a tiny DFA cache still matches.
+        let p = GrepPattern::with_limits(
+            "a[0-9]{3}z",
+            false,
+            false,
+            RegexLimits {
+                size_limit: 1 << 20,
+                dfa_size_limit: 1,
+            },
+        )
+        .unwrap();
+        assert!(p.is_match("xa123z"));
+        assert!(GrepPattern::new("\\w{100}", false, false).is_ok());
     }
 
     #[test]

@@ -12,19 +12,22 @@ use std::time::Duration;
 use tokio::sync::{OwnedMutexGuard, watch};
 
 use crate::backend::{CompositeBackend, Version};
+use crate::limits::Limits;
 use crate::path::VirtualPath;
 
 /// How many undo steps are kept per file.
 pub const UNDO_STEPS_PER_FILE: usize = 20;
-/// How many bytes of earlier contents one session keeps for undo, over all files; the oldest
-/// steps are dropped first.
-pub const UNDO_BYTES_PER_SESSION: usize = 64 * 1024 * 1024;
+/// How many bytes of earlier contents one session keeps for undo by default, over all files
+/// (`--max-undo-memory-bytes`); the oldest steps are dropped first.
+pub const UNDO_BYTES_PER_SESSION: usize = crate::limits::DEFAULT_MAX_UNDO_MEMORY_BYTES as usize;
 
 /// Server-wide options a session applies to writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Add a final newline to text written when it lacks one (`--ensure-final-newline`).
     pub ensure_final_newline: bool,
+    /// The memory bounds every tool keeps (see [`crate::limits`]).
+    pub limits: Limits,
 }
 
 /// Which version of each file this session last read or wrote.
@@ -72,9 +75,17 @@ impl UndoStep {
 }
 
 /// Bounded per-file undo stacks.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UndoHistory {
     inner: Mutex<UndoState>,
+    /// Most bytes of earlier contents kept over all files.
+    budget: usize,
+}
+
+impl Default for UndoHistory {
+    fn default() -> Self {
+        Self::with_budget(UNDO_BYTES_PER_SESSION)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +97,14 @@ struct UndoState {
 }
 
 impl UndoHistory {
+    /// An empty history keeping at most `budget` bytes of earlier contents.
+    pub fn with_budget(budget: usize) -> Self {
+        Self {
+            inner: Mutex::default(),
+            budget,
+        }
+    }
+
     /// Remembers a change to `path`.
     pub fn push(&self, path: &VirtualPath, step: UndoStep) {
         let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -98,7 +117,7 @@ impl UndoHistory {
         }
         state.bytes -= dropped;
         state.order.push_back(path.clone());
-        while state.bytes > UNDO_BYTES_PER_SESSION {
+        while state.bytes > self.budget {
             let Some(oldest) = state.order.pop_front() else {
                 break;
             };
@@ -278,7 +297,9 @@ impl Session {
         Self {
             backend,
             ledger: ReadLedger::default(),
-            undo: UndoHistory::default(),
+            undo: UndoHistory::with_budget(
+                usize::try_from(write_options.limits.max_undo_memory_bytes).unwrap_or(usize::MAX),
+            ),
             write_options,
             arrival: Arc::new(ArrivalOrder::default()),
             locks: Mutex::new(HashMap::new()),

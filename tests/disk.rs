@@ -218,6 +218,7 @@ async fn ensure_final_newline_applies_on_disk() {
         FilesystemOptions::default(),
         WriteOptions {
             ensure_final_newline: true,
+            ..WriteOptions::default()
         },
     );
     d.ok("write_file", json!({"file_path": "/a.txt", "content": "x"}))

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Backend, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery,
-    LineWindow, Result, WriteMode, WriteOutcome,
+    Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery, GrepFile,
+    GrepQuery, LineWindow, Result, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 
@@ -165,6 +165,18 @@ impl Backend for CompositeBackend {
         mount
             .backend
             .read(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        let (mount, inner) = self.route(path);
+        if inner.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        mount
+            .backend
+            .read_at_most(&inner, max_bytes)
             .await
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }

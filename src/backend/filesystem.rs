@@ -51,8 +51,8 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use rustix::fs::FileType;
 
 use super::{
-    Backend, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery, GrepFile,
-    GrepQuery, LineWindow, Result, WriteMode, WriteOutcome,
+    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, LineWindow, Result, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use resolve::{map_io, relative};
@@ -271,6 +271,35 @@ impl Inner {
             modified: meta.modified().ok(),
         })
     }
+
+    /// [`Inner::read`] when the file has at most `max_bytes`; else its size and version, from
+    /// `fstat` (and, under [`HASHED_SIZE_LIMIT`], a hash of at most that many bytes).
+    fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        let (mut file, stat) = self.open_regular(path)?;
+        let size = window::size_of(&stat);
+        if size <= max_bytes {
+            let meta = file.metadata().map_err(|e| map_io(e, path))?;
+            // Read through the bound plus one byte: a file that grew since the fstat is
+            // still never read past it.
+            if let Some(content) =
+                window::read_at_most(&mut file, max_bytes).map_err(|e| map_io(e, path))?
+            {
+                return Ok(BoundedRead::Whole(FileBytes {
+                    version: window::version_of(&content, &stat),
+                    content,
+                    created: None,
+                    modified: meta.modified().ok(),
+                }));
+            }
+            let stat = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
+            return Ok(BoundedRead::TooLarge {
+                size: window::size_of(&stat),
+                version: window::identity_version(&stat),
+            });
+        }
+        let version = window::current_version(&mut file, &stat).map_err(|e| map_io(e, path))?;
+        Ok(BoundedRead::TooLarge { size, version })
+    }
 }
 
 /// Largest file [`FilesystemBackend::read_window`] reads without leaving the async worker.
@@ -342,6 +371,12 @@ impl Backend for FilesystemBackend {
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
         let path = path.clone();
         self.blocking(move |inner| inner.read(&path)).await
+    }
+
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        let path = path.clone();
+        self.blocking(move |inner| inner.read_at_most(&path, max_bytes))
+            .await
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {

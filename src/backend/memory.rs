@@ -13,8 +13,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    Backend, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile, GrepQuery,
-    Result, Version, WriteMode, WriteOutcome,
+    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
+    GrepQuery, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use crate::search::grep_text;
@@ -155,6 +155,22 @@ impl Backend for StateBackend {
             None if is_dir(&files, path) => Err(Error::IsADirectory { path: path.clone() }),
             None => Err(Error::NotFound { path: path.clone() }),
         }
+    }
+
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        // Checked under the lock, so an oversized content is never cloned.
+        {
+            let files = self.read_map();
+            if let Some(file) = files.get(path.as_str())
+                && file.content.len() as u64 > max_bytes
+            {
+                return Ok(BoundedRead::TooLarge {
+                    size: file.content.len() as u64,
+                    version: file.version.clone(),
+                });
+            }
+        }
+        self.read(path).await.map(BoundedRead::Whole)
     }
 
     async fn write(

@@ -134,6 +134,20 @@ pub struct FileBytes {
     pub modified: Option<SystemTime>,
 }
 
+/// What [`Backend::read_at_most`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundedRead {
+    /// The whole file: it has at most the bound's bytes.
+    Whole(FileBytes),
+    /// A file over the bound, left unread: only its size and version.
+    TooLarge {
+        /// The file's size in bytes.
+        size: u64,
+        /// Its version (the same a whole read would give).
+        version: Version,
+    },
+}
+
 /// Which source lines of a text file a read wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineWindow {
@@ -398,6 +412,22 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The whole file. `NotFound`, or `IsADirectory`.
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes>;
+
+    /// The whole file if it has at most `max_bytes` bytes, else only its size and version:
+    /// memory never grows with the file beyond `max_bytes` (plus, on disk, the 8 MiB a
+    /// content-hash version reads). `NotFound`, or `IsADirectory`, as [`Backend::read`]. The
+    /// default reads the whole file, for backends that already hold it in memory.
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        let file = self.read(path).await?;
+        let size = file.content.len() as u64;
+        if size > max_bytes {
+            return Ok(BoundedRead::TooLarge {
+                size,
+                version: file.version,
+            });
+        }
+        Ok(BoundedRead::Whole(file))
+    }
 
     /// A window of lines of a text file, or the head of a binary one. Memory proportional to
     /// the window, not the file, where the backend can (disk). The default reads the whole file.

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Backend, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile, GrepQuery,
-    Result, Version, WriteMode, WriteOutcome,
+    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
+    GrepQuery, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -231,6 +231,19 @@ impl Backend for StoreBackend {
             }
             None => Err(Error::NotFound { path: path.clone() }),
         }
+    }
+
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        // The item's size comes from an index-only head; an oversized content is never fetched.
+        if let Some(meta) = self.head(path).await?
+            && meta.size > max_bytes
+        {
+            return Ok(BoundedRead::TooLarge {
+                size: meta.size,
+                version: version_of(meta.version),
+            });
+        }
+        self.read(path).await.map(BoundedRead::Whole)
     }
 
     async fn write(

@@ -114,6 +114,14 @@ pub enum EditError {
         /// 1-based line of the start of each occurrence.
         lines: Vec<usize>,
     },
+    /// The result would be larger than the edit bound (`--max-edit-bytes`); it was never
+    /// built.
+    TooLarge {
+        /// Bytes the result would have.
+        size: usize,
+        /// The bound.
+        limit: usize,
+    },
 }
 
 impl EditError {
@@ -185,6 +193,12 @@ impl EditError {
                     ". Set expected_replacements to {found} or refine old_string."
                 )
             }
+            Self::TooLarge { size, limit } => write!(
+                f,
+                "the edited text would be {size} bytes, over the limit of {limit} bytes \
+                 (--max-edit-bytes). Replace fewer occurrences at a time, or ask the user to \
+                 raise the limit."
+            ),
         }
     }
 }
@@ -264,6 +278,16 @@ impl std::error::Error for MultiEditError {}
 ///
 /// Any [`EditError`]; `content` is never modified, the new text only exists in the `Ok` value.
 pub fn apply_edit(content: &str, edit: &EditSpec<'_>) -> Result<Replaced, EditError> {
+    apply_edit_within(content, edit, usize::MAX)
+}
+
+/// [`apply_edit`], refusing with [`EditError::TooLarge`] (before building it) a result over
+/// `max_len` bytes: `replace_all` of a short string by a long one can multiply a file's size.
+pub fn apply_edit_within(
+    content: &str,
+    edit: &EditSpec<'_>,
+    max_len: usize,
+) -> Result<Replaced, EditError> {
     let old = edit.old_string;
     if old.is_empty() {
         return Err(EditError::EmptyOldString);
@@ -285,6 +309,12 @@ pub fn apply_edit(content: &str, edit: &EditSpec<'_>) -> Result<Replaced, EditEr
             count,
             lines: occurrence_lines(content, old),
         }),
+        _ if projected_len(content.len(), old.len(), edit.new_string.len(), count) > max_len => {
+            Err(EditError::TooLarge {
+                size: projected_len(content.len(), old.len(), edit.new_string.len(), count),
+                limit: max_len,
+            })
+        }
         // `str::replace` is literal: `$1` or `\0` in new_string stay as written.
         _ => Ok(Replaced {
             content: content.replace(old, edit.new_string),
@@ -307,6 +337,16 @@ pub fn apply_edit(content: &str, edit: &EditSpec<'_>) -> Result<Replaced, EditEr
 /// A [`MultiEditError`] naming the first conflicting or failing edit (1-based); nothing of the
 /// other edits is kept.
 pub fn apply_edits(content: &str, edits: &[EditSpec<'_>]) -> Result<Replaced, MultiEditError> {
+    apply_edits_within(content, edits, usize::MAX)
+}
+
+/// [`apply_edits`] with every intermediate result bounded by `max_len` bytes
+/// ([`EditError::TooLarge`] for the edit that would pass it).
+pub fn apply_edits_within(
+    content: &str,
+    edits: &[EditSpec<'_>],
+    max_len: usize,
+) -> Result<Replaced, MultiEditError> {
     let total = edits.len();
     if let Some((index, kind)) = find_conflict(content, edits) {
         return Err(MultiEditError { index, total, kind });
@@ -314,11 +354,12 @@ pub fn apply_edits(content: &str, edits: &[EditSpec<'_>]) -> Result<Replaced, Mu
     let mut working = content.to_owned();
     let mut occurrences = 0usize;
     for (position, edit) in edits.iter().enumerate() {
-        let replaced = apply_edit(&working, edit).map_err(|error| MultiEditError {
-            index: position + 1,
-            total,
-            kind: MultiEditErrorKind::Edit(error),
-        })?;
+        let replaced =
+            apply_edit_within(&working, edit, max_len).map_err(|error| MultiEditError {
+                index: position + 1,
+                total,
+                kind: MultiEditErrorKind::Edit(error),
+            })?;
         occurrences += replaced.occurrences;
         working = replaced.content;
     }
@@ -326,6 +367,14 @@ pub fn apply_edits(content: &str, edits: &[EditSpec<'_>]) -> Result<Replaced, Mu
         content: working,
         occurrences,
     })
+}
+
+/// Bytes of `content_len` bytes after `count` occurrences of `old_len` bytes become `new_len`
+/// bytes each (saturating, so a huge product is simply "too large").
+fn projected_len(content_len: usize, old_len: usize, new_len: usize, count: usize) -> usize {
+    content_len
+        .saturating_sub(count.saturating_mul(old_len))
+        .saturating_add(count.saturating_mul(new_len))
 }
 
 /// 1-based line on which each non-overlapping occurrence of `needle` starts, in order.

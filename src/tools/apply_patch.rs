@@ -15,7 +15,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::editing::{decode_text, fits_undo, load_checked, lock_files, report_change};
+use super::editing::{
+    check_edit_size, decode_text, fits_undo, load_checked, lock_files, report_change,
+};
 use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::content;
@@ -139,6 +141,7 @@ async fn plan(
                 path: path.clone(),
                 mismatch,
             })?;
+        check_edit_size(session, path.as_str(), new_raw.len())?;
         let new_text = decode_text(new_raw.as_bytes()).0;
         return Ok(Planned {
             path,
@@ -179,7 +182,11 @@ async fn plan(
             });
         }
         Action::Delete => None,
-        _ => Some(line_endings::restore(&new_text, format).into_bytes()),
+        _ => {
+            let bytes = line_endings::restore(&new_text, format).into_bytes();
+            check_edit_size(session, path.as_str(), bytes.len())?;
+            Some(bytes)
+        }
     };
     Ok(Planned {
         path,
@@ -325,7 +332,7 @@ fn record(session: &Session, plan: &Planned, version: Option<&Version>) {
         None => session.ledger.forget(&plan.path),
     }
     let before = plan.before.as_ref().map(|f| f.content.clone());
-    if before.as_ref().is_none_or(|b| fits_undo(b.len())) {
+    if before.as_ref().is_none_or(|b| fits_undo(session, b.len())) {
         session.undo.push(
             &plan.path,
             UndoStep {

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::editing::{check_not_stale, fits_undo, lock_files};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, DeleteOptions, FileBytes, GlobQuery};
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, GlobQuery, Version};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::{Session, UndoStep};
@@ -70,15 +70,26 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
 
 async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply, ToolError> {
     let _guard = session.lock_file(path).await;
-    let file = session.backend.read(path).await?;
-    check_not_stale(session, path, &file.version)?;
-    remove_checked(session, path, &file).await?;
-    let bytes = file.content.len();
-    let undoable = record_deletion(session, path, file);
+    let bound = session.write_options.limits.max_undo_snapshot_bytes();
+    let (bytes, undoable) = match session.backend.read_at_most(path, bound).await? {
+        BoundedRead::Whole(file) => {
+            check_not_stale(session, path, &file.version)?;
+            remove_checked(session, path, &file).await?;
+            let bytes = file.content.len() as u64;
+            (bytes, record_deletion(session, path, file))
+        }
+        BoundedRead::TooLarge { size, version } => {
+            // Never read: too large to keep in memory for undo (--max-undo-memory-bytes).
+            check_not_stale(session, path, &version)?;
+            remove_if_version(session, path, &version).await?;
+            session.ledger.forget(path);
+            (size, false)
+        }
+    };
     let note = if undoable {
         "undo_edit can restore it."
     } else {
-        "It was too large to keep for undo_edit and cannot be restored."
+        "It was too large to keep for undo_edit (--max-undo-memory-bytes): this deletion cannot be undone."
     };
     Ok(ToolReply {
         text: format!("Deleted {path} ({bytes} bytes). {note}"),
@@ -97,9 +108,18 @@ pub(crate) async fn remove_checked(
     path: &VirtualPath,
     file: &FileBytes,
 ) -> Result<(), ToolError> {
+    remove_if_version(session, path, &file.version).await
+}
+
+/// [`remove_checked`] knowing only the version (a file too large to read).
+pub(crate) async fn remove_if_version(
+    session: &Session,
+    path: &VirtualPath,
+    version: &Version,
+) -> Result<(), ToolError> {
     session
         .backend
-        .delete(path, &DeleteOptions::file_if_version(file.version.clone()))
+        .delete(path, &DeleteOptions::file_if_version(version.clone()))
         .await
         .map_err(|e| match e {
             backend::Error::VersionMismatch { path } => ToolError::Stale { path },
@@ -111,7 +131,7 @@ pub(crate) async fn remove_checked(
 /// whether it was kept.
 pub(crate) fn record_deletion(session: &Session, path: &VirtualPath, file: FileBytes) -> bool {
     session.ledger.forget(path);
-    let undoable = fits_undo(file.content.len());
+    let undoable = fits_undo(session, file.content.len());
     if undoable {
         session.undo.push(
             path,
@@ -137,8 +157,8 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         .await?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
-    let keep_undo =
-        entries.len() <= MAX_UNDOABLE_FILES && usize::try_from(total_bytes).is_ok_and(fits_undo);
+    let keep_undo = entries.len() <= MAX_UNDOABLE_FILES
+        && usize::try_from(total_bytes).is_ok_and(|b| fits_undo(session, b));
     let guards = lock_files(session, entries.iter().map(|e| e.path.clone()).collect()).await;
     // Check every file before deleting any, so a stale one stops the whole delete.
     let mut files = Vec::new();
@@ -146,8 +166,16 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         if !keep_undo && session.ledger.seen(&entry.path).is_none() {
             continue;
         }
-        let file = match session.backend.read(&entry.path).await {
-            Ok(file) => file,
+        // Without undo, only the version is needed: a big file is never read whole.
+        let bound = if keep_undo { u64::MAX } else { 0 };
+        let file = match session.backend.read_at_most(&entry.path, bound).await {
+            Ok(BoundedRead::Whole(file)) => file,
+            Ok(BoundedRead::TooLarge { version, .. }) => FileBytes {
+                content: Vec::new(),
+                version,
+                created: None,
+                modified: None,
+            },
             Err(backend::Error::NotFound { .. }) => continue,
             Err(e) => return Err(e.into()),
         };

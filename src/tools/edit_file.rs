@@ -5,11 +5,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit_text_edit, load_text};
+use super::editing::{commit_text_edit, edit_limit_bytes, load_text};
 use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::replace::{EditSpec, apply_edit};
+use crate::text::replace::{EditSpec, apply_edit_within};
 
 /// Arguments of `edit_file` (schemas/edit_file.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -40,7 +40,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         replace_all: args.replace_all,
         expected_replacements: args.expected_replacements,
     };
-    let replaced = apply_edit(&loaded.text, &spec)?;
+    let replaced = apply_edit_within(&loaded.text, &spec, edit_limit_bytes(session))?;
     let headline = format!(
         "Edited {path}: replaced {}.",
         counted(replaced.occurrences, "occurrence")

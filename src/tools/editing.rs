@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::OwnedMutexGuard;
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, FileBytes, Version, WriteMode};
+use crate::backend::{self, Backend, BoundedRead, FileBytes, Version, WriteMode};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
@@ -35,14 +35,81 @@ pub struct Loaded {
 }
 
 /// Reads `path` for a change and checks this session may change it: it must have been read in
-/// this session and be unchanged since. Call with the session's file lock held.
+/// this session and be unchanged since. Call with the session's file lock held. A file over
+/// `--max-edit-bytes` is not read: [`ToolError::TooLarge`] (after the read-before-edit checks,
+/// which need only its version).
 pub async fn load_checked(session: &Session, path: &VirtualPath) -> Result<FileBytes, ToolError> {
-    let file = session.backend.read(path).await?;
+    match load_checked_at_most(session, path, edit_limit(session)).await? {
+        BoundedRead::Whole(file) => Ok(file),
+        BoundedRead::TooLarge { size, .. } => Err(ToolError::TooLarge {
+            subject: path.to_string(),
+            size,
+            limit: edit_limit(session),
+            flag: "max-edit-bytes",
+            advice: "Changing a file loads it whole, so files this large are not changed by edit tools. Read it in windows with read_file, or ask the user to raise the limit".into(),
+        }),
+    }
+}
+
+/// [`load_checked`] for a change that may not need the old content (an overwrite): a file over
+/// `max_bytes` comes back as its size and version only, checked all the same.
+pub async fn load_checked_at_most(
+    session: &Session,
+    path: &VirtualPath,
+    max_bytes: u64,
+) -> Result<BoundedRead, ToolError> {
+    let read = session.backend.read_at_most(path, max_bytes).await?;
+    let version = match &read {
+        BoundedRead::Whole(file) => &file.version,
+        BoundedRead::TooLarge { version, .. } => version,
+    };
     match session.ledger.seen(path) {
         None => Err(ToolError::NotRead { path: path.clone() }),
-        Some(seen) if seen != file.version => Err(ToolError::Stale { path: path.clone() }),
-        Some(_) => Ok(file),
+        Some(seen) if seen != *version => Err(ToolError::Stale { path: path.clone() }),
+        Some(_) => Ok(read),
     }
+}
+
+/// The whole file for a tool that copies it (move), refused with [`ToolError::TooLarge`] over
+/// `--max-edit-bytes` without being read. No read-before-edit check.
+pub async fn read_for_copy(session: &Session, path: &VirtualPath) -> Result<FileBytes, ToolError> {
+    let limit = edit_limit(session);
+    match session.backend.read_at_most(path, limit).await? {
+        BoundedRead::Whole(file) => Ok(file),
+        BoundedRead::TooLarge { size, .. } => Err(ToolError::TooLarge {
+            subject: path.to_string(),
+            size,
+            limit,
+            flag: "max-edit-bytes",
+            advice: "Moving it would copy it through memory, so nothing was changed. Ask the user to move it, or to raise the limit".into(),
+        }),
+    }
+}
+
+/// `--max-edit-bytes` of this session's server.
+pub fn edit_limit(session: &Session) -> u64 {
+    session.write_options.limits.max_edit_bytes
+}
+
+/// [`edit_limit`] as a length in memory.
+pub fn edit_limit_bytes(session: &Session) -> usize {
+    usize::try_from(edit_limit(session)).unwrap_or(usize::MAX)
+}
+
+/// Refuses new content over `--max-edit-bytes` before anything is written; `subject` names it
+/// in the error (`"content"`, a path).
+pub fn check_edit_size(session: &Session, subject: &str, size: usize) -> Result<(), ToolError> {
+    let limit = edit_limit(session);
+    if size as u64 > limit {
+        return Err(ToolError::TooLarge {
+            subject: subject.to_owned(),
+            size: size as u64,
+            limit,
+            flag: "max-edit-bytes",
+            advice: "Nothing was written. Split the content into several smaller files, or ask the user to raise the limit".into(),
+        });
+    }
+    Ok(())
 }
 
 /// [`load_checked`] for a text edit: refuses binary files and decodes the text.
@@ -85,6 +152,39 @@ pub async fn commit(
         },
     );
     Ok(outcome.version)
+}
+
+/// What [`commit_large`] did.
+#[derive(Debug)]
+pub struct LargeCommit {
+    /// The new version.
+    pub version: Version,
+    /// Whether `undo_edit` can take the change back.
+    pub undoable: bool,
+}
+
+/// Replaces a file too large to keep in memory for undo, conditional on `version`, and records
+/// the ledger. No undo step is kept: the earlier steps of the file stay, and undo refuses them
+/// (the file no longer has the version they left) instead of restoring across this change.
+pub async fn commit_large(
+    session: &Session,
+    path: &VirtualPath,
+    version: Version,
+    new_bytes: &[u8],
+) -> Result<LargeCommit, ToolError> {
+    let outcome = session
+        .backend
+        .write(path, new_bytes, WriteMode::IfVersion(version))
+        .await
+        .map_err(|e| match e {
+            backend::Error::VersionMismatch { path } => ToolError::Stale { path },
+            other => ToolError::Backend(other),
+        })?;
+    session.ledger.record(path, &outcome.version);
+    Ok(LargeCommit {
+        version: outcome.version,
+        undoable: false,
+    })
 }
 
 /// Most changed regions listed by name in the summary shown instead of a huge snippet.
@@ -218,10 +318,10 @@ pub fn describe_change(
     }
 }
 
-/// Whether a step of `bytes` can be kept in the undo history at all (a content larger than the
-/// session's whole budget would be evicted at once).
-pub fn fits_undo(bytes: usize) -> bool {
-    bytes <= crate::session::UNDO_BYTES_PER_SESSION / 2
+/// Whether a step of `bytes` can be kept in the session's undo history at all (a content larger
+/// than half the budget, `--max-undo-memory-bytes`, would evict the whole history at once).
+pub fn fits_undo(session: &Session, bytes: usize) -> bool {
+    bytes as u64 <= session.write_options.limits.max_undo_snapshot_bytes()
 }
 
 /// A stale-check for tools that may change a file the session never read (delete, move):

@@ -70,7 +70,12 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let dir = VirtualPath::parse(&args.path)?;
-    let pattern = GrepPattern::new(&args.pattern, args.literal, args.case_insensitive)?;
+    let pattern = GrepPattern::with_limits(
+        &args.pattern,
+        args.literal,
+        args.case_insensitive,
+        session.write_options.limits.regex(),
+    )?;
     let file_filter = args.glob.as_deref().map(GlobMatcher::new).transpose()?;
     if session.backend.stat(&dir).await?.is_none() {
         return Err(backend::Error::NotFound { path: dir }.into());

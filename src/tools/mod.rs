@@ -154,6 +154,22 @@ pub enum ToolError {
         /// Starts with `Error:`; names the failed step and the state left behind.
         message: String,
     },
+    /// Content over one of the memory bounds (`crate::limits`): nothing was read or changed.
+    #[error(
+        "Error: {subject} is {size} bytes, over the limit of {limit} bytes (--{flag}). {advice}"
+    )]
+    TooLarge {
+        /// What is too large (`"/big.log"`, `"content"`).
+        subject: String,
+        /// Its size in bytes.
+        size: u64,
+        /// The bound.
+        limit: u64,
+        /// The flag that sets the bound, without the dashes.
+        flag: &'static str,
+        /// What to do instead.
+        advice: String,
+    },
     /// Editing a binary file as text.
     #[error(
         "Error: {path} is a binary file; edit_file and multi_edit change text files only. Use write_file to replace it whole"

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::delete::{record_deletion, remove_checked};
-use super::editing::{check_not_stale, fits_undo, lock_files};
+use super::editing::{check_not_stale, fits_undo, lock_files, read_for_copy};
 use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, DeleteOptions, FileBytes, GlobQuery, Version, WriteMode};
 use crate::path::VirtualPath;
@@ -103,7 +103,7 @@ async fn move_one(
     destination: &VirtualPath,
     overwrite: bool,
 ) -> Result<Moved, ToolError> {
-    let file = session.backend.read(source).await?;
+    let file = read_for_copy(session, source).await?;
     check_not_stale(session, source, &file.version)?;
     let replaced = match session.backend.stat(destination).await? {
         None => None,
@@ -126,7 +126,7 @@ async fn move_one(
             });
         }
         Some(_) => {
-            let existing = session.backend.read(destination).await?;
+            let existing = read_for_copy(session, destination).await?;
             check_not_stale(session, destination, &existing.version)?;
             Some(existing)
         }
@@ -217,7 +217,7 @@ fn record_move_in(
     content_seen: bool,
 ) {
     let before = replaced.map(|f| f.content);
-    if before.as_ref().is_none_or(|b| fits_undo(b.len())) {
+    if before.as_ref().is_none_or(|b| fits_undo(session, b.len())) {
         session.undo.push(
             destination,
             UndoStep {
@@ -276,7 +276,7 @@ async fn move_tree(
     .await;
     let mut files = Vec::with_capacity(pairs.len());
     for (from, _) in &pairs {
-        let file = session.backend.read(from).await?;
+        let file = read_for_copy(session, from).await?;
         check_not_stale(session, from, &file.version)?;
         files.push(file);
     }

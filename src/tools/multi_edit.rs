@@ -5,11 +5,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit_text_edit, load_text};
+use super::editing::{commit_text_edit, edit_limit_bytes, load_text};
 use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::replace::{EditSpec, apply_edits};
+use crate::text::replace::{EditSpec, apply_edits_within};
 
 /// One edit of a `multi_edit` call.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -49,7 +49,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             expected_replacements: None,
         })
         .collect();
-    let replaced = apply_edits(&loaded.text, &specs)?;
+    let replaced = apply_edits_within(&loaded.text, &specs, edit_limit_bytes(session))?;
     let headline = format!(
         "Edited {path}: applied {} ({} replaced).",
         counted(specs.len(), "edit"),

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::editing::{decode_text, describe_change, report_change};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, DeleteOptions, FileBytes, WriteMode};
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, WriteMode};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
@@ -52,8 +52,21 @@ async fn undo(
     path: &VirtualPath,
     step: &UndoStep,
 ) -> Result<ToolReply, ToolError> {
-    let current = match session.backend.read(path).await {
-        Ok(file) => Some(file),
+    // The current content is read only to show a diff, and only when it is small enough to
+    // keep (--max-undo-memory-bytes); a bigger file is compared by its version alone.
+    let bound = session.write_options.limits.max_undo_snapshot_bytes();
+    let mut unread_size = None;
+    let current = match session.backend.read_at_most(path, bound).await {
+        Ok(BoundedRead::Whole(file)) => Some(file),
+        Ok(BoundedRead::TooLarge { size, version }) => {
+            unread_size = Some(size);
+            Some(FileBytes {
+                content: Vec::new(),
+                version,
+                created: None,
+                modified: None,
+            })
+        }
         Err(backend::Error::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
@@ -78,6 +91,14 @@ async fn undo(
                 .map_err(|e| refused(e, path))?;
             session.ledger.record(path, &outcome.version);
             session.undo.rebase_top(path, Some(outcome.version.clone()));
+            if let Some(size) = unread_size {
+                let mut reply = ToolReply::text(format!(
+                    "Undid the last change to {path}: restored {} bytes over its {size}-byte content (too large to show a diff).",
+                    before.len()
+                ));
+                reply.text.push_str(&remaining_note(remaining));
+                return Ok(reply);
+            }
             Ok(answer_restored(
                 path,
                 &file,
@@ -96,9 +117,9 @@ async fn undo(
             session.undo.rebase_top(path, None);
             let mut reply = ToolReply::text(format!(
                 "Undid the creation of {path}: the file ({} bytes) was deleted.",
-                file.content.len()
+                unread_size.unwrap_or(file.content.len() as u64)
             ));
-            if let Some(old) = text_of(&file.content) {
+            if let Some(old) = text_of(&file.content).filter(|_| unread_size.is_none()) {
                 let report = report_change(path, &old, "");
                 reply.structured = Some(json!({
                     "path": path.as_str(),

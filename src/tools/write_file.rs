@@ -5,9 +5,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit, describe_change, load_checked};
+use super::editing::{
+    check_edit_size, commit, commit_large, describe_change, load_checked_at_most,
+};
 use super::{ToolError, ToolReply, counted};
-use crate::backend::{self, Backend};
+use crate::backend::{self, Backend, BoundedRead, Version};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -27,12 +29,23 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
+    check_edit_size(session, "content", args.content.len())?;
     let _guard = session.lock_file(&path).await;
     let existing = match session.backend.stat(&path).await? {
         Some(entry) if entry.is_dir() => {
             return Err(backend::Error::IsADirectory { path }.into());
         }
-        Some(_) => Some(load_checked(session, &path).await?),
+        Some(_) => {
+            // The old content is read only when it can be kept for undo; a bigger file is
+            // replaced on its version alone (and the answer says the change cannot be undone).
+            let bound = session.write_options.limits.max_undo_snapshot_bytes();
+            match load_checked_at_most(session, &path, bound).await? {
+                BoundedRead::Whole(file) => Some(file),
+                BoundedRead::TooLarge { size, version } => {
+                    return overwrite_large(session, &path, &args.content, size, version).await;
+                }
+            }
+        }
         None => None,
     };
     let old_text = existing
@@ -85,4 +98,42 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             counted(bytes, "byte")
         ))),
     }
+}
+
+/// Replaces a file too large to read for undo: conditional on the version checked, with the
+/// file's line endings unknown (the content is written as given), and no diff.
+async fn overwrite_large(
+    session: &Session,
+    path: &VirtualPath,
+    content: &str,
+    old_size: u64,
+    version: Version,
+) -> Result<ToolReply, ToolError> {
+    let mut new_text = content.to_owned();
+    if session.write_options.ensure_final_newline {
+        new_text = line_endings::ensure_final_newline(&new_text, TextFormat::default());
+    }
+    let outcome = commit_large(session, path, version, new_text.as_bytes()).await?;
+    let lines = split_lines(content).len();
+    let bytes = new_text.len();
+    let note = if outcome.undoable {
+        "undo_edit can restore the previous content."
+    } else {
+        "The previous content was too large to keep for undo_edit: this change cannot be undone."
+    };
+    Ok(ToolReply {
+        text: format!(
+            "Replaced {path} ({old_size} bytes) with {}, {}. {note}",
+            counted(lines, "line"),
+            counted(bytes, "byte")
+        ),
+        structured: Some(serde_json::json!({
+            "path": path.as_str(),
+            "version": outcome.version.as_str(),
+            "created": false,
+            "bytes": bytes,
+            "undoable": outcome.undoable,
+        })),
+        image: None,
+    })
 }

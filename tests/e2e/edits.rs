@@ -394,6 +394,7 @@ async fn ensure_final_newline_adds_one_on_write() {
         Arc::new(composite),
         WriteOptions {
             ensure_final_newline: true,
+            ..WriteOptions::default()
         },
     );
     ok(

@@ -389,6 +389,8 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
 fn compile(pattern: &GrepPattern) -> Result<Option<RegexMatcher>> {
     let built = RegexMatcherBuilder::new()
         .case_insensitive(pattern.case_insensitive)
+        .size_limit(pattern.limits.size_limit)
+        .dfa_size_limit(pattern.limits.dfa_size_limit)
         // `^`/`$` at every line's edges, `$` also before `\r\n` (without `multi_line`, crlf
         // mode's `$` misses lines ending in a bare `\n`, and `^$` finds nothing).
         .multi_line(true)

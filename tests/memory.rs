@@ -1,0 +1,277 @@
+//! Bounded memory whatever the file (issue 10): each case runs in a fresh `mountfs` process and
+//! asserts its peak resident memory (`VmHWM` in `/proc/<pid>/status`) afterwards.
+//!
+//! The huge files are sparse (6 GiB of apparent size, a few KiB on disk), so the cases are cheap
+//! to set up; a tool that read one whole would need 6 GiB and abort the process (the allocation
+//! failure issue 10 reports), which the bound and the final "still serving" check catch.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::{StdioClient, text_of};
+use serde_json::{Value, json};
+
+/// 6 GiB: far over every bound, and more than a test machine can allocate.
+const HUGE: u64 = 6 * 1024 * 1024 * 1024;
+/// The peak a case may reach. An idle server peaks near 10 MB; the bounds in play
+/// (`--max-edit-bytes` 16 MiB, half the undo budget 32 MiB, a grep line 16 MiB, a version hash
+/// 8 MiB) keep every case well under this.
+const PEAK_LIMIT: u64 = 96 * 1024 * 1024;
+
+/// A sparse file of `size` bytes whose first bytes are `head` and the rest zeros.
+fn sparse(path: &Path, head: &[u8], size: u64) {
+    let mut file = std::fs::File::create(path).expect("create sparse file");
+    file.write_all(head).expect("write head");
+    file.set_len(size).expect("extend sparse file");
+}
+
+/// A server with `/` = a disk mount of its working directory and `/scratch/` = memory.
+fn disk_server(extra: &[&str]) -> StdioClient {
+    let mut args = vec!["--mount", "/=disk:.", "--mount", "/scratch/=memory"];
+    args.extend_from_slice(extra);
+    StdioClient::start(&args)
+}
+
+/// Asserts the server's peak memory is under [`PEAK_LIMIT`] and that it still answers.
+fn assert_bounded(client: &mut StdioClient, case: &str) -> u64 {
+    let peak = client.peak_memory().expect("VmHWM (Linux)");
+    eprintln!("{case}: VmHWM {:.1} MiB", peak as f64 / 1048576.0);
+    assert!(
+        peak < PEAK_LIMIT,
+        "{case}: peak memory {peak} bytes, over {PEAK_LIMIT}"
+    );
+    let listing = client.ok("ls", json!({"path": "/"}));
+    assert!(!listing.is_empty(), "{case}: the server still serves");
+    peak
+}
+
+/// Reads one line of `path` so that the session may change it.
+fn read_first_line(client: &mut StdioClient, path: &str) {
+    client.ok("read_file", json!({"file_path": path, "limit": 1}));
+}
+
+#[test]
+fn deleting_a_huge_file_reads_none_of_it_and_says_it_cannot_be_undone() {
+    let mut client = disk_server(&[]);
+    sparse(&client.cwd().join("huge.log"), b"start\n", HUGE);
+    let text = client.ok("delete", json!({"file_path": "/huge.log"}));
+    assert!(
+        text.starts_with("Deleted /huge.log (6442450944 bytes)."),
+        "{text}"
+    );
+    assert!(!client.cwd().join("huge.log").exists());
+    assert_bounded(&mut client, "delete 6 GiB");
+}
+
+#[test]
+fn overwriting_a_huge_file_replaces_it_on_its_version_alone() {
+    let mut client = disk_server(&[]);
+    sparse(&client.cwd().join("huge.log"), b"start\n", HUGE);
+    read_first_line(&mut client, "/huge.log");
+    let text = client.ok(
+        "write_file",
+        json!({"file_path": "/huge.log", "content": "small now\n"}),
+    );
+    assert!(
+        text.starts_with("Replaced /huge.log (6442450944 bytes) with 1 line, 10 bytes."),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(client.cwd().join("huge.log")).unwrap(),
+        b"small now\n"
+    );
+    assert_bounded(&mut client, "overwrite 6 GiB");
+}
+
+#[test]
+fn overwriting_a_huge_file_changed_since_it_was_read_is_refused() {
+    let mut client = disk_server(&[]);
+    let path = client.cwd().join("huge.log");
+    sparse(&path, b"start\n", HUGE);
+    read_first_line(&mut client, "/huge.log");
+    sparse(&path, b"other\n", HUGE + 1);
+    let error = client.err(
+        "write_file",
+        json!({"file_path": "/huge.log", "content": "x"}),
+    );
+    assert!(
+        error.starts_with("Error: File has been modified since it was read: /huge.log."),
+        "{error}"
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), HUGE + 1);
+    assert_bounded(&mut client, "stale overwrite 6 GiB");
+}
+
+#[test]
+fn editing_a_huge_file_is_refused_with_the_limit_named() {
+    let mut client = disk_server(&[]);
+    sparse(&client.cwd().join("huge.txt"), b"alpha\nbeta\n", HUGE);
+    read_first_line(&mut client, "/huge.txt");
+    let error = client.err(
+        "edit_file",
+        json!({"file_path": "/huge.txt", "old_string": "alpha", "new_string": "omega"}),
+    );
+    assert!(
+        error.starts_with(
+            "Error: /huge.txt is 6442450944 bytes, over the limit of 16777216 bytes (--max-edit-bytes)."
+        ),
+        "{error}"
+    );
+    let error = client.err(
+        "multi_edit",
+        json!({"file_path": "/huge.txt", "edits": [{"old_string": "alpha", "new_string": "omega"}]}),
+    );
+    assert!(error.contains("(--max-edit-bytes)"), "{error}");
+    let error = client.err(
+        "apply_patch",
+        json!({"patch": "--- a/huge.txt\n+++ b/huge.txt\n@@ -1,1 +1,1 @@\n-alpha\n+omega\n"}),
+    );
+    assert!(error.contains("(--max-edit-bytes)"), "{error}");
+    assert_bounded(&mut client, "edit 6 GiB");
+}
+
+#[test]
+fn moving_a_huge_file_never_copies_it_through_memory() {
+    let mut client = disk_server(&[]);
+    sparse(&client.cwd().join("huge.log"), b"start\n", HUGE);
+    // Across mounts a move copies: refused with the limit named, the source untouched.
+    let error = client.err(
+        "move",
+        json!({"source": "/huge.log", "destination": "/scratch/huge.log"}),
+    );
+    assert!(error.contains("(--max-edit-bytes)"), "{error}");
+    assert!(client.cwd().join("huge.log").exists());
+    // Within the disk mount: a rename, or the same refusal; never an abort.
+    let result = client.call(
+        "move",
+        json!({"source": "/huge.log", "destination": "/moved.log"}),
+    );
+    if result["isError"] == true {
+        assert!(text_of(&result).contains("(--max-edit-bytes)"), "{result}");
+    } else {
+        assert_eq!(
+            std::fs::metadata(client.cwd().join("moved.log"))
+                .unwrap()
+                .len(),
+            HUGE
+        );
+    }
+    assert_bounded(&mut client, "move 6 GiB");
+}
+
+#[test]
+fn undo_after_a_file_grew_huge_compares_versions_without_reading_it() {
+    let mut client = disk_server(&[]);
+    client.ok(
+        "write_file",
+        json!({"file_path": "/grow.log", "content": "one\n"}),
+    );
+    // Another program makes it huge: undo must see the change without loading the file.
+    sparse(&client.cwd().join("grow.log"), b"one\n", HUGE);
+    let error = client.err("undo_edit", json!({"file_path": "/grow.log"}));
+    assert!(
+        error.starts_with(
+            "Error: Cannot undo the last change to /grow.log: it has been modified since"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::metadata(client.cwd().join("grow.log"))
+            .unwrap()
+            .len(),
+        HUGE
+    );
+    assert_bounded(&mut client, "undo over 6 GiB");
+}
+
+#[test]
+fn content_over_the_edit_limit_is_refused_before_anything_is_written() {
+    let mut client = disk_server(&["--max-edit-bytes", "1000"]);
+    let big = "x".repeat(1001);
+    let error = client.err(
+        "write_file",
+        json!({"file_path": "/big.txt", "content": big}),
+    );
+    assert_eq!(
+        error,
+        "Error: content is 1001 bytes, over the limit of 1000 bytes (--max-edit-bytes). Nothing was written. Split the content into several smaller files, or ask the user to raise the limit"
+    );
+    assert!(!client.cwd().join("big.txt").exists());
+    let patch = format!("--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,1 @@\n+{big}\n");
+    let error = client.err("apply_patch", json!({"patch": patch}));
+    assert!(
+        error.starts_with(
+            "Error: /new.txt is 1002 bytes, over the limit of 1000 bytes (--max-edit-bytes)."
+        ),
+        "{error}"
+    );
+    assert!(!client.cwd().join("new.txt").exists());
+    // A replace_all that would multiply the file past the limit is refused unbuilt.
+    client.ok(
+        "write_file",
+        json!({"file_path": "/small.txt", "content": "a".repeat(100)}),
+    );
+    let error = client.err(
+        "edit_file",
+        json!({"file_path": "/small.txt", "old_string": "a", "new_string": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "replace_all": true}),
+    );
+    assert!(
+        error.starts_with("Error: the edited text would be 5500 bytes, over the limit of 1000 bytes (--max-edit-bytes)."),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(client.cwd().join("small.txt")).unwrap(),
+        "a".repeat(100)
+    );
+}
+
+#[test]
+fn every_tool_on_huge_files_keeps_the_server_alive_and_bounded() {
+    let mut client = disk_server(&[]);
+    let root = client.cwd().to_path_buf();
+    sparse(&root.join("zeros.bin"), b"", HUGE);
+    sparse(&root.join("text.log"), b"needle one\nneedle two\n", HUGE);
+    let calls: Vec<(&str, Value)> = vec![
+        ("ls", json!({"path": "/"})),
+        ("file_info", json!({"file_path": "/text.log"})),
+        ("file_info", json!({"file_path": "/zeros.bin"})),
+        ("read_file", json!({"file_path": "/text.log", "limit": 2})),
+        ("read_file", json!({"file_path": "/zeros.bin"})),
+        ("glob", json!({"pattern": "*.log"})),
+        ("grep", json!({"pattern": "needle"})),
+        ("grep", json!({"pattern": "needle", "output_mode": "count"})),
+        (
+            "grep",
+            json!({"pattern": "needle", "output_mode": "content", "context": 100}),
+        ),
+        (
+            "edit_file",
+            json!({"file_path": "/text.log", "old_string": "one", "new_string": "1"}),
+        ),
+        (
+            "write_file",
+            json!({"file_path": "/zeros.bin", "content": "replaced"}),
+        ),
+        ("undo_edit", json!({"file_path": "/zeros.bin"})),
+        (
+            "move",
+            json!({"source": "/text.log", "destination": "/scratch/text.log"}),
+        ),
+        ("delete", json!({"file_path": "/text.log"})),
+        ("undo_edit", json!({"file_path": "/text.log"})),
+    ];
+    for (tool, arguments) in calls {
+        let result = client.call(tool, arguments.clone());
+        eprintln!(
+            "{tool}: {}",
+            text_of(&result).chars().take(300).collect::<String>()
+        );
+        assert!(
+            result["content"].is_array(),
+            "{tool}({arguments}) gave no answer: {result}"
+        );
+    }
+    assert_bounded(&mut client, "every tool on 6 GiB files");
+}
