@@ -167,23 +167,31 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
             continue;
         }
         // Without undo, only the version is needed: a big file is never read whole.
-        let bound = if keep_undo { u64::MAX } else { 0 };
+        let bound = if keep_undo {
+            session.write_options.limits.max_undo_snapshot_bytes()
+        } else {
+            0
+        };
         let file = match session.backend.read_at_most(&entry.path, bound).await {
-            Ok(BoundedRead::Whole(file)) => file,
-            Ok(BoundedRead::TooLarge { version, .. }) => FileBytes {
-                content: Vec::new(),
-                version,
-                created: None,
-                modified: None,
-            },
+            Ok(BoundedRead::Whole(file)) => (file, true),
+            Ok(BoundedRead::TooLarge { version, .. }) => (
+                FileBytes {
+                    content: Vec::new(),
+                    version,
+                    created: None,
+                    modified: None,
+                },
+                false,
+            ),
             Err(backend::Error::NotFound { .. }) => continue,
             Err(e) => return Err(e.into()),
         };
+        let (file, whole) = file;
         check_not_stale(session, &entry.path, &file.version)?;
-        files.push((entry.path.clone(), file));
+        files.push((entry.path.clone(), file, whole));
     }
     let mut deleted: Vec<VirtualPath> = Vec::new();
-    for (path, file) in files {
+    for (path, file, whole) in files {
         if let Err(error) = remove_checked(session, &path, &file).await {
             return Err(ToolError::PartialFailure {
                 message: format!(
@@ -193,7 +201,8 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
                 ),
             });
         }
-        if keep_undo {
+        // A file that grew past the bound since the listing was not read: no undo step.
+        if keep_undo && whole {
             record_deletion(session, &path, file);
         } else {
             session.ledger.forget(&path);

@@ -64,7 +64,8 @@ pub(crate) fn version_of(content: &[u8], stat: &Stat) -> Version {
 /// Reads at most `limit + 1` bytes: `Some(content)` when the file fits in `limit`.
 pub(crate) fn read_at_most(file: &mut impl Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
     let mut content = Vec::new();
-    file.take(limit + 1).read_to_end(&mut content)?;
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut content)?;
     Ok((content.len() as u64 <= limit).then_some(content))
 }
 
