@@ -185,6 +185,17 @@ impl Workspaces {
         closed
     }
 
+    /// The ids of the sessions held.
+    pub fn session_ids(&self) -> Vec<Arc<str>> {
+        self.lock()
+            .keys()
+            .filter_map(|key| match key {
+                WorkspaceKey::Session(id) => Some(id.clone()),
+                WorkspaceKey::Principal(_) => None,
+            })
+            .collect()
+    }
+
     /// How many MCP sessions are open.
     pub fn session_count(&self) -> usize {
         self.lock()
@@ -244,6 +255,9 @@ mod tests {
             0,
             "principal workspaces are not sessions"
         );
+        assert!(map.session_ids().is_empty());
+        map.open_session("s1", &who("alice")).unwrap();
+        assert_eq!(map.session_ids(), vec![Arc::<str>::from("s1")]);
     }
 
     #[tokio::test]

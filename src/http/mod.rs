@@ -336,7 +336,8 @@ async fn drain(gate: &Gate) {
     }
 }
 
-/// Drops idle workspaces (and their MCP sessions) every so often.
+/// Drops idle workspaces (and their MCP sessions), and the workspaces of sessions the library
+/// has ended, every so often.
 async fn sweep_idle(gate: Arc<Gate>) {
     let every = (gate.workspaces.limits().idle_timeout / 10)
         .clamp(Duration::from_millis(200), Duration::from_secs(60));
@@ -345,6 +346,19 @@ async fn sweep_idle(gate: Arc<Gate>) {
         ticks.tick().await;
         let closed = gate.workspaces.sweep(Instant::now());
         gate::close_sessions(&gate.sessions, closed).await;
+        // Sessions the library ended by itself (an initialize never completed, its own
+        // keep-alive) no longer count against --max-sessions.
+        let ended: Vec<Arc<str>> = {
+            let live = gate.sessions.sessions.read().await;
+            gate.workspaces
+                .session_ids()
+                .into_iter()
+                .filter(|id| !live.contains_key(id))
+                .collect()
+        };
+        for id in ended {
+            gate.workspaces.close_session(&id);
+        }
     }
 }
 
