@@ -70,12 +70,20 @@ struct Cli {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MALLOC_ARENAS: libc::c_int = 2;
 
+/// Allocations of at least this many bytes are mapped on their own and unmapped when freed.
+/// glibc's default threshold rises (up to 32 MiB) each time such a block is freed, after which
+/// grep's line buffers (up to `--grep-max-line-bytes`) come from the arenas and stay resident
+/// when freed: 16 concurrent greps over a 256 MiB line peaked at 111-146 MB instead of ~40 MB.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MALLOC_MMAP_THRESHOLD: libc::c_int = 1024 * 1024;
+
 fn main() -> ExitCode {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets a malloc parameter; it runs first in main, before any other
     // thread exists. A refusal (return 0) leaves glibc's default, which is harmless.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -7,8 +7,8 @@ use globset::{Glob, GlobBuilder};
 use regex::{Regex, RegexBuilder};
 use thiserror::Error;
 
-use crate::backend::{GrepCollect, GrepFile, GrepLine};
-use crate::limits::RegexLimits;
+use crate::backend::{GrepCollect, GrepFile, WindowedLines, kept_line_text};
+use crate::limits::{DEFAULT_GREP_MAX_LINE_BYTES, RegexLimits};
 use crate::path::VirtualPath;
 use crate::text::numbered::split_lines;
 
@@ -130,6 +130,9 @@ pub struct GrepPattern {
     pub case_insensitive: bool,
     /// The compile and lazy-DFA bounds, applied by every engine that compiles the pattern.
     pub limits: RegexLimits,
+    /// The longest line a search holds (`--grep-max-line-bytes`): a file with a longer line
+    /// is reported as skipped, with [`GrepPattern::long_line_reason`].
+    pub max_line_bytes: u64,
     regex: Regex,
 }
 
@@ -168,8 +171,23 @@ impl GrepPattern {
             literal,
             case_insensitive,
             limits,
+            max_line_bytes: DEFAULT_GREP_MAX_LINE_BYTES,
             regex,
         })
+    }
+
+    /// The same pattern with another line bound (`--grep-max-line-bytes`).
+    pub fn with_max_line_bytes(mut self, max_line_bytes: u64) -> Self {
+        self.max_line_bytes = max_line_bytes;
+        self
+    }
+
+    /// Why a file with a line over [`GrepPattern::max_line_bytes`] is skipped.
+    pub fn long_line_reason(&self) -> String {
+        format!(
+            "a line longer than {} bytes (--grep-max-line-bytes); read it in windows with read_file",
+            self.max_line_bytes
+        )
     }
 
     /// The regex source as compiled (escaped when literal), for engines that compile their own.
@@ -187,7 +205,8 @@ impl GrepPattern {
     }
 }
 
-/// Greps one in-memory text (a leading BOM ignored): `None` when no line matches.
+/// Greps one in-memory text (a leading BOM ignored): `None` when no line matches. A text with
+/// a line over the pattern's `max_line_bytes` is reported as skipped, as on disk.
 pub fn grep_text(
     path: &VirtualPath,
     text: &str,
@@ -197,21 +216,26 @@ pub fn grep_text(
     // A UTF-8 BOM is not text: read_file hides it, and so does ripgrep's searcher on disk.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = split_lines(text);
+    if lines
+        .iter()
+        .any(|l| l.len() as u64 > pattern.max_line_bytes)
+    {
+        return Some(GrepFile::skipped(path.clone(), pattern.long_line_reason()));
+    }
+    let found = |match_count: usize| GrepFile {
+        path: path.clone(),
+        match_count,
+        lines: Vec::new(),
+        entries: 0,
+        skipped: None,
+    };
     match collect {
-        GrepCollect::Files => lines.iter().any(|l| pattern.is_match(l)).then(|| GrepFile {
-            path: path.clone(),
-            match_count: 1,
-            lines: Vec::new(),
-        }),
+        GrepCollect::Files => lines.iter().any(|l| pattern.is_match(l)).then(|| found(1)),
         GrepCollect::Count => {
             let count = lines.iter().filter(|l| pattern.is_match(l)).count();
-            (count > 0).then(|| GrepFile {
-                path: path.clone(),
-                match_count: count,
-                lines: Vec::new(),
-            })
+            (count > 0).then(|| found(count))
         }
-        GrepCollect::Lines { context } => {
+        GrepCollect::Lines { context, window } => {
             let hits: Vec<usize> = lines
                 .iter()
                 .enumerate()
@@ -221,26 +245,21 @@ pub fn grep_text(
             if hits.is_empty() {
                 return None;
             }
-            let mut reported: Vec<GrepLine> = Vec::new();
+            let mut reported = WindowedLines::new(window);
             let mut next_unreported = 0usize;
             for (k, &hit) in hits.iter().enumerate() {
                 let from = hit.saturating_sub(context).max(next_unreported);
-                let to = (hit + context).min(lines.len() - 1);
+                let to = hit.saturating_add(context).min(lines.len() - 1);
                 for (i, text) in lines.iter().enumerate().take(to + 1).skip(from) {
                     let is_match = i == hit || hits[k..].binary_search(&i).is_ok();
-                    reported.push(GrepLine {
-                        number: i + 1,
-                        text: (*text).to_owned(),
-                        is_match,
-                    });
+                    reported.push(i + 1, is_match, || kept_line_text(text));
                 }
                 next_unreported = to + 1;
             }
-            Some(GrepFile {
-                path: path.clone(),
-                match_count: hits.len(),
-                lines: reported,
-            })
+            let mut file = found(hits.len());
+            file.entries = reported.entries;
+            file.lines = reported.lines;
+            Some(file)
         }
     }
 }
@@ -318,13 +337,7 @@ mod tests {
     fn context_lines_merge_between_close_matches() {
         let p = GrepPattern::new("x", false, false).unwrap();
         let path = VirtualPath::parse("/f").unwrap();
-        let f = grep_text(
-            &path,
-            "a\nx\nb\nx\nc\nd\ne\n",
-            &p,
-            GrepCollect::Lines { context: 1 },
-        )
-        .unwrap();
+        let f = grep_text(&path, "a\nx\nb\nx\nc\nd\ne\n", &p, GrepCollect::lines(1)).unwrap();
         let nums: Vec<(usize, bool)> = f.lines.iter().map(|l| (l.number, l.is_match)).collect();
         assert_eq!(
             nums,

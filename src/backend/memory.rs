@@ -14,7 +14,7 @@ use async_trait::async_trait;
 
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
-    GrepQuery, Result, Version, WriteMode, WriteOutcome,
+    GrepQuery, GrepResults, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use crate::search::grep_text;
@@ -257,7 +257,7 @@ impl Backend for StateBackend {
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let mut out = Vec::new();
+        let mut out = GrepResults::new(query.collect);
         for (path, data) in self.files_under(&query.dir) {
             if let Some(filter) = &query.file_filter
                 && !filter.matches_path(&path, &query.dir)
@@ -272,6 +272,6 @@ impl Backend for StateBackend {
                 out.push(found);
             }
         }
-        Ok(out)
+        Ok(out.finish())
     }
 }

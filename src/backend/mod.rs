@@ -243,7 +243,211 @@ pub enum GrepCollect {
     Lines {
         /// Context lines before and after each match.
         context: usize,
+        /// How many of them the answer can show: lines past it are counted, not kept.
+        window: LineWindowBudget,
     },
+}
+
+impl GrepCollect {
+    /// Matching lines with `context` lines around them, every one kept.
+    pub fn lines(context: usize) -> Self {
+        Self::Lines {
+            context,
+            window: LineWindowBudget::UNBOUNDED,
+        }
+    }
+}
+
+/// Most characters of one grep line a backend keeps: one more than `grep` shows, so the tool
+/// can tell that the line was cut.
+pub const GREP_KEPT_LINE_CHARS: usize = 2001;
+
+/// Characters a content-mode entry takes in an answer besides its text (`  N: `, newline):
+/// at least this many, which bounds how many entries an answer of a few characters can hold.
+const MIN_ENTRY_CHARS: usize = 6;
+
+/// Which reported lines (matches and context, in path order then line order) a content-mode
+/// grep answer can show: entries `offset..offset + limit`, ending early once the entries from
+/// `offset` on hold more than `chars` characters (the result cap). Backends keep only what can
+/// fall in that window and count the rest, so memory follows the page, not the matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineWindowBudget {
+    /// Entries skipped (`offset`).
+    pub offset: usize,
+    /// Entries shown at most (`head_limit`).
+    pub limit: usize,
+    /// Characters the shown entries may hold before the answer is cut.
+    pub chars: usize,
+}
+
+impl LineWindowBudget {
+    /// Keeps everything.
+    pub const UNBOUNDED: Self = Self {
+        offset: 0,
+        limit: usize::MAX,
+        chars: usize::MAX,
+    };
+
+    /// Most entries the window can span, counted from the first entry.
+    pub fn max_entries(&self) -> usize {
+        let by_chars = self.chars / MIN_ENTRY_CHARS + 1;
+        self.offset.saturating_add(self.limit.min(by_chars))
+    }
+
+    /// Characters entry `text` takes in the answer at least (its text as kept, one character
+    /// less for a cut line, plus the smallest frame): never more than it really takes, so
+    /// what is kept always reaches the cap when the matches do.
+    fn entry_chars(text: &str) -> usize {
+        text.chars().count().saturating_add(MIN_ENTRY_CHARS - 1)
+    }
+}
+
+/// Keeps the lines of one file that can fall inside a [`LineWindowBudget`], counting all.
+///
+/// The file's first entry may sit at any global index up to `offset` (files before it may hold
+/// none), so the lines kept are the file's first `offset + limit`, ending after the entry at
+/// which the characters from local index `offset` on pass `chars`: whatever the files before
+/// it, the window never reaches further into this file.
+#[derive(Debug)]
+pub struct WindowedLines {
+    window: LineWindowBudget,
+    /// Entries seen, kept or not.
+    pub entries: usize,
+    /// The kept entries.
+    pub lines: Vec<GrepLine>,
+    chars_from_offset: usize,
+    full: bool,
+}
+
+impl WindowedLines {
+    /// An empty collection for `window`.
+    pub fn new(window: LineWindowBudget) -> Self {
+        Self {
+            window,
+            entries: 0,
+            lines: Vec::new(),
+            chars_from_offset: 0,
+            full: false,
+        }
+    }
+
+    /// Whether a further entry would be counted only.
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
+    /// Counts one entry and keeps it (text cut at [`GREP_KEPT_LINE_CHARS`]) while the window
+    /// can still reach it. `text` is called only for a kept entry.
+    pub fn push(&mut self, number: usize, is_match: bool, text: impl FnOnce() -> String) {
+        let index = self.entries;
+        self.entries += 1;
+        if self.full || index >= self.window.max_entries() {
+            self.full = true;
+            return;
+        }
+        let text = text();
+        if index >= self.window.offset {
+            self.chars_from_offset = self
+                .chars_from_offset
+                .saturating_add(LineWindowBudget::entry_chars(&text));
+            if self.chars_from_offset > self.window.chars {
+                self.full = true;
+            }
+        }
+        self.lines.push(GrepLine {
+            number,
+            text,
+            is_match,
+        });
+    }
+}
+
+/// Cuts `text` to at most [`GREP_KEPT_LINE_CHARS`] characters.
+pub fn kept_line_text(text: &str) -> String {
+    match text.char_indices().nth(GREP_KEPT_LINE_CHARS) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// Drops, from `files` sorted by path, every kept line past the end of `window` (the lines
+/// stay counted in [`GrepFile::entries`]): what no answer page can show is not held while the
+/// rest of a search runs.
+pub fn trim_to_window(files: &mut [GrepFile], window: LineWindowBudget) {
+    let end = window.max_entries();
+    let mut index = 0usize;
+    let mut chars = 0usize;
+    let mut ended = false;
+    for file in files.iter_mut() {
+        if ended {
+            file.lines = Vec::new();
+            continue;
+        }
+        let mut keep = 0usize;
+        for line in &file.lines {
+            if index >= end || chars > window.chars {
+                ended = true;
+                break;
+            }
+            if index >= window.offset {
+                chars = chars.saturating_add(LineWindowBudget::entry_chars(&line.text));
+            }
+            index += 1;
+            keep += 1;
+        }
+        if keep < file.lines.len() {
+            file.lines.truncate(keep);
+            file.lines.shrink_to_fit();
+            ended = true;
+        } else if file.lines.len() < file.entries {
+            // Lines the backend did not keep: the window ended inside this file.
+            ended = true;
+        }
+    }
+}
+
+/// Gathers the files one grep finds, trimming kept lines to the answer's window as they
+/// arrive (in any order) so that many files with many matches hold one page, not all.
+#[derive(Debug)]
+pub struct GrepResults {
+    collect: GrepCollect,
+    files: Vec<GrepFile>,
+    kept_lines: usize,
+    trim_at: usize,
+}
+
+impl GrepResults {
+    /// An empty set for a grep collecting `collect`.
+    pub fn new(collect: GrepCollect) -> Self {
+        let trim_at = match collect {
+            GrepCollect::Lines { window, .. } => window.max_entries().saturating_mul(2).max(4096),
+            GrepCollect::Files | GrepCollect::Count => usize::MAX,
+        };
+        Self {
+            collect,
+            files: Vec::new(),
+            kept_lines: 0,
+            trim_at,
+        }
+    }
+
+    /// Adds one file's result.
+    pub fn push(&mut self, file: GrepFile) {
+        self.kept_lines = self.kept_lines.saturating_add(file.lines.len());
+        self.files.push(file);
+        if self.kept_lines > self.trim_at
+            && let GrepCollect::Lines { window, .. } = self.collect
+        {
+            self.files.sort_by(|a, b| a.path.cmp(&b.path));
+            trim_to_window(&mut self.files, window);
+            self.kept_lines = self.files.iter().map(|f| f.lines.len()).sum();
+        }
+    }
+
+    /// The files found, in no particular order.
+    pub fn finish(self) -> Vec<GrepFile> {
+        self.files
+    }
 }
 
 /// A content search below one directory.
@@ -277,8 +481,27 @@ pub struct GrepFile {
     pub path: VirtualPath,
     /// Number of matching lines.
     pub match_count: usize,
-    /// Reported lines in file order (empty unless [`GrepCollect::Lines`]).
+    /// Reported lines in file order (empty unless [`GrepCollect::Lines`]); only those that can
+    /// fall in the answer's window (see [`LineWindowBudget`]).
     pub lines: Vec<GrepLine>,
+    /// How many lines (matches and context) the file reports in all, kept or not.
+    pub entries: usize,
+    /// Set when the file was not searched, with the reason (e.g. a line over the line limit):
+    /// `match_count` is then 0.
+    pub skipped: Option<String>,
+}
+
+impl GrepFile {
+    /// A file left unsearched, and why.
+    pub fn skipped(path: VirtualPath, reason: String) -> Self {
+        Self {
+            path,
+            match_count: 0,
+            lines: Vec::new(),
+            entries: 0,
+            skipped: Some(reason),
+        }
+    }
 }
 
 /// Why a backend call failed. The Display text is what the agent reads: it names the

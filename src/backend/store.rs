@@ -19,7 +19,7 @@ use async_trait::async_trait;
 
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
-    GrepQuery, Result, Version, WriteMode, WriteOutcome,
+    GrepQuery, GrepResults, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -333,7 +333,7 @@ impl Backend for StoreBackend {
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let mut out = Vec::new();
+        let mut out = GrepResults::new(query.collect);
         let mut search = |path: VirtualPath, bytes: &[u8]| {
             if let Some(filter) = &query.file_filter
                 && !filter.matches_path(&path, &query.dir)
@@ -356,7 +356,7 @@ impl Backend for StoreBackend {
                 .map_err(|e| failure(&query.dir, e))?
         {
             search(query.dir.clone(), &item.content);
-            return Ok(out);
+            return Ok(out.finish());
         }
         // One page of contents at a time, in key order (keyset paging, no OFFSET).
         let mut page_query = ListQuery::first(dir_prefix(&query.dir), SCAN_PAGE);
@@ -375,7 +375,7 @@ impl Backend for StoreBackend {
             }
             match last {
                 Some(key) if full => page_query.start = ListStart::After(key),
-                _ => return Ok(out),
+                _ => return Ok(out.finish()),
             }
         }
     }

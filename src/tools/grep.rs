@@ -9,11 +9,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, GrepCollect, GrepFile, GrepQuery};
+use crate::backend::{
+    self, Backend, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, trim_to_window,
+};
 use crate::path::VirtualPath;
 use crate::search::{GlobMatcher, GrepPattern};
 use crate::session::Session;
-use crate::text::truncate::cap_result;
+use crate::text::truncate::{RESULT_CHAR_LIMIT, cap_result};
 
 /// Longest line shown in content mode; longer ones are cut with a marker.
 pub const MAX_SHOWN_LINE_CHARS: usize = 2000;
@@ -75,7 +77,8 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         args.literal,
         args.case_insensitive,
         session.write_options.limits.regex(),
-    )?;
+    )?
+    .with_max_line_bytes(session.write_options.limits.grep_max_line_bytes);
     let file_filter = args.glob.as_deref().map(GlobMatcher::new).transpose()?;
     if session.backend.stat(&dir).await?.is_none() {
         return Err(backend::Error::NotFound { path: dir }.into());
@@ -85,6 +88,11 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         OutputMode::Count => GrepCollect::Count,
         OutputMode::Content => GrepCollect::Lines {
             context: args.context,
+            window: LineWindowBudget {
+                offset: args.offset,
+                limit: args.head_limit.unwrap_or(usize::MAX),
+                chars: RESULT_CHAR_LIMIT,
+            },
         },
     };
     let mut files = session
@@ -96,10 +104,16 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             collect,
         })
         .await?;
-    if files.is_empty() {
-        return Ok(ToolReply::text("No matches found"));
-    }
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    let (skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
+        files.into_iter().partition(|f| f.skipped.is_some());
+    if let GrepCollect::Lines { window, .. } = collect {
+        trim_to_window(&mut files, window);
+    }
+    let skipped_note = skipped_note(&skipped);
+    if files.is_empty() {
+        return Ok(ToolReply::text(format!("No matches found{skipped_note}")));
+    }
     let text = match args.output_mode {
         OutputMode::FilesWithMatches => {
             let rows: Vec<String> = files.iter().map(|f| f.path.to_string()).collect();
@@ -114,7 +128,30 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         }
         OutputMode::Content => content(&files, args.head_limit, args.offset),
     };
-    Ok(ToolReply::text(cap_result(text)))
+    // The note goes first: a result cut at the cap still says which files were not searched.
+    Ok(ToolReply::text(cap_result(format!(
+        "{}{}{text}",
+        skipped_note.trim_start(),
+        if skipped_note.is_empty() { "" } else { "\n" }
+    ))))
+}
+
+/// Lines naming the files left unsearched and why (empty when none), each starting with a
+/// newline; listed by path, at most 20.
+fn skipped_note(skipped: &[GrepFile]) -> String {
+    const LISTED: usize = 20;
+    let mut note = String::new();
+    for file in skipped.iter().take(LISTED) {
+        let reason = file.skipped.as_deref().unwrap_or_default();
+        note.push_str(&format!("\n[skipped {}: {reason}]", file.path));
+    }
+    if skipped.len() > LISTED {
+        note.push_str(&format!(
+            "\n[skipped {} more files for the same kind of reason]",
+            skipped.len() - LISTED
+        ));
+    }
+    note
 }
 
 /// Applies offset/head_limit to entries and appends a paging note when entries remain.
@@ -148,7 +185,9 @@ fn shown_line(text: &str) -> String {
 /// Content mode: entries are the match and context lines; headers and `--` separators are
 /// repeated as needed around the page.
 fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> String {
-    let total: usize = files.iter().map(|f| f.lines.len()).sum();
+    // Counted over every reported line, including those the backends did not keep because no
+    // page of this size at this offset could show them.
+    let total: usize = files.iter().map(|f| f.entries).sum();
     let limit = head_limit.unwrap_or(usize::MAX);
     let mut out: Vec<String> = Vec::new();
     let mut index = 0usize;
@@ -178,6 +217,8 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Stri
             previous = Some(line.number);
             shown += 1;
         }
+        // Lines counted but not kept lie past the page.
+        index += file.entries.saturating_sub(file.lines.len());
     }
     let end = offset.saturating_add(shown);
     if shown == 0 {

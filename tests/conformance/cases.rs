@@ -622,12 +622,7 @@ pub async fn grep_collects_files_counts_and_lines(fx: &Fixture) {
     );
     let lines = fx
         .backend
-        .grep(&grep_query(
-            fx,
-            "",
-            "gamma",
-            GrepCollect::Lines { context: 1 },
-        ))
+        .grep(&grep_query(fx, "", "gamma", GrepCollect::lines(1)))
         .await
         .unwrap();
     assert_eq!(lines.len(), 1);

@@ -26,7 +26,8 @@ use ignore::{WalkBuilder, WalkState};
 use super::resolve::{self, Canonical, map_io};
 use super::write::is_temp_name;
 use crate::backend::{
-    Entry, EntryKind, Error, GlobQuery, GrepCollect, GrepFile, GrepLine, GrepQuery, Result,
+    Entry, EntryKind, Error, GlobQuery, GrepCollect, GrepFile, GrepQuery, GrepResults, Result,
+    WindowedLines, kept_line_text,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -343,7 +344,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
             {
                 return Ok(Vec::new());
             }
-            let mut searcher = Searchers::new(query.collect);
+            let mut searcher = Searchers::new(query.collect, &query.pattern);
             let found = search_file(
                 context.root,
                 &mut searcher,
@@ -360,7 +361,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
     walk_files(context, &query.dir, &start, || {
         let sender = sender.clone();
         let matcher = matcher.clone();
-        let mut searcher = Searchers::new(query.collect);
+        let mut searcher = Searchers::new(query.collect, &query.pattern);
         let root = context.root;
         move |found: FoundFile| {
             if let Some(filter) = &query.file_filter
@@ -381,7 +382,13 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
         }
     })?;
     drop(sender);
-    Ok(receiver.into_iter().collect())
+    // Trimmed to the answer's window as files arrive (the walk above runs on its own threads
+    // until every file is searched; the channel holds what they found meanwhile).
+    let mut results = GrepResults::new(query.collect);
+    for file in receiver {
+        results.push(file);
+    }
+    Ok(results.finish())
 }
 
 /// Compiles the shared pattern for grep-searcher, line by line (`\n` can never match; `$`
@@ -410,17 +417,29 @@ fn compile(pattern: &GrepPattern) -> Result<Option<RegexMatcher>> {
 /// The two searchers of one thread: the plain one, and one that first decodes invalid UTF-8
 /// lossily (U+FFFD, as the memory backend does) for files whose head is not valid UTF-8, so
 /// that `.` and friends match the same characters on every backend.
+///
+/// Both hold at most the pattern's `max_line_bytes` (plus the context lines around it) in their
+/// buffer: a file with a longer line is reported as skipped instead of read into memory.
 struct Searchers {
     plain: Searcher,
     lossy: Searcher,
+    /// The buffer bound, to tell its error from others.
+    heap_limit: usize,
+    /// Why a file over it is skipped.
+    long_line_reason: String,
 }
 
 impl Searchers {
-    fn new(collect: GrepCollect) -> Self {
+    fn new(collect: GrepCollect, pattern: &GrepPattern) -> Self {
         let context = match collect {
-            GrepCollect::Lines { context } => context,
+            GrepCollect::Lines { context, .. } => context,
             GrepCollect::Files | GrepCollect::Count => 0,
         };
+        // The searcher's buffer holds a whole line plus the context before it; its bound is
+        // the line limit, raised by 4 KiB for each context line (a file whose context lines are
+        // longer than that may be skipped too: the reason names the flag to raise).
+        let max_line = usize::try_from(pattern.max_line_bytes).unwrap_or(usize::MAX);
+        let heap_limit = max_line.saturating_add(context.saturating_mul(4096)).max(1);
         let mut builder = SearcherBuilder::new();
         // Lines end at `\n` or `\r\n`, as `split_lines` sees them; the collector strips `\r`.
         builder
@@ -428,12 +447,18 @@ impl Searchers {
             .line_number(true)
             .binary_detection(BinaryDetection::none())
             .before_context(context)
-            .after_context(context);
+            .after_context(context)
+            .heap_limit(Some(heap_limit));
         let plain = builder.build();
         let lossy = builder
             .encoding(grep_searcher::Encoding::new("utf-8").ok())
             .build();
-        Self { plain, lossy }
+        Self {
+            plain,
+            lossy,
+            heap_limit,
+            long_line_reason: pattern.long_line_reason(),
+        }
     }
 }
 
@@ -469,47 +494,65 @@ fn search_file(
         // Only a character cut by the end of the head: still valid so far.
         Err(error) => error.error_len().is_none(),
     };
-    let searcher = if valid_utf8 {
+    let chosen = if valid_utf8 {
         &mut searcher.plain
     } else {
         &mut searcher.lossy
     };
     let reader = io::Cursor::new(head).chain(file);
     let mut sink = Collector::new(collect);
-    searcher.search_reader(matcher, reader, &mut sink).ok()?;
+    if let Err(error) = chosen.search_reader(matcher, reader, &mut sink) {
+        // grep-searcher's words for a line that outgrew the buffer bound.
+        let over_limit = error.to_string()
+            == format!(
+                "configured allocation limit ({}) exceeded",
+                searcher.heap_limit
+            );
+        return over_limit
+            .then(|| GrepFile::skipped(path.clone(), searcher.long_line_reason.clone()));
+    }
     (sink.match_count > 0).then(|| GrepFile {
         path: path.clone(),
         match_count: match collect {
             GrepCollect::Files => 1,
             _ => sink.match_count,
         },
-        lines: sink.lines,
+        entries: sink.lines.entries,
+        lines: sink.lines.lines,
+        skipped: None,
     })
 }
 
-/// Collects what [`GrepCollect`] asks for from grep-searcher's callbacks.
+/// Collects what [`GrepCollect`] asks for from grep-searcher's callbacks, keeping only the
+/// lines the answer's window can reach.
 struct Collector {
     collect: GrepCollect,
     match_count: usize,
-    lines: Vec<GrepLine>,
+    lines: WindowedLines,
 }
 
 impl Collector {
     fn new(collect: GrepCollect) -> Self {
+        let window = match collect {
+            GrepCollect::Lines { window, .. } => window,
+            GrepCollect::Files | GrepCollect::Count => crate::backend::LineWindowBudget::UNBOUNDED,
+        };
         Self {
             collect,
             match_count: 0,
-            lines: Vec::new(),
+            lines: WindowedLines::new(window),
         }
     }
 
     fn push(&mut self, number: Option<u64>, bytes: &[u8], is_match: bool) {
-        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        self.lines.push(GrepLine {
-            number: number.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
-            text: String::from_utf8_lossy(bytes).into_owned(),
-            is_match,
+        let number = number.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+        self.lines.push(number, is_match, || {
+            let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+            let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            // Enough bytes for the characters kept, whatever their width: a long line is
+            // never copied whole.
+            let head = &bytes[..bytes.len().min(4 * crate::backend::GREP_KEPT_LINE_CHARS)];
+            kept_line_text(&String::from_utf8_lossy(head))
         });
     }
 }

@@ -1,0 +1,262 @@
+//! `grep` keeps bounded memory whatever the files (issue 10): each case runs in a fresh
+//! `mountfs` process over a disk mount and asserts its peak resident memory (`VmHWM` in
+//! `/proc/<pid>/status`) afterwards, then that the answer is still right.
+//!
+//! Without the bounds, content mode kept every match before paging (`head_limit: 1` over a
+//! million matching lines peaked near 200 MB here) and ripgrep's searcher grew its buffer to hold
+//! a whole line (a 256 MiB line needed over 512 MB, 16 calls at once several GB).
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::StdioClient;
+use serde_json::json;
+
+/// The peak a case without long lines may reach: an idle debug server peaks near 28 MB.
+const PEAK_LIMIT: u64 = 48 * 1024 * 1024;
+
+/// The peak a case over a huge line may reach: [`PEAK_LIMIT`] plus one line buffer (bounded by
+/// `--grep-max-line-bytes`, 16 MiB, plus 400 KiB for 100 context lines) per walk that may run at
+/// once (one per core, at most 16 calls here).
+fn huge_line_peak_limit() -> u64 {
+    let walks = std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .min(16) as u64;
+    PEAK_LIMIT + walks * 17 * 1024 * 1024
+}
+
+/// One line of this many bytes: far over the 16 MiB line bound, and over [`PEAK_LIMIT`] many
+/// times, so a searcher that held it whole would fail the bound.
+const HUGE_LINE: usize = 256 * 1024 * 1024;
+
+fn disk_server(extra: &[&str]) -> StdioClient {
+    let mut args = vec!["--mount", "/=disk:."];
+    args.extend_from_slice(extra);
+    StdioClient::start(&args)
+}
+
+/// Asserts the server's peak memory is under `limit` and returns it.
+fn assert_peak_under(client: &StdioClient, case: &str, limit: u64) -> u64 {
+    let peak = client.peak_memory().expect("VmHWM (Linux)");
+    eprintln!("{case}: VmHWM {:.1} MiB", peak as f64 / 1048576.0);
+    assert!(
+        peak < limit,
+        "{case}: peak memory {peak} bytes, over {limit}"
+    );
+    peak
+}
+
+/// Writes `lines` matching lines `needle NNNNNNN` (and a last non-matching one).
+fn many_matches(path: &Path, lines: usize) {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    for i in 0..lines {
+        writeln!(out, "needle {i:07}").expect("write");
+    }
+    writeln!(out, "the end").expect("write");
+    out.flush().expect("flush");
+}
+
+/// A file whose second line is [`HUGE_LINE`] bytes of text ending in `needle`.
+fn huge_line(path: &Path) {
+    let mut out = std::fs::File::create(path).expect("create");
+    out.write_all(b"first line\n").expect("write");
+    let chunk = vec![b'a'; 1024 * 1024];
+    for _ in 0..HUGE_LINE / chunk.len() {
+        out.write_all(&chunk).expect("write");
+    }
+    out.write_all(b" needle\nlast line\n").expect("write");
+}
+
+#[test]
+fn content_mode_with_head_limit_keeps_one_page_of_a_million_matches() {
+    let mut client = disk_server(&[]);
+    many_matches(&client.cwd().join("many.txt"), 1_000_000);
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "output_mode": "content", "head_limit": 1}),
+    );
+    assert_eq!(
+        text,
+        "/many.txt:\n  1: needle 0000000\n... [showing lines 1-1 of 1000000; call again with offset=1 for more]"
+    );
+    assert_peak_under(
+        &client,
+        "content head_limit 1 over 1,000,000 matches",
+        PEAK_LIMIT,
+    );
+    // Deep in the matches: the page and the count are still exact.
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "output_mode": "content", "offset": 999_998, "head_limit": 2}),
+    );
+    assert_eq!(
+        text,
+        "/many.txt:\n  999999: needle 0999998\n  1000000: needle 0999999"
+    );
+}
+
+#[test]
+fn content_mode_without_head_limit_keeps_what_the_result_cap_shows() {
+    let mut client = disk_server(&[]);
+    many_matches(&client.cwd().join("many.txt"), 1_000_000);
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "output_mode": "content", "context": 2}),
+    );
+    assert!(text.chars().count() <= 80_000, "{}", text.len());
+    assert!(
+        text.ends_with("\n... [results truncated, try being more specific with your parameters]"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+    assert!(text.starts_with("/many.txt:\n  1: needle 0000000\n  2: needle 0000001\n"));
+    assert_peak_under(
+        &client,
+        "content, no head_limit, 1,000,000 matches",
+        PEAK_LIMIT,
+    );
+}
+
+#[test]
+fn a_file_with_a_line_over_the_bound_is_skipped_with_the_reason() {
+    let mut client = disk_server(&[]);
+    huge_line(&client.cwd().join("minified.js"));
+    std::fs::write(client.cwd().join("small.txt"), "a needle here\n").unwrap();
+    let reason = "[skipped /minified.js: a line longer than 16777216 bytes (--grep-max-line-bytes); read it in windows with read_file]";
+    let text = client.ok("grep", json!({"pattern": "needle"}));
+    assert_eq!(text, format!("{reason}\n/small.txt"));
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "output_mode": "content", "context": 100}),
+    );
+    assert_eq!(text, format!("{reason}\n/small.txt:\n  1: a needle here"));
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "path": "/minified.js", "output_mode": "count"}),
+    );
+    assert_eq!(text, format!("No matches found\n{reason}"));
+    assert_peak_under(
+        &client,
+        "grep over one 256 MiB line",
+        PEAK_LIMIT + 17 * 1024 * 1024,
+    );
+}
+
+#[test]
+fn sixteen_concurrent_greps_over_a_huge_line_stay_bounded() {
+    let mut client = disk_server(&[]);
+    huge_line(&client.cwd().join("minified.js"));
+    let ids: Vec<u64> = (0..16)
+        .map(|i| {
+            let arguments = if i % 2 == 0 {
+                json!({"pattern": "needle"})
+            } else {
+                json!({"pattern": "needle", "output_mode": "content", "context": 100})
+            };
+            client.send(
+                "tools/call",
+                json!({"name": "grep", "arguments": arguments}),
+            )
+        })
+        .collect();
+    for id in ids {
+        let response = client.response(id);
+        let text = common::text_of(&response["result"]);
+        assert!(
+            text.contains("[skipped /minified.js: a line longer than 16777216 bytes"),
+            "{response}"
+        );
+    }
+    assert_peak_under(
+        &client,
+        "16 concurrent greps over a 256 MiB line",
+        huge_line_peak_limit(),
+    );
+}
+
+#[test]
+fn the_line_bound_is_a_flag_and_the_memory_mount_applies_it_too() {
+    let mut client = StdioClient::start(&[
+        "--mount",
+        "/=disk:.",
+        "--mount",
+        "/mem/=memory",
+        "--grep-max-line-bytes",
+        "1000",
+    ]);
+    let long = format!("{} needle\n", "x".repeat(2000));
+    std::fs::write(client.cwd().join("long.txt"), &long).unwrap();
+    client.ok(
+        "write_file",
+        json!({"file_path": "/mem/long.txt", "content": long}),
+    );
+    client.ok(
+        "write_file",
+        json!({"file_path": "/mem/short.txt", "content": "needle\n"}),
+    );
+    let text = client.ok("grep", json!({"pattern": "needle"}));
+    assert_eq!(
+        text,
+        "[skipped /long.txt: a line longer than 1000 bytes (--grep-max-line-bytes); read it in windows with read_file]\n\
+         [skipped /mem/long.txt: a line longer than 1000 bytes (--grep-max-line-bytes); read it in windows with read_file]\n\
+         /mem/short.txt"
+    );
+}
+
+#[test]
+fn pages_over_trimmed_results_equal_slices_of_the_whole_answer() {
+    // Several files with several matches and context, in a memory mount and on disk: every
+    // (offset, head_limit) page holds exactly the entries of the unpaged answer at those places.
+    let mut client = StdioClient::start(&["--mount", "/=disk:.", "--mount", "/mem/=memory"]);
+    for (name, lines) in [("a.txt", 3), ("b.txt", 1), ("c.txt", 5)] {
+        let content: String = (0..lines).map(|i| format!("x{i}\nfill\n")).collect();
+        std::fs::write(client.cwd().join(name), &content).unwrap();
+        client.ok(
+            "write_file",
+            json!({"file_path": format!("/mem/{name}"), "content": content}),
+        );
+    }
+    let entries = |text: &str| -> Vec<String> {
+        let mut file = String::new();
+        let mut out = Vec::new();
+        for line in text.lines() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                file = line.to_owned();
+            } else if line.starts_with("  ") && line != "  --" {
+                out.push(format!("{file}{line}"));
+            }
+        }
+        out
+    };
+    let whole = entries(&client.ok(
+        "grep",
+        json!({"pattern": "x", "output_mode": "content", "context": 1}),
+    ));
+    assert_eq!(whole.len(), 2 * 2 * (3 + 1 + 5));
+    for offset in 0..whole.len() {
+        for limit in [1, 2, 5] {
+            let page = client.ok(
+                "grep",
+                json!({"pattern": "x", "output_mode": "content", "context": 1, "offset": offset, "head_limit": limit}),
+            );
+            let end = (offset + limit).min(whole.len());
+            assert_eq!(
+                entries(&page),
+                whole[offset..end],
+                "offset {offset} limit {limit}"
+            );
+            if end < whole.len() {
+                assert!(
+                    page.ends_with(&format!(
+                        "[showing lines {}-{end} of {}; call again with offset={end} for more]",
+                        offset + 1,
+                        whole.len()
+                    )),
+                    "{page}"
+                );
+            }
+        }
+    }
+}
