@@ -94,6 +94,9 @@ impl Workspaces {
         self.limits
     }
 
+    /// A new workspace's state. Everything per workspace lives in the one [`Session`] (its
+    /// backend with fresh memory mounts, ledger, undo history, arrival order), so a per-session
+    /// mount table (client roots) attaches by giving that session another backend.
     fn fresh_session(&self) -> Arc<Session> {
         Arc::new(Session::new(
             Arc::new(self.table.session_backend()),
