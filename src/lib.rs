@@ -7,7 +7,8 @@
 //! has one home.
 //!
 //! # Layout
-//! - [`path`]: `VirtualPath`, the validated path every layer speaks.
+//! - [`path`]: `VirtualPath`, the validated path every layer speaks, and the escaped form
+//!   answers show names in.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
 //! - [`backend`]: the `Backend` trait and its implementations (`memory`, `filesystem`,
 //!   `store`, `composite`).

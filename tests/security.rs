@@ -414,11 +414,12 @@ attack!(deep_path_within_limits_stays_inside, h => {
     h.call("write_file", json!({"file_path": deep, "content": "deep"})).await.unwrap();
     assert!(h.root().join("d/d/d").is_dir());
 });
-attack!(newline_in_a_name_stays_inside, h => {
-    h.call("write_file", json!({"file_path": "/new\nline.txt", "content": "x"})).await.unwrap();
-    assert!(h.root().join("new\nline.txt").is_file());
+attack!(newline_in_a_name_is_refused_for_new_files_and_shown_escaped, h => {
+    h.refused("write_file", json!({"file_path": "/new\nline.txt", "content": "x"}), "U+000A (line feed)").await;
+    assert!(!h.root().join("new\nline.txt").exists());
+    std::fs::write(h.root().join("new\nline.txt"), "x").unwrap();
     let text = h.call("ls", json!({"path": "/"})).await.unwrap();
-    assert!(text.contains("/new\nline.txt"), "{text}");
+    assert!(text.contains("/new\\u{000A}line.txt (1 byte)"), "{text}");
 });
 attack!(newline_then_dotdot_is_refused, h => h.refused("read_file", json!({"file_path": "/a\n/../../outside/secret.txt"}), DOTDOT).await);
 attack!(name_that_looks_like_a_traversal_is_a_plain_name, h => {

@@ -90,7 +90,7 @@ impl StateBackend {
         let prefix = dir_prefix(dir);
         let mut out: Vec<(VirtualPath, FileData)> = own.into_iter().collect();
         for (key, data) in under(&files, &prefix) {
-            if let Ok(path) = VirtualPath::parse(key) {
+            if let Ok(path) = VirtualPath::parse_raw(key) {
                 out.push((path, data.clone()));
             }
         }
@@ -129,7 +129,7 @@ impl Backend for StateBackend {
             };
             match rest.split_once('/') {
                 None => {
-                    entries.push(data.entry(VirtualPath::parse(key)?));
+                    entries.push(data.entry(VirtualPath::parse_raw(key)?));
                     // Next key strictly after this one.
                     cursor = format!("{key}\0");
                 }

@@ -133,7 +133,7 @@ impl StoreBackend {
                 .map_err(|e| failure(dir, e))?;
             let full = page.len() >= LIST_PAGE;
             for meta in &page {
-                if let Ok(path) = VirtualPath::parse(&meta.key)
+                if let Ok(path) = VirtualPath::parse_raw(&meta.key)
                     && keep(&path, meta)
                 {
                     out.push(file_entry(path, meta));
@@ -182,7 +182,7 @@ impl Backend for StoreBackend {
                 };
                 match rest.split_once('/') {
                     None => {
-                        entries.push(file_entry(VirtualPath::parse(&meta.key)?, meta));
+                        entries.push(file_entry(VirtualPath::parse_raw(&meta.key)?, meta));
                         query.start = ListStart::After(meta.key.clone());
                     }
                     Some((child, _)) => {
@@ -369,7 +369,7 @@ impl Backend for StoreBackend {
             let full = page.len() >= SCAN_PAGE;
             let last = page.last().map(|item| item.meta.key.clone());
             for item in page {
-                if let Ok(path) = VirtualPath::parse(&item.meta.key) {
+                if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
                     search(path, &item.content);
                 }
             }

@@ -136,6 +136,7 @@ async fn plan(
                 reason: "the patch creates it (its '---' line is /dev/null) but it already exists; read it and make the patch against its content".into(),
             });
         }
+        super::editing::refuse_new_control_names(session, &path).await?;
         let new_raw =
             patch::apply_hunks("", hunks, false).map_err(|mismatch| ToolError::PatchMismatch {
                 path: path.clone(),

@@ -248,7 +248,7 @@ pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> Chan
     } else if stats.removed > 0 {
         section = format!("{} line(s) removed; the file is now empty.", stats.removed);
     }
-    let mut unified = diff::unified_diff(path.as_str(), old_text, new_text);
+    let mut unified = diff::unified_diff(&path.to_string(), old_text, new_text);
     let mut diff_truncated = false;
     if unified.chars().count() > truncate::RESULT_CHAR_LIMIT {
         unified = truncate::cap_result(unified);
@@ -356,4 +356,32 @@ pub async fn lock_files(
 /// Decodes a text file's bytes for an edit: LF text without BOM, and its format.
 pub fn decode_text(bytes: &[u8]) -> (String, line_endings::TextFormat) {
     line_endings::to_lf(&String::from_utf8_lossy(bytes))
+}
+
+/// Refuses to create a name with a control character (CONTRACT §1, issue 10): `path` and each
+/// of its directories whose own name holds one must already exist. Names already present (on
+/// disk, or in a store written by an older version) can still be overwritten or written under.
+pub async fn refuse_new_control_names(
+    session: &Session,
+    path: &VirtualPath,
+) -> Result<(), ToolError> {
+    let Err(refusal) = path.control_character() else {
+        return Ok(());
+    };
+    let mut ancestors = Vec::new();
+    let mut cursor = Some(path.clone());
+    while let Some(current) = cursor {
+        cursor = current.parent();
+        ancestors.push(current);
+    }
+    // Shallowest first: the first missing one is the name this call would create.
+    for ancestor in ancestors.into_iter().rev() {
+        let own_name_has_one = ancestor
+            .file_name()
+            .is_some_and(|name| name.chars().any(char::is_control));
+        if own_name_has_one && session.backend.stat(&ancestor).await?.is_none() {
+            return Err(refusal.into());
+        }
+    }
+    Ok(())
 }

@@ -55,7 +55,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let mut text = files
         .iter()
         .take(MAX_RESULTS)
-        .map(|e| e.path.as_str())
+        .map(|e| e.path.to_string())
         .collect::<Vec<_>>()
         .join("\n");
     if total > MAX_RESULTS {

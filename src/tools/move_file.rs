@@ -62,6 +62,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     if session.backend.same_file(&source, &destination).await? {
         return Err(ToolError::SamePath { path: source });
     }
+    super::editing::refuse_new_control_names(session, &destination).await?;
     if entry.is_dir() {
         return move_tree(session, &source, &destination).await;
     }

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::editing::{
     check_edit_size, commit, commit_large, describe_change, load_checked_at_most,
+    refuse_new_control_names,
 };
 use super::{ToolError, ToolReply, counted};
 use crate::backend::{self, Backend, BoundedRead, Version};
@@ -46,7 +47,10 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 }
             }
         }
-        None => None,
+        None => {
+            refuse_new_control_names(session, &path).await?;
+            None
+        }
     };
     let old_text = existing
         .as_ref()
