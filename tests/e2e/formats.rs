@@ -260,7 +260,7 @@ fn path_errors_show_the_offending_input() {
         ),
         (
             "a\u{0}b",
-            "Error: Invalid path 'a\\0b': it contains a NUL byte",
+            "Error: Invalid path 'a\\u{0000}b': it contains a NUL byte",
         ),
         ("", "Error: Invalid path '': the path is empty"),
     ];
