@@ -227,6 +227,7 @@ pub fn grep_text(
         match_count,
         lines: Vec::new(),
         entries: 0,
+        lines_from: 0,
         skipped: None,
     };
     match collect {
@@ -258,6 +259,7 @@ pub fn grep_text(
             }
             let mut file = found(hits.len());
             file.entries = reported.entries;
+            file.lines_from = window.skip.min(reported.entries);
             file.lines = reported.lines;
             Some(file)
         }

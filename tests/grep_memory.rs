@@ -86,7 +86,12 @@ fn content_mode_with_head_limit_keeps_one_page_of_a_million_matches() {
         "content head_limit 1 over 1,000,000 matches",
         PEAK_LIMIT,
     );
-    // Deep in the matches: the page and the count are still exact.
+}
+
+#[test]
+fn content_mode_deep_in_a_million_matches_keeps_no_line_before_the_offset() {
+    let mut client = disk_server(&[]);
+    many_matches(&client.cwd().join("many.txt"), 1_000_000);
     let text = client.ok(
         "grep",
         json!({"pattern": "needle", "output_mode": "content", "offset": 999_998, "head_limit": 2}),
@@ -94,6 +99,19 @@ fn content_mode_with_head_limit_keeps_one_page_of_a_million_matches() {
     assert_eq!(
         text,
         "/many.txt:\n  999999: needle 0999998\n  1000000: needle 0999999"
+    );
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "output_mode": "content", "offset": 500_000, "head_limit": 1, "context": 1}),
+    );
+    assert_eq!(
+        text,
+        "/many.txt:\n  500001: needle 0500000\n... [showing lines 500001-500001 of 1000001; call again with offset=500001 for more]"
+    );
+    assert_peak_under(
+        &client,
+        "content offset 999,998 over 1,000,000 matches",
+        PEAK_LIMIT,
     );
 }
 
@@ -210,7 +228,8 @@ fn pages_over_trimmed_results_equal_slices_of_the_whole_answer() {
     // Several files with several matches and context, in a memory mount and on disk: every
     // (offset, head_limit) page holds exactly the entries of the unpaged answer at those places.
     let mut client = StdioClient::start(&["--mount", "/=disk:.", "--mount", "/mem/=memory"]);
-    for (name, lines) in [("a.txt", 3), ("b.txt", 1), ("c.txt", 5)] {
+    // Over 1,000 entries, so pages past grep's DEEP_OFFSET take the two-pass way.
+    for (name, lines) in [("a.txt", 300), ("b.txt", 1), ("c.txt", 500)] {
         let content: String = (0..lines).map(|i| format!("x{i}\nfill\n")).collect();
         std::fs::write(client.cwd().join(name), &content).unwrap();
         client.ok(
@@ -234,8 +253,12 @@ fn pages_over_trimmed_results_equal_slices_of_the_whole_answer() {
         "grep",
         json!({"pattern": "x", "output_mode": "content", "context": 1}),
     ));
-    assert_eq!(whole.len(), 2 * 2 * (3 + 1 + 5));
-    for offset in 0..whole.len() {
+    assert_eq!(whole.len(), 2 * 2 * (300 + 1 + 500));
+    let mut offsets: Vec<usize> = Vec::new();
+    for around in [0usize, 599, 1000, 1201, 1601, 1603, 2203, 2204, 3200] {
+        offsets.extend(around.saturating_sub(2)..(around + 3).min(whole.len()));
+    }
+    for offset in offsets {
         for limit in [1, 2, 5] {
             let page = client.ok(
                 "grep",

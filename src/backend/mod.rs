@@ -270,8 +270,14 @@ const MIN_ENTRY_CHARS: usize = 6;
 /// grep answer can show: entries `offset..offset + limit`, ending early once the entries from
 /// `offset` on hold more than `chars` characters (the result cap). Backends keep only what can
 /// fall in that window and count the rest, so memory follows the page, not the matches.
+///
+/// A file's first entry may sit anywhere up to `offset` (the files before it may report none),
+/// so a backend keeps a file's entries from its first, except the first `skip`: a caller that
+/// knows where the file starts (a single-file search) sets `skip` to spare them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineWindowBudget {
+    /// Entries of each file known to lie before the window: counted, never kept.
+    pub skip: usize,
     /// Entries skipped (`offset`).
     pub offset: usize,
     /// Entries shown at most (`head_limit`).
@@ -283,9 +289,18 @@ pub struct LineWindowBudget {
 impl LineWindowBudget {
     /// Keeps everything.
     pub const UNBOUNDED: Self = Self {
+        skip: 0,
         offset: 0,
         limit: usize::MAX,
         chars: usize::MAX,
+    };
+
+    /// Counts entries only: keeps none.
+    pub const COUNT_ONLY: Self = Self {
+        skip: 0,
+        offset: 0,
+        limit: 0,
+        chars: 0,
     };
 
     /// Most entries the window can span, counted from the first entry.
@@ -293,13 +308,13 @@ impl LineWindowBudget {
         let by_chars = self.chars / MIN_ENTRY_CHARS + 1;
         self.offset.saturating_add(self.limit.min(by_chars))
     }
+}
 
-    /// Characters entry `text` takes in the answer at least (its text as kept, one character
-    /// less for a cut line, plus the smallest frame): never more than it really takes, so
-    /// what is kept always reaches the cap when the matches do.
-    fn entry_chars(text: &str) -> usize {
-        text.chars().count().saturating_add(MIN_ENTRY_CHARS - 1)
-    }
+/// Characters a content-mode entry of `text` takes in the answer at least (its text as kept,
+/// one character less for a cut line, plus the smallest frame): never more than it really
+/// takes, so what is kept always reaches the cap when the matches do.
+pub fn entry_chars(text: &str) -> usize {
+    text.chars().count().saturating_add(MIN_ENTRY_CHARS - 1)
 }
 
 /// Keeps the lines of one file that can fall inside a [`LineWindowBudget`], counting all.
@@ -313,7 +328,7 @@ pub struct WindowedLines {
     window: LineWindowBudget,
     /// Entries seen, kept or not.
     pub entries: usize,
-    /// The kept entries.
+    /// The kept entries: consecutive, from entry [`LineWindowBudget::skip`] on.
     pub lines: Vec<GrepLine>,
     chars_from_offset: usize,
     full: bool,
@@ -341,15 +356,16 @@ impl WindowedLines {
     pub fn push(&mut self, number: usize, is_match: bool, text: impl FnOnce() -> String) {
         let index = self.entries;
         self.entries += 1;
+        if index < self.window.skip {
+            return;
+        }
         if self.full || index >= self.window.max_entries() {
             self.full = true;
             return;
         }
         let text = text();
         if index >= self.window.offset {
-            self.chars_from_offset = self
-                .chars_from_offset
-                .saturating_add(LineWindowBudget::entry_chars(&text));
+            self.chars_from_offset = self.chars_from_offset.saturating_add(entry_chars(&text));
             if self.chars_from_offset > self.window.chars {
                 self.full = true;
             }
@@ -375,7 +391,8 @@ pub fn kept_line_text(text: &str) -> String {
 /// rest of a search runs.
 pub fn trim_to_window(files: &mut [GrepFile], window: LineWindowBudget) {
     let end = window.max_entries();
-    let mut index = 0usize;
+    // Global index of the current file's first entry.
+    let mut start = 0usize;
     let mut chars = 0usize;
     let mut ended = false;
     for file in files.iter_mut() {
@@ -383,26 +400,32 @@ pub fn trim_to_window(files: &mut [GrepFile], window: LineWindowBudget) {
             file.lines = Vec::new();
             continue;
         }
+        let first = start.saturating_add(file.lines_from);
         let mut keep = 0usize;
         for line in &file.lines {
+            let index = first + keep;
             if index >= end || chars > window.chars {
                 ended = true;
                 break;
             }
             if index >= window.offset {
-                chars = chars.saturating_add(LineWindowBudget::entry_chars(&line.text));
+                chars = chars.saturating_add(entry_chars(&line.text));
             }
-            index += 1;
             keep += 1;
         }
         if keep < file.lines.len() {
             file.lines.truncate(keep);
             file.lines.shrink_to_fit();
             ended = true;
-        } else if file.lines.len() < file.entries {
-            // Lines the backend did not keep: the window ended inside this file.
-            ended = true;
+        } else {
+            let unkept_from = first + file.lines.len();
+            // Lines the backend stopped keeping inside the window's reach: it stopped at the
+            // window's end.
+            if unkept_from < start.saturating_add(file.entries) && unkept_from >= window.offset {
+                ended = true;
+            }
         }
+        start = start.saturating_add(file.entries);
     }
 }
 
@@ -486,6 +509,8 @@ pub struct GrepFile {
     pub lines: Vec<GrepLine>,
     /// How many lines (matches and context) the file reports in all, kept or not.
     pub entries: usize,
+    /// Which of those `lines[0]` is (0-based): the entries before it were counted only.
+    pub lines_from: usize,
     /// Set when the file was not searched, with the reason (e.g. a line over the line limit):
     /// `match_count` is then 0.
     pub skipped: Option<String>,
@@ -499,6 +524,7 @@ impl GrepFile {
             match_count: 0,
             lines: Vec::new(),
             entries: 0,
+            lines_from: 0,
             skipped: Some(reason),
         }
     }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::{ToolError, ToolReply};
 use crate::backend::{
-    self, Backend, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, trim_to_window,
+    self, Backend, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, entry_chars, trim_to_window,
 };
 use crate::path::VirtualPath;
 use crate::search::{GlobMatcher, GrepPattern};
@@ -89,21 +89,25 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         OutputMode::Content => GrepCollect::Lines {
             context: args.context,
             window: LineWindowBudget {
+                skip: 0,
                 offset: args.offset,
                 limit: args.head_limit.unwrap_or(usize::MAX),
                 chars: RESULT_CHAR_LIMIT,
             },
         },
     };
-    let mut files = session
-        .backend
-        .grep(&GrepQuery {
-            dir,
-            pattern: Arc::new(pattern),
-            file_filter,
-            collect,
-        })
-        .await?;
+    let query = GrepQuery {
+        dir,
+        pattern: Arc::new(pattern),
+        file_filter,
+        collect,
+    };
+    let mut files = match collect {
+        GrepCollect::Lines { context, window } if window.offset > DEEP_OFFSET => {
+            deep_page(session, query, context, window).await?
+        }
+        _ => session.backend.grep(&query).await?,
+    };
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let (skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
         files.into_iter().partition(|f| f.skipped.is_some());
@@ -134,6 +138,72 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         skipped_note.trim_start(),
         if skipped_note.is_empty() { "" } else { "\n" }
     ))))
+}
+
+/// Above this `offset` (in reported lines), content mode searches in two passes (see
+/// [`deep_page`]) instead of keeping every line before the offset: at most this many kept lines
+/// of up to 2,001 characters each is the bound of the one-pass way.
+pub const DEEP_OFFSET: usize = 1000;
+
+/// Content mode far into the matches, in memory for the page and one count per file: a first
+/// pass counts each file's reported lines and keeps none; the second searches again, each
+/// alone, only the files the page falls in, keeping only the page's lines (a single-file search
+/// knows where the file's lines start). Sorted by path. (A file changed between the passes
+/// shows its lines as they are at the second.)
+async fn deep_page(
+    session: &Session,
+    query: GrepQuery,
+    context: usize,
+    window: LineWindowBudget,
+) -> Result<Vec<GrepFile>, ToolError> {
+    let mut files = session
+        .backend
+        .grep(&GrepQuery {
+            collect: GrepCollect::Lines {
+                context,
+                window: LineWindowBudget::COUNT_ONLY,
+            },
+            ..query.clone()
+        })
+        .await?;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut start = 0usize;
+    let mut limit_left = window.limit;
+    let mut chars_left = window.chars;
+    for file in files.iter_mut().filter(|f| f.skipped.is_none()) {
+        let end = start.saturating_add(file.entries);
+        if end > window.offset && limit_left > 0 && chars_left > 0 {
+            let local_offset = window.offset.saturating_sub(start);
+            let page = LineWindowBudget {
+                skip: local_offset,
+                offset: local_offset,
+                limit: limit_left,
+                chars: chars_left,
+            };
+            let found = session
+                .backend
+                .grep(&GrepQuery {
+                    dir: file.path.clone(),
+                    file_filter: None,
+                    collect: GrepCollect::Lines {
+                        context,
+                        window: page,
+                    },
+                    ..query.clone()
+                })
+                .await?;
+            if let Some(again) = found.into_iter().find(|f| f.path == file.path) {
+                file.lines = again.lines;
+                file.lines_from = again.lines_from.min(file.entries);
+                file.lines.truncate(file.entries - file.lines_from);
+            }
+            limit_left = limit_left.saturating_sub(file.lines.len());
+            let used: usize = file.lines.iter().map(|l| entry_chars(&l.text)).sum();
+            chars_left = chars_left.saturating_sub(used);
+        }
+        start = end;
+    }
+    Ok(files)
 }
 
 /// Lines naming the files left unsearched and why (empty when none), each starting with a
@@ -190,14 +260,14 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Stri
     let total: usize = files.iter().map(|f| f.entries).sum();
     let limit = head_limit.unwrap_or(usize::MAX);
     let mut out: Vec<String> = Vec::new();
-    let mut index = 0usize;
+    // Global index of the current file's first reported line.
+    let mut start = 0usize;
     let mut shown = 0usize;
     for file in files {
         let mut header_done = false;
         let mut previous: Option<usize> = None;
-        for line in &file.lines {
-            let this = index;
-            index += 1;
+        for (i, line) in file.lines.iter().enumerate() {
+            let this = start + file.lines_from + i;
             if this < offset || shown >= limit {
                 previous = Some(line.number);
                 continue;
@@ -217,8 +287,7 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Stri
             previous = Some(line.number);
             shown += 1;
         }
-        // Lines counted but not kept lie past the page.
-        index += file.entries.saturating_sub(file.lines.len());
+        start += file.entries;
     }
     let end = offset.saturating_add(shown);
     if shown == 0 {

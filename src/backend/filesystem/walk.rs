@@ -518,6 +518,7 @@ fn search_file(
             _ => sink.match_count,
         },
         entries: sink.lines.entries,
+        lines_from: sink.window_skip.min(sink.lines.entries),
         lines: sink.lines.lines,
         skipped: None,
     })
@@ -529,6 +530,7 @@ struct Collector {
     collect: GrepCollect,
     match_count: usize,
     lines: WindowedLines,
+    window_skip: usize,
 }
 
 impl Collector {
@@ -541,6 +543,7 @@ impl Collector {
             collect,
             match_count: 0,
             lines: WindowedLines::new(window),
+            window_skip: window.skip,
         }
     }
 
