@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, FileView, LineWindow};
+use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -62,10 +62,18 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             FileView::Text(text) => {
                 let lines = match text.total_lines {
                     Some(n) => Some(n),
-                    None if text.size <= COUNT_LINES_MAX_BYTES => {
-                        let file = session.backend.read(&path).await?;
-                        Some(split_lines(&String::from_utf8_lossy(&file.content)).len())
-                    }
+                    // Read through the bound only: a file grown since the window is not
+                    // read whole.
+                    None if text.size <= COUNT_LINES_MAX_BYTES => match session
+                        .backend
+                        .read_at_most(&path, COUNT_LINES_MAX_BYTES)
+                        .await?
+                    {
+                        BoundedRead::Whole(file) => {
+                            Some(split_lines(&String::from_utf8_lossy(&file.content)).len())
+                        }
+                        BoundedRead::TooLarge { .. } => None,
+                    },
                     None => None,
                 };
                 kind = if text.lossy {

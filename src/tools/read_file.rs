@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, FileView, LineWindow, TextWindow};
+use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow, TextWindow};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -59,14 +59,19 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             if let Some(mime) = content::image_mime(&sample.head)
                 && sample.size <= MAX_IMAGE_BYTES
             {
-                let file = session.backend.read(&path).await?;
-                session.ledger.record(&path, &file.version);
-                let data = base64::engine::general_purpose::STANDARD.encode(&file.content);
-                return Ok(ToolReply {
-                    text: format!("Image {path} ({mime}, {} bytes).", file.content.len()),
-                    structured: None,
-                    image: Some((data, mime.to_owned())),
-                });
+                // Read through the bound only: a file grown huge since the sample is described
+                // below instead of read whole.
+                if let BoundedRead::Whole(file) =
+                    session.backend.read_at_most(&path, MAX_IMAGE_BYTES).await?
+                {
+                    session.ledger.record(&path, &file.version);
+                    let data = base64::engine::general_purpose::STANDARD.encode(&file.content);
+                    return Ok(ToolReply {
+                        text: format!("Image {path} ({mime}, {} bytes).", file.content.len()),
+                        structured: None,
+                        image: Some((data, mime.to_owned())),
+                    });
+                }
             }
             let kind = content::describe_magic(&sample.head).unwrap_or("binary data");
             Ok(ToolReply::text(format!(

@@ -10,6 +10,7 @@
 mod cases;
 mod faults;
 mod fixtures;
+mod grown;
 #[path = "../support/mod.rs"]
 mod support;
 
