@@ -748,3 +748,96 @@ pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> Fi
         version,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(skip: usize, offset: usize, limit: usize, chars: usize) -> LineWindowBudget {
+        LineWindowBudget {
+            skip,
+            offset,
+            limit,
+            chars,
+        }
+    }
+
+    fn collected(budget: LineWindowBudget, n: usize, text: &str) -> WindowedLines {
+        let mut lines = WindowedLines::new(budget);
+        for i in 0..n {
+            lines.push(i + 1, true, || text.to_owned());
+        }
+        lines
+    }
+
+    #[test]
+    fn a_file_keeps_what_the_window_can_reach_and_counts_the_rest() {
+        let lines = collected(window(0, 3, 2, usize::MAX), 100, "x");
+        assert_eq!(lines.entries, 100);
+        let numbers: Vec<usize> = lines.lines.iter().map(|l| l.number).collect();
+        assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
+        // Known to start the search: the lines before the offset are counted only.
+        let lines = collected(window(3, 3, 2, usize::MAX), 100, "x");
+        let numbers: Vec<usize> = lines.lines.iter().map(|l| l.number).collect();
+        assert_eq!(numbers, vec![4, 5]);
+        // The character cap ends the window at the entry that crosses it.
+        let lines = collected(window(0, 1, usize::MAX, 25), 100, "0123456789");
+        assert_eq!(
+            lines.lines.len(),
+            3,
+            "1 before the offset, then 15 + 15 chars"
+        );
+        assert!(lines.is_full());
+    }
+
+    #[test]
+    fn long_lines_are_kept_cut_one_character_past_what_grep_shows() {
+        let long = "é".repeat(5000);
+        assert_eq!(kept_line_text(&long).chars().count(), GREP_KEPT_LINE_CHARS);
+        assert_eq!(kept_line_text("short"), "short");
+    }
+
+    fn file(name: &str, entries: usize, lines_from: usize, kept: usize) -> GrepFile {
+        GrepFile {
+            path: VirtualPath::parse(name).unwrap(),
+            match_count: entries,
+            lines: (0..kept)
+                .map(|i| GrepLine {
+                    number: lines_from + i + 1,
+                    text: "x".into(),
+                    is_match: true,
+                })
+                .collect(),
+            entries,
+            lines_from,
+            skipped: None,
+        }
+    }
+
+    #[test]
+    fn trimming_keeps_the_window_in_path_order_across_files() {
+        // Entries 0..4 in /a, 4..7 in /b, 7..9 in /c; the window is entries 3..6.
+        let mut files = vec![
+            file("/a", 4, 0, 4),
+            file("/b", 3, 0, 3),
+            file("/c", 2, 0, 2),
+        ];
+        trim_to_window(&mut files, window(0, 3, 3, usize::MAX));
+        let kept: Vec<usize> = files.iter().map(|f| f.lines.len()).collect();
+        assert_eq!(kept, vec![4, 2, 0]);
+        // A file whose backend stopped keeping at the window's end ends the window there.
+        let mut files = vec![file("/a", 10, 0, 2), file("/b", 3, 0, 3)];
+        trim_to_window(&mut files, window(0, 0, 2, usize::MAX));
+        let kept: Vec<usize> = files.iter().map(|f| f.lines.len()).collect();
+        assert_eq!(kept, vec![2, 0]);
+        // Counted-only files before the window do not end it; kept lines start at lines_from.
+        let mut files = vec![
+            file("/a", 10, 0, 0),
+            file("/b", 6, 2, 2),
+            file("/c", 1, 0, 1),
+        ];
+        trim_to_window(&mut files, window(0, 12, 2, usize::MAX));
+        let kept: Vec<usize> = files.iter().map(|f| f.lines.len()).collect();
+        assert_eq!(kept, vec![0, 2, 0]);
+    }
+}
