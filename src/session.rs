@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedMutexGuard, watch};
 
-use crate::backend::{CompositeBackend, Version};
+use crate::backend::{AsideFile, CompositeBackend, Version};
 use crate::limits::Limits;
 use crate::path::VirtualPath;
 
@@ -66,6 +66,9 @@ pub struct UndoStep {
     /// The version the change produced; `None` when the change deleted the file. Undo is
     /// refused when the file no longer has it (someone else changed it since).
     pub after: Option<Version>,
+    /// The content before the change, kept by the backend outside memory instead of in
+    /// `before` (a file too large for `--max-undo-memory-bytes`, on disk).
+    pub aside: Option<AsideFile>,
 }
 
 impl UndoStep {
@@ -347,6 +350,7 @@ mod tests {
                 UndoStep {
                     before: Some(vec![i]),
                     after: None,
+                    aside: None,
                 },
             );
         }
@@ -364,6 +368,7 @@ mod tests {
                 UndoStep {
                     before: Some(big.clone()),
                     after: None,
+                    aside: None,
                 },
             );
         }

@@ -52,37 +52,123 @@ fn read_first_line(client: &mut StdioClient, path: &str) {
     client.ok("read_file", json!({"file_path": path, "limit": 1}));
 }
 
-#[test]
-fn deleting_a_huge_file_reads_none_of_it_and_says_it_cannot_be_undone() {
-    let mut client = disk_server(&[]);
-    sparse(&client.cwd().join("huge.log"), b"start\n", HUGE);
-    let text = client.ok("delete", json!({"file_path": "/huge.log"}));
-    assert!(
-        text.starts_with("Deleted /huge.log (6442450944 bytes)."),
-        "{text}"
-    );
-    assert!(!client.cwd().join("huge.log").exists());
-    assert_bounded(&mut client, "delete 6 GiB");
+/// The first bytes of a file.
+fn head_of(path: &Path, n: usize) -> Vec<u8> {
+    use std::io::Read;
+    let mut head = vec![0; n];
+    std::fs::File::open(path)
+        .expect("open")
+        .read_exact(&mut head)
+        .expect("read head");
+    head
+}
+
+/// Names at the top of a directory that start with our temporary prefix.
+fn private_entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".mountfs-tmp-"))
+        .collect()
 }
 
 #[test]
-fn overwriting_a_huge_file_replaces_it_on_its_version_alone() {
+fn deleting_a_huge_file_keeps_it_aside_on_disk_and_undo_puts_it_back() {
     let mut client = disk_server(&[]);
-    sparse(&client.cwd().join("huge.log"), b"start\n", HUGE);
+    let path = client.cwd().join("huge.log");
+    sparse(&path, b"start\n", HUGE);
+    let text = client.ok("delete", json!({"file_path": "/huge.log"}));
+    assert_eq!(
+        text,
+        "Deleted /huge.log (6442450944 bytes). undo_edit can restore it."
+    );
+    assert!(!path.exists());
+    assert_eq!(
+        private_entries(client.cwd()).len(),
+        1,
+        "kept aside at the root"
+    );
+    let listing = client.ok("ls", json!({"path": "/"}));
+    assert!(!listing.contains("mountfs-tmp"), "{listing}");
+    assert_eq!(
+        client.ok("glob", json!({"pattern": "**"})),
+        "No files found"
+    );
+    let text = client.ok("undo_edit", json!({"file_path": "/huge.log"}));
+    assert!(
+        text.starts_with(
+            "Undid the deletion of /huge.log: the file was put back (6442450944 bytes, kept aside on disk)."
+        ),
+        "{text}"
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), HUGE);
+    assert_eq!(head_of(&path, 6), b"start\n");
+    assert_bounded(&mut client, "delete and undo 6 GiB");
+}
+
+#[test]
+fn overwriting_a_huge_file_keeps_the_old_one_aside_and_undo_puts_it_back() {
+    let mut client = disk_server(&[]);
+    let path = client.cwd().join("huge.log");
+    sparse(&path, b"start\n", HUGE);
     read_first_line(&mut client, "/huge.log");
     let text = client.ok(
         "write_file",
         json!({"file_path": "/huge.log", "content": "small now\n"}),
     );
+    assert_eq!(
+        text,
+        "Replaced /huge.log (6442450944 bytes) with 1 line, 10 bytes. undo_edit can restore the previous content."
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), b"small now\n");
+    let text = client.ok("undo_edit", json!({"file_path": "/huge.log"}));
     assert!(
-        text.starts_with("Replaced /huge.log (6442450944 bytes) with 1 line, 10 bytes."),
+        text.starts_with(
+            "Undid the last change to /huge.log: its previous content (6442450944 bytes, kept aside on disk) is back."
+        ),
         "{text}"
     );
-    assert_eq!(
-        std::fs::read(client.cwd().join("huge.log")).unwrap(),
-        b"small now\n"
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), HUGE);
+    assert_eq!(head_of(&path, 6), b"start\n");
+    assert_bounded(&mut client, "overwrite and undo 6 GiB");
+}
+
+#[test]
+fn undo_of_a_huge_delete_is_refused_when_the_path_was_taken_since() {
+    let mut client = disk_server(&[]);
+    let path = client.cwd().join("huge.log");
+    sparse(&path, b"start\n", HUGE);
+    client.ok("delete", json!({"file_path": "/huge.log"}));
+    std::fs::write(&path, "someone else's\n").unwrap();
+    let error = client.err("undo_edit", json!({"file_path": "/huge.log"}));
+    assert!(
+        error.starts_with("Error: Cannot undo the last change to /huge.log: this session deleted it, but a file has been created there since."),
+        "{error}"
     );
-    assert_bounded(&mut client, "overwrite 6 GiB");
+    assert_eq!(std::fs::read(&path).unwrap(), b"someone else's\n");
+    // Once the path is free again, the kept content still comes back.
+    std::fs::remove_file(&path).unwrap();
+    client.ok("undo_edit", json!({"file_path": "/huge.log"}));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), HUGE);
+}
+
+#[test]
+fn contents_kept_aside_are_removed_when_their_server_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = format!("/=disk:{}", dir.path().display());
+    sparse(&dir.path().join("huge.log"), b"start\n", HUGE);
+    let mut first = StdioClient::start(&["--mount", &mount]);
+    first.ok("delete", json!({"file_path": "/huge.log"}));
+    assert_eq!(private_entries(dir.path()).len(), 1);
+    first.finish();
+    // The next server sweeps what a gone process left (after its one-second start delay).
+    let _second = StdioClient::start(&["--mount", &mount]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !private_entries(dir.path()).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(private_entries(dir.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -274,4 +360,46 @@ fn every_tool_on_huge_files_keeps_the_server_alive_and_bounded() {
         );
     }
     assert_bounded(&mut client, "every tool on 6 GiB files");
+}
+
+#[test]
+fn outside_disk_mounts_a_change_too_large_for_undo_says_it_cannot_be_undone() {
+    let mut client = disk_server(&["--max-undo-memory-bytes", "1000"]);
+    let content = "y".repeat(600);
+    client.ok(
+        "write_file",
+        json!({"file_path": "/scratch/a.txt", "content": content}),
+    );
+    let text = client.ok("delete", json!({"file_path": "/scratch/a.txt"}));
+    assert_eq!(
+        text,
+        "Deleted /scratch/a.txt (600 bytes). It was too large to keep for undo_edit (--max-undo-memory-bytes): this deletion cannot be undone."
+    );
+    client.ok(
+        "write_file",
+        json!({"file_path": "/scratch/b.txt", "content": content}),
+    );
+    let text = client.ok(
+        "write_file",
+        json!({"file_path": "/scratch/b.txt", "content": "short"}),
+    );
+    assert_eq!(
+        text,
+        "Replaced /scratch/b.txt (600 bytes) with 1 line, 5 bytes. The previous content was too large to keep for undo_edit: this change cannot be undone."
+    );
+    // The same size on disk is kept aside instead.
+    client.ok(
+        "write_file",
+        json!({"file_path": "/c.txt", "content": content}),
+    );
+    let text = client.ok("delete", json!({"file_path": "/c.txt"}));
+    assert_eq!(
+        text,
+        "Deleted /c.txt (600 bytes). undo_edit can restore it."
+    );
+    client.ok("undo_edit", json!({"file_path": "/c.txt"}));
+    assert_eq!(
+        std::fs::read_to_string(client.cwd().join("c.txt")).unwrap(),
+        content
+    );
 }

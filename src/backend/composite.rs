@@ -12,8 +12,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery, GrepFile,
-    GrepQuery, LineWindow, Result, WriteMode, WriteOutcome,
+    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, LineWindow, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 
@@ -218,6 +218,35 @@ impl Backend for CompositeBackend {
         mount
             .backend
             .delete(&inner, options)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
+        if self.holds_mount_root(path) {
+            return Err(Error::MountRoot { path: path.clone() });
+        }
+        let (mount, inner) = self.writable(path)?;
+        mount
+            .backend
+            .set_aside(&inner, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn write_keeping_aside(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        if self.holds_mount_root(path) {
+            return Err(Error::MountRoot { path: path.clone() });
+        }
+        let (mount, inner) = self.writable(path)?;
+        mount
+            .backend
+            .write_keeping_aside(&inner, content, version)
             .await
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }

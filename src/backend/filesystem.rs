@@ -26,6 +26,10 @@
 //! stamps, except two in-place rewrites of a file over 8 MiB, keeping its size, within one
 //! file-system timestamp tick.
 //!
+//! # Undo of huge files
+//! A file too large for the undo history in memory is kept aside instead, by rename (delete) or
+//! hard link (overwrite) into a private directory at the root (see [`aside`]).
+//!
 //! # Search
 //! `ignore`'s parallel walk with `.gitignore`/`.ignore`/`.git/info/exclude` (off with the
 //! `,no-ignore` mount option), `grep-searcher` streaming each file (see [`walk`]).
@@ -37,6 +41,7 @@
 //! delete of their last file); everything else behaves as the conformance suite requires.
 //! All blocking file-system work runs on tokio's blocking pool.
 
+mod aside;
 mod resolve;
 mod walk;
 mod window;
@@ -51,8 +56,9 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use rustix::fs::FileType;
 
 use super::{
-    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, Result, WriteMode, WriteOutcome,
+    AsideContent, AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error,
+    FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, LineWindow, Result, Version, WriteMode,
+    WriteOutcome,
 };
 use crate::path::VirtualPath;
 use resolve::{map_io, relative};
@@ -99,6 +105,8 @@ struct Inner {
     /// peaked at 59 threads and 27 MB RSS, against issue 6's 20 MiB) for no more throughput.
     /// Queued calls wait here, still cancellable.
     searches: tokio::sync::Semaphore,
+    /// Where contents too large for the undo history in memory are kept (see [`aside`]).
+    aside: aside::AsideDir,
 }
 
 /// How long the start-up sweep of stale temporary files waits before it walks the mount. The
@@ -150,6 +158,7 @@ impl FilesystemBackend {
                 options,
                 line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
+                aside: aside::AsideDir::new(),
             }),
         })
     }
@@ -174,6 +183,68 @@ impl FilesystemBackend {
                     message: format!("a disk task failed: {error}"),
                 })
             })
+    }
+}
+
+impl FilesystemBackend {
+    /// The handle undo keeps for a content set aside from `path`.
+    fn kept(&self, path: VirtualPath, entry: aside::Entry) -> AsideFile {
+        AsideFile(Arc::new(DiskAside {
+            backend: self.clone(),
+            path,
+            entry: entry.name,
+            size: entry.size,
+            used: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+}
+
+/// A content kept in the mount's aside directory, removed when the last handle goes unless it
+/// was restored.
+#[derive(Debug)]
+struct DiskAside {
+    backend: FilesystemBackend,
+    path: VirtualPath,
+    entry: std::ffi::OsString,
+    size: u64,
+    used: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl AsideContent for DiskAside {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    async fn restore(&self, replacing: Option<&Version>) -> Result<WriteOutcome> {
+        use std::sync::atomic::Ordering;
+        if self.used.load(Ordering::Acquire) {
+            return Err(Error::NotFound {
+                path: self.path.clone(),
+            });
+        }
+        let (entry, path, replacing) = (self.entry.clone(), self.path.clone(), replacing.cloned());
+        let outcome = self
+            .backend
+            .blocking(move |inner| {
+                aside::restore(&inner.root, &inner.aside, &entry, &path, replacing.as_ref())
+            })
+            .await?;
+        self.used.store(true, Ordering::Release);
+        Ok(outcome)
+    }
+}
+
+impl Drop for DiskAside {
+    fn drop(&mut self) {
+        if !self.used.load(std::sync::atomic::Ordering::Acquire) {
+            // One unlink: freeing the blocks of even a huge file is the file system's job.
+            aside::discard(
+                &self.backend.inner.root,
+                &self.backend.inner.aside,
+                &self.entry,
+            );
+        }
     }
 }
 
@@ -412,6 +483,33 @@ impl Backend for FilesystemBackend {
         let options = options.clone();
         self.blocking(move |inner| write::delete(&inner.root, &path, &options))
             .await
+    }
+
+    async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
+        let (path, version) = (path.clone(), version.clone());
+        let entry = {
+            let path = path.clone();
+            self.blocking(move |inner| aside::set_aside(&inner.root, &inner.aside, &path, &version))
+                .await?
+        };
+        Ok(entry.map(|entry| self.kept(path, entry)))
+    }
+
+    async fn write_keeping_aside(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        let (path, content, version) = (path.clone(), content.to_vec(), version.clone());
+        let written = {
+            let path = path.clone();
+            self.blocking(move |inner| {
+                aside::write_keeping(&inner.root, &inner.aside, &path, &content, &version)
+            })
+            .await?
+        };
+        Ok(written.map(|(outcome, entry)| (outcome, self.kept(path, entry))))
     }
 
     async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {

@@ -148,6 +148,33 @@ pub enum BoundedRead {
     },
 }
 
+/// A file's earlier content kept by its backend outside memory (on disk: renamed or linked into
+/// a private directory beneath the mount root), so that a change to a file too large to keep
+/// in memory can still be undone. Dropping the last handle discards the kept content.
+#[async_trait]
+pub trait AsideContent: Send + Sync + fmt::Debug {
+    /// Size of the kept content in bytes.
+    fn size(&self) -> u64;
+
+    /// Puts the content back at the path it was taken from: only if nothing is there when
+    /// `replacing` is `None` ([`Error::AlreadyExists`] otherwise), else only over a file that
+    /// has that version ([`Error::VersionMismatch`] otherwise). Returns the restored file's
+    /// version. The kept content is used up.
+    async fn restore(&self, replacing: Option<&Version>) -> Result<WriteOutcome>;
+}
+
+/// A shared handle to [`AsideContent`]; equal when it is the same kept content.
+#[derive(Debug, Clone)]
+pub struct AsideFile(pub Arc<dyn AsideContent>);
+
+impl PartialEq for AsideFile {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for AsideFile {}
+
 /// Which source lines of a text file a read wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineWindow {
@@ -696,6 +723,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Deletes a file, or a directory (non-empty only when `recursive`). `NotFound` if absent.
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()>;
+
+    /// Removes the file at `path` if it has `version` (else [`Error::VersionMismatch`]),
+    /// keeping its content aside outside memory for undo. `Ok(None)` when this backend cannot
+    /// keep content aside (or not for this file): then nothing was changed.
+    async fn set_aside(
+        &self,
+        _path: &VirtualPath,
+        _version: &Version,
+    ) -> Result<Option<AsideFile>> {
+        Ok(None)
+    }
+
+    /// Replaces the file at `path`, which must have `version`, with `content`, keeping the
+    /// replaced content aside outside memory for undo. `Ok(None)` when this backend cannot:
+    /// then nothing was changed.
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
 
     /// Whether `a` and `b` name one and the same file or directory (a symlink, a hard link, a
     /// case-insensitive file system). Backends without aliases answer `false`.

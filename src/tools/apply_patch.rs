@@ -339,6 +339,7 @@ fn record(session: &Session, plan: &Planned, version: Option<&Version>) {
             UndoStep {
                 before,
                 after: version.cloned(),
+                aside: None,
             },
         );
     }

@@ -79,11 +79,35 @@ async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply,
             (bytes, record_deletion(session, path, file))
         }
         BoundedRead::TooLarge { size, version } => {
-            // Never read: too large to keep in memory for undo (--max-undo-memory-bytes).
+            // Never read: too large to keep in memory for undo (--max-undo-memory-bytes). A disk
+            // mount keeps it aside by rename instead; elsewhere it is simply deleted.
             check_not_stale(session, path, &version)?;
-            remove_if_version(session, path, &version).await?;
+            let kept = session
+                .backend
+                .set_aside(path, &version)
+                .await
+                .map_err(|e| match e {
+                    backend::Error::VersionMismatch { path } => ToolError::Stale { path },
+                    other => other.into(),
+                })?;
             session.ledger.forget(path);
-            (size, false)
+            match kept {
+                Some(aside) => {
+                    session.undo.push(
+                        path,
+                        UndoStep {
+                            before: None,
+                            after: None,
+                            aside: Some(aside),
+                        },
+                    );
+                    (size, true)
+                }
+                None => {
+                    remove_if_version(session, path, &version).await?;
+                    (size, false)
+                }
+            }
         }
     };
     let note = if undoable {
@@ -138,6 +162,7 @@ pub(crate) fn record_deletion(session: &Session, path: &VirtualPath, file: FileB
             UndoStep {
                 before: Some(file.content),
                 after: None,
+                aside: None,
             },
         );
     }

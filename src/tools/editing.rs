@@ -149,6 +149,7 @@ pub async fn commit(
         UndoStep {
             before: before.map(|f| f.content.clone()),
             after: Some(outcome.version.clone()),
+            aside: None,
         },
     );
     Ok(outcome.version)
@@ -164,26 +165,51 @@ pub struct LargeCommit {
 }
 
 /// Replaces a file too large to keep in memory for undo, conditional on `version`, and records
-/// the ledger. No undo step is kept: the earlier steps of the file stay, and undo refuses them
-/// (the file no longer has the version they left) instead of restoring across this change.
+/// the ledger. Where the backend cannot keep the old content aside, no undo step is kept: the
+/// earlier steps of the file stay, and undo refuses them (the file no longer has the version
+/// they left) instead of restoring across this change.
 pub async fn commit_large(
     session: &Session,
     path: &VirtualPath,
     version: Version,
     new_bytes: &[u8],
 ) -> Result<LargeCommit, ToolError> {
-    let outcome = session
+    let stale = |e: backend::Error| match e {
+        backend::Error::VersionMismatch { path } => ToolError::Stale { path },
+        other => ToolError::Backend(other),
+    };
+    // A disk mount keeps the replaced content aside (a hard link made just before the atomic
+    // replacement); elsewhere the change cannot be undone.
+    let kept = session
         .backend
-        .write(path, new_bytes, WriteMode::IfVersion(version))
+        .write_keeping_aside(path, new_bytes, &version)
         .await
-        .map_err(|e| match e {
-            backend::Error::VersionMismatch { path } => ToolError::Stale { path },
-            other => ToolError::Backend(other),
-        })?;
+        .map_err(stale)?;
+    let (outcome, undoable) = match kept {
+        Some((outcome, aside)) => {
+            session.undo.push(
+                path,
+                UndoStep {
+                    before: None,
+                    after: Some(outcome.version.clone()),
+                    aside: Some(aside),
+                },
+            );
+            (outcome, true)
+        }
+        None => {
+            let outcome = session
+                .backend
+                .write(path, new_bytes, WriteMode::IfVersion(version))
+                .await
+                .map_err(stale)?;
+            (outcome, false)
+        }
+    };
     session.ledger.record(path, &outcome.version);
     Ok(LargeCommit {
         version: outcome.version,
-        undoable: false,
+        undoable,
     })
 }
 

@@ -224,6 +224,7 @@ fn record_move_in(
             UndoStep {
                 before,
                 after: Some(version.clone()),
+                aside: None,
             },
         );
     }

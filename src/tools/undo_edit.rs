@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::editing::{decode_text, describe_change, report_change};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, WriteMode};
+use crate::backend::{self, AsideFile, Backend, BoundedRead, DeleteOptions, FileBytes, WriteMode};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
@@ -75,6 +75,9 @@ async fn undo(
         reason: reason.to_owned(),
     };
     let remaining = session.undo.depth(path);
+    if let Some(aside) = &step.aside {
+        return undo_from_aside(session, path, step, aside, current, remaining).await;
+    }
     match (&step.before, &step.after, current) {
         (_, Some(after), Some(file)) if file.version != *after => Err(conflict(
             "it has been modified since (not by this session's last change)",
@@ -158,6 +161,59 @@ async fn undo(
             max: UNDO_STEPS_PER_FILE,
         }),
     }
+}
+
+/// Takes back a change whose earlier content the backend kept aside (a file too large for the
+/// undo history in memory): renamed back into place, conditional like every other undo.
+async fn undo_from_aside(
+    session: &Session,
+    path: &VirtualPath,
+    step: &UndoStep,
+    aside: &AsideFile,
+    current: Option<FileBytes>,
+    remaining: usize,
+) -> Result<ToolReply, ToolError> {
+    let conflict = |reason: &str| ToolError::UndoConflict {
+        path: path.clone(),
+        reason: reason.to_owned(),
+    };
+    let size = aside.0.size();
+    let (outcome, headline) = match (&step.after, current) {
+        (Some(after), Some(file)) if file.version != *after => {
+            return Err(conflict(
+                "it has been modified since (not by this session's last change)",
+            ));
+        }
+        (Some(_), None) => return Err(conflict("it has been deleted since by someone else")),
+        (None, Some(_)) => {
+            return Err(conflict(
+                "this session deleted it, but a file has been created there since",
+            ));
+        }
+        (Some(after), Some(_)) => (
+            aside.0.restore(Some(after)).await,
+            format!(
+                "Undid the last change to {path}: its previous content ({size} bytes, kept aside on disk) is back."
+            ),
+        ),
+        (None, None) => (
+            aside.0.restore(None).await,
+            format!(
+                "Undid the deletion of {path}: the file was put back ({size} bytes, kept aside on disk)."
+            ),
+        ),
+    };
+    let outcome = outcome.map_err(|e| refused(e.map_path(|_| path.clone()), path))?;
+    session.ledger.record(path, &outcome.version);
+    session.undo.rebase_top(path, Some(outcome.version.clone()));
+    let mut reply = ToolReply::text(headline);
+    reply.structured = Some(json!({
+        "path": path.as_str(),
+        "version": outcome.version.as_str(),
+        "bytes": size,
+    }));
+    reply.text.push_str(&remaining_note(remaining));
+    Ok(reply)
 }
 
 /// A backend refusal during the restore itself (a race with another writer) is a conflict.

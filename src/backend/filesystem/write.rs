@@ -46,7 +46,7 @@ pub(crate) fn is_temp_name(name: &OsStr) -> bool {
     name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
 }
 
-fn temp_name() -> OsString {
+pub(super) fn temp_name() -> OsString {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     OsString::from(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
 }
@@ -60,14 +60,14 @@ fn temp_owner(name: &OsStr) -> Option<u32> {
 }
 
 /// An exclusive `flock` on a directory, released on drop (by closing the descriptor).
-struct DirLock {
-    dir: Dir,
+pub(super) struct DirLock {
+    pub(super) dir: Dir,
 }
 
 impl DirLock {
     /// Opens `parent` beneath the root (a readable descriptor: cap-std's own directory handles
     /// are `O_PATH`, which can be neither locked nor synced) and locks it.
-    fn take(root: &Dir, parent: &std::path::Path) -> io::Result<Self> {
+    pub(super) fn take(root: &Dir, parent: &std::path::Path) -> io::Result<Self> {
         let mut options = cap_std::fs::OpenOptions::new();
         options
             .read(true)
@@ -82,7 +82,7 @@ impl DirLock {
 /// and the commands its config names outside the mount, so writing there would let an agent
 /// run code beyond the sandbox the next time the user runs git. (`.git/` is never listed or
 /// searched either, CONTRACT §3.)
-fn refuse_inside_git(canonical: &Canonical, path: &VirtualPath) -> Result<()> {
+pub(super) fn refuse_inside_git(canonical: &Canonical, path: &VirtualPath) -> Result<()> {
     if canonical.has_component(".git") {
         return Err(Error::Unsupported {
             path: path.clone(),
@@ -183,17 +183,17 @@ pub(super) fn write(
 
 /// What a replacement keeps of the file it replaces.
 #[derive(Debug, Clone, Copy)]
-struct Kept {
+pub(super) struct Kept {
     /// Permission bits (with setuid/setgid/sticky).
-    mode: u32,
+    pub(super) mode: u32,
     /// Owner.
-    uid: u32,
+    pub(super) uid: u32,
     /// Group.
-    gid: u32,
+    pub(super) gid: u32,
 }
 
 /// Refuses to replace anything but a plain, singly linked regular file.
-fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
+pub(super) fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
     let unsupported = |reason: &str| Error::Unsupported {
         path: path.clone(),
         reason: reason.to_owned(),
@@ -227,7 +227,7 @@ fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
 }
 
 /// The version of `name` in `dir` now (the caller holds the directory lock).
-fn current_version(dir: &Dir, name: &OsStr, path: &VirtualPath) -> Result<Version> {
+pub(super) fn current_version(dir: &Dir, name: &OsStr, path: &VirtualPath) -> Result<Version> {
     let fd = rustix::fs::openat(
         dir,
         name,
@@ -242,7 +242,7 @@ fn current_version(dir: &Dir, name: &OsStr, path: &VirtualPath) -> Result<Versio
 
 /// Writes the temporary file, makes it durable and renames it over `name`; returns the new
 /// file's `fstat` (taken after the rename, which changes its ctime).
-fn write_temp_and_rename(
+pub(super) fn write_temp_and_rename(
     dir: &Dir,
     temp: &OsStr,
     name: &OsStr,
@@ -354,22 +354,35 @@ pub(super) fn sweep_stale_temp_files(root: &Dir, walk_root: &std::path::Path) ->
                 return ignore::WalkState::Continue;
             };
             let name = entry.file_name();
-            if !is_temp_name(name) || entry.file_type().is_some_and(|t| t.is_dir()) {
+            if !is_temp_name(name) {
                 return ignore::WalkState::Continue;
             }
+            // A directory of ours is where undo keeps contents aside (see `aside`): never
+            // walked into, removed whole once its process is gone.
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            let next = if is_dir {
+                ignore::WalkState::Skip
+            } else {
+                ignore::WalkState::Continue
+            };
             // Only names of exactly our own form, from a writer that is gone, are ours to remove.
             let Some(pid) = temp_owner(name) else {
-                return ignore::WalkState::Continue;
+                return next;
             };
             if pid == own || process_alive(pid) {
-                return ignore::WalkState::Continue;
+                return next;
             }
-            if let Ok(relative) = entry.path().strip_prefix(walk_root)
-                && root.remove_file(relative).is_ok()
-            {
-                removed.fetch_add(1, Ordering::Relaxed);
+            if let Ok(relative) = entry.path().strip_prefix(walk_root) {
+                let gone = if is_dir {
+                    root.remove_dir_all(relative)
+                } else {
+                    root.remove_file(relative)
+                };
+                if gone.is_ok() {
+                    removed.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            ignore::WalkState::Continue
+            next
         })
     });
     usize::try_from(removed.into_inner()).unwrap_or(usize::MAX)
