@@ -163,7 +163,15 @@ async fn plan(
     let (old_text, format) = decode_text(&file.content);
     let hunks = without_bom(hunks, format.bom);
     let crlf = format.line_ending == LineEnding::CrLf;
-    let mut applied = patch::apply_hunks(&old_text, &hunks, crlf);
+    // Rows ending in '\r' for a file holding no '\r' at all: the patch was sent with CRLF line
+    // breaks, so the '\r's are its breaks, never content (kept, an added last line marked
+    // `\ No newline at end of file` left a stray '\r' in the file).
+    let crlf_patch = !old_text.contains('\r')
+        && hunks
+            .iter()
+            .flat_map(|h| &h.rows)
+            .any(|r| r.text.ends_with('\r'));
+    let mut applied = patch::apply_hunks(&old_text, &hunks, crlf || crlf_patch);
     if applied.is_err() && !crlf && rows_carry_cr(&hunks) {
         // An LF file patched with CRLF rows (a patch pasted with Windows line breaks).
         applied = patch::apply_hunks(&old_text, &hunks, true);
