@@ -283,3 +283,45 @@ fn pages_over_trimmed_results_equal_slices_of_the_whole_answer() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_store_is_searched_a_few_megabytes_of_items_at_a_time() {
+    use mountfs::backend::{Backend, StoreBackend, WriteMode};
+    use mountfs::path::VirtualPath;
+    use mountfs::store::{Namespace, SqliteStore};
+    // 40 items of 2 MiB (at most 64 were fetched in one page: 80 MiB at once).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("store.db");
+    {
+        let store = SqliteStore::open(&file).await.unwrap();
+        let backend = StoreBackend::new(
+            std::sync::Arc::new(store),
+            Namespace::new("default").unwrap(),
+        );
+        let line = format!("{}\n", "z".repeat(99));
+        let mut content = line.repeat(2 * 1024 * 1024 / line.len());
+        content.push_str("needle\n");
+        for i in 0..40 {
+            let path = VirtualPath::parse(&format!("/items/{i:02}.txt")).unwrap();
+            backend
+                .write(&path, content.as_bytes(), WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+    }
+    let spec = format!("/=store:sqlite:{}", file.display());
+    let mut client = StdioClient::start(&["--mount", &spec]);
+    let text = client.ok(
+        "grep",
+        json!({"pattern": "needle", "output_mode": "count", "head_limit": 1}),
+    );
+    assert_eq!(
+        text,
+        "/items/00.txt: 1\n... [showing files 1-1 of 40; call again with offset=1 for more]"
+    );
+    assert_peak_under(
+        &client,
+        "grep over 40 store items of 2 MiB",
+        64 * 1024 * 1024,
+    );
+}

@@ -32,6 +32,11 @@ use crate::store::{
 const LIST_PAGE: usize = 512;
 /// Items (with content) per page for `grep`: bounds the memory one search holds.
 const SCAN_PAGE: usize = 64;
+
+/// Most bytes of contents one grep holds from a store at once: a page takes as many items as
+/// fit, planned from their sizes (at least one), so 64 items at the edit limit are never
+/// fetched together.
+const SCAN_PAGE_BYTES: u64 = 16 * 1024 * 1024;
 /// `ls` page sizes: small right after seeking past a subdirectory (the next row is likely
 /// another subdirectory), growing while rows are files of the directory itself.
 const LS_PAGE_MIN: usize = 16;
@@ -358,25 +363,50 @@ impl Backend for StoreBackend {
             search(query.dir.clone(), &item.content);
             return Ok(out.finish());
         }
-        // One page of contents at a time, in key order (keyset paging, no OFFSET).
+        // One page of contents at a time, in key order (keyset paging, no OFFSET): the sizes
+        // of the next items are listed first, and only as many as fit SCAN_PAGE_BYTES fetched.
         let mut page_query = ListQuery::first(dir_prefix(&query.dir), SCAN_PAGE);
         loop {
-            let page = self
+            let planned = self
                 .store
-                .scan(&self.namespace, &page_query)
+                .list(&self.namespace, &page_query)
                 .await
                 .map_err(|e| failure(&query.dir, e))?;
-            let full = page.len() >= SCAN_PAGE;
+            let Some(first) = planned.first() else {
+                return Ok(out.finish());
+            };
+            let mut take = 1usize;
+            let mut bytes = first.size;
+            for meta in &planned[1..] {
+                bytes = bytes.saturating_add(meta.size);
+                if bytes > SCAN_PAGE_BYTES {
+                    break;
+                }
+                take += 1;
+            }
+            let last_planned = planned[take - 1].key.clone();
+            let everything_planned = planned.len() < SCAN_PAGE && take == planned.len();
+            let page = self
+                .store
+                .scan(
+                    &self.namespace,
+                    &ListQuery {
+                        limit: take,
+                        ..page_query.clone()
+                    },
+                )
+                .await
+                .map_err(|e| failure(&query.dir, e))?;
             let last = page.last().map(|item| item.meta.key.clone());
             for item in page {
                 if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
                     search(path, &item.content);
                 }
             }
-            match last {
-                Some(key) if full => page_query.start = ListStart::After(key),
-                _ => return Ok(out.finish()),
+            if everything_planned && last.as_ref().is_none_or(|k| *k >= last_planned) {
+                return Ok(out.finish());
             }
+            page_query.start = ListStart::After(last.unwrap_or(last_planned));
         }
     }
 }
