@@ -687,7 +687,8 @@ fn glob_pattern() -> impl Strategy<Value = String> {
     prop::collection::vec(part, 1..4).prop_map(|parts| parts.join("/"))
 }
 
-/// glob answers the same files on memory, SQLite and disk for the same tree.
+/// glob (and grep's `glob` filter) answers the same files on memory, SQLite and disk for the
+/// same tree.
 fn check_glob(cases: u32) {
     let rt = rt();
     runner(cases)
@@ -717,10 +718,13 @@ fn check_glob(cases: u32) {
                     ),
                     mount("/disk", Arc::new(disk)),
                 ]);
-                for root in ["/mem", "/sq", "/disk"] {
-                    for file in &files {
-                        put(&session, &format!("{root}/{file}"), b"x\n").await;
-                    }
+                for file in &files {
+                    put(&session, &format!("/mem/{file}"), b"x\n").await;
+                    put(&session, &format!("/sq/{file}"), b"x\n").await;
+                    // Plain files, as a checkout holds them (the backend's writes fsync).
+                    let on_disk = disk_dir.path().join(file);
+                    std::fs::create_dir_all(on_disk.parent().unwrap()).unwrap();
+                    std::fs::write(on_disk, b"x\n").unwrap();
                 }
                 let mut answers = Vec::new();
                 for root in ["/mem", "/sq", "/disk"] {
@@ -732,6 +736,20 @@ fn check_glob(cases: u32) {
                         .filter_map(|l| l.strip_prefix(root).map(str::to_owned))
                         .collect();
                     found.sort();
+                    // grep's `glob` filter is the same matcher.
+                    let text = call(
+                        &session,
+                        "grep",
+                        json!({"pattern": "x", "glob": pattern, "path": root}),
+                    )
+                    .await
+                    .map_err(TestCaseError::fail)?;
+                    let mut filtered: Vec<String> = text
+                        .lines()
+                        .filter_map(|l| l.strip_prefix(root).map(str::to_owned))
+                        .collect();
+                    filtered.sort();
+                    prop_assert_eq!(&filtered, &found, "grep's glob filter vs glob on {}", root);
                     answers.push(found);
                 }
                 prop_assert_eq!(
