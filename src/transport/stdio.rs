@@ -15,23 +15,28 @@
 //!
 //! Writes go through one writer task fed by a bounded queue: the library's answers and ours
 //! come out whole, one per line, and a client that stops reading holds the server back instead
-//! of growing a buffer.
+//! of growing a buffer. The library answers each request from a task of its own, so a bounded
+//! queue alone does not stop it reading: at most [`MAX_OUTSTANDING_REQUESTS`] requests are
+//! read and not yet answered (or cancelled); the next waits, unread, until one is.
 //!
 //! [`stdio`] gives the server its stdin and stdout as readiness-driven (epoll) pipes when they
 //! are pipes, as every MCP client makes them: tokio's own `stdin()`/`stdout()` do each read and
 //! write on a blocking-pool thread, and those two thread hand-offs per call were most of a small
 //! call's CPU (issue 6: futex waits and wake-ups, profiled with `perf`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use super::message::{self, INVALID_REQUEST, Incoming};
@@ -43,6 +48,11 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Lines waiting for the writer. Small: a client that stops reading stdout stalls the server
 /// after this many answers rather than letting them pile up.
 const WRITE_QUEUE_LINES: usize = 64;
+
+/// Requests read whose answers are not yet queued for stdout (nor cancelled by the client).
+/// Beyond this, stdin is not read: a client flooding requests while never reading stdout
+/// held every answer in memory (20,000 `tools/list` took 660 MB).
+pub const MAX_OUTSTANDING_REQUESTS: usize = 128;
 
 /// How long closing waits for the writer to put out the last answers.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -114,6 +124,14 @@ pub struct StdioTransport<R> {
     writer: Option<JoinHandle<()>>,
     arrival: Arc<ArrivalOrder>,
     lifecycle: Lifecycle,
+    /// Places for requests read and not yet answered ([`MAX_OUTSTANDING_REQUESTS`]).
+    outstanding: Arc<Semaphore>,
+    /// The place each unanswered request holds, released when its answer is queued or the
+    /// client cancels it (the library then sends no answer).
+    answering: HashMap<RequestId, OwnedSemaphorePermit>,
+    /// A request read while every place was taken, delivered once one is free (kept here
+    /// because the library may drop a `receive` half-way).
+    waiting: Option<ClientJsonRpcMessage>,
 }
 
 /// One bounded read of a line.
@@ -146,6 +164,9 @@ impl<R: AsyncRead + Send + Unpin> StdioTransport<R> {
             writer: Some(tokio::spawn(write_lines(output, receiver))),
             arrival,
             lifecycle: Lifecycle::NotStarted { candidate: None },
+            outstanding: Arc::new(Semaphore::new(MAX_OUTSTANDING_REQUESTS)),
+            answering: HashMap::new(),
+            waiting: None,
         }
     }
 
@@ -280,6 +301,12 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for StdioTransport<R> {
             // The library refused the would-be first request; it is still waiting for one.
             *candidate = None;
         }
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        let place = answered.and_then(|id| self.answering.remove(id));
         let output = self.output.clone();
         let line = serde_json::to_vec(&item).map(|mut line| {
             line.push(b'\n');
@@ -299,7 +326,10 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for StdioTransport<R> {
             let Some(output) = output else {
                 return Err(closed());
             };
-            output.send(line).await.map_err(|_| closed())
+            let sent = output.send(line).await.map_err(|_| closed());
+            // The answer is in the bounded queue: its request no longer counts.
+            drop(place);
+            sent
         }
     }
 
@@ -307,6 +337,16 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for StdioTransport<R> {
         loop {
             if !self.flush_pending_answer().await {
                 return None;
+            }
+            if let Some(message) = self.waiting.take() {
+                // Cancel-safe: the request goes back before the wait, out again after it.
+                self.waiting = Some(message);
+                let place = self.outstanding.clone().acquire_owned().await.ok()?;
+                let message = self.waiting.take()?;
+                if let JsonRpcMessage::Request(request) = &message {
+                    self.answering.insert(request.id.clone(), place);
+                }
+                return Some(message);
             }
             match self.read_line().await {
                 LineRead::Line => {}
@@ -349,6 +389,22 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for StdioTransport<R> {
                         continue;
                     }
                     super::take_turn(&mut message, &self.arrival);
+                    match &*message {
+                        JsonRpcMessage::Request(_) => {
+                            // Delivered above once it has a place.
+                            self.waiting = Some(*message);
+                            continue;
+                        }
+                        JsonRpcMessage::Notification(notification) => {
+                            if let ClientNotification::CancelledNotification(cancelled) =
+                                &notification.notification
+                                && let Some(id) = &cancelled.params.request_id
+                            {
+                                self.answering.remove(id);
+                            }
+                        }
+                        _ => {}
+                    }
                     return Some(*message);
                 }
                 Incoming::Answer(answer) => {
@@ -474,5 +530,45 @@ mod tests {
             method(&transport.receive().await.unwrap()),
             "notifications/initialized"
         );
+    }
+
+    #[tokio::test]
+    async fn a_client_not_reading_answers_stops_being_read() {
+        let (mut transport, mut feed, _answers) = transport(1024);
+        let mut lines = format!("{INITIALIZE}\n");
+        for id in 1..=MAX_OUTSTANDING_REQUESTS + 2 {
+            lines.push_str(&format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\"}}\n"
+            ));
+            if id == 2 {
+                // Cancelled: the library will never answer it, so it frees its place.
+                lines.push_str(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#);
+                lines.push('\n');
+            }
+        }
+        let writer = tokio::spawn(async move {
+            feed.write_all(lines.as_bytes()).await.unwrap();
+            feed
+        });
+        let mut read = 0;
+        while let Ok(message) =
+            tokio::time::timeout(Duration::from_millis(200), transport.receive()).await
+        {
+            message.unwrap();
+            read += 1;
+        }
+        // initialize, requests 1..=128 and the cancellation; 129 waits, unread.
+        assert_eq!(read, MAX_OUTSTANDING_REQUESTS + 2);
+        // An answer queued frees a place: the waiting request is read, and no more.
+        let answer = TxJsonRpcMessage::<RoleServer>::response(
+            rmcp::model::ServerResult::empty(()),
+            RequestId::Number(1),
+        );
+        transport.send(answer).await.unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(5), transport.receive()).await;
+        assert_eq!(method(&next.unwrap().unwrap()), "tools/list");
+        let blocked = tokio::time::timeout(Duration::from_millis(200), transport.receive()).await;
+        assert!(blocked.is_err(), "read on with every request unanswered");
+        let _feed = writer.await.unwrap();
     }
 }
