@@ -56,6 +56,11 @@ struct Cli {
     #[arg(long, value_name = "BYTES", default_value_t = mountfs::transport::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
 
+    /// Serve only these tools (comma-separated, e.g. ls,read_file,glob,grep); with ,ro
+    /// mounts this makes a read-only server. Unknown names stop start-up. Default: all tools.
+    #[arg(long = "tools", value_name = "NAME,NAME,...")]
+    tools: Option<String>,
+
     #[command(flatten)]
     limits: mountfs::limits::Limits,
 
@@ -94,6 +99,15 @@ fn main() -> ExitCode {
         )
         .init();
     let cli = Cli::parse();
+    if let Some(text) = &cli.tools {
+        match mountfs::registry::parse_allow_list(text) {
+            Ok(names) => mountfs::registry::allow_only(names),
+            Err(error) => {
+                eprintln!("mountfs: {error}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let texts: Vec<String> = if cli.mounts.is_empty() {
         default_mounts()
     } else {

@@ -7,7 +7,7 @@
 //! validated against it before anything runs (CONTRACT §5).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
@@ -103,6 +103,60 @@ pub struct ToolDefinition {
     validator: Validator,
 }
 
+/// The `--tools` allow-list: set once at start-up, then every [`Registry::load`] serves only
+/// these tools (`tools/list` and `tools/call` alike, over stdio and HTTP).
+static ALLOWED_TOOLS: OnceLock<BTreeSet<String>> = OnceLock::new();
+
+/// `--tools` named a tool this server does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "--tools: unknown tool name(s): {unknown}. Valid tools: {valid}. Give a comma-separated list of these, e.g. --tools ls,read_file,glob,grep"
+)]
+pub struct UnknownToolsError {
+    /// The names not found, comma-separated.
+    pub unknown: String,
+    /// Every tool name, comma-separated, in schema order.
+    pub valid: String,
+}
+
+/// Parses `--tools` text (`a,b,…`; spaces and empty items ignored) against the compiled-in
+/// tools: the names, or which ones are unknown together with the valid ones.
+pub fn parse_allow_list(text: &str) -> Result<BTreeSet<String>, UnknownToolsError> {
+    let all = Registry::from_files(SCHEMA_FILES)
+        .map(|r| r.tools().map(|t| t.name().to_owned()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let names: BTreeSet<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let unknown: Vec<&str> = names
+        .iter()
+        .filter(|name| !all.contains(name))
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() && !names.is_empty() {
+        return Ok(names);
+    }
+    Err(UnknownToolsError {
+        unknown: if unknown.is_empty() {
+            "(none given)".to_owned()
+        } else {
+            unknown.join(", ")
+        },
+        valid: all.join(", "),
+    })
+}
+
+/// Serves only `names` from now on (`--tools`); call once, before any registry is loaded. A
+/// second call is ignored: the first allow-list stays.
+pub fn allow_only(names: BTreeSet<String>) {
+    if ALLOWED_TOOLS.set(names).is_err() {
+        tracing::warn!("the tool allow-list was already set; the first one stays");
+    }
+}
+
 /// Every tool this server offers.
 #[derive(Debug)]
 pub struct Registry {
@@ -110,9 +164,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The registry of the compiled-in schema files.
+    /// The registry of the compiled-in schema files, narrowed to the `--tools` allow-list when
+    /// one was set (see [`allow_only`]).
     pub fn load() -> Result<Self, DefinitionError> {
-        Self::from_files(SCHEMA_FILES)
+        let mut registry = Self::from_files(SCHEMA_FILES)?;
+        if let Some(allowed) = ALLOWED_TOOLS.get() {
+            registry.tools.retain(|t| allowed.contains(t.name()));
+        }
+        Ok(registry)
     }
 
     /// Builds and checks a registry from `(file name, JSON text)` pairs.

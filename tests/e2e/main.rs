@@ -11,6 +11,7 @@ mod common;
 #[path = "../support/skips.rs"]
 mod skips;
 
+mod allow_list;
 mod clients;
 mod corpus;
 mod edits;
