@@ -20,13 +20,25 @@ const DEFAULT_MOUNTS: &[&str] = &[
 /// `~/.local/share` on Linux, `~/Library/Application Support` on macOS, `%APPDATA%` on
 /// Windows (the `dirs` crate knows each platform's rule). Without one, `/memories/` is left out
 /// with a warning rather than written somewhere surprising.
+///
+/// The working directory is not mounted when it is the file-system root or the user's home
+/// directory (a client that starts servers there would otherwise hand the agent the whole disk
+/// or every personal file, writable): then a warning goes to stderr and the instructions say how
+/// to mount a directory.
 fn default_mounts() -> Vec<String> {
     let data = dirs::data_dir();
     if data.is_none() {
         tracing::warn!("no user data directory found; the default /memories/ mount is left out");
     }
+    let unsafe_cwd = unsafe_working_directory();
+    if let Some(dir) = &unsafe_cwd {
+        let warning = mountfs::unmounted_cwd_warning(dir);
+        eprintln!("mountfs: warning: {warning}");
+        mountfs::set_startup_note(warning);
+    }
     DEFAULT_MOUNTS
         .iter()
+        .filter(|mount| unsafe_cwd.is_none() || !mount.contains("disk:."))
         .filter_map(|mount| match (&data, mount.contains("{data}")) {
             (_, false) => Some((*mount).to_owned()),
             (Some(dir), true) => Some(mount.replace("{data}", &dir.to_string_lossy())),
@@ -35,12 +47,21 @@ fn default_mounts() -> Vec<String> {
         .collect()
 }
 
+/// The working directory when it must not be the default `/` mount: the file-system root or
+/// the user's home directory (compared after resolving symbolic links).
+fn unsafe_working_directory() -> Option<std::path::PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let resolved = std::fs::canonicalize(&cwd).unwrap_or_else(|_| cwd.clone());
+    let home = dirs::home_dir().map(|home| std::fs::canonicalize(&home).unwrap_or(home));
+    (resolved.parent().is_none() || home.as_deref() == Some(resolved.as_path())).then_some(resolved)
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mountfs",
     version,
     about = "An MCP server (stdio, or Streamable HTTP with --http) giving AI agents one file system made of several stores.",
-    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}\n  ({{data}} is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux)", DEFAULT_MOUNTS.join(" "))
+    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}\n  ({{data}} is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux)\n  /=disk:. is left out when the working directory is the file-system root or your home\n  directory (a warning says so): give --mount /=disk:DIR to serve a directory there.", DEFAULT_MOUNTS.join(" "))
 )]
 struct Cli {
     /// A mount, PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]; repeatable.

@@ -517,3 +517,107 @@ fn default_table_mounts_the_working_directory_at_root() {
         b"m\n"
     );
 }
+
+/// Runs the default table (no --mount) in `cwd` with `home` as the home directory; returns the
+/// instructions, the `ls /` text, the answer to a write at `/made.txt` (sent at once, so the
+/// listing may show it), and stderr.
+fn default_table_in(cwd: &Path, home: &Path) -> (String, String, Value, String) {
+    let data = tempfile::tempdir().unwrap();
+    let stderr_file = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .current_dir(cwd)
+        .env("XDG_DATA_HOME", data.path())
+        .env("HOME", home)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr_file.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |value: Value| writeln!(stdin, "{value}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "ls", "arguments": {"path": "/"}}}));
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"file_path": "/made.txt", "content": "m\n"}}}));
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 3 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "server closed");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = value["id"].as_u64() {
+            answers.insert(id, value);
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let instructions = answers[&1]["result"]["instructions"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listing = answers[&2]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let stderr = std::fs::read_to_string(stderr_file.path()).unwrap();
+    (instructions, listing, answers[&3].clone(), stderr)
+}
+
+/// `ls /` shows the store and memory mounts and what the session wrote, no file from disk.
+fn assert_only_memory_mounts(listing: &str) {
+    let lines: Vec<&str> = listing.lines().collect();
+    assert!(lines.contains(&"/memories/"), "{listing}");
+    assert!(lines.contains(&"/scratch/"), "{listing}");
+    for line in lines {
+        assert!(
+            ["/memories/", "/scratch/", "/made.txt (2 bytes)"].contains(&line),
+            "{listing}"
+        );
+    }
+}
+
+/// Started from `/` (as Claude Desktop on macOS does) with no --mount, the server mounts no
+/// directory: only /memories/ and /scratch/, and says how to mount one.
+#[test]
+fn default_table_in_the_file_system_root_mounts_no_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let (instructions, listing, write, stderr) = default_table_in(Path::new("/"), home.path());
+    assert_only_memory_mounts(&listing);
+    assert!(!instructions.contains("\n/ = "), "{instructions}");
+    let warning = "the working directory / is the file-system root, so no directory is mounted: files live only in this session's memory and /memories/. To serve a directory, start mountfs with --mount /=disk:/path/to/project (repeat --mount for more), or start it in the project's directory.";
+    assert!(instructions.ends_with(warning), "{instructions}");
+    assert!(
+        stderr.contains(&format!("mountfs: warning: {warning}")),
+        "{stderr}"
+    );
+    // The write lands in the session's memory, never on disk.
+    assert_eq!(write["result"]["isError"], false, "{write}");
+    assert!(!Path::new("/made.txt").exists());
+}
+
+/// Started from the home directory with no --mount: no directory is mounted either.
+#[test]
+fn default_table_in_the_home_directory_mounts_no_directory() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("private.txt"), "secret\n").unwrap();
+    let (instructions, listing, write, stderr) = default_table_in(home.path(), home.path());
+    assert_only_memory_mounts(&listing);
+    assert!(!listing.contains("private.txt"), "{listing}");
+    let resolved = std::fs::canonicalize(home.path()).unwrap();
+    let warning = format!(
+        "the working directory {} is the home directory, so no directory is mounted",
+        resolved.display()
+    );
+    assert!(instructions.contains(&warning), "{instructions}");
+    assert!(stderr.contains(&warning), "{stderr}");
+    // The write lands in the session's memory, never on disk.
+    assert_eq!(write["result"]["isError"], false, "{write}");
+    assert!(!home.path().join("made.txt").exists());
+}

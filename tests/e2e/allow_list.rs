@@ -23,8 +23,16 @@ fn tools_flag_serves_only_the_named_tools_on_a_read_only_disk() {
         .collect();
     assert_eq!(names, ["ls", "read_file", "grep"], "{listed}");
 
-    assert!(client.ok("read_file", json!({"file_path": "/notes.txt"})).contains("beta"));
-    assert!(client.ok("grep", json!({"pattern": "alpha"})).contains("/notes.txt"));
+    assert!(
+        client
+            .ok("read_file", json!({"file_path": "/notes.txt"}))
+            .contains("beta")
+    );
+    assert!(
+        client
+            .ok("grep", json!({"pattern": "alpha"}))
+            .contains("/notes.txt")
+    );
 
     // A tool left out is unknown to this server, exactly as a tool that never existed.
     let refused = client.request(
@@ -60,5 +68,8 @@ fn unknown_tool_name_stops_start_up_listing_the_valid_ones() {
         ),
         "{stderr}"
     );
-    assert!(stderr.contains("e.g. --tools ls,read_file,glob,grep"), "{stderr}");
+    assert!(
+        stderr.contains("e.g. --tools ls,read_file,glob,grep"),
+        "{stderr}"
+    );
 }

@@ -246,4 +246,11 @@ fn help_shows_the_mount_grammar_and_default_table() {
         "{help}"
     );
     assert!(help.contains("default mount table"), "{help}");
+    assert!(
+        help.contains(
+            "is left out when the working directory is the file-system root or your home"
+        ),
+        "{help}"
+    );
+    assert!(help.contains("--tools <NAME,NAME,...>"), "{help}");
 }
