@@ -36,11 +36,16 @@ fn disk_server(extra: &[&str]) -> StdioClient {
 
 /// Asserts the server's peak memory is under [`PEAK_LIMIT`] and that it still answers.
 fn assert_bounded(client: &mut StdioClient, case: &str) -> u64 {
+    assert_bounded_by(client, case, PEAK_LIMIT)
+}
+
+/// Asserts the server's peak memory is under `limit` and that it still answers.
+fn assert_bounded_by(client: &mut StdioClient, case: &str, limit: u64) -> u64 {
     let peak = client.peak_memory().expect("VmHWM (Linux)");
     eprintln!("{case}: VmHWM {:.1} MiB", peak as f64 / 1048576.0);
     assert!(
-        peak < PEAK_LIMIT,
-        "{case}: peak memory {peak} bytes, over {PEAK_LIMIT}"
+        peak < limit,
+        "{case}: peak memory {peak} bytes, over {limit}"
     );
     let listing = client.ok("ls", json!({"path": "/"}));
     assert!(!listing.is_empty(), "{case}: the server still serves");
@@ -401,5 +406,38 @@ fn outside_disk_mounts_a_change_too_large_for_undo_says_it_cannot_be_undone() {
     assert_eq!(
         std::fs::read_to_string(client.cwd().join("c.txt")).unwrap(),
         content
+    );
+}
+
+#[test]
+fn editing_a_file_of_millions_of_lines_never_splits_it_into_vectors() {
+    // 8 MiB of two-byte lines: the line diff of an edit used to hold three vectors of 4 million
+    // lines (and the snippet a fourth): 365 MiB for one changed line of a 16 MiB file.
+    let mut client = disk_server(&[]);
+    let mut text = "a\n".repeat(4 * 1024 * 1024 - 8);
+    text.insert_str(0, "first\n");
+    std::fs::write(client.cwd().join("lines.txt"), &text).unwrap();
+    read_first_line(&mut client, "/lines.txt");
+    let out = client.ok(
+        "edit_file",
+        json!({"file_path": "/lines.txt", "old_string": "first", "new_string": "changed"}),
+    );
+    assert!(
+        out.starts_with("Edited /lines.txt: replaced 1 occurrence.\n1 line(s) added, 1 removed."),
+        "{out}"
+    );
+    let out = client.ok(
+        "edit_file",
+        json!({"file_path": "/lines.txt", "old_string": "a\n", "new_string": "b\n", "replace_all": true}),
+    );
+    assert!(
+        out.starts_with("Edited /lines.txt: replaced 4194296 occurrences.\n4194296 line(s) added, 4194296 removed in 1 region(s), too many to show here: lines 2-4194297."),
+        "{out}"
+    );
+    // The texts themselves are held a few times over (raw, decoded, edited, written back).
+    assert_bounded_by(
+        &mut client,
+        "edits of an 8 MiB file of 4 million lines",
+        144 * 1024 * 1024,
     );
 }

@@ -11,14 +11,14 @@ use std::ops::RangeInclusive;
 
 use similar::{Algorithm, DiffOp, DiffTag, capture_diff_slices, group_diff_ops};
 
-use super::numbered::{format_numbered, split_lines};
+use super::numbered::format_numbered;
 use super::truncate::cap_result_with;
 
 /// Lines of context around each hunk of [`unified_diff`].
 const CONTEXT_LINES: usize = 3;
 
 /// Notice ending a snippet cut by [`change_snippet`].
-const SNIPPET_TRUNCATED: &str = "... (snippet truncated)";
+pub const SNIPPET_TRUNCATED: &str = "... (snippet truncated)";
 
 /// Lines added and removed between two texts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,13 +34,170 @@ fn tokens(text: &str) -> Vec<&str> {
     text.split_inclusive('\n').collect()
 }
 
-/// Line-level diff ops between `old` and `new`.
+/// The part of two texts a line diff has to look at: both texts less their common leading and
+/// trailing whole lines, keeping [`CONTEXT_LINES`] of those on each side so hunks come out as
+/// from the whole texts. Found byte by byte, so a one-line edit of a 16 MiB file tokenises a few
+/// lines instead of millions (issue 10: 8M-line edits peaked at 365 MiB in line vectors).
+struct Middle<'a> {
+    old: &'a str,
+    new: &'a str,
+    /// Lines of both texts before the middle.
+    lines_before: usize,
+}
+
+fn middle<'a>(old: &'a str, new: &'a str) -> Middle<'a> {
+    let (ob, nb) = (old.as_bytes(), new.as_bytes());
+    let common = ob.iter().zip(nb).take_while(|(a, b)| a == b).count();
+    // Back to the start of the line the first difference is in.
+    let mut start = ob[..common]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let mut lines_before = bytecount_newlines(&ob[..start]);
+    for _ in 0..CONTEXT_LINES {
+        if start == 0 {
+            break;
+        }
+        start = ob[..start - 1]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        lines_before -= 1;
+    }
+    let max_suffix = (ob.len() - start).min(nb.len() - start);
+    let suffix = ob
+        .iter()
+        .rev()
+        .zip(nb.iter().rev())
+        .take(max_suffix)
+        .take_while(|(a, b)| a == b)
+        .count();
+    // The trailing common part, from the first line start inside it, plus context lines.
+    let tail = &ob[ob.len() - suffix..];
+    let mut cut = match tail.iter().position(|&b| b == b'\n') {
+        Some(i) if i + 1 < tail.len() => i + 1,
+        _ => tail.len(),
+    };
+    for _ in 0..CONTEXT_LINES {
+        match tail[cut..].iter().position(|&b| b == b'\n') {
+            Some(i) => cut += i + 1,
+            None => {
+                cut = tail.len();
+                break;
+            }
+        }
+    }
+    let kept_suffix = suffix - cut;
+    Middle {
+        old: &old[start..old.len() - kept_suffix],
+        new: &new[start..new.len() - kept_suffix],
+        lines_before,
+    }
+}
+
+/// How many [`tokens`] `text` has, without building them.
+fn line_count(text: &str) -> usize {
+    bytecount_newlines(text.as_bytes()) + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
+fn bytecount_newlines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
+/// The lines of one side of a [`Middle`]: split into a vector for Myers, or walked in place
+/// when there are too many to diff line by line.
+enum Lines<'a> {
+    Split(Vec<&'a str>),
+    Walked(&'a str),
+}
+
+impl<'a> Lines<'a> {
+    /// Calls `f` with each line (with its `'\n'`) of `range`.
+    fn each(&self, range: std::ops::Range<usize>, mut f: impl FnMut(&'a str)) {
+        match self {
+            Self::Split(lines) => lines
+                .get(range)
+                .unwrap_or_default()
+                .iter()
+                .for_each(|l| f(l)),
+            Self::Walked(text) => text
+                .split_inclusive('\n')
+                .skip(range.start)
+                .take(range.len())
+                .for_each(f),
+        }
+    }
+}
+
+/// Line-level diff ops between the two sides of `middle`, with the lines they index.
 ///
 /// `Algorithm::Myers` in `similar` bounds its work on hard inputs with heuristics rather than a
-/// clock, so the result stays deterministic and a huge rewrite still finishes.
-fn line_ops<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<DiffOp> {
-    capture_diff_slices(Algorithm::Myers, old, new)
+/// clock, so the result stays deterministic and a huge rewrite still finishes. Past
+/// [`MYERS_MAX_LINES`] lines the middle is reported as one replacement between its equal first
+/// and last lines, without splitting it into vectors: Myers' time and memory grow with the
+/// differences, and a rewrite of millions of lines would take minutes and hundreds of MiB to
+/// describe a change whose diff is cut at 80,000 characters anyway.
+fn line_ops<'a>(middle: &Middle<'a>) -> (Vec<DiffOp>, Lines<'a>, Lines<'a>) {
+    let (old_count, new_count) = (line_count(middle.old), line_count(middle.new));
+    if old_count + new_count <= MYERS_MAX_LINES {
+        let (old, new) = (tokens(middle.old), tokens(middle.new));
+        let ops = capture_diff_slices(Algorithm::Myers, &old, &new);
+        return (ops, Lines::Split(old), Lines::Split(new));
+    }
+    let head = middle
+        .old
+        .split_inclusive('\n')
+        .zip(middle.new.split_inclusive('\n'))
+        .take_while(|(a, b)| a == b)
+        .count();
+    let tail = middle
+        .old
+        .split_inclusive('\n')
+        .rev()
+        .zip(middle.new.split_inclusive('\n').rev())
+        .take(old_count.min(new_count) - head)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut ops = Vec::with_capacity(3);
+    if head > 0 {
+        ops.push(DiffOp::Equal {
+            old_index: 0,
+            new_index: 0,
+            len: head,
+        });
+    }
+    let (old_len, new_len) = (old_count - head - tail, new_count - head - tail);
+    match (old_len, new_len) {
+        (0, 0) => {}
+        (0, _) => ops.push(DiffOp::Insert {
+            old_index: head,
+            new_index: head,
+            new_len,
+        }),
+        (_, 0) => ops.push(DiffOp::Delete {
+            old_index: head,
+            old_len,
+            new_index: head,
+        }),
+        _ => ops.push(DiffOp::Replace {
+            old_index: head,
+            old_len,
+            new_index: head,
+            new_len,
+        }),
+    }
+    if tail > 0 {
+        ops.push(DiffOp::Equal {
+            old_index: head + old_len,
+            new_index: head + new_len,
+            len: tail,
+        });
+    }
+    (ops, Lines::Walked(middle.old), Lines::Walked(middle.new))
 }
+
+/// Most lines (both sides) the line diff runs Myers on; see [`line_ops`].
+const MYERS_MAX_LINES: usize = 200_000;
 
 /// Unified diff of `old` → `new` with 3 lines of context, headed `--- {path}` / `+++ {path}`.
 ///
@@ -49,17 +206,26 @@ fn line_ops<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<DiffOp> {
 /// `\ No newline at end of file`. Every line of the result ends with `'\n'`. Returns `""` when
 /// the texts are equal.
 pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
+    unified_diff_within(path, old, new, usize::MAX)
+}
+
+/// [`unified_diff`], stopping after the line that takes it past `max_bytes` (for answers that
+/// are cut at a character limit anyway: the diff of a 16 MiB rewrite is never built whole).
+pub fn unified_diff_within(path: &str, old: &str, new: &str, max_bytes: usize) -> String {
     if old == new {
         return String::new();
     }
-    let old_lines = tokens(old);
-    let new_lines = tokens(new);
-    let ops = line_ops(&old_lines, &new_lines);
+    let middle = middle(old, new);
+    let (ops, old_lines, new_lines) = line_ops(&middle);
+    let shift = middle.lines_before;
     let mut out = String::new();
     for group in group_diff_ops(ops, CONTEXT_LINES) {
         let (Some(first), Some(last)) = (group.first(), group.last()) else {
             continue;
         };
+        if out.len() > max_bytes {
+            break;
+        }
         if out.is_empty() {
             let _ = writeln!(out, "--- {path}\n+++ {path}");
         }
@@ -68,20 +234,25 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
         let _ = writeln!(
             out,
             "@@ -{} +{} @@",
-            hunk_range(old_range.start, old_range.len()),
-            hunk_range(new_range.start, new_range.len())
+            hunk_range(old_range.start + shift, old_range.len()),
+            hunk_range(new_range.start + shift, new_range.len())
         );
         for op in &group {
             let (tag, old_part, new_part) = op.as_tag_tuple();
-            let old_part = old_lines.get(old_part).unwrap_or_default();
-            let new_part = new_lines.get(new_part).unwrap_or_default();
+            let mut push = |tag: char, lines: &Lines<'_>, range| {
+                lines.each(range, |line| {
+                    if out.len() <= max_bytes {
+                        push_line(&mut out, tag, line);
+                    }
+                });
+            };
             match tag {
-                DiffTag::Equal => push_lines(&mut out, ' ', old_part),
-                DiffTag::Delete => push_lines(&mut out, '-', old_part),
-                DiffTag::Insert => push_lines(&mut out, '+', new_part),
+                DiffTag::Equal => push(' ', &old_lines, old_part),
+                DiffTag::Delete => push('-', &old_lines, old_part),
+                DiffTag::Insert => push('+', &new_lines, new_part),
                 DiffTag::Replace => {
-                    push_lines(&mut out, '-', old_part);
-                    push_lines(&mut out, '+', new_part);
+                    push('-', &old_lines, old_part);
+                    push('+', &new_lines, new_part);
                 }
             }
         }
@@ -98,14 +269,12 @@ fn hunk_range(start: usize, len: usize) -> String {
     }
 }
 
-/// Appends each line with its `tag`, marking a line that has no final newline.
-fn push_lines(out: &mut String, tag: char, lines: &[&str]) {
-    for line in lines {
-        out.push(tag);
-        out.push_str(line);
-        if !line.ends_with('\n') {
-            out.push_str("\n\\ No newline at end of file\n");
-        }
+/// Appends a line with its `tag`, marking a line that has no final newline.
+fn push_line(out: &mut String, tag: char, line: &str) {
+    out.push(tag);
+    out.push_str(line);
+    if !line.ends_with('\n') {
+        out.push_str("\n\\ No newline at end of file\n");
     }
 }
 
@@ -119,15 +288,16 @@ pub fn changed_line_ranges(old: &str, new: &str) -> Vec<RangeInclusive<usize>> {
     if old == new {
         return Vec::new();
     }
-    let old_lines = tokens(old);
-    let new_lines = tokens(new);
-    let total = new_lines.len();
+    let total = line_count(new);
     if total == 0 {
         return Vec::new();
     }
+    let middle = middle(old, new);
+    let shift = middle.lines_before;
     let mut ranges: Vec<RangeInclusive<usize>> = Vec::new();
-    for op in line_ops(&old_lines, &new_lines) {
+    for op in line_ops(&middle).0 {
         let span = op.new_range();
+        let span = (span.start + shift)..(span.end + shift);
         let range = match op.tag() {
             DiffTag::Equal => continue,
             DiffTag::Delete => {
@@ -172,8 +342,19 @@ pub fn change_snippet(
     context: usize,
     max_chars: usize,
 ) -> String {
-    let lines = split_lines(new);
-    let total = lines.len();
+    // Lines as `split_lines` gives them, walked once: only the rows shown are collected.
+    let body = new.strip_suffix('\n').unwrap_or(new);
+    let lines = || {
+        (!new.is_empty())
+            .then(|| body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)))
+            .into_iter()
+            .flatten()
+    };
+    let total = if new.is_empty() {
+        0
+    } else {
+        bytecount_newlines(body.as_bytes()) + 1
+    };
     if total == 0 {
         return String::new();
     }
@@ -188,15 +369,32 @@ pub fn change_snippet(
         .filter(|window| *window.start() <= total)
         .collect();
     let mut out = String::new();
+    let mut rows_of = lines().enumerate();
+    // Past this many bytes the snippet is cut anyway (a character is at most four bytes, and a
+    // row at least eight: its number column and tab), so no more rows are formatted.
+    let max_bytes = max_chars.saturating_mul(4);
+    let max_rows = max_bytes / 8 + 1;
     for window in merge_ranges(windows, 1) {
+        if out.len() > max_bytes {
+            break;
+        }
         let (start, end) = (*window.start(), *window.end());
-        let Some(rows) = lines.get(start - 1..end) else {
+        // `take_while` swallows the row after the window; merged windows are at least two
+        // lines apart, so the next window never starts there.
+        let rows: Vec<&str> = rows_of
+            .by_ref()
+            .skip_while(|(index, _)| index + 1 < start)
+            .take_while(|(index, _)| *index < end)
+            .take(max_rows)
+            .map(|(_, line)| line)
+            .collect();
+        if rows.is_empty() {
             continue;
-        };
+        }
         if !out.is_empty() {
             out.push_str("\n...\n");
         }
-        out.push_str(&format_numbered(rows, start));
+        out.push_str(&format_numbered(&rows, start));
     }
     cap_result_with(out, max_chars, SNIPPET_TRUNCATED)
 }
@@ -207,9 +405,8 @@ pub fn diff_stats(old: &str, new: &str) -> DiffStats {
     if old == new {
         return stats;
     }
-    let old_lines = tokens(old);
-    let new_lines = tokens(new);
-    for op in line_ops(&old_lines, &new_lines) {
+    let middle = middle(old, new);
+    for op in line_ops(&middle).0 {
         let (tag, old_part, new_part) = op.as_tag_tuple();
         if tag != DiffTag::Equal {
             stats.removed += old_part.len();
@@ -222,6 +419,7 @@ pub fn diff_stats(old: &str, new: &str) -> DiffStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::numbered::split_lines;
 
     /// Applies a unified diff the way `patch` reads one, to check the output round-trips.
     fn apply(old: &str, diff: &str) -> String {
@@ -495,5 +693,64 @@ mod tests {
                 removed: 2
             }
         );
+    }
+
+    #[test]
+    fn a_rewrite_of_more_lines_than_myers_takes_is_one_replacement() {
+        let old: String = (0..MYERS_MAX_LINES).map(|n| format!("{n}\n")).collect();
+        let new: String = (0..MYERS_MAX_LINES)
+            .map(|n| format!("{}\n", n * 7))
+            .collect();
+        let stats = diff_stats(&old, &new);
+        assert_eq!(stats.removed, MYERS_MAX_LINES - 1, "line 0 is the same");
+        assert_eq!(stats.added, MYERS_MAX_LINES - 1);
+        let diff = unified_diff("/f", &old, &new);
+        assert_eq!(apply(&old, &diff), new);
+        assert_eq!(changed_line_ranges(&old, &new), vec![2..=MYERS_MAX_LINES]);
+    }
+
+    #[test]
+    fn trimming_the_common_lines_changes_nothing_in_the_answers() {
+        let base: Vec<String> = (1..=40).map(|n| format!("line {n}\n")).collect();
+        let old = base.concat();
+        let mut cases: Vec<String> = Vec::new();
+        for at in [0usize, 1, 2, 5, 20, 37, 38, 39] {
+            let mut edited = base.clone();
+            edited[at] = "changed\n".to_owned();
+            cases.push(edited.concat());
+            let mut removed = base.clone();
+            removed.remove(at);
+            cases.push(removed.concat());
+            let mut added = base.clone();
+            added.insert(at, "new\n".to_owned());
+            cases.push(added.concat());
+        }
+        cases.push(old.trim_end_matches('\n').to_owned());
+        cases.push(format!("{old}tail without newline"));
+        cases.push(String::new());
+        for new in &cases {
+            let diff = unified_diff("/f", &old, new);
+            assert_eq!(apply(&old, &diff), *new, "diff:\n{diff}");
+            let reversed = unified_diff("/f", new, &old);
+            assert_eq!(apply(new, &reversed), old, "diff:\n{reversed}");
+            let stats = diff_stats(&old, new);
+            let full = capture_diff_slices(Algorithm::Myers, &tokens(&old), &tokens(new));
+            let (mut added, mut removed) = (0, 0);
+            for op in full {
+                let (tag, o, n) = op.as_tag_tuple();
+                if tag != DiffTag::Equal {
+                    removed += o.len();
+                    added += n.len();
+                }
+            }
+            assert_eq!((stats.added, stats.removed), (added, removed));
+            for range in changed_line_ranges(&old, new) {
+                assert!(*range.end() <= split_lines(new).len().max(1), "{range:?}");
+            }
+        }
+        let mut one = base.clone();
+        one[30] = "x\n".to_owned();
+        assert_eq!(changed_line_ranges(&old, &one.concat()), vec![31..=31]);
+        assert!(unified_diff("/f", &old, &one.concat()).contains("@@ -28,7 +28,7 @@"));
     }
 }

@@ -239,8 +239,9 @@ pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> Chan
     let stats = diff::diff_stats(old_text, new_text);
     let mut section = String::new();
     if !ranges.is_empty() {
-        let snippet = diff::change_snippet(new_text, &ranges, SNIPPET_CONTEXT_LINES, usize::MAX);
-        if snippet.chars().count() <= SNIPPET_MAX_CHARS {
+        let snippet =
+            diff::change_snippet(new_text, &ranges, SNIPPET_CONTEXT_LINES, SNIPPET_MAX_CHARS);
+        if !snippet.ends_with(diff::SNIPPET_TRUNCATED) {
             section = format!(
                 "{} line(s) added, {} removed. The changed region(s) now read:\n{snippet}",
                 stats.added, stats.removed
@@ -274,7 +275,13 @@ pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> Chan
     } else if stats.removed > 0 {
         section = format!("{} line(s) removed; the file is now empty.", stats.removed);
     }
-    let mut unified = diff::unified_diff(&path.to_string(), old_text, new_text);
+    // Built only a little past what the cap keeps (four bytes per character at most).
+    let mut unified = diff::unified_diff_within(
+        &path.to_string(),
+        old_text,
+        new_text,
+        4 * truncate::RESULT_CHAR_LIMIT,
+    );
     let mut diff_truncated = false;
     if unified.chars().count() > truncate::RESULT_CHAR_LIMIT {
         unified = truncate::cap_result(unified);
