@@ -58,6 +58,9 @@ pub struct Gate {
     pub allowed_origins: Vec<String>,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// Longest wait for a whole request body once its headers arrived (`--body-timeout`): a
+    /// client trickling a body in holds a connection, its buffer and shutdown no longer than this.
+    pub body_timeout: std::time::Duration,
     /// Set when shutdown starts: new requests are refused.
     pub draining: AtomicBool,
     /// POST requests whose answer is not yet fully sent.
@@ -246,7 +249,7 @@ async fn post(
     body: Body,
 ) -> Response {
     let in_flight = InFlight::enter(gate);
-    let body = match read_body(&parts.headers, body, gate.max_body_bytes).await {
+    let body = match read_body(&parts.headers, body, gate.max_body_bytes, gate.body_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };
@@ -340,8 +343,13 @@ fn unknown_session() -> Response {
 }
 
 /// Reads the body, refusing one over `max` bytes (by `Content-Length` before reading, or as it
-/// streams in).
-async fn read_body(headers: &http::HeaderMap, body: Body, max: usize) -> Result<Bytes, Response> {
+/// streams in) or not complete within `timeout` (408).
+async fn read_body(
+    headers: &http::HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Response> {
     let too_large = |size: Option<u64>| {
         let size = size.map_or_else(|| "over".to_owned(), |n| format!("{n} bytes,"));
         jsonrpc_error(
@@ -362,7 +370,19 @@ async fn read_body(headers: &http::HeaderMap, body: Body, max: usize) -> Result<
     {
         return Err(too_large(Some(length)));
     }
-    match Limited::new(body, max).collect().await {
+    let Ok(collected) = tokio::time::timeout(timeout, Limited::new(body, max).collect()).await
+    else {
+        return Err(jsonrpc_error(
+            StatusCode::REQUEST_TIMEOUT,
+            Value::Null,
+            message::INVALID_REQUEST,
+            &format!(
+                "Request timeout: the body did not arrive whole within {} s (--body-timeout); nothing was run. Send the request again in one piece",
+                timeout.as_secs_f64()
+            ),
+        ));
+    };
+    match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large(None)),
         Err(error) => Err(jsonrpc_error(

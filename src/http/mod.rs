@@ -43,6 +43,8 @@ pub const DEFAULT_IDLE_TIMEOUT: &str = "30m";
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
 /// Default `--max-body` (bytes): room for a `write_file` of a few MiB of JSON-escaped text.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Default `--body-timeout`.
+pub const DEFAULT_BODY_TIMEOUT: &str = "30s";
 /// How long shutdown waits for the calls in flight before closing anyway.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
@@ -77,6 +79,11 @@ pub struct HttpArgs {
     /// With --http: largest request body in bytes; larger ones get 413.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body: usize,
+
+    /// With --http: longest wait for a request's whole body once its headers arrived (90s,
+    /// 2m); a slower body gets 408 and nothing runs.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_BODY_TIMEOUT, value_parser = parse_duration)]
+    pub body_timeout: Duration,
 }
 
 /// A count above zero.
@@ -267,6 +274,7 @@ impl HttpServer {
             tokens: self.tokens.clone(),
             allowed_origins: self.args.allow_origins.clone(),
             max_body_bytes: self.args.max_body,
+            body_timeout: self.args.body_timeout,
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),

@@ -736,3 +736,36 @@ async fn a_team_server_on_all_interfaces_serves_configured_tokens_only() {
     let mut stranger = Client::new(&url, None, Protocol::Session);
     assert_eq!(stranger.initialize().await.status, 401);
 }
+
+#[tokio::test]
+async fn a_body_trickling_in_gets_408_and_does_not_hold_shutdown() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut server, _t, _d) = team_server(&["--body-timeout", "1s"]).await;
+    let authority = server.base().trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {authority}\r\nauthorization: Bearer {ALICE}\r\naccept: application/json, text/event-stream\r\ncontent-type: application/json\r\nmcp-protocol-version: 2026-07-28\r\ncontent-length: 1000\r\n\r\n{{\"jsonrpc\""
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    // The rest of the body never comes: the server answers 408 on its own.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), slow.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(read.is_ok(), "no answer to a stalled body: {answer}");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("--body-timeout"), "{answer}");
+
+    // A second stalled body does not keep SIGTERM from ending the server.
+    let mut stalled = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.child.id().unwrap() as i32;
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
+        .await
+        .expect("the server exits although a body is stalled")
+        .unwrap();
+    assert!(status.success(), "{status:?}\n{}", server.stderr());
+    drop(stalled);
+}
