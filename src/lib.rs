@@ -20,6 +20,7 @@
 //! - [`session`]: per-session read ledger, undo history and file locks; [`limits`]: the
 //!   memory bounds (one flag each) every tool keeps whatever the file size.
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
+//! - [`exec`]: the opt-in `execute` tool: shell, Landlock sandbox, timeout and cancellation.
 //! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
 //! - [`http`]: Streamable HTTP with bearer tokens; [`workspace`]: whose session state a
@@ -36,6 +37,7 @@
 pub mod backend;
 pub mod config;
 pub mod content;
+pub mod exec;
 pub mod http;
 pub mod limits;
 pub mod mounts;
@@ -97,7 +99,7 @@ where
     T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let registry = Arc::new(Registry::load()?);
+    let registry = Arc::new(Registry::load_with_exec(session.write_options.exec)?);
     let instructions = instructions(table);
     let server = MountfsServer::new(registry, session, instructions);
     let running = server

@@ -82,6 +82,13 @@ struct Cli {
     #[arg(long = "tools", value_name = "NAME,NAME,...")]
     tools: Option<String>,
 
+    /// Offer the `execute` tool (a shell command in a disk mount). Commands run sandboxed with
+    /// Landlock: they may read the system but write only inside the writable disk mounts and a
+    /// private TMPDIR; where the kernel lacks Landlock the server refuses to start. Pass
+    /// --allow-exec=unsandboxed to run commands with the server's full rights instead.
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true)]
+    allow_exec: Option<mountfs::exec::ExecMode>,
+
     #[command(flatten)]
     limits: mountfs::limits::Limits,
 
@@ -129,6 +136,14 @@ fn main() -> ExitCode {
             }
         }
     }
+    if cli.allow_exec == Some(mountfs::exec::ExecMode::Sandboxed)
+        && let Err(error) = mountfs::exec::sandbox::probe()
+    {
+        eprintln!(
+            "mountfs: --allow-exec: cannot sandbox commands: {error}. Start without --allow-exec, or pass --allow-exec=unsandboxed to let commands run with the server's full rights"
+        );
+        return ExitCode::from(2);
+    }
     let texts: Vec<String> = if cli.mounts.is_empty() {
         default_mounts()
     } else {
@@ -159,6 +174,7 @@ fn main() -> ExitCode {
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
             limits: cli.limits,
+            exec: cli.allow_exec,
         };
         if cli.http.http.is_some() {
             return serve_http(cli.http, table, options).await;

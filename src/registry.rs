@@ -40,6 +40,10 @@ pub const SCHEMA_FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The schema of `execute`, served only with `--allow-exec` (issue 11).
+pub const EXECUTE_SCHEMA_FILE: (&str, &str) =
+    ("execute.json", include_str!("../schemas/execute.json"));
+
 /// A tool definition that cannot be served. The server refuses to start with it.
 #[derive(Debug, Error)]
 pub enum DefinitionError {
@@ -122,9 +126,11 @@ pub struct UnknownToolsError {
 /// Parses `--tools` text (`a,b,…`; spaces and empty items ignored) against the compiled-in
 /// tools: the names, or which ones are unknown together with the valid ones.
 pub fn parse_allow_list(text: &str) -> Result<BTreeSet<String>, UnknownToolsError> {
-    let all = Registry::from_files(SCHEMA_FILES)
+    let mut all = Registry::from_files(SCHEMA_FILES)
         .map(|r| r.tools().map(|t| t.name().to_owned()).collect::<Vec<_>>())
         .unwrap_or_default();
+    // Served only with --allow-exec, but a name --tools may keep.
+    all.push("execute".to_owned());
     let names: BTreeSet<String> = text
         .split(',')
         .map(str::trim)
@@ -171,6 +177,32 @@ impl Registry {
         if let Some(allowed) = ALLOWED_TOOLS.get() {
             registry.tools.retain(|t| allowed.contains(t.name()));
         }
+        Ok(registry)
+    }
+
+    /// The registry of the compiled-in schema files, with `execute` when `exec` allows it; its
+    /// description then says whether its commands run in the Landlock sandbox.
+    pub fn load_with_exec(exec: Option<crate::exec::ExecMode>) -> Result<Self, DefinitionError> {
+        let Some(mode) = exec else {
+            return Self::load();
+        };
+        let mut registry = Self::load()?;
+        if ALLOWED_TOOLS
+            .get()
+            .is_some_and(|allowed| !allowed.contains("execute"))
+        {
+            return Ok(registry);
+        }
+        let (file, text) = EXECUTE_SCHEMA_FILE;
+        let mut value: Value = serde_json::from_str(text).map_err(|e| DefinitionError::Json {
+            file: file.to_owned(),
+            reason: e.to_string(),
+        })?;
+        if let Some(Value::String(description)) = value.get_mut("description") {
+            description.push(' ');
+            description.push_str(mode.tool_note());
+        }
+        registry.tools.push(Self::definition(file, value)?);
         Ok(registry)
     }
 

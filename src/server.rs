@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::registry::Registry;
 use crate::session::{CURRENT_TURN, Session, Turn};
-use crate::tools::{self, ToolReply};
+use crate::tools::{self, CallContext, ProgressReporter, ToolReply};
 use crate::transport::turn_of;
 use crate::workspace::{Principal, Workspaces};
 
@@ -102,16 +102,19 @@ impl MountfsServer {
         turn: Option<Arc<Turn>>,
     ) -> Result<CallToolResult, McpError> {
         let session = self.session_for(&Default::default())?;
-        self.run_tool_in(session, name, arguments, turn).await
+        let context = CallContext::default();
+        self.run_tool_in(session, name, arguments, turn, context)
+            .await
     }
 
-    /// [`Self::run_tool`] in `session`.
+    /// [`Self::run_tool`] in `session`, with the request's cancellation and progress token.
     async fn run_tool_in(
         &self,
         session: Arc<Session>,
         name: &str,
         arguments: Value,
         turn: Option<Arc<Turn>>,
+        context: CallContext,
     ) -> Result<CallToolResult, McpError> {
         let Some(definition) = self.registry.get(name) else {
             return Err(McpError::invalid_params(
@@ -130,7 +133,7 @@ impl MountfsServer {
             return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
         }
         let tool = name.to_owned();
-        let run = async move { tools::call(&tool, arguments, &session).await };
+        let run = async move { tools::call_in(&tool, arguments, &session, &context).await };
         let task = match turn {
             Some(turn) => tokio::spawn(CURRENT_TURN.scope(turn, run)),
             None => tokio::spawn(run),
@@ -151,6 +154,24 @@ impl MountfsServer {
                 CallToolResult::error(vec![ContentBlock::text(error.to_string())])
             }
         })
+    }
+}
+
+/// What a tool sees of its request: cancellation, progress token (from the call's `_meta`),
+/// request id.
+fn call_context(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> CallContext {
+    let token = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get_progress_token())
+        .or_else(|| context.meta.get_progress_token());
+    CallContext {
+        cancel: context.ct.clone(),
+        progress: token.map(|token| ProgressReporter::new(token, context.peer.clone())),
+        request_id: Some(context.id.to_string()),
     }
 }
 
@@ -186,13 +207,14 @@ impl ServerHandler for MountfsServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let call = call_context(&request, &context);
         let arguments = request
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
         let turn = turn_of(&context.extensions);
         let session = self.session_for(&context.extensions)?;
         drop(context);
-        self.run_tool_in(session, &request.name, arguments, turn)
+        self.run_tool_in(session, &request.name, arguments, turn, call)
             .await
             .map(Into::into)
     }

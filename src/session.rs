@@ -28,6 +28,8 @@ pub struct WriteOptions {
     pub ensure_final_newline: bool,
     /// The memory bounds every tool keeps (see [`crate::limits`]).
     pub limits: Limits,
+    /// Whether `execute` is offered, and sandboxed (`--allow-exec[=MODE]`).
+    pub exec: Option<crate::exec::ExecMode>,
 }
 
 /// Which version of each file this session last read or wrote.

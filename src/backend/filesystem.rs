@@ -98,6 +98,8 @@ struct Inner {
     /// `/proc` is missing.
     pinned_root: PathBuf,
     options: FilesystemOptions,
+    /// The root's canonical host path, for `execute` (its working directory and sandbox).
+    host_root: PathBuf,
     /// Where lines start in big files, learnt while reading windows.
     line_index: std::sync::Arc<window::LineIndex>,
     /// Walks (glob, grep) running at once: one per core. Each walk already uses every core;
@@ -151,10 +153,12 @@ impl FilesystemBackend {
             Some(path) => path,
             None => std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?,
         };
+        let host_root = std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
                 pinned_root,
+                host_root,
                 options,
                 line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
@@ -524,6 +528,10 @@ impl Backend for FilesystemBackend {
             Ok(matches!((id(&a)?, id(&b)?), (Some(x), Some(y)) if x == y))
         })
         .await
+    }
+
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        Some(&self.inner.host_root)
     }
 
     async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {

@@ -758,6 +758,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(false)
     }
 
+    /// The real directory behind this backend's root, where `execute` runs commands and what its
+    /// sandbox lets them write: disk backends only. Never shown to agents (answers speak
+    /// virtual paths).
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Files (never directories) below `query.dir` whose relative path matches, in any order.
     /// A `query.dir` that does not exist gives an empty answer; a file gives itself if it matches
     /// its own name.

@@ -231,7 +231,7 @@ impl HttpServer {
         write_options: WriteOptions,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), HttpError> {
-        let registry = Arc::new(Registry::load()?);
+        let registry = Arc::new(Registry::load_with_exec(write_options.exec)?);
         let instructions = crate::instructions(&table);
         let limits = WorkspaceLimits {
             idle_timeout: self.args.idle_timeout,

@@ -11,6 +11,7 @@ pub mod editing;
 pub mod file_info;
 pub mod glob;
 pub mod grep;
+pub mod large_result;
 pub mod ls;
 pub mod move_file;
 pub mod multi_edit;
@@ -170,6 +171,9 @@ pub enum ToolError {
         /// What to do instead.
         advice: String,
     },
+    /// `execute` could not run its command.
+    #[error("{0}")]
+    Exec(#[from] crate::exec::ExecError),
     /// Editing a binary file as text.
     #[error(
         "Error: {path} is a binary file; edit_file and multi_edit change text files only. Use write_file to replace it whole"
@@ -202,6 +206,42 @@ impl ToolReply {
     }
 }
 
+/// What a call knows of its request beyond the arguments: the client's cancellation, its
+/// progress token and the request id. Tests and in-process callers use the default (never
+/// cancelled, no progress).
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// Cancelled on `notifications/cancelled` for the request, or when the session ends.
+    pub cancel: tokio_util::sync::CancellationToken,
+    /// Where progress notifications go, when the request carried a progress token.
+    pub progress: Option<ProgressReporter>,
+    /// The JSON-RPC request id, as text (names saved large results).
+    pub request_id: Option<String>,
+}
+
+/// Sends `notifications/progress` for one request's progress token.
+#[derive(Debug, Clone)]
+pub struct ProgressReporter {
+    token: rmcp::model::ProgressToken,
+    peer: rmcp::Peer<rmcp::RoleServer>,
+}
+
+impl ProgressReporter {
+    /// A reporter sending to `peer` under `token`.
+    pub fn new(token: rmcp::model::ProgressToken, peer: rmcp::Peer<rmcp::RoleServer>) -> Self {
+        Self { token, peer }
+    }
+
+    /// Sends one notification; a client gone away is not the tool's failure.
+    pub async fn report(&self, progress: f64, message: String) {
+        let param = rmcp::model::ProgressNotificationParam::new(self.token.clone(), progress)
+            .with_message(message);
+        if let Err(error) = self.peer.notify_progress(param).await {
+            tracing::debug!(%error, "progress notification not sent");
+        }
+    }
+}
+
 /// `"1 line"`, `"2 lines"`: a count with its noun, for answers.
 pub fn counted(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -226,6 +266,7 @@ pub fn is_known(name: &str) -> bool {
             | "file_info"
             | "undo_edit"
             | "apply_patch"
+            | "execute"
     )
 }
 
@@ -261,6 +302,20 @@ pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<Too
             tool: other.to_owned(),
             reason: "no such tool".into(),
         }),
+    }
+}
+
+/// [`call`] with what the request brings beyond its arguments: `execute` (only listed with
+/// `--allow-exec`) uses the cancellation and progress of `context`.
+pub async fn call_in(
+    name: &str,
+    arguments: Value,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
+    match name {
+        "execute" => crate::exec::run(parse(name, arguments)?, session, context).await,
+        _ => call(name, arguments, session).await,
     }
 }
 
@@ -361,6 +416,15 @@ mod tests {
         };
         values.sort();
         values
+    }
+
+    #[test]
+    fn execute_args_and_its_schema_file_agree() {
+        let registry = Registry::load_with_exec(Some(crate::exec::ExecMode::Sandboxed)).unwrap();
+        let derived = schemars::schema_for!(crate::exec::Args).as_value().clone();
+        let file = Value::Object((*registry.get("execute").unwrap().schema).clone());
+        assert_eq!(shape(&derived, &derived), shape(&file, &file));
+        assert!(Registry::load().unwrap().get("execute").is_none());
     }
 
     #[test]

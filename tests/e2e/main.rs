@@ -15,6 +15,7 @@ mod allow_list;
 mod clients;
 mod corpus;
 mod edits;
+mod execute;
 mod formats;
 mod protocol;
 mod session;

@@ -1,0 +1,133 @@
+//! The Landlock sandbox of `execute` (issue 11): a command may read the whole system but write
+//! only beneath the writable disk mounts' real directories and its private `TMPDIR`.
+//!
+//! The ruleset is built in the server, before the fork, with the `landlock` crate (which does
+//! the allocation and the error handling); the child then only makes two raw system calls
+//! between fork and exec, both async-signal-safe ([`restrict_child`]). Landlock confines the
+//! child and everything it starts, and the confinement cannot be undone from inside.
+//!
+//! Only write access is handled (ABI 3: writing, creating, removing, renaming, linking and
+//! truncating files), so reads, execution and the network are left as they are: the sandbox
+//! keeps a command from changing files outside the mounts, not from reading them.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use landlock::{
+    ABI, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr,
+};
+use thiserror::Error;
+
+/// The Landlock ABI whose write rights the sandbox needs (Linux 6.2: adds truncate).
+pub const REQUIRED_ABI: ABI = ABI::V3;
+
+/// Device files every command may write (`> /dev/null` is everywhere in scripts).
+const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Why the sandbox cannot be set up.
+#[derive(Debug, Error)]
+pub enum SandboxError {
+    /// The kernel has no (recent enough) Landlock.
+    #[error(
+        "the kernel's Landlock LSM is missing, disabled or older than ABI {abi} (Linux 6.2): {reason}"
+    )]
+    Unsupported {
+        /// The required ABI.
+        abi: i32,
+        /// What the kernel said.
+        reason: String,
+    },
+    /// A rule could not be added for a directory.
+    #[error("cannot let the sandbox write in a mounted directory: {reason}")]
+    Rule {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A ruleset ready to be applied in a child, by file descriptor.
+#[derive(Debug)]
+pub struct PreparedSandbox {
+    ruleset: OwnedFd,
+}
+
+impl PreparedSandbox {
+    /// The ruleset's descriptor, for [`restrict_child`]. It is close-on-exec, so the command
+    /// never holds it.
+    pub fn raw_fd(&self) -> RawFd {
+        self.ruleset.as_raw_fd()
+    }
+}
+
+fn write_access() -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_write(REQUIRED_ABI)
+}
+
+/// Whether Landlock can enforce the sandbox here, fully; the error says why not.
+pub fn probe() -> Result<(), SandboxError> {
+    prepare(&[]).map(drop)
+}
+
+/// A ruleset letting a process write only beneath `writable` (directories) and into the
+/// harmless device files. Refused unless the kernel enforces every write right of
+/// [`REQUIRED_ABI`]: a sandbox that is only partly there is not offered as one.
+pub fn prepare(writable: &[&Path]) -> Result<PreparedSandbox, SandboxError> {
+    let unsupported = |reason: String| SandboxError::Unsupported {
+        abi: REQUIRED_ABI as i32,
+        reason,
+    };
+    let access = write_access();
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(access)
+        .map_err(|e| unsupported(e.to_string()))?
+        .create()
+        .map_err(|e| unsupported(e.to_string()))?;
+    for dir in writable {
+        let fd = PathFd::new(dir).map_err(|e| SandboxError::Rule {
+            reason: e.to_string(),
+        })?;
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| SandboxError::Rule {
+                reason: e.to_string(),
+            })?;
+    }
+    let device_access = AccessFs::WriteFile | AccessFs::Truncate;
+    for device in WRITABLE_DEVICES {
+        // A missing device (a minimal container) is simply not writable.
+        let Ok(fd) = PathFd::new(device) else {
+            continue;
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, device_access))
+            .map_err(|e| SandboxError::Rule {
+                reason: e.to_string(),
+            })?;
+    }
+    let fd: Option<OwnedFd> = ruleset.into();
+    match fd {
+        Some(ruleset) => Ok(PreparedSandbox { ruleset }),
+        None => Err(unsupported("no ruleset was created".into())),
+    }
+}
+
+/// Confines the calling process with the ruleset `ruleset_fd` (from [`PreparedSandbox`]).
+///
+/// # Safety
+/// Meant for the child between fork and exec (`pre_exec`): it only makes two system calls
+/// (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`), which allocate nothing and take no
+/// lock, so it is async-signal-safe. `ruleset_fd` must be a Landlock ruleset descriptor.
+pub unsafe fn restrict_child(ruleset_fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: plain system calls on integers; see the function's doc.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset_fd, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
