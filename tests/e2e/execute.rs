@@ -487,3 +487,41 @@ fn unsandboxed_mode_says_so_and_runs_commands() {
     let result = e.run(json!({"command": "echo hi"}));
     assert_eq!(result["structuredContent"]["stdout"], "hi\n");
 }
+
+#[test]
+fn progress_notifications_arrive_with_a_token_and_none_without() {
+    if !landlock() {
+        return;
+    }
+    let sdk = std::process::Command::new("python3")
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !sdk {
+        crate::skips::record(
+            "execute progress with the official MCP Python SDK",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
+        );
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let w = format!("/=disk:{}", root.path().display());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_progress.py");
+    let output = std::process::Command::new("python3")
+        .args([
+            script,
+            env!("CARGO_BIN_EXE_mountfs"),
+            "--allow-exec",
+            "--mount",
+            &w,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python SDK progress check failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("progress ok"), "{stdout}");
+}
