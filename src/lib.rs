@@ -42,6 +42,7 @@ pub mod http;
 pub mod limits;
 pub mod mounts;
 pub mod path;
+pub mod prompt;
 pub mod registry;
 pub mod search;
 pub mod server;

@@ -79,21 +79,36 @@ struct Cli {
 
     /// Serve only these tools (comma-separated, e.g. ls,read_file,glob,grep); with ,ro
     /// mounts this makes a read-only server. Unknown names stop start-up. Default: all tools.
-    #[arg(long = "tools", value_name = "NAME,NAME,...")]
+    #[arg(long = "tools", value_name = "NAME,NAME,...", global = true)]
     tools: Option<String>,
 
     /// Offer the `execute` tool (a shell command in a disk mount). Commands run sandboxed with
     /// Landlock: they may read the system but write only inside the writable disk mounts and a
     /// private TMPDIR; where the kernel lacks Landlock the server refuses to start. Pass
     /// --allow-exec=unsandboxed to run commands with the server's full rights instead.
-    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true)]
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true, global = true)]
     allow_exec: Option<mountfs::exec::ExecMode>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
 
     #[command(flatten)]
     limits: mountfs::limits::Limits,
 
     #[command(flatten)]
     http: mountfs::http::HttpArgs,
+}
+
+/// What to do instead of serving.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print the tool definitions the server would serve with the same flags (--tools,
+    /// --allow-exec), for agents that take their tools in a system prompt, and exit.
+    Tools {
+        /// json: the `tools` array of a tools/list answer; xml: a system-prompt section.
+        #[arg(long, value_enum, default_value = "json")]
+        format: mountfs::prompt::PromptFormat,
+    },
 }
 
 /// At most this many glibc malloc arenas. glibc gives each thread that allocates an arena of
@@ -135,6 +150,9 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if let Some(Command::Tools { format }) = cli.command {
+        return print_tools(cli.allow_exec, format);
     }
     if cli.allow_exec == Some(mountfs::exec::ExecMode::Sandboxed)
         && let Err(error) = mountfs::exec::sandbox::probe()
@@ -188,6 +206,34 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// `mountfs tools`: the tool definitions on stdout.
+fn print_tools(
+    exec: Option<mountfs::exec::ExecMode>,
+    format: mountfs::prompt::PromptFormat,
+) -> ExitCode {
+    let printed = mountfs::registry::Registry::load_with_exec(exec)
+        .map_err(|e| e.to_string())
+        .and_then(|registry| {
+            mountfs::prompt::tools_prompt(&registry, format).map_err(|e| e.to_string())
+        });
+    match printed {
+        Ok(text) => {
+            use std::io::Write as _;
+            match std::io::stdout().lock().write_all(text.as_bytes()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("mountfs: cannot write the tool definitions: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `--http`: binds, shows a generated token's client configuration once, serves until SIGTERM

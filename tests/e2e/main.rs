@@ -19,4 +19,5 @@ mod execute;
 mod formats;
 mod protocol;
 mod session;
+mod tools_prompt;
 mod wire;
