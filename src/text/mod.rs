@@ -9,6 +9,8 @@
 //! - [`truncate`]: the 80,000-character result cap and its notice.
 //! - [`replace`]: literal `old_string` → `new_string` replacement with the edit errors of the
 //!   contract, and multi-edit sequencing.
+//! - [`quotes`]: matching `old_string` with typographic and straight quotes treated as equal, and
+//!   writing `new_string` in the file's quote style.
 //! - [`diff`]: unified diffs, changed line ranges and the numbered snippet shown after an edit.
 //! - [`line_endings`]: detecting and restoring CRLF and the UTF-8 BOM around an edit.
 //! - [`patch`]: parsing unified diffs and applying their hunks (`apply_patch`).
@@ -19,5 +21,6 @@ pub mod language;
 pub mod line_endings;
 pub mod numbered;
 pub mod patch;
+pub mod quotes;
 pub mod replace;
 pub mod truncate;

@@ -4,15 +4,19 @@
 //! empty or no-op edits, `read_file` line-number prefixes left in `old_string`, a string not found
 //! (with a pointer to the closest region, or the note that only whitespace differs), a string found
 //! several times, a wrong `expected_replacements`, and conflicting multi-edits. Replacement is
-//! literal: no `$` patterns, no regex. The text is LF text; converting CRLF and the BOM around the
-//! edit is left to [`super::line_endings`], and reading or writing the file to the tools.
+//! literal: no `$` patterns, no regex. An `old_string` not found exactly is looked for again with
+//! typographic and straight quotes treated as equal ([`super::quotes`]); exact matches always win.
+//! The text is LF text; converting CRLF and the BOM around the edit is left to
+//! [`super::line_endings`], and reading or writing the file to the tools.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 
 use similar::{Algorithm, capture_diff_slices, diff_ratio};
 
 use super::numbered::{format_numbered, split_lines};
+use super::quotes::{self, QuoteStyle};
 
 /// How much of a missing `old_string` the not-found error repeats, in characters.
 const OLD_STRING_SHOWN_CHARS: usize = 200;
@@ -53,6 +57,9 @@ pub struct Replaced {
     pub content: String,
     /// How many occurrences were replaced (summed over all edits of a multi-edit).
     pub occurrences: usize,
+    /// How many of them were found only with typographic and straight quotes treated as equal
+    /// (and written in the file's quote style).
+    pub loose_quotes: usize,
 }
 
 /// What the not-found error adds to help the agent find the right text.
@@ -104,6 +111,9 @@ pub enum EditError {
         count: usize,
         /// 1-based line of the start of each occurrence.
         lines: Vec<usize>,
+        /// Whether the occurrences were counted with typographic and straight quotes treated as
+        /// equal (none matched exactly).
+        quotes_folded: bool,
     },
     /// `expected_replacements` differs from the number of occurrences.
     ExpectedMismatch {
@@ -113,6 +123,9 @@ pub enum EditError {
         found: usize,
         /// 1-based line of the start of each occurrence.
         lines: Vec<usize>,
+        /// Whether the occurrences were counted with typographic and straight quotes treated as
+        /// equal (none matched exactly).
+        quotes_folded: bool,
     },
     /// The result would be larger than the edit bound (`--max-edit-bytes`); it was never
     /// built.
@@ -169,24 +182,35 @@ impl EditError {
                     ),
                 }
             }
-            Self::Multiple { count, lines } => write!(
+            Self::Multiple {
+                count,
+                lines,
+                quotes_folded,
+            } => write!(
                 f,
-                "String appears {count} times in file (lines {}). Use replace_all=true to \
+                "String appears {count} times in file (lines {}){}. Use replace_all=true to \
                  replace all instances, or provide a more specific string with surrounding \
                  context.",
-                list_lines(lines)
+                list_lines(lines),
+                folded_note(*quotes_folded)
             ),
             Self::ExpectedMismatch {
                 expected,
                 found,
                 lines,
+                quotes_folded,
             } => {
                 write!(
                     f,
                     "Expected {expected} replacement(s) but found {found} occurrence(s)"
                 )?;
                 if *found > 0 {
-                    write!(f, " (lines {})", list_lines(lines))?;
+                    write!(
+                        f,
+                        " (lines {}){}",
+                        list_lines(lines),
+                        folded_note(*quotes_folded)
+                    )?;
                 }
                 write!(
                     f,
@@ -200,6 +224,15 @@ impl EditError {
                  raise the limit."
             ),
         }
+    }
+}
+
+/// What an occurrence count adds when it was made with quotes folded.
+fn folded_note(quotes_folded: bool) -> &'static str {
+    if quotes_folded {
+        ", counting typographic and straight quotes as equal"
+    } else {
+        ""
     }
 }
 
@@ -274,6 +307,11 @@ impl std::error::Error for MultiEditError {}
 /// [`EditError::LineNumberPrefix`] if `old_string` looks copied from `read_file` rows, else
 /// [`EditError::NotFound`] with a hint. `new_string` is inserted literally.
 ///
+/// When `old_string` occurs nowhere exactly but does once typographic and straight quotes are
+/// folded (`“ ”` ↔ `"`, `‘ ’` ↔ `'`), the same rules apply to the occurrences in the folded text
+/// (so two places differing only in quote style are ambiguous), and `new_string` is written in the
+/// quote style of each occurrence it replaces ([`Replaced::loose_quotes`] counts them).
+///
 /// # Errors
 ///
 /// Any [`EditError`]; `content` is never modified, the new text only exists in the `Ok` value.
@@ -297,17 +335,22 @@ pub fn apply_edit_within(
     }
     let count = content.matches(old).count();
     if count == 0 {
-        return Err(not_found(content, old));
+        return match quotes::find_loose(content, old) {
+            Some(spans) if !spans.is_empty() => apply_loose(content, edit, &spans, max_len),
+            _ => Err(not_found(content, old)),
+        };
     }
     match edit.expected_replacements {
         Some(expected) if expected != count => Err(EditError::ExpectedMismatch {
             expected,
             found: count,
             lines: occurrence_lines(content, old),
+            quotes_folded: false,
         }),
         None if count > 1 && !edit.replace_all => Err(EditError::Multiple {
             count,
             lines: occurrence_lines(content, old),
+            quotes_folded: false,
         }),
         _ if projected_len(content.len(), old.len(), edit.new_string.len(), count) > max_len => {
             Err(EditError::TooLarge {
@@ -319,8 +362,78 @@ pub fn apply_edit_within(
         _ => Ok(Replaced {
             content: content.replace(old, edit.new_string),
             occurrences: count,
+            loose_quotes: 0,
         }),
     }
+}
+
+/// [`apply_edit_within`] for an `old_string` found only with quotes folded, at `spans` (byte
+/// ranges of `content`, ascending, disjoint, at least one).
+fn apply_loose(
+    content: &str,
+    edit: &EditSpec<'_>,
+    spans: &[Range<usize>],
+    max_len: usize,
+) -> Result<Replaced, EditError> {
+    let count = spans.len();
+    let lines = || span_lines(content, spans);
+    match edit.expected_replacements {
+        Some(expected) if expected != count => {
+            return Err(EditError::ExpectedMismatch {
+                expected,
+                found: count,
+                lines: lines(),
+                quotes_folded: true,
+            });
+        }
+        None if count > 1 && !edit.replace_all => {
+            return Err(EditError::Multiple {
+                count,
+                lines: lines(),
+                quotes_folded: true,
+            });
+        }
+        _ => {}
+    }
+    let matched = |span: &Range<usize>| content.get(span.clone()).unwrap_or_default();
+    let styles: Vec<QuoteStyle> = spans
+        .iter()
+        .map(|span| QuoteStyle::of_match(matched(span), edit.old_string))
+        .collect();
+    let size = spans
+        .iter()
+        .zip(&styles)
+        .fold(content.len(), |size, (span, style)| {
+            size.saturating_sub(span.len())
+                .saturating_add(style.applied_len(edit.new_string))
+        });
+    if size > max_len {
+        return Err(EditError::TooLarge {
+            size,
+            limit: max_len,
+        });
+    }
+    let mut out = String::with_capacity(size);
+    let mut copied = 0usize;
+    for (span, style) in spans.iter().zip(&styles) {
+        let before = content.get(copied..span.start).unwrap_or_default();
+        out.push_str(before);
+        if style.is_keep() {
+            out.push_str(edit.new_string);
+        } else {
+            let previous = content
+                .get(..span.start)
+                .and_then(|head| head.chars().next_back());
+            out.push_str(&style.apply(edit.new_string, previous));
+        }
+        copied = span.end;
+    }
+    out.push_str(content.get(copied..).unwrap_or_default());
+    Ok(Replaced {
+        content: out,
+        occurrences: count,
+        loose_quotes: count,
+    })
 }
 
 /// Applies `edits` in order to a working copy of `content`, all or nothing.
@@ -353,6 +466,7 @@ pub fn apply_edits_within(
     }
     let mut working = content.to_owned();
     let mut occurrences = 0usize;
+    let mut loose_quotes = 0usize;
     for (position, edit) in edits.iter().enumerate() {
         let replaced =
             apply_edit_within(&working, edit, max_len).map_err(|error| MultiEditError {
@@ -361,11 +475,13 @@ pub fn apply_edits_within(
                 kind: MultiEditErrorKind::Edit(error),
             })?;
         occurrences += replaced.occurrences;
+        loose_quotes += replaced.loose_quotes;
         working = replaced.content;
     }
     Ok(Replaced {
         content: working,
         occurrences,
+        loose_quotes,
     })
 }
 
@@ -384,10 +500,20 @@ pub fn occurrence_lines(content: &str, needle: &str) -> Vec<usize> {
     if needle.is_empty() {
         return Vec::new();
     }
+    lines_of_starts(content, content.match_indices(needle).map(|(at, _)| at))
+}
+
+/// 1-based line on which each of `spans` starts.
+fn span_lines(content: &str, spans: &[Range<usize>]) -> Vec<usize> {
+    lines_of_starts(content, spans.iter().map(|span| span.start))
+}
+
+/// 1-based line of each byte offset of `starts` (ascending) in `content`.
+fn lines_of_starts(content: &str, starts: impl Iterator<Item = usize>) -> Vec<usize> {
     let mut lines = Vec::new();
     let mut line = 1usize;
     let mut scanned = 0usize;
-    for (position, _) in content.match_indices(needle) {
+    for position in starts {
         line += count_newlines(content.get(scanned..position).unwrap_or_default());
         scanned = position;
         lines.push(line);
@@ -674,20 +800,12 @@ fn similarity(a: &str, b: &str) -> f32 {
 
 /// The first conflict between two edits, as (1-based later edit, kind).
 fn find_conflict(content: &str, edits: &[EditSpec<'_>]) -> Option<(usize, MultiEditErrorKind)> {
-    // Occurrence starts of each old_string in the original text (none for an empty one, which
-    // fails on its own when applied).
-    let positions: Vec<Vec<usize>> = edits
+    // Occurrences of each old_string in the original text, as the edit will find them: exact
+    // ones, else those with quotes folded (none for an empty one, which fails on its own when
+    // applied).
+    let positions: Vec<Vec<Range<usize>>> = edits
         .iter()
-        .map(|edit| {
-            if edit.old_string.is_empty() {
-                Vec::new()
-            } else {
-                content
-                    .match_indices(edit.old_string)
-                    .map(|(at, _)| at)
-                    .collect()
-            }
-        })
+        .map(|edit| occurrence_spans(content, edit.old_string))
         .collect();
     for (later, edit) in edits.iter().enumerate() {
         for (earlier, other) in edits.iter().enumerate().take(later) {
@@ -704,7 +822,7 @@ fn find_conflict(content: &str, edits: &[EditSpec<'_>]) -> Option<(usize, MultiE
             let (Some(mine), Some(theirs)) = (positions.get(later), positions.get(earlier)) else {
                 continue;
             };
-            if intersects(mine, edit.old_string.len(), theirs, other.old_string.len()) {
+            if intersects(mine, theirs) {
                 return Some((
                     later + 1,
                     MultiEditErrorKind::Overlap { other: earlier + 1 },
@@ -715,15 +833,30 @@ fn find_conflict(content: &str, edits: &[EditSpec<'_>]) -> Option<(usize, MultiE
     None
 }
 
-/// Whether some `[a, a + a_len)` intersects some `[b, b + b_len)`; both lists are sorted and
-/// hold non-overlapping spans.
-fn intersects(a: &[usize], a_len: usize, b: &[usize], b_len: usize) -> bool {
+/// Where `old` occurs in `content` as [`apply_edit`] finds it: the exact occurrences, or when
+/// there are none, those found with quotes folded.
+fn occurrence_spans(content: &str, old: &str) -> Vec<Range<usize>> {
+    if old.is_empty() {
+        return Vec::new();
+    }
+    let exact: Vec<Range<usize>> = content
+        .match_indices(old)
+        .map(|(at, found)| at..at + found.len())
+        .collect();
+    if !exact.is_empty() {
+        return exact;
+    }
+    quotes::find_loose(content, old).unwrap_or_default()
+}
+
+/// Whether any span of `a` intersects any span of `b` (both ascending and disjoint).
+fn intersects(a: &[Range<usize>], b: &[Range<usize>]) -> bool {
     let (mut i, mut j) = (0usize, 0usize);
-    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
-        if x < y + b_len && y < x + a_len {
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        if x.start < y.end && y.start < x.end {
             return true;
         }
-        if x + a_len <= y {
+        if x.end <= y.start {
             i += 1;
         } else {
             j += 1;
@@ -772,7 +905,8 @@ mod tests {
             got,
             Replaced {
                 content: "let x = 10;\nlet y = 2;\n".to_string(),
-                occurrences: 1
+                occurrences: 1,
+                loose_quotes: 0
             }
         );
     }
@@ -871,7 +1005,8 @@ mod tests {
             apply_edit(content, &edit("foo", "baz")),
             Err(EditError::Multiple {
                 count: 4,
-                lines: vec![1, 3, 3, 5]
+                lines: vec![1, 3, 3, 5],
+                quotes_folded: false
             })
         );
         assert_eq!(
@@ -905,7 +1040,8 @@ mod tests {
             Err(EditError::ExpectedMismatch {
                 expected: 2,
                 found: 3,
-                lines: vec![1, 2, 3]
+                lines: vec![1, 2, 3],
+                quotes_folded: false
             })
         );
         assert_eq!(
@@ -930,6 +1066,7 @@ mod tests {
             expected: 2,
             found: 0,
             lines: Vec::new(),
+            quotes_folded: false,
         };
         assert_eq!(
             error.to_string(),
@@ -1158,6 +1295,115 @@ mod tests {
         assert_eq!(occurrence_lines("é\n😀é", "é"), vec![1, 2]);
     }
 
+    // --- quote-tolerant matching ---
+
+    #[test]
+    fn straight_quotes_match_typographic_ones_and_keep_the_file_style() {
+        let content = "title = “Hello”\nnote = ‘it’s fine’\n";
+        let got = apply_edit(content, &edit("title = \"Hello\"", "title = \"Hi there\"")).unwrap();
+        assert_eq!(got.content, "title = “Hi there”\nnote = ‘it’s fine’\n");
+        assert_eq!((got.occurrences, got.loose_quotes), (1, 1));
+        let got = apply_edit(content, &edit("'it's fine'", "'it's 'really' fine'")).unwrap();
+        assert_eq!(
+            got.content,
+            "title = “Hello”\nnote = ‘it’s ‘really’ fine’\n"
+        );
+    }
+
+    #[test]
+    fn typographic_quotes_match_straight_ones_and_keep_the_file_style() {
+        let content = "print(\"héllo\")\nx = 'a'\n";
+        let got = apply_edit(content, &edit("print(“héllo”)", "print(“bye”, “now”)")).unwrap();
+        assert_eq!(got.content, "print(\"bye\", \"now\")\nx = 'a'\n");
+        assert_eq!(got.loose_quotes, 1);
+    }
+
+    #[test]
+    fn exact_matches_win_over_loose_ones() {
+        let content = "a “q” b\na \"q\" b\n";
+        let got = apply_edit(content, &edit("\"q\"", "\"r\"")).unwrap();
+        assert_eq!(got.content, "a “q” b\na \"r\" b\n");
+        assert_eq!(got.loose_quotes, 0);
+    }
+
+    #[test]
+    fn loose_uniqueness_is_counted_on_the_folded_text() {
+        // Neither occurrence matches exactly; folded, both do: ambiguous, like any other.
+        let content = "say “hi”\nsay ‘x’ and say \"hi”\n";
+        let spec = edit("say \"hi\"", "say \"bye\"");
+        assert_eq!(
+            apply_edit(content, &spec),
+            Err(EditError::Multiple {
+                count: 2,
+                lines: vec![1, 2],
+                quotes_folded: true
+            })
+        );
+        assert_eq!(
+            error_text(content, spec),
+            "Error: String appears 2 times in file (lines 1, 2), counting typographic and \
+             straight quotes as equal. Use replace_all=true to replace all instances, or provide \
+             a more specific string with surrounding context."
+        );
+        let got = apply_edit(content, &all("say \"hi\"", "say \"bye\"")).unwrap();
+        // The second occurrence mixes styles, so its quotes stay as typed.
+        assert_eq!(got.content, "say “bye”\nsay ‘x’ and say \"bye\"\n");
+        assert_eq!(got.loose_quotes, 2);
+        assert_eq!(
+            apply_edit(content, &expecting("say \"hi\"", "z", 3)),
+            Err(EditError::ExpectedMismatch {
+                expected: 3,
+                found: 2,
+                lines: vec![1, 2],
+                quotes_folded: true
+            })
+        );
+    }
+
+    #[test]
+    fn loose_offsets_survive_multibyte_text_around_them() {
+        let content = "日本 “a” 😀 “a”";
+        let got = apply_edit(content, &all("\"a\"", "\"bb\"")).unwrap();
+        assert_eq!(got.content, "日本 “bb” 😀 “bb”");
+        let got = apply_edit(content, &expecting("😀 \"a\"", "!", 1)).unwrap();
+        assert_eq!(got.content, "日本 “a” !");
+    }
+
+    #[test]
+    fn loose_matching_is_bounded_like_exact_matching() {
+        let content = "“a” “a”";
+        let got = apply_edit_within(content, &all("\"a\"", "\"aaaa\""), 10);
+        assert_eq!(
+            got,
+            Err(EditError::TooLarge {
+                size: "“aaaa” “aaaa”".len(),
+                limit: 10
+            })
+        );
+    }
+
+    #[test]
+    fn quotes_that_match_nowhere_are_still_not_found() {
+        assert!(matches!(
+            apply_edit("“a”", &edit("\"b\"", "x")),
+            Err(EditError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn multi_edit_matches_quotes_loosely_and_sees_loose_overlaps() {
+        let content = "x = “one”; y = ‘two’;\n";
+        let edits = [edit("\"one\"", "\"1\""), edit("y = 'two'", "y = '2'")];
+        let got = apply_edits(content, &edits).unwrap();
+        assert_eq!(got.content, "x = “1”; y = ‘2’;\n");
+        assert_eq!((got.occurrences, got.loose_quotes), (2, 2));
+        let edits = [edit("= \"one\"", "= 1"), edit("\"one\"; y", "z")];
+        assert_eq!(
+            apply_edits(content, &edits).unwrap_err().kind,
+            MultiEditErrorKind::Overlap { other: 1 }
+        );
+    }
+
     // --- multi-edit ---
 
     #[test]
@@ -1168,7 +1414,8 @@ mod tests {
             apply_edits(content, &edits),
             Ok(Replaced {
                 content: "let x = 1;\nlet y = 2;\nlet y2 = y;\n".to_string(),
-                occurrences: 3
+                occurrences: 3,
+                loose_quotes: 0
             })
         );
     }
@@ -1321,17 +1568,19 @@ mod tests {
             apply_edits("abc", &[]),
             Ok(Replaced {
                 content: "abc".to_string(),
-                occurrences: 0
+                occurrences: 0,
+                loose_quotes: 0
             })
         );
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // Lists of spans, one span long.
     fn intersects_checks_every_pair_of_spans() {
-        assert!(intersects(&[0, 10], 3, &[11], 1));
-        assert!(!intersects(&[0, 10], 3, &[3, 8], 2));
-        assert!(intersects(&[5], 1, &[0], 6));
-        assert!(!intersects(&[], 3, &[1], 1));
+        assert!(intersects(&[0..3, 10..13], &[11..12]));
+        assert!(!intersects(&[0..3, 10..13], &[3..5, 8..10]));
+        assert!(intersects(&[5..6], &[0..6]));
+        assert!(!intersects(&[], &[1..2]));
     }
 
     #[test]

@@ -307,15 +307,33 @@ pub async fn commit_text_edit(
 ) -> Result<ToolReply, ToolError> {
     let bytes = line_endings::restore(&replaced.content, loaded.format);
     let version = commit(session, path, Some(&loaded.file), bytes.as_bytes()).await?;
-    Ok(describe_change(
-        headline,
+    let mut headline = headline.to_owned();
+    if replaced.loose_quotes > 0 {
+        headline.push(' ');
+        headline.push_str(LOOSE_QUOTES_NOTE);
+    }
+    let mut reply = describe_change(
+        &headline,
         path,
         &loaded.text,
         &replaced.content,
         Some(replaced.occurrences),
         &version,
-    ))
+    );
+    if let Some(map) = reply.structured.as_mut().and_then(|s| s.as_object_mut()) {
+        map.insert(
+            "quotes_matched_loosely".into(),
+            json!(replaced.loose_quotes),
+        );
+    }
+    Ok(reply)
 }
+
+/// Added to an edit answer when some `old_string` was found only with typographic and straight
+/// quotes treated as equal.
+pub const LOOSE_QUOTES_NOTE: &str = "Quotes matched loosely: old_string was found only with \
+    typographic and straight quotes treated as equal (“ ” = \", ‘ ’ = '); new_string was written \
+    with the file's quotes.";
 
 /// The answer of an edit-type tool: `headline`, then numbered lines around each change (or a
 /// summary when that would flood the agent); the unified diff goes in the structured result.

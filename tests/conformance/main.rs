@@ -3,10 +3,14 @@
 //! `memory::write_then_read`, so `cargo test --test conformance memory::` or
 //! `cargo test --test conformance write_then_read` selects what you want.
 //!
+//! The edit tools' cases that must hold on every backend (loose quotes, edits over a file changed
+//! since it was read) live in edits.rs and run the same way, through a session over the fixture.
+//!
 //! Routing edge cases of the composite (prefix matching, nested mounts, mount points in listings)
 //! live in routing.rs, since they need a particular mount table rather than one backend.
 
 mod cases;
+mod edits;
 mod fixtures;
 mod routing;
 #[path = "../support/mod.rs"]
@@ -22,6 +26,19 @@ macro_rules! case {
                 return;
             };
             crate::cases::$case(&fx).await;
+        }
+    };
+}
+
+/// One `#[tokio::test]` running the edit-tool case `edits::$case` on a fresh fixture.
+macro_rules! edit_case {
+    ($fixture:ident, $case:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some(fx) = crate::fixtures::$fixture().await else {
+                return;
+            };
+            crate::edits::$case(&fx).await;
         }
     };
 }
@@ -59,6 +76,8 @@ macro_rules! conformance {
             case!($fixture, errors_name_virtual_paths);
             case!($fixture, ls_of_a_large_directory_pages_past_subdirectories);
             case!($fixture, grep_and_glob_page_through_many_files);
+            edit_case!($fixture, edits_match_quotes_loosely_both_ways);
+            edit_case!($fixture, loose_quote_matches_are_counted_on_the_folded_text);
         }
     };
 }
