@@ -44,6 +44,7 @@ pub mod mounts;
 pub mod path;
 pub mod prompt;
 pub mod registry;
+pub mod resources;
 pub mod search;
 pub mod server;
 pub mod session;

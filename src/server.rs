@@ -10,13 +10,16 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceTemplate,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use crate::registry::Registry;
+use crate::resources::{self, ResourceError};
 use crate::session::{CURRENT_TURN, Session, Turn};
 use crate::tools::{self, CallContext, ProgressReporter, ToolReply};
 use crate::transport::turn_of;
@@ -175,6 +178,20 @@ fn call_context(
     }
 }
 
+/// The JSON-RPC error of a resource request: unknown files are MCP's resource-not-found, bad
+/// URIs and cursors invalid parameters, the rest internal errors (the text says which).
+fn resource_error(error: ResourceError) -> McpError {
+    let message = error.to_string();
+    match error {
+        ResourceError::NotFound { .. } => McpError::resource_not_found(message, None),
+        ResourceError::InvalidUri { .. }
+        | ResourceError::InvalidCursor(_)
+        | ResourceError::IsADirectory { .. }
+        | ResourceError::TooLarge { .. } => McpError::invalid_params(message, None),
+        ResourceError::Backend(_) => McpError::internal_error(message, None),
+    }
+}
+
 fn success(reply: ToolReply) -> CallToolResult {
     let mut content = vec![ContentBlock::text(reply.text)];
     if let Some((data, mime)) = reply.image {
@@ -187,9 +204,14 @@ fn success(reply: ToolReply) -> CallToolResult {
 
 impl ServerHandler for MountfsServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("mountfs", env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.instructions.clone())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mountfs", env!("CARGO_PKG_VERSION")))
+        .with_instructions(self.instructions.clone())
     }
 
     async fn list_tools(
@@ -217,6 +239,49 @@ impl ServerHandler for MountfsServer {
         self.run_tool_in(session, &request.name, arguments, turn, call)
             .await
             .map(Into::into)
+    }
+
+    /// Every file of every mount, a page at a time in path order (see `resources`).
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let session = self.session_for(&context.extensions)?;
+        let cursor = request.and_then(|request| request.cursor);
+        let (resources, next_cursor) = resources::list_page(&session.backend, cursor.as_deref())
+            .await
+            .map_err(resource_error)?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    /// `mountfs:///{+path}`: any file by its virtual path.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let template = ResourceTemplate::new(resources::URI_TEMPLATE, "file")
+            .with_title("A file of any mount")
+            .with_description(
+                "Any file by its absolute virtual path, e.g. mountfs:///src/main.rs (segments percent-encoded)",
+            );
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    /// One file: text (UTF-8) or a base64 blob; larger files point to `read_file` windows.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let session = self.session_for(&context.extensions)?;
+        let contents = resources::read(&session.backend, &request.uri)
+            .await
+            .map_err(resource_error)?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     /// A method MCP does not define (JSON-RPC -32601), named, with where to look.

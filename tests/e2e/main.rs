@@ -18,6 +18,7 @@ mod edits;
 mod execute;
 mod formats;
 mod protocol;
+mod resources;
 mod session;
 mod tools_prompt;
 mod wire;
