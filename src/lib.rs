@@ -23,6 +23,8 @@
 //! - [`exec`]: the opt-in `execute` tool: shell, Landlock sandbox, timeout and cancellation.
 //! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
+//! - [`roots`]: the client's MCP roots mounted in place of the default table's working
+//!   directory.
 //! - [`http`]: Streamable HTTP with bearer tokens; [`workspace`]: whose session state a
 //!   request uses when one server serves many agents.
 
@@ -45,6 +47,7 @@ pub mod path;
 pub mod prompt;
 pub mod registry;
 pub mod resources;
+pub mod roots;
 pub mod search;
 pub mod server;
 pub mod session;
@@ -103,7 +106,8 @@ where
 {
     let registry = Arc::new(Registry::load_with_exec(session.write_options.exec)?);
     let instructions = instructions(table);
-    let server = MountfsServer::new(registry, session, instructions);
+    let server = MountfsServer::new(registry, session, instructions)
+        .with_roots(roots::RootsFollower::for_table(table));
     let running = server
         .serve(transport)
         .await

@@ -15,6 +15,7 @@ use crate::backend::{
     StoreBackend,
 };
 use crate::config::{BackendSpec, MountSpec, display_prefix};
+use crate::path::VirtualPath;
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 
 /// A mount that could not be opened.
@@ -39,6 +40,9 @@ enum Opened {
 #[derive(Debug, Clone)]
 pub struct MountTable {
     mounts: Vec<(MountSpec, Opened)>,
+    /// Whether a client's MCP roots replace this table's disk mounts (the default table: no
+    /// `--mount` was given). A table the operator gave is never widened by a client.
+    follows_client_roots: bool,
 }
 
 impl MountTable {
@@ -91,7 +95,31 @@ impl MountTable {
             };
             mounts.push((spec, opened));
         }
-        Ok(Self { mounts })
+        Ok(Self {
+            mounts,
+            follows_client_roots: false,
+        })
+    }
+
+    /// Lets clients that offer MCP roots have them mounted in place of this table's disk
+    /// mounts (see `roots.rs`): for the default table only, never for one given with `--mount`.
+    pub fn follow_client_roots(mut self) -> Self {
+        self.follows_client_roots = true;
+        self
+    }
+
+    /// Whether client roots replace this table's disk mounts.
+    pub fn follows_client_roots(&self) -> bool {
+        self.follows_client_roots
+    }
+
+    /// The prefixes of the disk mounts, which client roots replace.
+    pub fn disk_prefixes(&self) -> Vec<VirtualPath> {
+        self.mounts
+            .iter()
+            .filter(|(spec, _)| matches!(spec.backend, BackendSpec::Disk { .. }))
+            .map(|(spec, _)| spec.prefix.clone())
+            .collect()
     }
 
     /// A new session's view: fresh memory mounts, shared everything else.

@@ -10,16 +10,17 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceTemplate,
-    ServerCapabilities, ServerConfig,
+    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
+use crate::roots::RootsFollower;
 use crate::session::{CURRENT_TURN, Session, Turn};
 use crate::tools::{self, CallContext, ProgressReporter, ToolReply};
 use crate::transport::turn_of;
@@ -40,7 +41,12 @@ pub struct MountfsServer {
     registry: Arc<Registry>,
     workspace: WorkspaceSource,
     instructions: String,
+    /// The client's roots, mounted when the table follows them (see `roots.rs`).
+    roots: Arc<RootsFollower>,
 }
+
+/// Told to a client whose roots will be mounted, after the mount list of the instructions.
+pub const ROOTS_NOTE: &str = "The client's roots replace the disk mount above: one root is mounted at /, several at /<root name>/ (ls / shows them); the mounts follow roots/list_changed.";
 
 impl MountfsServer {
     /// A handler serving `session` with the tools of `registry`. `instructions` tell the client
@@ -50,7 +56,14 @@ impl MountfsServer {
             registry,
             workspace: WorkspaceSource::Fixed(session),
             instructions,
+            roots: Arc::new(RootsFollower::disabled()),
         }
+    }
+
+    /// Mounts the client's roots as `roots` says (stdio: the default table follows them).
+    pub fn with_roots(mut self, roots: RootsFollower) -> Self {
+        self.roots = Arc::new(roots);
+        self
     }
 
     /// A handler for HTTP requests: each call runs in the workspace of its request's MCP
@@ -60,10 +73,33 @@ impl MountfsServer {
         workspaces: Arc<Workspaces>,
         instructions: String,
     ) -> Self {
+        let roots = Arc::new(RootsFollower::for_table(workspaces.table()));
         Self {
             registry,
             workspace: WorkspaceSource::PerRequest(workspaces),
             instructions,
+            roots,
+        }
+    }
+
+    /// Mounts the roots the client offers now in the session of `context` (see `roots.rs`).
+    /// `first`: the update `initialize` announced.
+    async fn follow_roots(&self, context: NotificationContext<RoleServer>, first: bool) {
+        let info = context.peer.peer_info();
+        if !self
+            .roots
+            .follows(info.as_ref().map(|info| &info.capabilities))
+        {
+            return;
+        }
+        match self.session_for(&context.extensions) {
+            Ok(session) => self.roots.update(&session, &context.peer, first).await,
+            Err(error) => {
+                tracing::warn!(%error, "roots not mounted: no workspace for the notification");
+                if first {
+                    self.roots.abandon_first_update();
+                }
+            }
         }
     }
 
@@ -214,6 +250,29 @@ impl ServerHandler for MountfsServer {
         .with_instructions(self.instructions.clone())
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if self.roots.follows(Some(&request.capabilities)) {
+            // Calls wait until the roots asked for after `initialized` are mounted.
+            self.roots.expect_first_update();
+            result.instructions = Some(format!("{}\n{ROOTS_NOTE}", self.instructions));
+        }
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.follow_roots(context, true).await;
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        self.follow_roots(context, false).await;
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -234,6 +293,7 @@ impl ServerHandler for MountfsServer {
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
         let turn = turn_of(&context.extensions);
+        self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
         drop(context);
         self.run_tool_in(session, &request.name, arguments, turn, call)
@@ -247,9 +307,10 @@ impl ServerHandler for MountfsServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
         let cursor = request.and_then(|request| request.cursor);
-        let (resources, next_cursor) = resources::list_page(&session.backend, cursor.as_deref())
+        let (resources, next_cursor) = resources::list_page(&session.backend(), cursor.as_deref())
             .await
             .map_err(resource_error)?;
         let mut result = ListResourcesResult::with_all_items(resources);
@@ -277,8 +338,9 @@ impl ServerHandler for MountfsServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
-        let contents = resources::read(&session.backend, &request.uri)
+        let contents = resources::read(&session.backend(), &request.uri)
             .await
             .map_err(resource_error)?;
         Ok(ReadResourceResult::new(vec![contents]).into())

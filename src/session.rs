@@ -6,7 +6,7 @@
 //! shared with every other session of the process (see `mounts.rs`).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::{OwnedMutexGuard, watch};
@@ -283,8 +283,9 @@ tokio::task_local! {
 /// One session (see the module doc).
 #[derive(Debug)]
 pub struct Session {
-    /// The file system as this session sees it.
-    pub backend: Arc<CompositeBackend>,
+    /// The file system as this session sees it; replaced as a whole when the client's roots
+    /// change (see [`Session::backend`]).
+    backend: RwLock<Arc<CompositeBackend>>,
     /// Versions read.
     pub ledger: ReadLedger,
     /// Changes made.
@@ -300,7 +301,7 @@ impl Session {
     /// A new session over `backend`.
     pub fn new(backend: Arc<CompositeBackend>, write_options: WriteOptions) -> Self {
         Self {
-            backend,
+            backend: RwLock::new(backend),
             ledger: ReadLedger::default(),
             undo: UndoHistory::with_budget(
                 usize::try_from(write_options.limits.max_undo_memory_bytes).unwrap_or(usize::MAX),
@@ -309,6 +310,22 @@ impl Session {
             arrival: Arc::new(ArrivalOrder::default()),
             locks: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The file system as this session sees it now. A call keeps the snapshot it took: a mount
+    /// table replaced meanwhile (the client's roots changed) takes effect for later calls.
+    pub fn backend(&self) -> Arc<CompositeBackend> {
+        // The slot only ever holds a whole table: a poisoned lock still holds a valid one.
+        self.backend
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves `backend` from now on (the client's roots changed); calls already running keep
+    /// the table they started with.
+    pub fn replace_backend(&self, backend: Arc<CompositeBackend>) {
+        *self.backend.write().unwrap_or_else(PoisonError::into_inner) = backend;
     }
 
     /// Serialises this session's changes to one file: held from the read of the file to the

@@ -89,6 +89,11 @@ impl Workspaces {
         }
     }
 
+    /// The mount table every workspace starts from.
+    pub fn table(&self) -> &MountTable {
+        &self.table
+    }
+
     /// The limits this map enforces.
     pub fn limits(&self) -> WorkspaceLimits {
         self.limits

@@ -179,7 +179,7 @@ async fn call(session: &Session, tool: &str, args: Value) -> Result<String, Stri
 async fn put(session: &Session, path: &str, bytes: &[u8]) {
     let path = VirtualPath::parse(path).unwrap();
     session
-        .backend
+        .backend()
         .write(&path, bytes, WriteMode::Overwrite)
         .await
         .unwrap();
@@ -187,7 +187,7 @@ async fn put(session: &Session, path: &str, bytes: &[u8]) {
 
 async fn bytes_of(session: &Session, path: &str) -> Vec<u8> {
     let path = VirtualPath::parse(path).unwrap();
-    session.backend.read(&path).await.unwrap().content
+    session.backend().read(&path).await.unwrap().content
 }
 
 /// Puts `text` in a fresh memory session and reads it (any window), as an agent would before

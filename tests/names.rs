@@ -339,7 +339,7 @@ async fn escaped_names_are_accepted_back(kind: Kind) {
             assert_eq!(structured.unwrap()["deleted"][0], n.raw(name));
             let gone = n
                 .session
-                .backend
+                .backend()
                 .stat(&VirtualPath::parse_raw(&n.raw(name)).unwrap())
                 .await;
             assert!(gone.unwrap().is_none(), "{shown} still there");

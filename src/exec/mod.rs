@@ -158,8 +158,8 @@ pub async fn run(
     let temp = PrivateTemp::create().await?;
     let sandbox = match mode {
         ExecMode::Sandboxed => {
-            let mut writable: Vec<&Path> = session
-                .backend
+            let backend = session.backend();
+            let mut writable: Vec<&Path> = backend
                 .mounts()
                 .iter()
                 .filter(|mount| !mount.read_only)
@@ -192,14 +192,15 @@ pub async fn run(
 /// The real directory `cwd` names: a directory of a disk mount. Default: the disk mount closest
 /// to the root (`/` when it is a disk mount).
 async fn working_dir(session: &Session, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
-    let mounts = session.backend.mounts();
+    let backend = session.backend();
+    let mounts = backend.mounts();
     let Some(cwd) = cwd else {
         // Mounts come longest prefix first: the last disk mount is the one closest to `/`.
         let host = mounts.iter().rev().find_map(|m| m.backend.host_dir());
         return Ok(host.ok_or(ExecError::NoDiskMount)?.to_owned());
     };
     let path = VirtualPath::parse(cwd)?;
-    let (mount, inner) = session.backend.route(&path);
+    let (mount, inner) = backend.route(&path);
     let Some(host) = mount.backend.host_dir() else {
         let mut disk: Vec<String> = mounts
             .iter()

@@ -130,7 +130,7 @@ async fn plan(
     hunks: &[Hunk],
 ) -> Result<Planned, ToolError> {
     if action == Action::Create {
-        if session.backend.stat(&path).await?.is_some() {
+        if session.backend().stat(&path).await?.is_some() {
             return Err(ToolError::PatchTarget {
                 path,
                 reason: "the patch creates it (its '---' line is /dev/null) but it already exists; read it and make the patch against its content".into(),
@@ -274,14 +274,14 @@ async fn write_one(session: &Session, plan: &Planned) -> Result<Option<Version>,
     match (&plan.before, &plan.after) {
         (None, Some(bytes)) => Ok(Some(
             session
-                .backend
+                .backend()
                 .write(&plan.path, bytes, WriteMode::CreateOnly)
                 .await?
                 .version,
         )),
         (Some(before), Some(bytes)) => Ok(Some(
             session
-                .backend
+                .backend()
                 .write(
                     &plan.path,
                     bytes,
@@ -292,7 +292,7 @@ async fn write_one(session: &Session, plan: &Planned) -> Result<Option<Version>,
         )),
         (Some(before), None) => {
             session
-                .backend
+                .backend()
                 .delete(
                     &plan.path,
                     &DeleteOptions::file_if_version(before.version.clone()),
@@ -312,12 +312,12 @@ async fn put_back(
     match (&plan.before, written) {
         (None, Some(version)) => {
             session
-                .backend
+                .backend()
                 .delete(&plan.path, &DeleteOptions::file_if_version(version.clone()))
                 .await
         }
         (Some(before), Some(version)) => session
-            .backend
+            .backend()
             .write(
                 &plan.path,
                 &before.content,
@@ -326,7 +326,7 @@ async fn put_back(
             .await
             .map(|_| ()),
         (Some(before), None) => session
-            .backend
+            .backend()
             .write(&plan.path, &before.content, WriteMode::CreateOnly)
             .await
             .map(|_| ()),

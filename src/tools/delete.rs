@@ -38,16 +38,16 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    if session.backend.holds_mount_root(&path) {
+    if session.backend().holds_mount_root(&path) {
         return Err(backend::Error::MountRoot { path }.into());
     }
-    let Some(entry) = session.backend.stat(&path).await? else {
+    let Some(entry) = session.backend().stat(&path).await? else {
         return Err(backend::Error::NotFound { path }.into());
     };
-    if session.backend.is_symlink(&path).await? {
+    if session.backend().is_symlink(&path).await? {
         // The link goes, never what it leads to (like `rm -r link`).
         session
-            .backend
+            .backend()
             .delete(&path, &DeleteOptions::default())
             .await?;
         session.ledger.forget(&path);
@@ -60,7 +60,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     }
     if !args.recursive {
         session
-            .backend
+            .backend()
             .delete(&path, &DeleteOptions::default())
             .await?;
         return Ok(ToolReply::text(format!("Deleted empty directory {path}.")));
@@ -71,7 +71,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
 async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply, ToolError> {
     let _guard = session.lock_file(path).await;
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
-    let (bytes, undoable) = match session.backend.read_at_most(path, bound).await? {
+    let (bytes, undoable) = match session.backend().read_at_most(path, bound).await? {
         BoundedRead::Whole(file) => {
             check_not_stale(session, path, &file.version)?;
             remove_checked(session, path, &file).await?;
@@ -83,7 +83,7 @@ async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply,
             // mount keeps it aside by rename instead; elsewhere it is simply deleted.
             check_not_stale(session, path, &version)?;
             let kept = session
-                .backend
+                .backend()
                 .set_aside(path, &version)
                 .await
                 .map_err(|e| match e {
@@ -142,7 +142,7 @@ pub(crate) async fn remove_if_version(
     version: &Version,
 ) -> Result<(), ToolError> {
     session
-        .backend
+        .backend()
         .delete(path, &DeleteOptions::file_if_version(version.clone()))
         .await
         .map_err(|e| match e {
@@ -174,7 +174,7 @@ pub(crate) fn record_deletion(session: &Session, path: &VirtualPath, file: FileB
 /// show, such as ignored files on disk).
 async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, ToolError> {
     let mut entries = session
-        .backend
+        .backend()
         .glob(&GlobQuery {
             dir: dir.clone(),
             matcher: GlobMatcher::new("*")?,
@@ -197,7 +197,7 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         } else {
             0
         };
-        let file = match session.backend.read_at_most(&entry.path, bound).await {
+        let file = match session.backend().read_at_most(&entry.path, bound).await {
             Ok(BoundedRead::Whole(file)) => (file, true),
             Ok(BoundedRead::TooLarge { version, .. }) => (
                 FileBytes {
@@ -235,7 +235,7 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         deleted.push(path);
     }
     match session
-        .backend
+        .backend()
         .delete(
             dir,
             &DeleteOptions {

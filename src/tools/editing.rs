@@ -58,7 +58,7 @@ pub async fn load_checked_at_most(
     path: &VirtualPath,
     max_bytes: u64,
 ) -> Result<BoundedRead, ToolError> {
-    let read = session.backend.read_at_most(path, max_bytes).await?;
+    let read = session.backend().read_at_most(path, max_bytes).await?;
     let version = match &read {
         BoundedRead::Whole(file) => &file.version,
         BoundedRead::TooLarge { version, .. } => version,
@@ -74,7 +74,7 @@ pub async fn load_checked_at_most(
 /// `--max-edit-bytes` without being read. No read-before-edit check.
 pub async fn read_for_copy(session: &Session, path: &VirtualPath) -> Result<FileBytes, ToolError> {
     let limit = edit_limit(session);
-    match session.backend.read_at_most(path, limit).await? {
+    match session.backend().read_at_most(path, limit).await? {
         BoundedRead::Whole(file) => Ok(file),
         BoundedRead::TooLarge { size, .. } => Err(ToolError::TooLarge {
             subject: path.to_string(),
@@ -136,7 +136,7 @@ pub async fn commit(
         None => WriteMode::CreateOnly,
     };
     let outcome = session
-        .backend
+        .backend()
         .write(path, new_bytes, mode)
         .await
         .map_err(|e| match e {
@@ -181,7 +181,7 @@ pub async fn commit_large(
     // A disk mount keeps the replaced content aside (a hard link made just before the atomic
     // replacement); elsewhere the change cannot be undone.
     let kept = session
-        .backend
+        .backend()
         .write_keeping_aside(path, new_bytes, &version)
         .await
         .map_err(stale)?;
@@ -199,7 +199,7 @@ pub async fn commit_large(
         }
         None => {
             let outcome = session
-                .backend
+                .backend()
                 .write(path, new_bytes, WriteMode::IfVersion(version))
                 .await
                 .map_err(stale)?;
@@ -430,7 +430,7 @@ pub async fn refuse_new_control_names(
         let own_name_has_one = ancestor
             .file_name()
             .is_some_and(|name| name.chars().any(char::is_control));
-        if own_name_has_one && session.backend.stat(&ancestor).await?.is_none() {
+        if own_name_has_one && session.backend().stat(&ancestor).await?.is_none() {
             return Err(refusal.into());
         }
     }

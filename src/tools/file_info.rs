@@ -35,21 +35,22 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    let Some(entry) = session.backend.stat(&path).await? else {
+    let backend = session.backend();
+    let Some(entry) = backend.stat(&path).await? else {
         return Err(backend::Error::NotFound { path }.into());
     };
-    let (mount, _) = session.backend.route(&path);
+    let (mount, _) = backend.route(&path);
     let mut info = serde_json::Map::new();
     info.insert("path".into(), json!(path.as_str()));
     let kind;
     if entry.is_dir() {
         kind = "directory".to_owned();
-        let entries = session.backend.ls(&path).await.map(|e| e.len()).ok();
+        let entries = session.backend().ls(&path).await.map(|e| e.len()).ok();
         info.insert("kind".into(), json!("directory"));
         info.insert("entries".into(), json!(entries));
     } else {
         let view = session
-            .backend
+            .backend()
             .read_window(
                 &path,
                 LineWindow {
@@ -65,7 +66,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                     // Read through the bound only: a file grown since the window is not
                     // read whole.
                     None if text.size <= COUNT_LINES_MAX_BYTES => match session
-                        .backend
+                        .backend()
                         .read_at_most(&path, COUNT_LINES_MAX_BYTES)
                         .await?
                     {

@@ -33,11 +33,11 @@ pub struct Args {
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let dir = VirtualPath::parse(&args.path)?;
     let matcher = GlobMatcher::new(&args.pattern)?;
-    if session.backend.stat(&dir).await?.is_none() {
+    if session.backend().stat(&dir).await?.is_none() {
         return Err(backend::Error::NotFound { path: dir }.into());
     }
     let mut files = session
-        .backend
+        .backend()
         .glob(&GlobQuery {
             dir: dir.clone(),
             matcher,

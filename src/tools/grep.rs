@@ -80,7 +80,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     )?
     .with_max_line_bytes(session.write_options.limits.grep_max_line_bytes);
     let file_filter = args.glob.as_deref().map(GlobMatcher::new).transpose()?;
-    if session.backend.stat(&dir).await?.is_none() {
+    if session.backend().stat(&dir).await?.is_none() {
         return Err(backend::Error::NotFound { path: dir }.into());
     }
     let collect = match args.output_mode {
@@ -106,7 +106,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         GrepCollect::Lines { context, window } if window.offset > DEEP_OFFSET => {
             deep_page(session, query, context, window).await?
         }
-        _ => session.backend.grep(&query).await?,
+        _ => session.backend().grep(&query).await?,
     };
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let (skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
@@ -157,7 +157,7 @@ async fn deep_page(
     window: LineWindowBudget,
 ) -> Result<Vec<GrepFile>, ToolError> {
     let mut files = session
-        .backend
+        .backend()
         .grep(&GrepQuery {
             collect: GrepCollect::Lines {
                 context,
@@ -181,7 +181,7 @@ async fn deep_page(
                 chars: chars_left,
             };
             let found = session
-                .backend
+                .backend()
                 .grep(&GrepQuery {
                     dir: file.path.clone(),
                     file_filter: None,

@@ -50,7 +50,7 @@ pub async fn fit(session: &Session, context: &CallContext, tool: &str, text: Str
         return text;
     }
     let scratch = session
-        .backend
+        .backend()
         .mounts()
         .iter()
         .any(|mount| mount.prefix.as_str() == SCRATCH_MOUNT && !mount.read_only);
@@ -78,7 +78,7 @@ async fn save(session: &Session, id: &str, content: &[u8]) -> Result<VirtualPath
         };
         let path = VirtualPath::parse(&format!("{RESULTS_DIR}/{name}"))?;
         match session
-            .backend
+            .backend()
             .write(&path, content, WriteMode::CreateOnly)
             .await
         {

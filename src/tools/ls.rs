@@ -32,7 +32,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
 
 /// The formatted listing of `dir` (shared with read_file on a directory).
 pub async fn listing(dir: &VirtualPath, session: &Session) -> Result<String, ToolError> {
-    let mut entries = session.backend.ls(dir).await?;
+    let mut entries = session.backend().ls(dir).await?;
     if entries.is_empty() {
         return Ok(format!("Directory {dir} is empty."));
     }

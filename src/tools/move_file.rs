@@ -43,7 +43,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         return Err(ToolError::SamePath { path: source });
     }
     for path in [&source, &destination] {
-        if session.backend.holds_mount_root(path) {
+        if session.backend().holds_mount_root(path) {
             return Err(backend::Error::MountRoot { path: path.clone() }.into());
         }
     }
@@ -53,13 +53,13 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             destination,
         });
     }
-    if session.backend.route(&source).0.read_only {
+    if session.backend().route(&source).0.read_only {
         return Err(backend::Error::ReadOnly { path: source }.into());
     }
-    let Some(entry) = session.backend.stat(&source).await? else {
+    let Some(entry) = session.backend().stat(&source).await? else {
         return Err(backend::Error::NotFound { path: source }.into());
     };
-    if session.backend.same_file(&source, &destination).await? {
+    if session.backend().same_file(&source, &destination).await? {
         return Err(ToolError::SamePath { path: source });
     }
     super::editing::refuse_new_control_names(session, &destination).await?;
@@ -106,7 +106,7 @@ async fn move_one(
 ) -> Result<Moved, ToolError> {
     let file = read_for_copy(session, source).await?;
     check_not_stale(session, source, &file.version)?;
-    let replaced = match session.backend.stat(destination).await? {
+    let replaced = match session.backend().stat(destination).await? {
         None => None,
         Some(entry) if entry.is_dir() => {
             let suggestion = source
@@ -136,7 +136,7 @@ async fn move_one(
         WriteMode::IfVersion(f.version.clone())
     });
     let written = session
-        .backend
+        .backend()
         .write(destination, &file.content, mode)
         .await
         .map_err(|e| stale_or(e, destination))?;
@@ -192,12 +192,12 @@ async fn take_back_copy(
     match replaced {
         None => {
             session
-                .backend
+                .backend()
                 .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
                 .await
         }
         Some(old) => session
-            .backend
+            .backend()
             .write(
                 destination,
                 &old.content,
@@ -242,14 +242,14 @@ async fn move_tree(
     source: &VirtualPath,
     destination: &VirtualPath,
 ) -> Result<ToolReply, ToolError> {
-    if session.backend.stat(destination).await?.is_some() {
+    if session.backend().stat(destination).await?.is_some() {
         return Err(ToolError::DestinationExists {
             path: destination.clone(),
             hint: "A directory is moved to a path that does not exist yet; choose another name, or delete the destination first".into(),
         });
     }
     let mut entries = session
-        .backend
+        .backend()
         .glob(&GlobQuery {
             dir: source.clone(),
             matcher: GlobMatcher::new("*")?,
@@ -286,7 +286,7 @@ async fn move_tree(
     let mut copies: Vec<(VirtualPath, Version)> = Vec::new();
     for ((from, to), file) in pairs.iter().zip(&files) {
         match session
-            .backend
+            .backend()
             .write(to, &file.content, WriteMode::CreateOnly)
             .await
         {
@@ -308,7 +308,7 @@ async fn move_tree(
             let mut left = Vec::new();
             for ((earlier, _), earlier_file) in pairs.iter().zip(&files).take(index) {
                 if let Err(e) = session
-                    .backend
+                    .backend()
                     .write(earlier, &earlier_file.content, WriteMode::CreateOnly)
                     .await
                 {
@@ -365,7 +365,7 @@ async fn remove_copies(session: &Session, copies: &[(VirtualPath, Version)]) -> 
     let mut left = Vec::new();
     for (path, version) in copies {
         let options = DeleteOptions::file_if_version(version.clone());
-        if let Err(e) = session.backend.delete(path, &options).await {
+        if let Err(e) = session.backend().delete(path, &options).await {
             left.push(format!("the copy {path} could not be removed ({e})"));
         }
     }
@@ -390,7 +390,7 @@ async fn remove_empty_dirs(session: &Session, dir: &VirtualPath) -> bool {
     let mut dirs = vec![dir.clone()];
     let mut index = 0;
     while let Some(current) = dirs.get(index).cloned() {
-        if let Ok(entries) = session.backend.ls(&current).await {
+        if let Ok(entries) = session.backend().ls(&current).await {
             dirs.extend(entries.into_iter().filter(|e| e.is_dir()).map(|e| e.path));
         }
         index += 1;
@@ -399,9 +399,9 @@ async fn remove_empty_dirs(session: &Session, dir: &VirtualPath) -> bool {
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for current in &dirs {
         let _ = session
-            .backend
+            .backend()
             .delete(current, &DeleteOptions::default())
             .await;
     }
-    matches!(session.backend.stat(dir).await, Ok(Some(_)))
+    matches!(session.backend().stat(dir).await, Ok(Some(_)))
 }

@@ -44,7 +44,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         offset: args.offset,
         limit: args.limit.max(1),
     };
-    let view = match session.backend.read_window(&path, window).await {
+    let view = match session.backend().read_window(&path, window).await {
         Ok(view) => view,
         Err(backend::Error::IsADirectory { .. }) => return directory(&path, session).await,
         Err(e) => return Err(e.into()),
@@ -61,8 +61,10 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             {
                 // Read through the bound only: a file grown huge since the sample is described
                 // below instead of read whole.
-                if let BoundedRead::Whole(file) =
-                    session.backend.read_at_most(&path, MAX_IMAGE_BYTES).await?
+                if let BoundedRead::Whole(file) = session
+                    .backend()
+                    .read_at_most(&path, MAX_IMAGE_BYTES)
+                    .await?
                 {
                     session.ledger.record(&path, &file.version);
                     let data = base64::engine::general_purpose::STANDARD.encode(&file.content);

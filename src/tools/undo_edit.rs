@@ -56,7 +56,7 @@ async fn undo(
     // keep (--max-undo-memory-bytes); a bigger file is compared by its version alone.
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
     let mut unread_size = None;
-    let current = match session.backend.read_at_most(path, bound).await {
+    let current = match session.backend().read_at_most(path, bound).await {
         Ok(BoundedRead::Whole(file)) => Some(file),
         Ok(BoundedRead::TooLarge { size, version }) => {
             unread_size = Some(size);
@@ -88,7 +88,7 @@ async fn undo(
         )),
         (Some(before), Some(after), Some(file)) => {
             let outcome = session
-                .backend
+                .backend()
                 .write(path, before, WriteMode::IfVersion(after.clone()))
                 .await
                 .map_err(|e| refused(e, path))?;
@@ -112,7 +112,7 @@ async fn undo(
         }
         (None, Some(after), Some(file)) => {
             session
-                .backend
+                .backend()
                 .delete(path, &DeleteOptions::file_if_version(after.clone()))
                 .await
                 .map_err(|e| refused(e, path))?;
@@ -139,7 +139,7 @@ async fn undo(
         }
         (Some(before), None, None) => {
             let outcome = session
-                .backend
+                .backend()
                 .write(path, before, WriteMode::CreateOnly)
                 .await
                 .map_err(|e| refused(e, path))?;

@@ -32,7 +32,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let path = VirtualPath::parse(&args.file_path)?;
     check_edit_size(session, "content", args.content.len())?;
     let _guard = session.lock_file(&path).await;
-    let existing = match session.backend.stat(&path).await? {
+    let existing = match session.backend().stat(&path).await? {
         Some(entry) if entry.is_dir() => {
             return Err(backend::Error::IsADirectory { path }.into());
         }

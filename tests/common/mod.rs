@@ -66,16 +66,24 @@ impl StdioClient {
     /// at `/`: the default table would open `/memories/` in the user's data directory, which
     /// tests must never touch (the default table has its own test, with a temporary one).
     pub fn spawn(args: &[&str]) -> Self {
-        let cwd = tempfile::tempdir().expect("working directory for mountfs");
         let args: &[&str] = if args.is_empty() {
             &["--mount", "/=memory"]
         } else {
             args
         };
+        Self::spawn_with_env(args, &[])
+    }
+
+    /// Starts the binary with exactly `args` (none: the default table) and extra environment
+    /// variables (`XDG_DATA_HOME` and `HOME`, so the default table stays in temporary
+    /// directories), without initialising.
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> Self {
+        let cwd = tempfile::tempdir().expect("working directory for mountfs");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
             .args(args)
             .current_dir(cwd.path())
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

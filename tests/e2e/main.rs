@@ -19,6 +19,7 @@ mod execute;
 mod formats;
 mod protocol;
 mod resources;
+mod roots;
 mod session;
 mod tools_prompt;
 mod wire;

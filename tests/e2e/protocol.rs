@@ -256,4 +256,9 @@ fn help_shows_the_mount_grammar_and_default_table() {
         "{help}"
     );
     assert!(help.contains("--tools <NAME,NAME,...>"), "{help}");
+    assert!(
+        help.contains("A client offering MCP roots gets its root directories mounted"),
+        "{help}"
+    );
+    assert!(help.contains("With --mount, roots are ignored."), "{help}");
 }

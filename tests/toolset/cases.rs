@@ -192,7 +192,7 @@ pub async fn undo_of_a_create_is_refused_when_the_file_was_deleted(fx: &Fixture)
     fx.ok("write_file", json!({"file_path": f, "content": "fresh\n"}))
         .await;
     fx.session
-        .backend
+        .backend()
         .delete(
             &mountfs::path::VirtualPath::parse(&f).unwrap(),
             &Default::default(),
@@ -602,7 +602,7 @@ pub async fn delete_removes_a_file_and_undo_restores_it(fx: &Fixture) {
     fx.refused("write_file", json!({"file_path": f, "content": "x"}), &[&f])
         .await;
     fx.session
-        .backend
+        .backend()
         .delete(
             &mountfs::path::VirtualPath::parse(&f).unwrap(),
             &Default::default(),

@@ -146,7 +146,7 @@ impl Fixture {
     /// Writes behind the session's back (another program, another server).
     pub async fn put(&self, path: &str, bytes: &[u8]) {
         self.session
-            .backend
+            .backend()
             .write(
                 &VirtualPath::parse(path).unwrap(),
                 bytes,
@@ -159,7 +159,7 @@ impl Fixture {
     /// The file's bytes, `None` when there is no file.
     pub async fn bytes(&self, path: &str) -> Option<Vec<u8>> {
         self.session
-            .backend
+            .backend()
             .read(&VirtualPath::parse(path).unwrap())
             .await
             .ok()

@@ -1,0 +1,229 @@
+//! MCP roots (issue 12): without `--mount`, a client offering roots gets each root directory
+//! mounted (`/` for one, `/<name>/` for several), remounted on `notifications/roots/list_changed`;
+//! with `--mount` the roots are never asked for. A client written here answers `roots/list`
+//! itself, so every message of the exchange is checked.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::StdioClient;
+
+/// A client declaring the roots capability, started on the default table (no `--mount`, data
+/// and home directories temporary) or on `args`.
+struct RootsClient {
+    client: StdioClient,
+    _data: tempfile::TempDir,
+    _home: tempfile::TempDir,
+}
+
+impl RootsClient {
+    fn start(args: &[&str]) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut client = StdioClient::spawn_with_env(
+            args,
+            &[("XDG_DATA_HOME", data.path()), ("HOME", home.path())],
+        );
+        let init = client.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"roots": {"listChanged": true}},
+                "clientInfo": {"name": "roots-test", "version": "1"}
+            }),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        client.notify("notifications/initialized", json!({}));
+        Self {
+            client,
+            _data: data,
+            _home: home,
+        }
+    }
+
+    /// Waits for the server's `roots/list` request and answers it with `roots`.
+    fn answer_roots(&mut self, roots: Value) {
+        let request = self.client.recv();
+        assert_eq!(
+            request["method"], "roots/list",
+            "expected roots/list: {request}"
+        );
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"roots": roots}});
+        self.client.send_raw(&answer.to_string());
+    }
+
+    fn listing(&mut self, path: &str) -> Vec<String> {
+        let text = self.client.ok("ls", json!({"path": path}));
+        text.lines().map(str::to_owned).collect()
+    }
+}
+
+fn uri(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+/// Two directories with one file each, `alpha/a.txt` and `beta/b.txt`.
+fn two_projects() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let top = tempfile::tempdir().unwrap();
+    let alpha = top.path().join("alpha");
+    let beta = top.path().join("beta project");
+    std::fs::create_dir(&alpha).unwrap();
+    std::fs::create_dir(&beta).unwrap();
+    std::fs::write(alpha.join("a.txt"), "from alpha\n").unwrap();
+    std::fs::write(beta.join("b.txt"), "from beta\n").unwrap();
+    (top, alpha, beta)
+}
+
+#[test]
+fn two_roots_are_both_mounted_and_list_changed_remounts_one_at_root() {
+    let (_top, alpha, beta) = two_projects();
+    let mut c = RootsClient::start(&[]);
+    std::fs::write(c.client.cwd().join("cwd-only.txt"), "cwd\n").unwrap();
+    // The second root's URI is percent-encoded and unnamed: its directory names its mount.
+    let beta_uri = uri(&beta).replace(' ', "%20");
+    c.answer_roots(json!([
+        {"uri": uri(&alpha), "name": "alpha"},
+        {"uri": beta_uri},
+    ]));
+    let root = c.listing("/");
+    for mount in ["/alpha/", "/beta-project/", "/memories/", "/scratch/"] {
+        assert!(
+            root.contains(&mount.to_owned()),
+            "{mount} missing: {root:?}"
+        );
+    }
+    assert!(
+        !root.iter().any(|line| line.contains("cwd-only")),
+        "the roots replace the working directory: {root:?}"
+    );
+    let a = c
+        .client
+        .ok("read_file", json!({"file_path": "/alpha/a.txt"}));
+    assert!(a.contains("from alpha"), "{a}");
+    let b = c.listing("/beta-project");
+    assert_eq!(b, vec!["/beta-project/b.txt (10 bytes)"], "{b:?}");
+    // Writes land in the client's directory.
+    c.client.ok(
+        "write_file",
+        json!({"file_path": "/alpha/new.txt", "content": "made\n"}),
+    );
+    assert_eq!(
+        std::fs::read_to_string(alpha.join("new.txt")).unwrap(),
+        "made\n"
+    );
+    c.client.ok(
+        "write_file",
+        json!({"file_path": "/scratch/keep.txt", "content": "kept\n"}),
+    );
+
+    // One root now: mounted at /, the memory mount keeps its contents.
+    c.client
+        .notify("notifications/roots/list_changed", json!({}));
+    c.answer_roots(json!([{"uri": uri(&beta), "name": "beta"}]));
+    let root = c.listing("/");
+    assert!(root.contains(&"/b.txt (10 bytes)".to_owned()), "{root:?}");
+    assert!(root.contains(&"/scratch/".to_owned()), "{root:?}");
+    assert!(!root.iter().any(|line| line.contains("alpha")), "{root:?}");
+    let kept = c
+        .client
+        .ok("read_file", json!({"file_path": "/scratch/keep.txt"}));
+    assert!(kept.contains("kept"), "{kept}");
+    let b = c.client.ok("read_file", json!({"file_path": "/b.txt"}));
+    assert!(b.contains("from beta"), "{b}");
+}
+
+#[test]
+fn unsafe_and_foreign_roots_are_refused_and_the_default_table_stays() {
+    let mut c = RootsClient::start(&[]);
+    std::fs::write(c.client.cwd().join("cwd-only.txt"), "cwd\n").unwrap();
+    c.answer_roots(json!([
+        {"uri": "file:///", "name": "everything"},
+        {"uri": "https://example.com/repo"},
+        {"uri": "file://server/share"},
+    ]));
+    let root = c.listing("/");
+    assert!(
+        root.contains(&"/cwd-only.txt (4 bytes)".to_owned()),
+        "no usable root: the working directory stays mounted: {root:?}"
+    );
+    assert!(!root.iter().any(|line| line.contains("/etc")), "{root:?}");
+}
+
+#[test]
+fn roots_never_widen_a_table_given_with_mount() {
+    let served = tempfile::tempdir().unwrap();
+    std::fs::write(served.path().join("given.txt"), "given\n").unwrap();
+    let mount = format!("/=disk:{}", served.path().display());
+    let mut c = RootsClient::start(&["--mount", &mount]);
+    // The server never asks for the roots, and a change announced is ignored too.
+    c.client
+        .notify("notifications/roots/list_changed", json!({}));
+    let id = c.client.send(
+        "tools/call",
+        json!({"name": "ls", "arguments": {"path": "/"}}),
+    );
+    let mut answer = None;
+    while answer.is_none() {
+        let message = c
+            .client
+            .recv_within(Duration::from_secs(5))
+            .expect("an answer to ls");
+        assert_ne!(
+            message["method"], "roots/list",
+            "roots asked for: {message}"
+        );
+        if message["id"] == id {
+            answer = Some(message);
+        }
+    }
+    let text = answer.unwrap()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(text, "/given.txt (6 bytes)", "{text}");
+    assert!(
+        c.client.recv_within(Duration::from_millis(300)).is_none(),
+        "nothing more is sent"
+    );
+}
+
+/// The official MCP Python SDK offers two roots (`list_roots_callback`), then one.
+#[test]
+fn the_python_sdk_s_roots_are_mounted_and_followed() {
+    let sdk = std::process::Command::new("python3")
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !sdk {
+        crate::skips::record(
+            "roots with the official MCP Python SDK",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
+        );
+        return;
+    }
+    let (top, alpha, beta) = two_projects();
+    let cwd = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_roots.py");
+    let output = std::process::Command::new("python3")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_mountfs"))
+        .arg(&alpha)
+        .arg(&beta)
+        .current_dir(cwd.path())
+        .env("XDG_DATA_HOME", data.path())
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python SDK roots check failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("roots ok"), "{stdout}");
+    drop(top);
+}
