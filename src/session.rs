@@ -280,6 +280,11 @@ tokio::task_local! {
     pub static CURRENT_TURN: Arc<Turn>;
 }
 
+tokio::task_local! {
+    /// The session (by [`Session::identity`]) and mount table a tool call runs with.
+    static CALL_TABLE: (usize, Arc<CompositeBackend>);
+}
+
 /// One session (see the module doc).
 #[derive(Debug)]
 pub struct Session {
@@ -312,14 +317,34 @@ impl Session {
         }
     }
 
-    /// The file system as this session sees it now. A call keeps the snapshot it took: a mount
-    /// table replaced meanwhile (the client's roots changed) takes effect for later calls.
+    /// The file system as this session sees it: inside [`Session::with_table_snapshot`] (every
+    /// tool call) the table the call started with, else the table now.
     pub fn backend(&self) -> Arc<CompositeBackend> {
+        let me = self.identity();
+        let pinned = CALL_TABLE.try_with(|(owner, table)| (*owner == me).then(|| table.clone()));
+        if let Ok(Some(table)) = pinned {
+            return table;
+        }
         // The slot only ever holds a whole table: a poisoned lock still holds a valid one.
         self.backend
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Runs `call` with the table as it is now pinned: every [`Session::backend`] of this
+    /// session in `call`'s task sees that one table, even when the client's roots replace it
+    /// meanwhile (a move never copies in one table and deletes in another). Later calls see the
+    /// new table.
+    pub async fn with_table_snapshot<F: std::future::Future>(&self, call: F) -> F::Output {
+        CALL_TABLE
+            .scope((self.identity(), self.backend()), call)
+            .await
+    }
+
+    /// Tells sessions apart while both are alive (a call holds its session for its duration).
+    fn identity(&self) -> usize {
+        std::ptr::from_ref(self) as usize
     }
 
     /// Serves `backend` from now on (the client's roots changed); calls already running keep
@@ -414,6 +439,38 @@ mod tests {
         drop(first);
         waiting.await.unwrap();
         assert!(order.receiver(&path).is_none(), "an idle queue is removed");
+    }
+
+    fn memory_table() -> Arc<CompositeBackend> {
+        Arc::new(CompositeBackend::new(Vec::new(), || {
+            Arc::new(crate::backend::StateBackend::new())
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_call_keeps_its_table_when_the_table_is_replaced() {
+        let first = memory_table();
+        let session = Session::new(first.clone(), WriteOptions::default());
+        let other = Session::new(memory_table(), WriteOptions::default());
+        let second = memory_table();
+        session
+            .with_table_snapshot(async {
+                session.replace_backend(second.clone());
+                tokio::task::yield_now().await;
+                assert!(
+                    Arc::ptr_eq(&session.backend(), &first),
+                    "pinned for the call"
+                );
+                assert!(
+                    !Arc::ptr_eq(&other.backend(), &first),
+                    "another session's table is its own"
+                );
+            })
+            .await;
+        assert!(
+            Arc::ptr_eq(&session.backend(), &second),
+            "later calls see the new one"
+        );
     }
 
     #[test]

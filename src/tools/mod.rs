@@ -313,10 +313,14 @@ pub async fn call_in(
     session: &Session,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    match name {
-        "execute" => crate::exec::run(parse(name, arguments)?, session, context).await,
-        _ => call(name, arguments, session).await,
-    }
+    // One mount table for the whole call, even when the client's roots change meanwhile.
+    let run = async {
+        match name {
+            "execute" => crate::exec::run(parse(name, arguments)?, session, context).await,
+            _ => call(name, arguments, session).await,
+        }
+    };
+    session.with_table_snapshot(run).await
 }
 
 /// The JSON Schema schemars derives from each tool's typed `Args`, for the test that proves the

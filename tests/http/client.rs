@@ -32,7 +32,20 @@ impl Server {
 
     /// [`Server::start`] on `addr`.
     pub async fn start_at(addr: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_in(None, addr, args, env).await
+    }
+
+    /// [`Server::start_at`] with `cwd` as the working directory (the default table's `/`).
+    pub async fn start_in(
+        cwd: Option<&std::path::Path>,
+        addr: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mountfs"));
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
         command
             .arg("--http")
             .arg(addr)

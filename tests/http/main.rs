@@ -769,3 +769,56 @@ async fn a_body_trickling_in_gets_408_and_does_not_hold_shutdown() {
     assert!(status.success(), "{status:?}\n{}", server.stderr());
     drop(stalled);
 }
+
+/// Without --mount, each MCP session mounts its own client's roots, and follows their changes
+/// (issue 12), with the official MCP Python SDK's Streamable HTTP client as both agents.
+#[tokio::test]
+async fn each_http_session_mounts_its_own_clients_roots() {
+    let python_sdk = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.streamable_http"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python_sdk {
+        support::skips::record(
+            "roots over HTTP with the official MCP Python SDK",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
+        );
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    let dir = |name: &str, file: &str, text: &str| {
+        let dir = top.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(file), text).unwrap();
+        dir.to_string_lossy().into_owned()
+    };
+    let alpha = dir("alpha", "a.txt", "from alpha\n");
+    let beta = dir("beta", "b.txt", "from beta\n");
+    let gamma = dir("gamma", "g.txt", "from gamma\n");
+    let cwd = dir("cwd", "cwd-only.txt", "cwd\n");
+    let data = top.path().join("data").to_string_lossy().into_owned();
+    let home = dir("home", "private.txt", "secret\n");
+    let env = [
+        ("MOUNTFS_TOKEN", ALICE),
+        ("XDG_DATA_HOME", data.as_str()),
+        ("HOME", home.as_str()),
+    ];
+    let server = Server::start_in(Some(std::path::Path::new(&cwd)), "127.0.0.1:0", &[], &env).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/sdk_http_roots.py"
+    );
+    let output = tokio::process::Command::new("python3")
+        .args([script, &server.url, ALICE, &alpha, &beta, &gamma])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python SDK roots over HTTP failed:\n{stdout}\n{stderr}\nserver:\n{}",
+        server.stderr()
+    );
+    assert!(stdout.contains("http roots ok"), "{stdout}");
+}
