@@ -1,7 +1,8 @@
 //! Content sniffing: is a file text or binary, and is it an image MCP can carry as image content.
 //!
 //! Per the seeds (003, "二进制文件检测"): a NUL byte in the first 8 KiB, or a known binary magic
-//! number, makes a file binary. Decoding and line handling live in `text/`; I/O in `backend/`.
+//! number, makes a file binary; UTF-16 text with a byte order mark is the exception. Decoding
+//! and line handling live in `text/`; I/O in `backend/`.
 
 /// How many leading bytes are inspected (and kept in a binary sample).
 pub const SNIFF_BYTES: usize = 8192;
@@ -23,9 +24,13 @@ const BINARY_MAGIC: &[(&[u8], &str)] = &[
     (b"\x00asm", "WebAssembly module"),
 ];
 
-/// Whether the content (or its first [`SNIFF_BYTES`]) looks binary.
+/// Whether the content (or its first [`SNIFF_BYTES`]) looks binary. A head starting with a
+/// UTF-16 byte order mark and reading as UTF-16 text is text, though it holds NUL bytes.
 pub fn looks_binary(content: &[u8]) -> bool {
     let head = &content[..content.len().min(SNIFF_BYTES)];
+    if crate::text::encoding::is_utf16_text(head) {
+        return false;
+    }
     head.contains(&0) || describe_magic(head).is_some() || image_mime(head).is_some()
 }
 
@@ -68,6 +73,8 @@ mod tests {
         assert!(!looks_binary(b"fn main() {}\n"));
         assert!(!looks_binary("héllo wörld".as_bytes()));
         assert!(!looks_binary(b""));
+        assert!(!looks_binary(b"\xff\xfeh\0i\0\n\0"), "UTF-16LE with a BOM");
+        assert!(!looks_binary(b"\xfe\xff\0h\0i\0\n"), "UTF-16BE with a BOM");
     }
 
     #[test]

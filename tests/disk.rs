@@ -306,6 +306,10 @@ async fn directories_images_and_invalid_utf8_read_as_the_contract_says() {
     );
     d.put("latin1.txt", b"caf\xe9\n");
     let text = d.ok("read_file", json!({"file_path": "/latin1.txt"})).await;
+    assert!(text.starts_with("     1\tcafé"), "{text}");
+    assert!(text.contains("is encoded in windows-1252"), "{text}");
+    d.put("bad.txt", b"\xef\xbb\xbfcaf\xe9\n");
+    let text = d.ok("read_file", json!({"file_path": "/bad.txt"})).await;
     assert!(text.starts_with("     1\tcaf\u{fffd}"), "{text}");
     assert!(text.contains("not valid UTF-8"), "{text}");
     d.put("blob.bin", b"\0\x01\x02binary");

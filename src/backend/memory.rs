@@ -267,7 +267,8 @@ impl Backend for StateBackend {
             if crate::content::looks_binary(&data.content) {
                 continue;
             }
-            let text = String::from_utf8_lossy(&data.content);
+            // UTF-16 and legacy encodings are searched as the text read_file shows.
+            let text = crate::text::encoding::decode_lossy(&data.content);
             if let Some(found) = grep_text(&path, &text, &query.pattern, query.collect) {
                 out.push(found);
             }

@@ -26,6 +26,7 @@ use thiserror::Error;
 use crate::content;
 use crate::path::{PathError, VirtualPath};
 use crate::search::{GlobMatcher, GrepPattern};
+use crate::text::encoding::{self, Detection, FileEncoding};
 
 pub use composite::{CompositeBackend, Mount};
 pub use filesystem::{FilesystemBackend, FilesystemOptions};
@@ -193,7 +194,8 @@ pub enum FileView {
     Binary(BinarySample),
 }
 
-/// Lines of a text file, decoded as UTF-8 (lossily when needed), CRLF shown as LF.
+/// Lines of a text file, decoded from its own encoding (`text::encoding`; UTF-8 with U+FFFD
+/// when it is valid in none), CRLF shown as LF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextWindow {
     /// The lines of the window, without line terminators.
@@ -202,8 +204,11 @@ pub struct TextWindow {
     pub total_lines: Option<usize>,
     /// Whether lines remain after the window.
     pub has_more: bool,
-    /// Whether invalid UTF-8 was replaced.
+    /// Whether bytes valid in no encoding found were replaced by U+FFFD (such a file is shown,
+    /// never edited).
     pub lossy: bool,
+    /// The file's encoding (UTF-8 when `lossy`, or for a big file streamed as UTF-8).
+    pub encoding: FileEncoding,
     /// The file's size in bytes.
     pub size: u64,
     /// The version of the whole file.
@@ -787,9 +792,9 @@ pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> Fi
             version,
         });
     }
-    let (text, lossy) = match std::str::from_utf8(content) {
-        Ok(text) => (std::borrow::Cow::Borrowed(text), false),
-        Err(_) => (String::from_utf8_lossy(content), true),
+    let (text, lossy, encoding) = match encoding::detect(content) {
+        Detection::Text { text, encoding } => (text, false, encoding),
+        Detection::Undecodable { lossy, .. } => (lossy, true, FileEncoding::UTF8),
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let all = crate::text::numbered::split_lines(text);
@@ -801,6 +806,7 @@ pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> Fi
         total_lines: Some(total),
         has_more: end < total,
         lossy,
+        encoding,
         size,
         version,
     })

@@ -348,7 +348,8 @@ impl Backend for StoreBackend {
             if content::looks_binary(bytes) {
                 return;
             }
-            let text = String::from_utf8_lossy(bytes);
+            // UTF-16 and legacy encodings are searched as the text read_file shows.
+            let text = crate::text::encoding::decode_lossy(bytes);
             if let Some(found) = grep_text(&path, &text, &query.pattern, query.collect) {
                 out.push(found);
             }

@@ -12,11 +12,14 @@
 //! - [`quotes`]: matching `old_string` with typographic and straight quotes treated as equal, and
 //!   writing `new_string` in the file's quote style.
 //! - [`diff`]: unified diffs, changed line ranges and the numbered snippet shown after an edit.
+//! - [`encoding`]: a file's character encoding (UTF-8, UTF-16, legacy), decoded and encoded
+//!   back without loss.
 //! - [`line_endings`]: detecting and restoring CRLF and the UTF-8 BOM around an edit.
 //! - [`patch`]: parsing unified diffs and applying their hunks (`apply_patch`).
 //! - [`language`]: the programming language a file name suggests (`file_info`).
 
 pub mod diff;
+pub mod encoding;
 pub mod language;
 pub mod line_endings;
 pub mod numbered;

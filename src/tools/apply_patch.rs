@@ -16,14 +16,15 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::editing::{
-    check_edit_size, decode_text, fits_undo, load_checked, lock_files, report_change,
+    check_edit_size, decode_for_edit, decode_text, encode_for_file, fits_undo, load_checked,
+    lock_files, report_change,
 };
 use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
-use crate::text::line_endings::{self, LineEnding};
+use crate::text::line_endings::LineEnding;
 use crate::text::patch::{self, FilePatch, Hunk, RowKind};
 use crate::text::truncate;
 
@@ -160,7 +161,7 @@ async fn plan(
             reason: "it is a binary file; patches change text files only (use write_file)".into(),
         });
     }
-    let (old_text, format) = decode_text(&file.content);
+    let (old_text, format, file_encoding) = decode_for_edit(&path, &file.content)?;
     let hunks = without_bom(hunks, format.bom);
     let crlf = format.line_ending == LineEnding::CrLf;
     // Rows ending in '\r' for a file holding no '\r' at all: the patch was sent with CRLF line
@@ -192,7 +193,7 @@ async fn plan(
         }
         Action::Delete => None,
         _ => {
-            let bytes = line_endings::restore(&new_text, format).into_bytes();
+            let bytes = encode_for_file(&path, &new_text, format, file_encoding)?;
             check_edit_size(session, path.as_str(), bytes.len())?;
             Some(bytes)
         }

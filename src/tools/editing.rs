@@ -15,6 +15,7 @@ use crate::backend::{self, Backend, BoundedRead, FileBytes, Version, WriteMode};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
+use crate::text::encoding::{self, Detection, FileEncoding};
 use crate::text::{diff, line_endings, truncate};
 
 /// Lines of context shown around each change in an edit answer (seed 003's snippet).
@@ -32,6 +33,8 @@ pub struct Loaded {
     pub text: String,
     /// The file's own format, restored on write.
     pub format: line_endings::TextFormat,
+    /// The file's encoding, kept on write.
+    pub encoding: FileEncoding,
 }
 
 /// Reads `path` for a change and checks this session may change it: it must have been read in
@@ -118,9 +121,50 @@ pub async fn load_text(session: &Session, path: &VirtualPath) -> Result<Loaded, 
     if content::looks_binary(&file.content) {
         return Err(ToolError::Binary { path: path.clone() });
     }
-    let raw = String::from_utf8_lossy(&file.content).into_owned();
-    let (text, format) = line_endings::to_lf(&raw);
-    Ok(Loaded { file, text, format })
+    let (text, format, encoding) = decode_for_edit(path, &file.content)?;
+    Ok(Loaded {
+        file,
+        text,
+        format,
+        encoding,
+    })
+}
+
+/// Decodes a text file's bytes for a change, in its own encoding: LF text without BOM, its
+/// format and encoding. A file valid in no encoding found is refused
+/// ([`ToolError::Undecodable`]): writing it back would lose bytes.
+pub fn decode_for_edit(
+    path: &VirtualPath,
+    bytes: &[u8],
+) -> Result<(String, line_endings::TextFormat, FileEncoding), ToolError> {
+    match encoding::detect(bytes) {
+        Detection::Text { text, encoding } => {
+            let (text, format) = line_endings::to_lf(&text);
+            Ok((text, format, encoding))
+        }
+        Detection::Undecodable { reason, .. } => Err(ToolError::Undecodable {
+            path: path.clone(),
+            reason,
+        }),
+    }
+}
+
+/// Puts an edited LF text back into the file's own line endings, BOM and encoding
+/// ([`ToolError::Unencodable`] naming the first character the encoding cannot hold).
+pub fn encode_for_file(
+    path: &VirtualPath,
+    lf_text: &str,
+    format: line_endings::TextFormat,
+    file_encoding: FileEncoding,
+) -> Result<Vec<u8>, ToolError> {
+    let text = line_endings::restore(lf_text, format);
+    if file_encoding.is_utf8() {
+        return Ok(text.into_bytes());
+    }
+    encoding::encode(&text, file_encoding).map_err(|error| ToolError::Unencodable {
+        path: path.clone(),
+        error,
+    })
 }
 
 /// Writes new content over a file read with [`load_checked`], conditional on the version read,
@@ -305,8 +349,8 @@ pub async fn commit_text_edit(
     replaced: &crate::text::replace::Replaced,
     headline: &str,
 ) -> Result<ToolReply, ToolError> {
-    let bytes = line_endings::restore(&replaced.content, loaded.format);
-    let version = commit(session, path, Some(&loaded.file), bytes.as_bytes()).await?;
+    let bytes = encode_for_file(path, &replaced.content, loaded.format, loaded.encoding)?;
+    let version = commit(session, path, Some(&loaded.file), &bytes).await?;
     let mut headline = headline.to_owned();
     if replaced.loose_quotes > 0 {
         headline.push(' ');
@@ -404,9 +448,10 @@ pub async fn lock_files(
     guards
 }
 
-/// Decodes a text file's bytes for an edit: LF text without BOM, and its format.
+/// Decodes a text file's bytes to show them (a diff): LF text without BOM, and its format. A
+/// file valid in no encoding found is shown with U+FFFD.
 pub fn decode_text(bytes: &[u8]) -> (String, line_endings::TextFormat) {
-    line_endings::to_lf(&String::from_utf8_lossy(bytes))
+    line_endings::to_lf(&encoding::decode_lossy(bytes))
 }
 
 /// Refuses to create a name with a control character (CONTRACT §1, issue 10): `path` and each

@@ -18,6 +18,7 @@ use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;
+use crate::text::encoding;
 use crate::text::language::language_of;
 use crate::text::numbered::split_lines;
 
@@ -71,19 +72,22 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                         .await?
                     {
                         BoundedRead::Whole(file) => {
-                            Some(split_lines(&String::from_utf8_lossy(&file.content)).len())
+                            Some(split_lines(&encoding::decode_lossy(&file.content)).len())
                         }
                         BoundedRead::TooLarge { .. } => None,
                     },
                     None => None,
                 };
                 kind = if text.lossy {
-                    "text file (not valid UTF-8)".to_owned()
+                    "text file (valid in no encoding found: shown with U+FFFD, edits refused)"
+                        .to_owned()
                 } else {
                     "text file".to_owned()
                 };
                 info.insert("kind".into(), json!("file"));
                 info.insert("binary".into(), json!(false));
+                let encoding_name = (!text.lossy).then(|| text.encoding.label());
+                info.insert("encoding".into(), json!(encoding_name));
                 info.insert("lines".into(), json!(lines));
                 info.insert("version".into(), json!(text.version.as_str()));
             }
@@ -142,6 +146,12 @@ fn render(path: &VirtualPath, kind: &str, info: &serde_json::Map<String, Value>)
         rows.push(format!(
             "lines: {}",
             text_of("lines").unwrap_or_else(|| "unknown (file too large to count)".into())
+        ));
+    }
+    if kind.starts_with("text file") {
+        rows.push(format!(
+            "encoding: {}",
+            text_of("encoding").unwrap_or_else(|| "unknown (undecodable)".into())
         ));
     }
     if kind != "directory" {

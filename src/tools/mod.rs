@@ -174,6 +174,28 @@ pub enum ToolError {
     /// `execute` could not run its command.
     #[error("{0}")]
     Exec(#[from] crate::exec::ExecError),
+    /// Changing a text file whose bytes are valid in no encoding found: its text cannot be
+    /// written back without losing bytes.
+    #[error(
+        "Error: {path} cannot be changed as text: {reason}, so writing it back would replace bytes with U+FFFD. Nothing was written. Ask the user to fix or convert the file, or delete it and create it anew"
+    )]
+    Undecodable {
+        /// The file.
+        path: VirtualPath,
+        /// Which encodings were tried.
+        reason: String,
+    },
+    /// New text that the file's encoding cannot hold.
+    #[error(
+        "Error: {path} is encoded in {encoding}, and {error}. Nothing was written. Use only characters {encoding} can hold (or an escape the file's format understands), or ask the user to convert the file to UTF-8",
+        encoding = error.encoding
+    )]
+    Unencodable {
+        /// The file.
+        path: VirtualPath,
+        /// The encoding and the first character it cannot hold.
+        error: crate::text::encoding::Unencodable,
+    },
     /// Editing a binary file as text.
     #[error(
         "Error: {path} is a binary file; edit_file and multi_edit change text files only. Use write_file to replace it whole"

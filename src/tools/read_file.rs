@@ -151,7 +151,12 @@ fn render_text(
 fn finish(path: &VirtualPath, mut text: String, window: &TextWindow) -> ToolReply {
     if window.lossy {
         text.push_str(&format!(
-            "\n\n(Note: {path} is not valid UTF-8; invalid bytes are shown as U+FFFD '\u{fffd}'.)"
+            "\n\n(Note: {path} is not valid UTF-8 nor in any encoding found for it; invalid bytes are shown as U+FFFD '\u{fffd}'. Edits to it are refused, so that no byte is lost.)"
+        ));
+    } else if !window.encoding.is_utf8() {
+        text.push_str(&format!(
+            "\n\n(Note: {path} is encoded in {label}; it is shown decoded, and edits write it back in {label}.)",
+            label = window.encoding.label()
         ));
     }
     ToolReply::text(text)

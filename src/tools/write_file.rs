@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::editing::{
-    check_edit_size, commit, commit_large, describe_change, load_checked_at_most,
-    refuse_new_control_names,
+    check_edit_size, commit, commit_large, decode_for_edit, describe_change, encode_for_file,
+    load_checked_at_most, refuse_new_control_names,
 };
 use super::{ToolError, ToolReply, counted};
 use crate::backend::{self, Backend, BoundedRead, Version};
@@ -52,20 +52,29 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             None
         }
     };
-    let old_text = existing
+    // Over a text file the new content takes its line endings, BOM and encoding; a file valid
+    // in no encoding is refused rather than replaced by text the agent saw with U+FFFD.
+    let old_text = match existing
         .as_ref()
         .filter(|f| !content::looks_binary(&f.content))
-        .map(|f| line_endings::to_lf(&String::from_utf8_lossy(&f.content)));
-    let format = old_text
+    {
+        Some(file) => {
+            let (text, format, encoding) = decode_for_edit(&path, &file.content)?;
+            Some((text, format, encoding))
+        }
+        None => None,
+    };
+    let (format, file_encoding) = old_text
         .as_ref()
-        .map_or_else(TextFormat::default, |(_, f)| *f);
-    let mut new_text = line_endings::restore(&args.content, format);
+        .map_or_else(Default::default, |(_, f, e)| (*f, *e));
+    let mut new_lf = args.content.clone();
     if session.write_options.ensure_final_newline {
-        new_text = line_endings::ensure_final_newline(&new_text, format);
+        new_lf = line_endings::ensure_final_newline(&new_lf, TextFormat::default());
     }
-    let version = commit(session, &path, existing.as_ref(), new_text.as_bytes()).await?;
+    let new_bytes = encode_for_file(&path, &new_lf, format, file_encoding)?;
+    let version = commit(session, &path, existing.as_ref(), &new_bytes).await?;
     let lines = split_lines(&args.content).len();
-    let bytes = new_text.len();
+    let bytes = new_bytes.len();
     match (existing, old_text) {
         (None, _) => Ok(super::ToolReply {
             text: format!(
@@ -81,8 +90,8 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             })),
             image: None,
         }),
-        (Some(_), Some((old_lf, _))) => {
-            let (new_lf, _) = line_endings::to_lf(&new_text);
+        (Some(_), Some((old_lf, _, _))) => {
+            let (new_lf, _) = line_endings::to_lf(&line_endings::restore(&new_lf, format));
             Ok(describe_change(
                 &format!(
                     "Updated {path} ({}, {}).",

@@ -506,6 +506,24 @@ pub async fn read_window_shows_crlf_as_lf_and_hides_bom(fx: &Fixture) {
             .await
             .unwrap(),
     );
+    // Not UTF-8, but windows-1252 (Latin-1): decoded, not replaced.
+    assert!(!w.lossy);
+    assert_eq!(w.encoding.name(), "windows-1252");
+    assert_eq!(w.lines, vec!["ok", "café"]);
+    // A UTF-8 BOM over bytes that are not UTF-8: valid in nothing found, shown with U+FFFD.
+    put(fx, "bad-utf8.txt", b"\xef\xbb\xbfok\ncaf\xe9\n").await;
+    let w = text_window(
+        fx.backend
+            .read_window(
+                &fx.path("bad-utf8.txt"),
+                LineWindow {
+                    offset: 0,
+                    limit: 10,
+                },
+            )
+            .await
+            .unwrap(),
+    );
     assert!(w.lossy);
     assert_eq!(w.lines, vec!["ok", "caf\u{fffd}"]);
 }

@@ -4,13 +4,15 @@
 //! `cargo test --test conformance write_then_read` selects what you want.
 //!
 //! The edit tools' cases that must hold on every backend (loose quotes, edits over a file changed
-//! since it was read) live in edits.rs and run the same way, through a session over the fixture.
+//! since it was read) live in edits.rs and run the same way, through a session over the fixture;
+//! so do the encodings cases (encodings.rs: every file edited in its own encoding).
 //!
 //! Routing edge cases of the composite (prefix matching, nested mounts, mount points in listings)
 //! live in routing.rs, since they need a particular mount table rather than one backend.
 
 mod cases;
 mod edits;
+mod encodings;
 mod fixtures;
 mod routing;
 #[path = "../support/mod.rs"]
@@ -39,6 +41,19 @@ macro_rules! edit_case {
                 return;
             };
             crate::edits::$case(&fx).await;
+        }
+    };
+}
+
+/// [`case!`] for the tool-level cases of encodings.rs.
+macro_rules! encodings_case {
+    ($fixture:ident, $case:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some(fx) = crate::fixtures::$fixture().await else {
+                return;
+            };
+            crate::encodings::$case(&fx).await;
         }
     };
 }
@@ -78,6 +93,17 @@ macro_rules! conformance {
             case!($fixture, grep_and_glob_page_through_many_files);
             edit_case!($fixture, edits_match_quotes_loosely_both_ways);
             edit_case!($fixture, loose_quote_matches_are_counted_on_the_folded_text);
+            encodings_case!($fixture, encodings_round_trip_through_every_edit_tool);
+            encodings_case!($fixture, the_latin1_edit_of_issue_9_keeps_every_other_byte);
+            encodings_case!(
+                $fixture,
+                text_the_encoding_cannot_hold_is_refused_and_nothing_written
+            );
+            encodings_case!(
+                $fixture,
+                a_file_valid_in_no_encoding_is_shown_but_never_edited
+            );
+            encodings_case!($fixture, new_files_are_utf8);
         }
     };
 }

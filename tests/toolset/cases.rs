@@ -1002,6 +1002,7 @@ pub async fn file_info_describes_files_and_directories(fx: &Fixture) {
     assert_eq!(info["size"], 37);
     assert_eq!(info["language"], "Rust");
     assert_eq!(info["binary"], false);
+    assert_eq!(info["encoding"], "UTF-8");
     let version = info["version"].as_str().unwrap().to_owned();
     assert!(!version.is_empty());
     let modified = info["modified"].as_str().unwrap();
@@ -1011,7 +1012,7 @@ pub async fn file_info_describes_files_and_directories(fx: &Fixture) {
     );
     assert!(
         answer.text.starts_with(&format!(
-            "{f}\nkind: text file\nsize: 37 bytes\nlines: 3\nlanguage: Rust\nmodified: "
+            "{f}\nkind: text file\nsize: 37 bytes\nlines: 3\nencoding: UTF-8\nlanguage: Rust\nmodified: "
         )),
         "{}",
         answer.text

@@ -32,6 +32,7 @@ use crate::backend::{
 use crate::content;
 use crate::path::VirtualPath;
 use crate::search::{GlobMatcher, GrepPattern};
+use crate::text::encoding;
 
 /// Threads of one walk: one per core (the machine's own parallelism).
 pub(super) fn walker_threads() -> usize {
@@ -423,6 +424,11 @@ fn compile(pattern: &GrepPattern) -> Result<Option<RegexMatcher>> {
 struct Searchers {
     plain: Searcher,
     lossy: Searcher,
+    /// Searchers that decode a legacy encoding (windows-1252, Shift_JIS, …) first, built when a
+    /// file in one is met (a UTF-16 file with a BOM is decoded by `plain` itself).
+    legacy: Vec<(&'static str, Searcher)>,
+    /// What the searchers are built from.
+    builder: SearcherBuilder,
     /// The buffer bound, to tell its error from others.
     heap_limit: usize,
     /// Why a file over it is skipped.
@@ -430,6 +436,21 @@ struct Searchers {
 }
 
 impl Searchers {
+    /// The searcher that decodes `name` (an `encoding_rs` name) first; `None` if
+    /// grep-searcher does not know it.
+    fn legacy(&mut self, name: &'static str) -> Option<&mut Searcher> {
+        let index = match self.legacy.iter().position(|(known, _)| *known == name) {
+            Some(index) => index,
+            None => {
+                let encoding = grep_searcher::Encoding::new(name).ok()?;
+                let searcher = self.builder.clone().encoding(Some(encoding)).build();
+                self.legacy.push((name, searcher));
+                self.legacy.len() - 1
+            }
+        };
+        self.legacy.get_mut(index).map(|(_, searcher)| searcher)
+    }
+
     fn new(collect: GrepCollect, pattern: &GrepPattern) -> Self {
         let context = match collect {
             GrepCollect::Lines { context, .. } => context,
@@ -451,11 +472,14 @@ impl Searchers {
             .heap_limit(Some(heap_limit));
         let plain = builder.build();
         let lossy = builder
+            .clone()
             .encoding(grep_searcher::Encoding::new("utf-8").ok())
             .build();
         Self {
             plain,
             lossy,
+            legacy: Vec::new(),
+            builder,
             heap_limit,
             long_line_reason: pattern.long_line_reason(),
         }
@@ -494,8 +518,15 @@ fn search_file(
         // Only a character cut by the end of the head: still valid so far.
         Err(error) => error.error_len().is_none(),
     };
-    let chosen = if valid_utf8 {
+    // A UTF-16 file with a BOM is decoded by the plain searcher (its BOM sniffing); a legacy
+    // encoding guessed from the head by a searcher decoding it, so that the pattern matches the
+    // text read_file shows.
+    let whole = (head.len() as u64) >= super::window::size_of(&stat);
+    let legacy = encoding::legacy_of_head(&head, whole).map(|found| found.name());
+    let chosen = if valid_utf8 || encoding::utf16_bom(&head).is_some() {
         &mut searcher.plain
+    } else if let Some(found) = legacy.and_then(|name| searcher.legacy(name)) {
+        found
     } else {
         &mut searcher.lossy
     };

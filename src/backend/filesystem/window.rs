@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::{BinarySample, FileView, LineWindow, TextWindow, Version, view_of_bytes};
 use crate::content;
+use crate::text::encoding::{self, FileEncoding};
 
 /// Largest file whose version is its content hash; bigger files use identity stamps.
 pub const HASHED_SIZE_LIMIT: u64 = 8 * 1024 * 1024;
@@ -123,13 +124,17 @@ fn stream_window(
     let mut head = vec![0u8; content::SNIFF_BYTES];
     let head_len = read_full_at(&file, &mut head, 0)?;
     head.truncate(head_len);
-    if content::looks_binary(&head) {
+    // A big UTF-16 file cannot be cut into lines at '\n' bytes: it is described, not shown.
+    if content::looks_binary(&head) || encoding::utf16_bom(&head).is_some() {
         return Ok(FileView::Binary(BinarySample {
             size,
             head,
             version,
         }));
     }
+    // A legacy encoding is guessed from the head; each line is decoded on its own in it.
+    let legacy = encoding::legacy_of_head(&head, head_len as u64 == size);
+    let shown_encoding = legacy.unwrap_or(FileEncoding::UTF8);
     let wanted = window.offset as u64;
     let start = index.seek(&version, &file, size, wanted)?;
     let mut in_line = false;
@@ -151,6 +156,7 @@ fn stream_window(
             total_lines: Some(reached),
             has_more: false,
             lossy,
+            encoding: shown_encoding,
             size,
             version,
         }));
@@ -165,9 +171,13 @@ fn stream_window(
         if window.offset + lines.len() == 0 {
             bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
         }
-        match std::str::from_utf8(bytes) {
-            Ok(text) => lines.push(text.to_owned()),
-            Err(_) => {
+        let decoded = match legacy {
+            Some(found) => encoding::decode_line(bytes, found),
+            None => std::str::from_utf8(bytes).ok().map(str::to_owned),
+        };
+        match decoded {
+            Some(text) => lines.push(text),
+            None => {
                 lossy = true;
                 lines.push(String::from_utf8_lossy(bytes).into_owned());
             }
@@ -180,6 +190,7 @@ fn stream_window(
         total_lines,
         has_more,
         lossy,
+        encoding: shown_encoding,
         size,
         version,
     }))
