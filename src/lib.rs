@@ -37,6 +37,7 @@
 )]
 
 pub mod backend;
+pub mod changes;
 pub mod config;
 pub mod content;
 pub mod exec;
@@ -106,7 +107,7 @@ where
 {
     let registry = Arc::new(Registry::load_with_exec(session.write_options.exec)?);
     let instructions = instructions(table);
-    let server = MountfsServer::new(registry, session, instructions)
+    let server = MountfsServer::new(registry, session, instructions, table.changes().clone())
         .with_roots(roots::RootsFollower::for_table(table));
     let running = server
         .serve(transport)

@@ -14,6 +14,7 @@ use crate::backend::{
     Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
     StoreBackend,
 };
+use crate::changes::ChangeHub;
 use crate::config::{BackendSpec, MountSpec, display_prefix};
 use crate::path::VirtualPath;
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
@@ -43,11 +44,14 @@ pub struct MountTable {
     /// Whether a client's MCP roots replace this table's disk mounts (the default table: no
     /// `--mount` was given). A table the operator gave is never widened by a client.
     follows_client_roots: bool,
+    /// Where every change of these mounts is announced.
+    changes: Arc<ChangeHub>,
 }
 
 impl MountTable {
     /// Opens every mount of `specs`.
     pub async fn open(specs: Vec<MountSpec>) -> Result<Self, OpenError> {
+        let changes = Arc::new(ChangeHub::new(&specs));
         let mut mounts = Vec::with_capacity(specs.len());
         let mut stores: HashMap<String, Arc<dyn Store>> = HashMap::new();
         for spec in specs {
@@ -98,6 +102,7 @@ impl MountTable {
         Ok(Self {
             mounts,
             follows_client_roots: false,
+            changes,
         })
     }
 
@@ -120,6 +125,11 @@ impl MountTable {
             .filter(|(spec, _)| matches!(spec.backend, BackendSpec::Disk { .. }))
             .map(|(spec, _)| spec.prefix.clone())
             .collect()
+    }
+
+    /// The hub announcing changes of these mounts to subscribers.
+    pub fn changes(&self) -> &Arc<ChangeHub> {
+        &self.changes
     }
 
     /// A new session's view: fresh memory mounts, shared everything else.

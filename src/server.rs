@@ -12,12 +12,20 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig,
+    ReadResourceResult, ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio::sync::broadcast::Receiver;
+use tokio_util::sync::CancellationToken;
 
+use crate::changes::{
+    Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
+    session_origin,
+};
+use crate::path::VirtualPath;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
@@ -43,7 +51,18 @@ pub struct MountfsServer {
     instructions: String,
     /// The client's roots, mounted when the table follows them (see `roots.rs`).
     roots: Arc<RootsFollower>,
+    /// Where changes are announced and subscriptions listen.
+    changes: Arc<ChangeHub>,
+    /// This connection's `resources/subscribe` subscriptions.
+    legacy: Arc<LegacySubscriptions>,
+    /// Receivers taken when a `subscriptions/listen` was accepted, before its acknowledgement,
+    /// for its `listen` to use: a change made right after the acknowledgement is not missed.
+    /// (Any earlier receiver serves any later listen: it only sees more.)
+    early_receivers: Arc<std::sync::Mutex<std::collections::VecDeque<Receiver<Change>>>>,
 }
+
+/// Receivers kept for listens that have not started (a few at most: one per listen request).
+const MAX_EARLY_RECEIVERS: usize = 16;
 
 /// Told to a client whose roots will be mounted, after the mount list of the instructions.
 pub const ROOTS_NOTE: &str = "The client's roots replace the disk mount above: one root is mounted at /, several at /<root name>/ (ls / shows them); the mounts follow roots/list_changed.";
@@ -51,12 +70,20 @@ pub const ROOTS_NOTE: &str = "The client's roots replace the disk mount above: o
 impl MountfsServer {
     /// A handler serving `session` with the tools of `registry`. `instructions` tell the client
     /// what is mounted where.
-    pub fn new(registry: Arc<Registry>, session: Arc<Session>, instructions: String) -> Self {
+    pub fn new(
+        registry: Arc<Registry>,
+        session: Arc<Session>,
+        instructions: String,
+        changes: Arc<ChangeHub>,
+    ) -> Self {
         Self {
             registry,
             workspace: WorkspaceSource::Fixed(session),
             instructions,
             roots: Arc::new(RootsFollower::disabled()),
+            changes,
+            legacy: Arc::default(),
+            early_receivers: Arc::default(),
         }
     }
 
@@ -72,6 +99,7 @@ impl MountfsServer {
         registry: Arc<Registry>,
         workspaces: Arc<Workspaces>,
         instructions: String,
+        changes: Arc<ChangeHub>,
     ) -> Self {
         let roots = Arc::new(RootsFollower::for_table(workspaces.table()));
         Self {
@@ -79,6 +107,9 @@ impl MountfsServer {
             workspace: WorkspaceSource::PerRequest(workspaces),
             instructions,
             roots,
+            changes,
+            legacy: Arc::default(),
+            early_receivers: Arc::default(),
         }
     }
 
@@ -171,6 +202,8 @@ impl MountfsServer {
         if let Err(message) = definition.validate(&arguments) {
             return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
         }
+        let touched = touched_paths(name, &arguments);
+        let origin = session_origin(&session);
         let tool = name.to_owned();
         let run = async move { tools::call_in(&tool, arguments, &session, &context).await };
         let task = match turn {
@@ -187,12 +220,97 @@ impl MountfsServer {
             }
         };
         Ok(match outcome {
-            Ok(reply) => success(reply),
+            Ok(reply) => {
+                for (path, listing) in touched {
+                    self.changes.publish(Change {
+                        path,
+                        listing,
+                        origin: Some(origin),
+                    });
+                }
+                success(reply)
+            }
             Err(error) => {
                 tracing::debug!(tool = name, %error, "tool error");
                 CallToolResult::error(vec![ContentBlock::text(error.to_string())])
             }
         })
+    }
+}
+
+/// The paths a successful call of `tool` with `arguments` may have changed, and whether files
+/// may have appeared or gone there; empty for tools that change nothing (and for `execute`,
+/// whose changes on disk the file watcher reports).
+fn touched_paths(tool: &str, arguments: &Value) -> Vec<(VirtualPath, bool)> {
+    let path = |field: &str| {
+        arguments
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(|text| VirtualPath::parse(text).ok())
+    };
+    let paths = |fields: &[&str], listing: bool| {
+        fields
+            .iter()
+            .filter_map(|field| path(field))
+            .map(|p| (p, listing))
+            .collect::<Vec<_>>()
+    };
+    match tool {
+        "edit_file" | "multi_edit" => paths(&["file_path"], false),
+        "write_file" | "delete" | "undo_edit" => paths(&["file_path"], true),
+        "move" => paths(&["source", "destination"], true),
+        "apply_patch" => arguments
+            .get("patch")
+            .and_then(Value::as_str)
+            .and_then(|patch| crate::text::patch::parse(patch).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|file| [file.old_path, file.new_path])
+            .flatten()
+            .filter_map(|text| VirtualPath::parse(&text).ok())
+            .map(|p| (p, true))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A legacy subscription's notifications, sent to the connection's peer.
+struct PeerNotifier(rmcp::Peer<RoleServer>);
+
+#[async_trait::async_trait]
+impl Notifier for PeerNotifier {
+    async fn updated(&self, uri: String) -> Result<(), String> {
+        self.0
+            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn list_changed(&self) -> Result<(), String> {
+        self.0
+            .notify_resource_list_changed()
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A `subscriptions/listen` stream's notifications.
+struct SinkNotifier(rmcp::service::SubscriptionSink);
+
+#[async_trait::async_trait]
+impl Notifier for SinkNotifier {
+    async fn updated(&self, uri: String) -> Result<(), String> {
+        self.0
+            .notify_resource_updated(uri)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn list_changed(&self) -> Result<(), String> {
+        self.0
+            .notify_resource_list_changed()
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -244,6 +362,8 @@ impl ServerHandler for MountfsServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new("mountfs", env!("CARGO_PKG_VERSION")))
@@ -344,6 +464,107 @@ impl ServerHandler for MountfsServer {
             .await
             .map_err(resource_error)?;
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    /// Follows a file or a directory (legacy subscriptions, MCP 2025-11-25): its changes, by
+    /// anyone, arrive as `notifications/resources/updated`.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let path = resources::path_of(&request.uri).map_err(resource_error)?;
+        let session = self.session_for(&context.extensions)?;
+        if !self.legacy.add(path) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "too many subscriptions: a session may follow at most {MAX_INTERESTS} files or directories; unsubscribe from some, or subscribe to a directory that holds them"
+                ),
+                None,
+            ));
+        }
+        let hub = self.changes.clone();
+        let peer = context.peer.clone();
+        self.legacy
+            .ensure_running(session_origin(&session), move |subscriber, stop| {
+                let changes = hub.receiver();
+                tokio::spawn(subscriber.run(hub, changes, PeerNotifier(peer), stop));
+            });
+        Ok(())
+    }
+
+    /// Stops following a file or directory.
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let path = resources::path_of(&request.uri).map_err(resource_error)?;
+        self.legacy.remove(&path);
+        Ok(())
+    }
+
+    /// `subscriptions/listen` (MCP 2026-07-28): resource subscriptions to `mountfs:///` URIs
+    /// (at most [`MAX_INTERESTS`]) and the resource list's changes.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut early = self
+            .early_receivers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if early.len() >= MAX_EARLY_RECEIVERS {
+            early.pop_front();
+        }
+        early.push_back(self.changes.receiver());
+        drop(early);
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| resources::path_of(uri).is_ok())
+                .take(MAX_INTERESTS)
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let session = self.session_for(&context.request_context().extensions)?;
+        let mut interests = Interests::default();
+        for uri in context.accepted().resource_subscriptions.iter().flatten() {
+            if let Ok(path) = resources::path_of(uri) {
+                interests.add(path);
+            }
+        }
+        let subscriber = Subscriber {
+            interests: Arc::new(std::sync::Mutex::new(interests)),
+            exact: true,
+            list_changed: context.accepted().resources_list_changed == Some(true),
+            origin: session_origin(&session),
+        };
+        let stop = CancellationToken::new();
+        let early = self
+            .early_receivers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front();
+        let changes = early.unwrap_or_else(|| self.changes.receiver());
+        let run = subscriber.run(
+            self.changes.clone(),
+            changes,
+            SinkNotifier(context.sink().clone()),
+            stop.clone(),
+        );
+        tokio::select! {
+            () = context.cancelled() => stop.cancel(),
+            () = run => {}
+        }
+        Ok(())
     }
 
     /// A method MCP does not define (JSON-RPC -32601), named, with where to look.

@@ -100,7 +100,12 @@ impl Names {
         let session = Arc::new(Session::new(Arc::new(composite), WriteOptions::default()));
         let registry = Arc::new(Registry::load().unwrap());
         Self {
-            server: MountfsServer::new(registry, session.clone(), String::new()),
+            server: MountfsServer::new(
+                registry,
+                session.clone(),
+                String::new(),
+                std::sync::Arc::new(mountfs::changes::ChangeHub::new(&[])),
+            ),
             session,
             dir: "/m".to_owned(),
             _guard: guard,

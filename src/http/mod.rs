@@ -237,6 +237,7 @@ impl HttpServer {
             idle_timeout: self.args.idle_timeout,
             max_sessions: self.args.max_sessions,
         };
+        let changes = table.changes().clone();
         let workspaces = Arc::new(Workspaces::new(table, write_options, limits));
         let local = self.local_addr()?;
         let stop_streams = CancellationToken::new();
@@ -264,6 +265,7 @@ impl HttpServer {
                 registry.clone(),
                 factory_workspaces.clone(),
                 instructions.clone(),
+                changes.clone(),
             ))
         };
         let mcp = StreamableHttpService::new(factory, sessions.clone(), config);

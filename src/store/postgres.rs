@@ -37,7 +37,8 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 const MIGRATION_LOCK: i64 = 0x006d_6f75_6e74_6673;
 
 /// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE mountfs_items (
         namespace   TEXT COLLATE "C" NOT NULL,
         key         TEXT COLLATE "C" NOT NULL,
@@ -50,7 +51,27 @@ const MIGRATIONS: &[&str] = &[r#"
         PRIMARY KEY (namespace, key)
     );
     CREATE SEQUENCE mountfs_versions;
-"#];
+"#,
+    r#"
+    -- Every change of an item, by any server instance, is announced on the channel
+    -- mountfs_changes as 'namespace<TAB>created|modified|removed<TAB>key' when its transaction
+    -- commits; subscribed servers LISTEN (see changes.rs).
+    CREATE FUNCTION mountfs_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            PERFORM pg_notify('mountfs_changes', OLD.namespace || chr(9) || 'removed' || chr(9) || OLD.key);
+        ELSIF TG_OP = 'INSERT' THEN
+            PERFORM pg_notify('mountfs_changes', NEW.namespace || chr(9) || 'created' || chr(9) || NEW.key);
+        ELSE
+            PERFORM pg_notify('mountfs_changes', NEW.namespace || chr(9) || 'modified' || chr(9) || NEW.key);
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER mountfs_items_notify AFTER INSERT OR UPDATE OR DELETE ON mountfs_items
+        FOR EACH ROW EXECUTE FUNCTION mountfs_notify_change();
+"#,
+];
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 

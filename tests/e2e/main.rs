@@ -8,8 +8,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-#[path = "../support/skips.rs"]
-mod skips;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::skips;
 
 mod allow_list;
 mod clients;
@@ -21,5 +23,6 @@ mod protocol;
 mod resources;
 mod roots;
 mod session;
+mod subscriptions;
 mod tools_prompt;
 mod wire;

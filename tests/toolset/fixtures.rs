@@ -71,7 +71,12 @@ impl Fixture {
         let session = Arc::new(Session::new(Arc::new(composite), WriteOptions::default()));
         let registry = Arc::new(Registry::load().unwrap());
         Self {
-            server: MountfsServer::new(registry, session.clone(), String::new()),
+            server: MountfsServer::new(
+                registry,
+                session.clone(),
+                String::new(),
+                std::sync::Arc::new(mountfs::changes::ChangeHub::new(&[])),
+            ),
             session,
             base: base.to_owned(),
             other: other.to_owned(),

@@ -1,0 +1,624 @@
+//! Live change notifications: who changed which file, from every source, to the sessions that
+//! subscribed to it.
+//!
+//! One [`ChangeHub`] per mount table carries [`Change`]s on a bounded broadcast channel. Changes
+//! come from three sources: the tools of every session of this process (published by the server
+//! after each successful change), disk mounts through the OS's file-change API (the `notify`
+//! crate: other programs, `execute`), and PostgreSQL mounts through `LISTEN/NOTIFY` (other server
+//! instances; a trigger on the items table sends them). The disk and PostgreSQL sources start with
+//! the first subscription, so a server nobody subscribes to pays nothing.
+//!
+//! Each subscription runs a [`Subscriber`] loop: it keeps the changes under its interests in a
+//! bounded pending set and sends them at most every [`FLUSH_INTERVAL`], so a resource is
+//! announced a few times per second at most. Sending never blocks a writer: a subscriber that
+//! falls behind the channel loses the detail and announces every interest once instead.
+//! Changes in memory mounts (one per session) reach only the session that made them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{BackendSpec, MountSpec};
+use crate::path::VirtualPath;
+use crate::resources::uri_of;
+
+/// The shortest time between two notifications about one subscription's resources.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+/// Changes the channel holds for a subscriber that has not caught up.
+const CHANNEL_CAPACITY: usize = 4096;
+/// Distinct paths one subscriber keeps between two flushes; beyond it, every interest is
+/// announced once.
+const MAX_PENDING: usize = 1024;
+/// Resources (files or directories) one session may subscribe to.
+pub const MAX_INTERESTS: usize = 1024;
+/// The PostgreSQL channel the items table's trigger notifies (see `store::postgres`).
+pub const POSTGRES_CHANNEL: &str = "mountfs_changes";
+/// Names of files that are the disk backend's own temporary files, never reported.
+const TEMP_FILE_PREFIX: &str = ".mountfs-tmp";
+
+/// One file or directory that changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Its virtual path.
+    pub path: VirtualPath,
+    /// Whether files may have appeared or gone (a creation, deletion or move), which also
+    /// changes the resource list.
+    pub listing: bool,
+    /// The session whose tool made it, when one did (see [`session_origin`]).
+    pub origin: Option<usize>,
+}
+
+/// The identity of a session for [`Change::origin`].
+pub fn session_origin<T>(session: &Arc<T>) -> usize {
+    Arc::as_ptr(session) as *const () as usize
+}
+
+/// The mounts a hub watches, as the table gave them.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Per-session memory: changes stay in their session.
+    Memory,
+    /// A directory on disk.
+    Disk(PathBuf),
+    /// A PostgreSQL namespace.
+    Postgres { url: String, namespace: String },
+    /// SQLite: changes come from this process's tools only.
+    Sqlite,
+}
+
+/// The broadcast point of one mount table (see the module doc).
+#[derive(Debug)]
+pub struct ChangeHub {
+    sender: broadcast::Sender<Change>,
+    /// Longest prefix first.
+    mounts: Vec<(VirtualPath, Source)>,
+    /// The disk watchers and PostgreSQL listeners, once started.
+    started: Mutex<Option<Vec<Watching>>>,
+}
+
+/// What keeps a source alive.
+enum Watching {
+    Disk(#[allow(dead_code)] notify::RecommendedWatcher),
+    Postgres(CancellationToken),
+}
+
+impl std::fmt::Debug for Watching {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Disk(_) => f.write_str("Watching::Disk"),
+            Self::Postgres(_) => f.write_str("Watching::Postgres"),
+        }
+    }
+}
+
+impl Drop for ChangeHub {
+    fn drop(&mut self) {
+        let started = self
+            .started
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for watching in started.take().unwrap_or_default() {
+            if let Watching::Postgres(stop) = watching {
+                stop.cancel();
+            }
+        }
+    }
+}
+
+impl ChangeHub {
+    /// A hub for the mounts of `specs`.
+    pub fn new(specs: &[MountSpec]) -> Self {
+        let mut mounts: Vec<(VirtualPath, Source)> = specs
+            .iter()
+            .map(|spec| {
+                let source = match &spec.backend {
+                    BackendSpec::Memory => Source::Memory,
+                    BackendSpec::Disk { dir, .. } => {
+                        Source::Disk(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+                    }
+                    BackendSpec::Sqlite { .. } => Source::Sqlite,
+                    BackendSpec::Postgres { url, namespace } => Source::Postgres {
+                        url: url.clone(),
+                        namespace: namespace.clone(),
+                    },
+                };
+                (spec.prefix.clone(), source)
+            })
+            .collect();
+        mounts.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.as_str().len()));
+        Self {
+            sender: broadcast::channel(CHANNEL_CAPACITY).0,
+            mounts,
+            started: Mutex::new(None),
+        }
+    }
+
+    /// Announces a change to every subscriber; never waits.
+    pub fn publish(&self, change: Change) {
+        // No receiver is not an error: nobody subscribed.
+        let _ = self.sender.send(change);
+    }
+
+    /// A receiver of every change from now on; starts the disk and PostgreSQL sources the
+    /// first time.
+    pub fn receiver(self: &Arc<Self>) -> broadcast::Receiver<Change> {
+        let receiver = self.sender.subscribe();
+        self.start_sources();
+        receiver
+    }
+
+    /// Whether `path` lies in a per-session memory mount.
+    fn is_per_session(&self, path: &VirtualPath) -> bool {
+        self.mounts
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix))
+            .is_some_and(|(_, source)| matches!(source, Source::Memory))
+    }
+
+    /// Whether `change` concerns the session `origin`: memory-mount changes only their own.
+    fn visible_to(&self, change: &Change, origin: usize) -> bool {
+        !self.is_per_session(&change.path) || change.origin == Some(origin)
+    }
+
+    fn start_sources(self: &Arc<Self>) {
+        let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        if started.is_some() {
+            return;
+        }
+        let mut watching = Vec::new();
+        let mut postgres_urls: Vec<&str> = Vec::new();
+        for (prefix, source) in &self.mounts {
+            match source {
+                Source::Disk(dir) => match watch_disk(prefix, dir, &self.sender) {
+                    Ok(watcher) => watching.push(Watching::Disk(watcher)),
+                    Err(error) => tracing::warn!(
+                        mount = %prefix, %error,
+                        "cannot watch the directory; changes by other programs there are not notified"
+                    ),
+                },
+                Source::Postgres { url, .. } if !postgres_urls.contains(&url.as_str()) => {
+                    postgres_urls.push(url);
+                }
+                _ => {}
+            }
+        }
+        for url in postgres_urls {
+            let stop = CancellationToken::new();
+            let targets: Vec<(VirtualPath, String)> = self
+                .mounts
+                .iter()
+                .filter_map(|(prefix, source)| match source {
+                    Source::Postgres { url: u, namespace } if u == url => {
+                        Some((prefix.clone(), namespace.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            tokio::spawn(listen_postgres(
+                url.to_owned(),
+                targets,
+                self.sender.clone(),
+                stop.clone(),
+            ));
+            watching.push(Watching::Postgres(stop));
+        }
+        *started = Some(watching);
+    }
+}
+
+/// A recursive watcher of a disk mount's directory, publishing its changes under `prefix`.
+fn watch_disk(
+    prefix: &VirtualPath,
+    dir: &Path,
+    sender: &broadcast::Sender<Change>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let prefix = prefix.clone();
+    let root = dir.to_path_buf();
+    let sender = sender.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::debug!(%error, "file watcher error");
+                return;
+            }
+        };
+        let listing = matches!(
+            event.kind,
+            EventKind::Create(_)
+                | EventKind::Remove(_)
+                | EventKind::Modify(notify::event::ModifyKind::Name(_))
+        );
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        for host in &event.paths {
+            if let Some(path) = virtual_of(&prefix, &root, host) {
+                let _ = sender.send(Change {
+                    path,
+                    listing,
+                    origin: None,
+                });
+            }
+        }
+    })?;
+    watcher.watch(dir, RecursiveMode::Recursive)?;
+    Ok(watcher)
+}
+
+/// The virtual path of a host path inside a disk mount's `root`; `None` for paths outside it,
+/// names that are not UTF-8, version-control internals and the backend's temporary files.
+fn virtual_of(prefix: &VirtualPath, root: &Path, host: &Path) -> Option<VirtualPath> {
+    let relative = host.strip_prefix(root).ok()?;
+    let text = relative.to_str()?;
+    if text
+        .split('/')
+        .any(|name| name == ".git" || name.starts_with(TEMP_FILE_PREFIX))
+    {
+        return None;
+    }
+    let inner = VirtualPath::parse_raw(&format!("/{text}")).ok()?;
+    Some(inner.under(prefix))
+}
+
+/// Listens on [`POSTGRES_CHANNEL`] of the server at `url` until `stop`, publishing the changes
+/// of the namespaces in `targets` under their mount prefixes; reconnects after failures.
+async fn listen_postgres(
+    url: String,
+    targets: Vec<(VirtualPath, String)>,
+    sender: broadcast::Sender<Change>,
+    stop: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let session = listen_once(&url, &targets, &sender);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            outcome = session => {
+                if let Err(error) = outcome {
+                    tracing::warn!(%error, "PostgreSQL change listener failed; reconnecting");
+                }
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+async fn listen_once(
+    url: &str,
+    targets: &[(VirtualPath, String)],
+    sender: &broadcast::Sender<Change>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let (messages, mut incoming) = tokio::sync::mpsc::unbounded_channel();
+    // The connection must be polled for the LISTEN to run and for notifications to arrive.
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(message)) => {
+                    if messages.send(message).is_err() {
+                        return;
+                    }
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "PostgreSQL change listener connection failed");
+                    return;
+                }
+                None => return,
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("LISTEN {POSTGRES_CHANNEL}"))
+        .await?;
+    tracing::debug!("listening for PostgreSQL changes");
+    while let Some(message) = incoming.recv().await {
+        if let tokio_postgres::AsyncMessage::Notification(notification) = message
+            && let Some(change) = change_of_payload(notification.payload(), targets)
+        {
+            for change in change {
+                let _ = sender.send(change);
+            }
+        }
+    }
+    driver.abort();
+    Ok(())
+}
+
+/// The changes a trigger payload `namespace\tkind\tkey` stands for, one per mount of that
+/// namespace.
+fn change_of_payload(payload: &str, targets: &[(VirtualPath, String)]) -> Option<Vec<Change>> {
+    let mut parts = payload.splitn(3, '\t');
+    let (namespace, kind, key) = (parts.next()?, parts.next()?, parts.next()?);
+    let inner = VirtualPath::parse_raw(key).ok()?;
+    let changes = targets
+        .iter()
+        .filter(|(_, ns)| ns == namespace)
+        .map(|(prefix, _)| Change {
+            path: inner.under(prefix),
+            listing: kind != "modified",
+            origin: None,
+        })
+        .collect();
+    Some(changes)
+}
+
+/// The files and directories one subscription follows.
+#[derive(Debug, Default)]
+pub struct Interests {
+    paths: BTreeSet<VirtualPath>,
+}
+
+impl Interests {
+    /// Follows `path` (a file, or a directory and everything under it); false when the session
+    /// already follows [`MAX_INTERESTS`] paths.
+    pub fn add(&mut self, path: VirtualPath) -> bool {
+        if self.paths.len() >= MAX_INTERESTS && !self.paths.contains(&path) {
+            return false;
+        }
+        self.paths.insert(path);
+        true
+    }
+
+    /// Stops following `path`.
+    pub fn remove(&mut self, path: &VirtualPath) {
+        self.paths.remove(path);
+    }
+
+    /// The paths to announce for a change of `changed`: the changed path itself when it lies at
+    /// or under an interest (`exact` false), or the interests it touches (`exact` true: the
+    /// interest itself; also an interest inside a changed directory, removed or moved).
+    fn touched(&self, changed: &VirtualPath, exact: bool) -> Vec<VirtualPath> {
+        let mut touched = Vec::new();
+        for interest in &self.paths {
+            if changed.starts_with(interest) {
+                touched.push(if exact {
+                    interest.clone()
+                } else {
+                    changed.clone()
+                });
+            } else if interest.starts_with(changed) {
+                touched.push(interest.clone());
+            }
+        }
+        touched
+    }
+}
+
+/// Where a subscriber sends its notifications.
+#[async_trait::async_trait]
+pub trait Notifier: Send + Sync {
+    /// `notifications/resources/updated` for `uri`; an error ends the subscription.
+    async fn updated(&self, uri: String) -> Result<(), String>;
+    /// `notifications/resources/list_changed`; an error ends the subscription.
+    async fn list_changed(&self) -> Result<(), String>;
+}
+
+/// One subscription's loop (see the module doc).
+#[derive(Debug)]
+pub struct Subscriber {
+    /// What it follows.
+    pub interests: Arc<Mutex<Interests>>,
+    /// Announce the interest itself rather than the changed file below it.
+    pub exact: bool,
+    /// Send `list_changed` when files appear or go.
+    pub list_changed: bool,
+    /// The session whose memory-mount changes it may see.
+    pub origin: usize,
+}
+
+impl Subscriber {
+    /// Runs until `stop`, the hub's end, or a failed send. `changes` is taken from
+    /// [`ChangeHub::receiver`] before the subscription is acknowledged, so that nothing
+    /// changed after the acknowledgement is missed.
+    pub async fn run(
+        self,
+        hub: Arc<ChangeHub>,
+        mut changes: broadcast::Receiver<Change>,
+        notifier: impl Notifier,
+        stop: CancellationToken,
+    ) {
+        let mut pending: BTreeSet<VirtualPath> = BTreeSet::new();
+        let mut overflowed = false;
+        let mut list_dirty = false;
+        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                received = changes.recv() => match received {
+                    Ok(change) => {
+                        if !hub.visible_to(&change, self.origin) {
+                            continue;
+                        }
+                        list_dirty |= change.listing && self.list_changed;
+                        let interests = self.interests.lock().unwrap_or_else(PoisonError::into_inner);
+                        for path in interests.touched(&change.path, self.exact) {
+                            if pending.len() < MAX_PENDING {
+                                pending.insert(path);
+                            } else {
+                                overflowed = true;
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::debug!(missed, "a subscriber fell behind; announcing every interest");
+                        overflowed = true;
+                        list_dirty |= self.list_changed;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = tick.tick(), if overflowed || list_dirty || !pending.is_empty() => {
+                    if overflowed {
+                        let interests = self.interests.lock().unwrap_or_else(PoisonError::into_inner);
+                        pending.extend(interests.paths.iter().cloned());
+                        overflowed = false;
+                    }
+                    let batch = std::mem::take(&mut pending);
+                    let mut failed = false;
+                    if list_dirty {
+                        list_dirty = false;
+                        failed |= notifier.list_changed().await.is_err();
+                    }
+                    for path in batch {
+                        if failed {
+                            break;
+                        }
+                        failed |= notifier.updated(uri_of(&path)).await.is_err();
+                    }
+                    if failed {
+                        tracing::debug!("a subscription's client is gone; it ends");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The legacy (`resources/subscribe`) subscriptions of one connection: one interest set and one
+/// loop, started by the first subscription, stopped when the connection's handler is dropped.
+#[derive(Debug, Default)]
+pub struct LegacySubscriptions {
+    interests: Arc<Mutex<Interests>>,
+    running: Mutex<Option<CancellationToken>>,
+}
+
+impl Drop for LegacySubscriptions {
+    fn drop(&mut self) {
+        if let Some(stop) = self
+            .running
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            stop.cancel();
+        }
+    }
+}
+
+impl LegacySubscriptions {
+    /// Follows `path`; false when the session already follows [`MAX_INTERESTS`] paths.
+    pub fn add(&self, path: VirtualPath) -> bool {
+        self.interests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(path)
+    }
+
+    /// Stops following `path`.
+    pub fn remove(&self, path: &VirtualPath) {
+        self.interests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(path);
+    }
+
+    /// Starts the loop unless it runs: `start` receives the subscriber and its stop token.
+    pub fn ensure_running(&self, origin: usize, start: impl FnOnce(Subscriber, CancellationToken)) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if running.as_ref().is_some_and(|stop| !stop.is_cancelled()) {
+            return;
+        }
+        let stop = CancellationToken::new();
+        *running = Some(stop.clone());
+        start(
+            Subscriber {
+                interests: self.interests.clone(),
+                exact: false,
+                list_changed: true,
+                origin,
+            },
+            stop,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(text: &str) -> VirtualPath {
+        VirtualPath::parse(text).expect("valid path")
+    }
+
+    #[test]
+    fn interests_match_files_under_directories_and_directories_above_files() {
+        let mut interests = Interests::default();
+        interests.add(path("/src"));
+        interests.add(path("/notes/a.md"));
+        assert_eq!(
+            interests.touched(&path("/src/x/y.rs"), false),
+            [path("/src/x/y.rs")]
+        );
+        assert_eq!(
+            interests.touched(&path("/src/x/y.rs"), true),
+            [path("/src")]
+        );
+        assert_eq!(
+            interests.touched(&path("/notes/a.md"), true),
+            [path("/notes/a.md")]
+        );
+        // The directory holding a followed file went away.
+        assert_eq!(
+            interests.touched(&path("/notes"), false),
+            [path("/notes/a.md")]
+        );
+        assert!(interests.touched(&path("/srcx/a"), false).is_empty());
+        assert!(interests.touched(&path("/other.txt"), false).is_empty());
+    }
+
+    #[test]
+    fn interests_are_bounded() {
+        let mut interests = Interests::default();
+        for n in 0..MAX_INTERESTS {
+            assert!(interests.add(path(&format!("/f{n}"))));
+        }
+        assert!(!interests.add(path("/one-more")));
+        assert!(interests.add(path("/f0")), "an existing one is fine");
+    }
+
+    #[test]
+    fn disk_events_map_to_virtual_paths_without_git_or_temp_files() {
+        let root = Path::new("/srv/repo");
+        let prefix = path("/work");
+        assert_eq!(
+            virtual_of(&prefix, root, Path::new("/srv/repo/src/a.rs")),
+            Some(path("/work/src/a.rs"))
+        );
+        assert_eq!(
+            virtual_of(&prefix, root, Path::new("/srv/repo/.git/index")),
+            None
+        );
+        assert_eq!(
+            virtual_of(&prefix, root, Path::new("/srv/repo/src/.mountfs-tmp-12-3")),
+            None
+        );
+        assert_eq!(virtual_of(&prefix, root, Path::new("/elsewhere/a")), None);
+    }
+
+    #[test]
+    fn postgres_payloads_map_to_every_mount_of_the_namespace() {
+        let targets = vec![
+            (path("/shared"), "team".to_owned()),
+            (path("/mirror"), "team".to_owned()),
+            (path("/other"), "solo".to_owned()),
+        ];
+        let changes = change_of_payload("team\tmodified\t/a/b.md", &targets).expect("parses");
+        let paths: Vec<&VirtualPath> = changes.iter().map(|c| &c.path).collect();
+        assert_eq!(paths, [&path("/shared/a/b.md"), &path("/mirror/a/b.md")]);
+        assert!(!changes[0].listing);
+        let created = change_of_payload("team\tcreated\t/n.md", &targets).expect("parses");
+        assert!(created[0].listing);
+        assert_eq!(change_of_payload("garbage", &targets), None);
+    }
+}
