@@ -17,6 +17,7 @@ use thiserror::Error;
 use crate::backend::{self, Backend, BoundedRead, CompositeBackend, Entry};
 use crate::content;
 use crate::path::VirtualPath;
+use crate::text::encoding::{self, Detection};
 use crate::tools::file_info::format_time;
 
 /// The URI scheme and authority of every resource; the virtual path follows.
@@ -253,8 +254,8 @@ async fn listing(backend: &CompositeBackend, dir: &VirtualPath) -> Vec<Entry> {
     }
 }
 
-/// The contents of the file a `mountfs:///…` URI names: UTF-8 text as text (a BOM left out),
-/// anything else as a base64 blob with its MIME type.
+/// The contents of the file a `mountfs:///…` URI names: text in any encoding `read_file` reads
+/// as text (decoded, a BOM left out), anything else as a base64 blob with its MIME type.
 pub async fn read(
     backend: &CompositeBackend,
     uri: &str,
@@ -273,19 +274,19 @@ pub async fn read(
     };
     let uri = uri_of(&path);
     let by_name = mime_by_name(&path);
-    if !content::looks_binary(&file.content) {
-        let body = file
-            .content
-            .strip_prefix(b"\xef\xbb\xbf")
-            .unwrap_or(&file.content);
-        if let Ok(text) = std::str::from_utf8(body) {
+    let head = &file.content[..file.content.len().min(content::SNIFF_BYTES)];
+    if !content::looks_binary(&file.content) || encoding::is_utf16_text(head) {
+        // Decoded as read_file decodes it: UTF-8, UTF-16 with a BOM or a legacy encoding, checked
+        // both ways; bytes valid in no encoding are sent as they are, as a blob.
+        if let Detection::Text { text, .. } = encoding::detect(&file.content) {
+            let text = text.strip_prefix('\u{FEFF}').unwrap_or(&text).to_owned();
             let mime = by_name
                 .filter(|mime| mime.starts_with("text/") || mime.ends_with("json"))
                 .unwrap_or_else(|| "text/plain".to_owned());
             return Ok(ResourceContents::TextResourceContents {
                 uri,
                 mime_type: Some(mime),
-                text: text.to_owned(),
+                text,
                 meta: None,
             });
         }

@@ -102,8 +102,23 @@ fn read_gives_text_blobs_and_clear_errors() {
     let big = std::fs::File::create(dir.path().join("big.log")).unwrap();
     big.set_len(5 * 1024 * 1024).unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("latin1.txt"), b"caf\xe9 cr\xe8me\n").unwrap();
+    let mut utf16 = vec![0xff, 0xfe];
+    for unit in "h\u{e9}llo\n".encode_utf16() {
+        utf16.extend(unit.to_le_bytes());
+    }
+    std::fs::write(dir.path().join("wide.txt"), utf16).unwrap();
     let disk = format!("/=disk:{}", dir.path().display());
     let mut client = StdioClient::start(&["--mount", &disk]);
+
+    // Text in any encoding read_file reads is sent decoded.
+    for (uri, text) in [
+        ("mountfs:///latin1.txt", "caf\u{e9} cr\u{e8}me\n"),
+        ("mountfs:///wide.txt", "h\u{e9}llo\n"),
+    ] {
+        let read = client.request("resources/read", json!({"uri": uri}));
+        assert_eq!(read["result"]["contents"][0]["text"], text, "{read}");
+    }
 
     let read = client.request(
         "resources/read",
