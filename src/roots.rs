@@ -45,6 +45,10 @@ pub const SETTLE_WAIT_LIMIT: Duration = ROOTS_ANSWER_LIMIT.saturating_add(Durati
 /// Longest mount name made from a root, in bytes.
 pub const MAX_MOUNT_NAME_BYTES: usize = 64;
 
+/// At most this many roots are mounted; the rest of a longer list are left out with a warning
+/// (each root is a disk mount with its own open directory).
+pub const MAX_ROOTS: usize = 64;
+
 /// Why one root was not mounted (the others still are).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RootError {
@@ -79,7 +83,7 @@ pub enum RootError {
     Unsafe {
         /// The directory, resolved.
         dir: String,
-        /// "the file-system root" or "the home directory".
+        /// "the file-system root", "the home directory" or one holding it.
         what: &'static str,
     },
     /// The directory cannot be opened.
@@ -148,7 +152,7 @@ fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
 }
 
 /// `path` resolved (symbolic links followed), when it is a directory that may be mounted: not
-/// the file-system root, not `home`.
+/// the file-system root, not `home` nor a directory holding it.
 pub fn safe_directory(path: &Path, home: Option<&Path>) -> Result<PathBuf, RootError> {
     let open_error = |reason: String| RootError::Open {
         dir: path.display().to_string(),
@@ -162,6 +166,8 @@ pub fn safe_directory(path: &Path, home: Option<&Path>) -> Result<PathBuf, RootE
         "the file-system root"
     } else if home.is_some_and(|home| home == dir) {
         "the home directory"
+    } else if home.is_some_and(|home| home.starts_with(&dir)) {
+        "a directory holding the home directory"
     } else {
         return Ok(dir);
     };
@@ -461,7 +467,13 @@ async fn open_roots(
         let home = home_directory();
         let mut seen = HashSet::new();
         let mut usable = Vec::new();
-        for root in roots {
+        if roots.len() > MAX_ROOTS {
+            tracing::warn!(
+                offered = roots.len(),
+                "the client offers more than {MAX_ROOTS} roots; only the first {MAX_ROOTS} are mounted"
+            );
+        }
+        for root in roots.into_iter().take(MAX_ROOTS) {
             let dir =
                 path_of_file_uri(&root.uri).and_then(|path| safe_directory(&path, home.as_deref()));
             match dir {
@@ -598,6 +610,14 @@ mod tests {
             safe_directory(home.path(), Some(&resolved)),
             Err(RootError::Unsafe {
                 what: "the home directory",
+                ..
+            })
+        ));
+        let parent = resolved.parent().unwrap();
+        assert!(matches!(
+            safe_directory(parent, Some(&resolved)),
+            Err(RootError::Unsafe {
+                what: "a directory holding the home directory",
                 ..
             })
         ));

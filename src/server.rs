@@ -65,7 +65,7 @@ pub struct MountfsServer {
 const MAX_EARLY_RECEIVERS: usize = 16;
 
 /// Told to a client whose roots will be mounted, after the mount list of the instructions.
-pub const ROOTS_NOTE: &str = "The client's roots replace the disk mount above: one root is mounted at /, several at /<root name>/ (ls / shows them); the mounts follow roots/list_changed.";
+pub const ROOTS_NOTE: &str = "Your client's roots are mounted as disk mounts in place of the working directory: one root at /, several at /<root name>/ (ls / shows them); they follow roots/list_changed.";
 
 impl MountfsServer {
     /// A handler serving `session` with the tools of `registry`. `instructions` tell the client

@@ -78,10 +78,19 @@ impl StdioClient {
     /// variables (`XDG_DATA_HOME` and `HOME`, so the default table stays in temporary
     /// directories), without initialising.
     pub fn spawn_with_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> Self {
+        Self::spawn_in(None, args, env)
+    }
+
+    /// [`Self::spawn_with_env`] in `dir` (e.g. `/`) instead of a fresh temporary directory.
+    pub fn spawn_in(
+        dir: Option<&std::path::Path>,
+        args: &[&str],
+        env: &[(&str, &std::path::Path)],
+    ) -> Self {
         let cwd = tempfile::tempdir().expect("working directory for mountfs");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
             .args(args)
-            .current_dir(cwd.path())
+            .current_dir(dir.unwrap_or(cwd.path()))
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
             .stdin(Stdio::piped())

@@ -15,14 +15,19 @@ use crate::common::StdioClient;
 struct RootsClient {
     client: StdioClient,
     _data: tempfile::TempDir,
-    _home: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 impl RootsClient {
     fn start(args: &[&str]) -> Self {
+        Self::start_in(None, args)
+    }
+
+    fn start_in(dir: Option<&Path>, args: &[&str]) -> Self {
         let data = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
-        let mut client = StdioClient::spawn_with_env(
+        let mut client = StdioClient::spawn_in(
+            dir,
             args,
             &[("XDG_DATA_HOME", data.path()), ("HOME", home.path())],
         );
@@ -39,7 +44,7 @@ impl RootsClient {
         Self {
             client,
             _data: data,
-            _home: home,
+            home,
         }
     }
 
@@ -134,12 +139,31 @@ fn two_roots_are_both_mounted_and_list_changed_remounts_one_at_root() {
     assert!(b.contains("from beta"), "{b}");
 }
 
+/// Started in `/` (as Claude Desktop on macOS starts servers), the default table mounts no
+/// directory; a client's root is then mounted at `/`.
+#[test]
+fn started_in_the_file_system_root_a_single_root_is_mounted_at_root() {
+    let (_top, alpha, _beta) = two_projects();
+    let mut c = RootsClient::start_in(Some(Path::new("/")), &[]);
+    c.answer_roots(json!([{"uri": uri(&alpha)}]));
+    let root = c.listing("/");
+    assert!(root.contains(&"/a.txt (11 bytes)".to_owned()), "{root:?}");
+    assert!(root.contains(&"/memories/".to_owned()), "{root:?}");
+    assert!(!root.iter().any(|line| line.contains("/etc")), "{root:?}");
+    let a = c.client.ok("read_file", json!({"file_path": "/a.txt"}));
+    assert!(a.contains("from alpha"), "{a}");
+}
+
 #[test]
 fn unsafe_and_foreign_roots_are_refused_and_the_default_table_stays() {
     let mut c = RootsClient::start(&[]);
     std::fs::write(c.client.cwd().join("cwd-only.txt"), "cwd\n").unwrap();
+    let home = uri(c.home.path());
+    let above_home = uri(c.home.path().parent().unwrap());
     c.answer_roots(json!([
         {"uri": "file:///", "name": "everything"},
+        {"uri": home},
+        {"uri": above_home},
         {"uri": "https://example.com/repo"},
         {"uri": "file://server/share"},
     ]));
