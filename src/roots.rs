@@ -366,7 +366,8 @@ impl RootsFollower {
         }
     }
 
-    /// Whether roots offered by `peer` will be mounted.
+    /// Whether the roots of a client with these capabilities are mounted: the table follows
+    /// roots and the client declared the `roots` capability.
     pub fn follows(&self, client: Option<&rmcp::model::ClientCapabilities>) -> bool {
         self.replaced.is_some() && client.is_some_and(|c| c.roots.is_some())
     }
