@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::Backend;
 use crate::changes::{
     Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
     session_origin,
@@ -204,6 +205,7 @@ impl MountfsServer {
         }
         let touched = touched_paths(name, &arguments);
         let origin = session_origin(&session);
+        let linked = linked_file(name, &arguments).map(|path| (path, session.backend()));
         let tool = name.to_owned();
         let run = async move { tools::call_in(&tool, arguments, &session, &context).await };
         let task = match turn {
@@ -228,7 +230,16 @@ impl MountfsServer {
                         origin: Some(origin),
                     });
                 }
-                success(reply)
+                let mut result = success(reply);
+                if let Some((path, backend)) = linked
+                    && let Ok(Some(entry)) = backend.stat(&path).await
+                    && !entry.is_dir()
+                {
+                    result
+                        .content
+                        .push(ContentBlock::resource_link(resources::resource_of(&entry)));
+                }
+                result
             }
             Err(error) => {
                 tracing::debug!(tool = name, %error, "tool error");
@@ -236,6 +247,18 @@ impl MountfsServer {
             }
         })
     }
+}
+
+/// The file a successful call of `tool` names, which its answer links to as a resource (with
+/// its size and `lastModified`, so a client can attach or follow it).
+fn linked_file(tool: &str, arguments: &Value) -> Option<VirtualPath> {
+    matches!(
+        tool,
+        "read_file" | "write_file" | "edit_file" | "multi_edit" | "file_info"
+    )
+    .then(|| arguments.get("file_path").and_then(Value::as_str))
+    .flatten()
+    .and_then(|text| VirtualPath::parse(text).ok())
 }
 
 /// The paths a successful call of `tool` with `arguments` may have changed, and whether files

@@ -221,3 +221,50 @@ fn the_official_python_sdk_pages_reads_and_finds_the_template() {
         "{stdout}"
     );
 }
+
+#[test]
+fn answers_about_one_file_link_to_it_as_a_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = format!("/=disk:{}", dir.path().display());
+    let mut client = StdioClient::start(&["--mount", &disk]);
+    let link = |result: &Value| {
+        result["content"]
+            .as_array()
+            .expect("content")
+            .iter()
+            .find(|block| block["type"] == "resource_link")
+            .cloned()
+    };
+    let written = client.call(
+        "write_file",
+        json!({"file_path": "/docs/a b.md", "content": "hello\n"}),
+    );
+    let linked = link(&written).expect("write_file links the file");
+    assert_eq!(linked["uri"], "mountfs:///docs/a%20b.md", "{linked}");
+    assert_eq!(linked["size"], 6);
+    assert!(
+        linked["annotations"]["lastModified"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{linked}"
+    );
+    for (tool, arguments) in [
+        ("read_file", json!({"file_path": "/docs/a b.md"})),
+        (
+            "edit_file",
+            json!({"file_path": "/docs/a b.md", "old_string": "hello", "new_string": "hi"}),
+        ),
+        ("file_info", json!({"file_path": "/docs/a b.md"})),
+    ] {
+        let result = client.call(tool, arguments);
+        let linked = link(&result).unwrap_or_else(|| panic!("{tool} links the file: {result}"));
+        assert_eq!(linked["uri"], "mountfs:///docs/a%20b.md", "{tool}");
+    }
+    // Failures and directories link nothing.
+    let failed = client.call("read_file", json!({"file_path": "/missing.txt"}));
+    assert_eq!(failed["isError"], true);
+    assert!(link(&failed).is_none(), "{failed}");
+    let listed = client.call("read_file", json!({"file_path": "/docs"}));
+    assert!(link(&listed).is_none(), "{listed}");
+    assert!(client.finish().success());
+}
