@@ -32,31 +32,135 @@ pub struct WriteOptions {
     pub exec: Option<crate::exec::ExecMode>,
 }
 
-/// Which version of each file this session last read or wrote.
+/// Most bytes of one file's text the ledger keeps (see [`ReadLedger`]).
+pub const LEDGER_TEXT_MAX_FILE_BYTES: usize = 256 * 1024;
+/// Most bytes of text the ledger keeps over all files of a session; the oldest go first.
+pub const LEDGER_TEXT_MAX_SESSION_BYTES: usize = 2 * 1024 * 1024;
+
+/// Which version of each file this session last read or wrote, and, within bounds, the text it
+/// saw then.
+///
+/// The version is what read-before-edit and staleness are checked against. The text (LF, as
+/// `read_file` showed it or an edit wrote it) only serves to tell the agent which lines changed
+/// when it edits a file someone else changed since (stale-but-safe edits). It is kept for a file
+/// read whole or written by an edit, when it is at most [`LEDGER_TEXT_MAX_FILE_BYTES`], and for
+/// at most [`LEDGER_TEXT_MAX_SESSION_BYTES`] over the session (the oldest texts are dropped
+/// first, their versions kept). Without it the answer says the file changed, without lines.
 #[derive(Debug, Default)]
 pub struct ReadLedger {
-    versions: Mutex<HashMap<VirtualPath, Version>>,
+    inner: Mutex<LedgerState>,
+}
+
+#[derive(Debug, Default)]
+struct LedgerState {
+    seen: HashMap<VirtualPath, Seen>,
+    /// Bytes of all texts kept.
+    text_bytes: usize,
+    /// Counter giving each kept text its age, to drop the oldest first.
+    serial: u64,
+}
+
+/// What the session saw of one file.
+#[derive(Debug, Clone)]
+struct Seen {
+    version: Version,
+    /// The text seen, with the serial it was kept at.
+    text: Option<(u64, Arc<str>)>,
+}
+
+/// What a session last saw of a file: its version and, when kept, its LF text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenFile {
+    /// The version read or written.
+    pub version: Version,
+    /// The text then (LF line endings), when the ledger kept it.
+    pub text: Option<Arc<str>>,
 }
 
 impl ReadLedger {
-    /// Records that the session has seen `version` of `path`.
+    /// Records that the session has seen `version` of `path` (any text kept for it is dropped).
     pub fn record(&self, path: &VirtualPath, version: &Version) {
-        self.lock().insert(path.clone(), version.clone());
+        let mut state = self.lock();
+        let old = state.seen.insert(
+            path.clone(),
+            Seen {
+                version: version.clone(),
+                text: None,
+            },
+        );
+        state.release(old);
+    }
+
+    /// Records that the session has seen `version` of `path` as the LF text `text`, keeping the
+    /// text within the bounds of the type doc.
+    pub fn record_text(&self, path: &VirtualPath, version: &Version, text: &str) {
+        if text.len() > LEDGER_TEXT_MAX_FILE_BYTES {
+            self.record(path, version);
+            return;
+        }
+        let mut state = self.lock();
+        state.serial += 1;
+        let serial = state.serial;
+        let old = state.seen.insert(
+            path.clone(),
+            Seen {
+                version: version.clone(),
+                text: Some((serial, Arc::from(text))),
+            },
+        );
+        state.release(old);
+        state.text_bytes += text.len();
+        while state.text_bytes > LEDGER_TEXT_MAX_SESSION_BYTES {
+            let oldest = state
+                .seen
+                .iter()
+                .filter_map(|(path, seen)| seen.text.as_ref().map(|(at, _)| (*at, path.clone())))
+                .min();
+            let Some((_, path)) = oldest else {
+                break;
+            };
+            let dropped = state.seen.get_mut(&path).and_then(|seen| seen.text.take());
+            state.text_bytes -= dropped.map_or(0, |(_, text)| text.len());
+        }
     }
 
     /// The version last seen, if the file was read in this session.
     pub fn seen(&self, path: &VirtualPath) -> Option<Version> {
-        self.lock().get(path).cloned()
+        self.lock().seen.get(path).map(|seen| seen.version.clone())
+    }
+
+    /// The version last seen and the text then, when kept.
+    pub fn seen_file(&self, path: &VirtualPath) -> Option<SeenFile> {
+        self.lock().seen.get(path).map(|seen| SeenFile {
+            version: seen.version.clone(),
+            text: seen.text.as_ref().map(|(_, text)| text.clone()),
+        })
     }
 
     /// Forgets a file (deleted by this session).
     pub fn forget(&self, path: &VirtualPath) {
-        self.lock().remove(path);
+        let mut state = self.lock();
+        let old = state.seen.remove(path);
+        state.release(old);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<VirtualPath, Version>> {
-        // Each update is one insert/remove: a poisoned map is still consistent.
-        self.versions.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Bytes of text kept over all files.
+    pub fn text_bytes(&self) -> usize {
+        self.lock().text_bytes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LedgerState> {
+        // Each update leaves the state consistent before it can panic: a poisoned one is usable.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl LedgerState {
+    /// Accounts for the text of an entry that was replaced or removed.
+    fn release(&mut self, old: Option<Seen>) {
+        if let Some((_, text)) = old.and_then(|seen| seen.text) {
+            self.text_bytes -= text.len();
+        }
     }
 }
 
@@ -470,6 +574,44 @@ mod tests {
         assert!(
             Arc::ptr_eq(&session.backend(), &second),
             "later calls see the new one"
+        );
+    }
+
+    #[test]
+    fn ledger_keeps_texts_within_its_bounds() {
+        let ledger = ReadLedger::default();
+        let v = Version::of_content(b"x");
+        ledger.record_text(&p("/a"), &v, "hello\n");
+        assert_eq!(
+            ledger.seen_file(&p("/a")).unwrap().text.as_deref(),
+            Some("hello\n")
+        );
+        assert_eq!(ledger.text_bytes(), 6);
+        ledger.record(&p("/a"), &v);
+        assert_eq!(ledger.seen_file(&p("/a")).unwrap().text, None);
+        assert_eq!(ledger.text_bytes(), 0);
+        let too_big = "x".repeat(LEDGER_TEXT_MAX_FILE_BYTES + 1);
+        ledger.record_text(&p("/big"), &v, &too_big);
+        assert_eq!(ledger.seen_file(&p("/big")).unwrap().text, None);
+        let largest = "y".repeat(LEDGER_TEXT_MAX_FILE_BYTES);
+        let files = LEDGER_TEXT_MAX_SESSION_BYTES / LEDGER_TEXT_MAX_FILE_BYTES + 2;
+        for i in 0..files {
+            ledger.record_text(&p(&format!("/f{i}")), &v, &largest);
+            assert!(ledger.text_bytes() <= LEDGER_TEXT_MAX_SESSION_BYTES);
+        }
+        assert_eq!(
+            ledger.seen_file(&p("/f0")).unwrap().text,
+            None,
+            "oldest dropped"
+        );
+        assert_eq!(ledger.seen(&p("/f0")), Some(v.clone()), "its version kept");
+        let last = format!("/f{}", files - 1);
+        assert!(ledger.seen_file(&p(&last)).unwrap().text.is_some());
+        ledger.forget(&p(&last));
+        assert_eq!(
+            ledger.text_bytes(),
+            (files - 3) * LEDGER_TEXT_MAX_FILE_BYTES,
+            "forgetting frees"
         );
     }
 

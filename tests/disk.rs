@@ -235,22 +235,35 @@ async fn ensure_final_newline_applies_on_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_programs_change_makes_the_next_edit_stale() {
+async fn another_programs_change_is_reported_or_makes_the_edit_stale() {
     let d = Disk::new();
-    d.put("a.txt", "one\n");
+    d.put("a.txt", "one\ntwo\n");
     d.ok("read_file", json!({"file_path": "/a.txt"})).await;
-    d.put("a.txt", "one, changed by an editor\n");
+    // Changed where old_string was: today's stale error, nothing written.
+    d.put("a.txt", "uno, changed by an editor\ntwo\n");
     let err = d
         .err(
             "edit_file",
-            json!({"file_path": "/a.txt", "old_string": "one", "new_string": "two"}),
+            json!({"file_path": "/a.txt", "old_string": "one", "new_string": "1"}),
         )
         .await;
     assert!(
         err.starts_with("Error: File has been modified since it was read"),
         "{err}"
     );
-    assert_eq!(d.bytes("a.txt"), b"one, changed by an editor\n");
+    assert_eq!(d.bytes("a.txt"), b"uno, changed by an editor\ntwo\n");
+    // Changed elsewhere: the edit lands on the current content and says what changed.
+    let text = d
+        .ok(
+            "edit_file",
+            json!({"file_path": "/a.txt", "old_string": "two", "new_string": "2"}),
+        )
+        .await;
+    assert!(
+        text.contains("had changed since this session read it") && text.contains(": 1."),
+        "{text}"
+    );
+    assert_eq!(d.bytes("a.txt"), b"uno, changed by an editor\n2\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -275,13 +288,18 @@ async fn an_in_place_change_to_a_big_file_is_detected() {
         .unwrap();
     file.write_all_at(b"X", 5).unwrap();
     drop(file);
-    let err = d
-        .err(
+    // The change is seen: the edit (its old_string still there once) says so.
+    let text = d
+        .ok(
             "edit_file",
             json!({"file_path": "/big.log", "old_string": "X", "new_string": "Y"}),
         )
         .await;
-    assert!(err.contains("modified since it was read"), "{err}");
+    assert!(
+        text.contains("had changed since this session read it")
+            && text.contains("which lines changed is not known"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

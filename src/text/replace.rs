@@ -50,6 +50,17 @@ pub struct EditSpec<'a> {
     pub expected_replacements: Option<usize>,
 }
 
+/// Which occurrences of an `old_string` an edit may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matching {
+    /// Exact occurrences, else those found with quotes folded: an edit of the text the agent
+    /// read.
+    Tolerant,
+    /// Exact occurrences only: an edit applied to a file changed since the agent read it, which
+    /// may only use text still there verbatim.
+    Exact,
+}
+
 /// The text after a successful edit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replaced {
@@ -326,6 +337,16 @@ pub fn apply_edit_within(
     edit: &EditSpec<'_>,
     max_len: usize,
 ) -> Result<Replaced, EditError> {
+    apply_edit_matching(content, edit, max_len, Matching::Tolerant)
+}
+
+/// [`apply_edit_within`] using only the occurrences `matching` allows.
+pub fn apply_edit_matching(
+    content: &str,
+    edit: &EditSpec<'_>,
+    max_len: usize,
+    matching: Matching,
+) -> Result<Replaced, EditError> {
     let old = edit.old_string;
     if old.is_empty() {
         return Err(EditError::EmptyOldString);
@@ -335,6 +356,9 @@ pub fn apply_edit_within(
     }
     let count = content.matches(old).count();
     if count == 0 {
+        if matching == Matching::Exact {
+            return Err(not_found(content, old));
+        }
         return match quotes::find_loose(content, old) {
             Some(spans) if !spans.is_empty() => apply_loose(content, edit, &spans, max_len),
             _ => Err(not_found(content, old)),
@@ -460,20 +484,31 @@ pub fn apply_edits_within(
     edits: &[EditSpec<'_>],
     max_len: usize,
 ) -> Result<Replaced, MultiEditError> {
+    apply_edits_matching(content, edits, max_len, Matching::Tolerant)
+}
+
+/// [`apply_edits_within`] using only the occurrences `matching` allows.
+pub fn apply_edits_matching(
+    content: &str,
+    edits: &[EditSpec<'_>],
+    max_len: usize,
+    matching: Matching,
+) -> Result<Replaced, MultiEditError> {
     let total = edits.len();
-    if let Some((index, kind)) = find_conflict(content, edits) {
+    if let Some((index, kind)) = find_conflict(content, edits, matching) {
         return Err(MultiEditError { index, total, kind });
     }
     let mut working = content.to_owned();
     let mut occurrences = 0usize;
     let mut loose_quotes = 0usize;
     for (position, edit) in edits.iter().enumerate() {
-        let replaced =
-            apply_edit_within(&working, edit, max_len).map_err(|error| MultiEditError {
+        let replaced = apply_edit_matching(&working, edit, max_len, matching).map_err(|error| {
+            MultiEditError {
                 index: position + 1,
                 total,
                 kind: MultiEditErrorKind::Edit(error),
-            })?;
+            }
+        })?;
         occurrences += replaced.occurrences;
         loose_quotes += replaced.loose_quotes;
         working = replaced.content;
@@ -799,13 +834,17 @@ fn similarity(a: &str, b: &str) -> f32 {
 }
 
 /// The first conflict between two edits, as (1-based later edit, kind).
-fn find_conflict(content: &str, edits: &[EditSpec<'_>]) -> Option<(usize, MultiEditErrorKind)> {
+fn find_conflict(
+    content: &str,
+    edits: &[EditSpec<'_>],
+    matching: Matching,
+) -> Option<(usize, MultiEditErrorKind)> {
     // Occurrences of each old_string in the original text, as the edit will find them: exact
     // ones, else those with quotes folded (none for an empty one, which fails on its own when
     // applied).
     let positions: Vec<Vec<Range<usize>>> = edits
         .iter()
-        .map(|edit| occurrence_spans(content, edit.old_string))
+        .map(|edit| occurrence_spans(content, edit.old_string, matching))
         .collect();
     for (later, edit) in edits.iter().enumerate() {
         for (earlier, other) in edits.iter().enumerate().take(later) {
@@ -833,9 +872,9 @@ fn find_conflict(content: &str, edits: &[EditSpec<'_>]) -> Option<(usize, MultiE
     None
 }
 
-/// Where `old` occurs in `content` as [`apply_edit`] finds it: the exact occurrences, or when
-/// there are none, those found with quotes folded.
-fn occurrence_spans(content: &str, old: &str) -> Vec<Range<usize>> {
+/// Where `old` occurs in `content` as [`apply_edit_matching`] finds it: the exact occurrences,
+/// or when there are none and `matching` allows it, those found with quotes folded.
+fn occurrence_spans(content: &str, old: &str, matching: Matching) -> Vec<Range<usize>> {
     if old.is_empty() {
         return Vec::new();
     }
@@ -843,7 +882,7 @@ fn occurrence_spans(content: &str, old: &str) -> Vec<Range<usize>> {
         .match_indices(old)
         .map(|(at, found)| at..at + found.len())
         .collect();
-    if !exact.is_empty() {
+    if !exact.is_empty() || matching == Matching::Exact {
         return exact;
     }
     quotes::find_loose(content, old).unwrap_or_default()
@@ -1402,6 +1441,21 @@ mod tests {
             apply_edits(content, &edits).unwrap_err().kind,
             MultiEditErrorKind::Overlap { other: 1 }
         );
+    }
+
+    #[test]
+    fn exact_matching_never_folds_quotes() {
+        let content = "x = “one”;\n";
+        assert!(matches!(
+            apply_edit_matching(content, &edit("\"one\"", "1"), usize::MAX, Matching::Exact),
+            Err(EditError::NotFound { .. })
+        ));
+        let edits = [edit("x = ", "y = "), edit("\"one\"", "1")];
+        let error = apply_edits_matching(content, &edits, usize::MAX, Matching::Exact).unwrap_err();
+        assert_eq!(error.index, 2);
+        let edits = [edit("x = ", "y = "), edit("“one”", "1")];
+        let got = apply_edits_matching(content, &edits, usize::MAX, Matching::Exact).unwrap();
+        assert_eq!(got.content, "y = 1;\n");
     }
 
     // --- multi-edit ---

@@ -5,11 +5,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit_text_edit, edit_limit_bytes, load_text};
+use super::editing::{edit_limit_bytes, edit_text};
 use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::replace::{EditSpec, apply_edit_within};
+use crate::text::replace::{EditSpec, apply_edit_matching};
 
 /// Arguments of `edit_file` (schemas/edit_file.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -33,17 +33,24 @@ pub struct Args {
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
     let _guard = session.lock_file(&path).await;
-    let loaded = load_text(session, &path).await?;
     let spec = EditSpec {
         old_string: &args.old_string,
         new_string: &args.new_string,
         replace_all: args.replace_all,
         expected_replacements: args.expected_replacements,
     };
-    let replaced = apply_edit_within(&loaded.text, &spec, edit_limit_bytes(session))?;
-    let headline = format!(
-        "Edited {path}: replaced {}.",
-        counted(replaced.occurrences, "occurrence")
-    );
-    commit_text_edit(session, &path, &loaded, &replaced, &headline).await
+    let limit = edit_limit_bytes(session);
+    edit_text(
+        session,
+        &path,
+        std::slice::from_ref(&spec),
+        |text, matching| Ok(apply_edit_matching(text, &spec, limit, matching)?),
+        |replaced| {
+            format!(
+                "Edited {path}: replaced {}.",
+                counted(replaced.occurrences, "occurrence")
+            )
+        },
+    )
+    .await
 }

@@ -6,6 +6,11 @@
 //! The conditional write is what makes this safe against other sessions and other servers:
 //! if anyone changed the file between our read and our write, the backend refuses and the agent
 //! is told to read again. Nothing is written on any failure.
+//!
+//! `edit_file` and `multi_edit` go one step further ([`edit_text`], CONTRACT §4 "stale but
+//! safe"): on a file changed since it was read, the edit still lands when every `old_string`
+//! matches the current text exactly as often as it requires, written conditional on the
+//! *current* version, and the answer reports the outside change.
 
 use serde_json::json;
 use tokio::sync::OwnedMutexGuard;
@@ -14,8 +19,10 @@ use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, BoundedRead, FileBytes, Version, WriteMode};
 use crate::content;
 use crate::path::VirtualPath;
-use crate::session::{Session, UndoStep};
+use crate::session::{SeenFile, Session, UndoStep};
 use crate::text::encoding::{self, Detection, FileEncoding};
+use crate::text::numbered::split_lines;
+use crate::text::replace::{EditSpec, Matching, Replaced};
 use crate::text::{diff, line_endings, truncate};
 
 /// Lines of context shown around each change in an edit answer (seed 003's snippet).
@@ -23,7 +30,7 @@ pub const SNIPPET_CONTEXT_LINES: usize = 4;
 /// Largest snippet shown in an edit answer; beyond it, a summary.
 pub const SNIPPET_MAX_CHARS: usize = 4_000;
 
-/// A text file loaded for editing: its content with LF line endings and no BOM, and what is
+/// A text file loaded for editing ([`edit_text`]): its content with LF line endings and no BOM, and what is
 /// needed to write it back in its own format.
 #[derive(Debug)]
 pub struct Loaded {
@@ -115,9 +122,9 @@ pub fn check_edit_size(session: &Session, subject: &str, size: usize) -> Result<
     Ok(())
 }
 
-/// [`load_checked`] for a text edit: refuses binary files and decodes the text.
-pub async fn load_text(session: &Session, path: &VirtualPath) -> Result<Loaded, ToolError> {
-    let file = load_checked(session, path).await?;
+/// Decodes a file read for a text edit ([`edit_text`]) (LF text without BOM, and its format); refuses binary
+/// files.
+fn decode_loaded(path: &VirtualPath, file: FileBytes) -> Result<Loaded, ToolError> {
     if content::looks_binary(&file.content) {
         return Err(ToolError::Binary { path: path.clone() });
     }
@@ -165,6 +172,11 @@ pub fn encode_for_file(
         path: path.clone(),
         error,
     })
+}
+
+/// The bytes of an edited LF text of `loaded`'s file, in its own format and encoding.
+fn encode_loaded(path: &VirtualPath, loaded: &Loaded, lf_text: &str) -> Result<Vec<u8>, ToolError> {
+    encode_for_file(path, lf_text, loaded.format, loaded.encoding)
 }
 
 /// Writes new content over a file read with [`load_checked`], conditional on the version read,
@@ -339,22 +351,230 @@ pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> Chan
     }
 }
 
-/// Writes an edited text back over the file [`load_text`] loaded (in the file's own line endings
-/// and BOM) and answers with `headline` and the change report. Shared by edit_file and
-/// multi_edit.
-pub async fn commit_text_edit(
+/// How many times [`edit_text`] tries to write an edit before it gives up as stale: a write
+/// refused because the file changed between its read and its write is tried again on the new
+/// content, under the same rule, this many times at most.
+pub const EDIT_WRITE_ATTEMPTS: usize = 10;
+/// Longest pause, in milliseconds, before the n-th new attempt is this times n: a random pause
+/// (jitter) so that writers racing for one file do not collide again in lock step.
+const EDIT_RETRY_PAUSE_MS: u64 = 4;
+
+/// The edit cycle of `edit_file` and `multi_edit`, run with the session's file lock held.
+///
+/// Reads the file and checks the ledger: never read is [`ToolError::NotRead`]. When the file is
+/// as the session last saw it, `apply` runs on its text with [`Matching::Tolerant`] and its
+/// errors are the answer. When it changed since (another program, session or server), the edit
+/// may still land on the current text ("stale but safe"): each `old_string` must occur as often
+/// as in the text the session saw ([`counts_still_hold`]; that text is kept within bounds by
+/// [`crate::session::ReadLedger`]), and `apply` runs with [`Matching::Exact`]; any failure is
+/// [`ToolError::Stale`], today's answer. The
+/// result is written conditional on the version just read, so nothing written in between is
+/// lost; a write refused because the file changed again starts over on the new content, at most
+/// [`EDIT_WRITE_ATTEMPTS`] times. `headline` names the change; the answer adds the lines changed
+/// from outside, when there were any.
+pub async fn edit_text(
     session: &Session,
     path: &VirtualPath,
-    loaded: &Loaded,
-    replaced: &crate::text::replace::Replaced,
-    headline: &str,
+    specs: &[EditSpec<'_>],
+    apply: impl Fn(&str, Matching) -> Result<Replaced, ToolError>,
+    headline: impl Fn(&Replaced) -> String,
 ) -> Result<ToolReply, ToolError> {
-    let bytes = encode_for_file(path, &replaced.content, loaded.format, loaded.encoding)?;
-    let version = commit(session, path, Some(&loaded.file), &bytes).await?;
+    let mut attempt = 0usize;
+    loop {
+        attempt += 1;
+        // One mount table for the read and the conditional write of this attempt.
+        let backend = session.backend();
+        let read = backend.read_at_most(path, edit_limit(session)).await?;
+        let seen = session
+            .ledger
+            .seen_file(path)
+            .ok_or_else(|| ToolError::NotRead { path: path.clone() })?;
+        let current = match &read {
+            BoundedRead::Whole(file) => &file.version,
+            BoundedRead::TooLarge { version, .. } => version,
+        };
+        let changed = seen.version != *current;
+        let file = match read {
+            BoundedRead::Whole(file) => file,
+            BoundedRead::TooLarge { .. } if changed => {
+                return Err(ToolError::Stale { path: path.clone() });
+            }
+            BoundedRead::TooLarge { size, .. } => {
+                return Err(ToolError::TooLarge {
+                    subject: path.to_string(),
+                    size,
+                    limit: edit_limit(session),
+                    flag: "max-edit-bytes",
+                    advice: "Changing a file loads it whole, so files this large are not changed by edit tools. Read it in windows with read_file, or ask the user to raise the limit".into(),
+                });
+            }
+        };
+        let stale = || ToolError::Stale { path: path.clone() };
+        let loaded = match decode_loaded(path, file) {
+            Ok(loaded) => loaded,
+            Err(_) if changed => return Err(stale()),
+            Err(error) => return Err(error),
+        };
+        let replaced = if changed {
+            if !counts_still_hold(&seen, &loaded.text, specs) {
+                return Err(stale());
+            }
+            apply(&loaded.text, Matching::Exact).map_err(|_| stale())?
+        } else {
+            apply(&loaded.text, Matching::Tolerant)?
+        };
+        let bytes = encode_loaded(path, &loaded, &replaced.content)?;
+        let outcome = match backend
+            .write(
+                path,
+                &bytes,
+                WriteMode::IfVersion(loaded.file.version.clone()),
+            )
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(backend::Error::VersionMismatch { .. }) if attempt < EDIT_WRITE_ATTEMPTS => {
+                tracing::debug!(%path, attempt, "file changed during the edit; trying again");
+                let most = EDIT_RETRY_PAUSE_MS * attempt as u64;
+                let pause = rand::random_range(0..=most);
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                continue;
+            }
+            Err(backend::Error::VersionMismatch { path }) => return Err(ToolError::Stale { path }),
+            Err(other) => return Err(ToolError::Backend(other)),
+        };
+        session
+            .ledger
+            .record_text(path, &outcome.version, &replaced.content);
+        session.undo.push(
+            path,
+            UndoStep {
+                before: Some(loaded.file.content.clone()),
+                after: Some(outcome.version.clone()),
+                aside: None,
+            },
+        );
+        let outside = changed.then(|| outside_change(&seen, &loaded.text));
+        return Ok(edit_answer(
+            path,
+            &loaded,
+            &replaced,
+            &headline(&replaced),
+            &outcome.version,
+            outside.as_ref(),
+            attempt,
+        ));
+    }
+}
+
+/// Whether the edits may be applied to `current`, a file changed since the session saw it: each
+/// `old_string` must occur in `current` exactly as often as in the text the session saw, so an
+/// edit never reaches text the agent has not seen (text someone else added, or more occurrences
+/// of it for `replace_all`). When that text was not kept, the edits are allowed except a
+/// `replace_all` without `expected_replacements`, whose reach cannot be checked.
+fn counts_still_hold(seen: &SeenFile, current: &str, specs: &[EditSpec<'_>]) -> bool {
+    specs.iter().all(|spec| {
+        if spec.old_string.is_empty() {
+            return false;
+        }
+        match &seen.text {
+            Some(read) => {
+                read.matches(spec.old_string).count() == current.matches(spec.old_string).count()
+            }
+            None => !spec.replace_all || spec.expected_replacements.is_some(),
+        }
+    })
+}
+
+/// What changed in a file since the session saw it, as far as the ledger can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutsideChange {
+    /// 1-based line ranges of the file as found (before this edit) that differ from the text
+    /// seen; empty when only line endings, the final newline or the encoding changed.
+    Lines(Vec<std::ops::RangeInclusive<usize>>),
+    /// The text seen was not kept (a window of the file was read, or it is large).
+    Unknown,
+}
+
+/// The lines of `current` that differ from the text the session saw.
+fn outside_change(seen: &SeenFile, current: &str) -> OutsideChange {
+    match &seen.text {
+        Some(read) => {
+            let read = split_lines(read).join("\n");
+            let now = split_lines(current).join("\n");
+            OutsideChange::Lines(diff::changed_line_ranges(&read, &now))
+        }
+        None => OutsideChange::Unknown,
+    }
+}
+
+/// `3, 10-12`: line ranges as the answers name them.
+fn list_ranges(ranges: &[std::ops::RangeInclusive<usize>]) -> String {
+    ranges
+        .iter()
+        .map(|r| {
+            if r.start() == r.end() {
+                r.start().to_string()
+            } else {
+                format!("{}-{}", r.start(), r.end())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Most outside-changed ranges an answer lists by number.
+const OUTSIDE_RANGES_LISTED: usize = 20;
+
+/// The sentence telling the agent the file had changed since it read it.
+fn outside_change_note(path: &VirtualPath, change: &OutsideChange) -> String {
+    let what = match change {
+        OutsideChange::Lines(ranges) if ranges.is_empty() => {
+            "no line differs (only line endings, the final newline or the encoding changed)"
+                .to_owned()
+        }
+        OutsideChange::Lines(ranges) => {
+            let shown = ranges.get(..OUTSIDE_RANGES_LISTED).unwrap_or(ranges);
+            let more = ranges.len() - shown.len();
+            format!(
+                "changed lines (numbered as the file was found, before this edit): {}{}",
+                list_ranges(shown),
+                if more > 0 {
+                    format!(" and {more} more region(s)")
+                } else {
+                    String::new()
+                }
+            )
+        }
+        OutsideChange::Unknown => {
+            "which lines changed is not known (only part of the file was read, or it is large)"
+                .to_owned()
+        }
+    };
+    format!(
+        "Note: {path} had changed since this session read it (another program, session or server wrote it); {what}. Every old_string still matched the current content exactly, so the edit was applied to it. Read the file again before relying on the rest of it."
+    )
+}
+
+/// The answer of [`edit_text`]: `headline`, the loose-quotes and outside-change notes, then the
+/// change report of [`describe_change`].
+fn edit_answer(
+    path: &VirtualPath,
+    loaded: &Loaded,
+    replaced: &Replaced,
+    headline: &str,
+    version: &Version,
+    outside: Option<&OutsideChange>,
+    attempts: usize,
+) -> ToolReply {
     let mut headline = headline.to_owned();
     if replaced.loose_quotes > 0 {
         headline.push(' ');
         headline.push_str(LOOSE_QUOTES_NOTE);
+    }
+    if let Some(change) = outside {
+        headline.push('\n');
+        headline.push_str(&outside_change_note(path, change));
     }
     let mut reply = describe_change(
         &headline,
@@ -362,15 +582,24 @@ pub async fn commit_text_edit(
         &loaded.text,
         &replaced.content,
         Some(replaced.occurrences),
-        &version,
+        version,
     );
     if let Some(map) = reply.structured.as_mut().and_then(|s| s.as_object_mut()) {
         map.insert(
             "quotes_matched_loosely".into(),
             json!(replaced.loose_quotes),
         );
+        let changed = match outside {
+            None => json!(false),
+            Some(OutsideChange::Unknown) => json!({"lines": null}),
+            Some(OutsideChange::Lines(ranges)) => json!({
+                "lines": ranges.iter().map(|r| [r.start(), r.end()]).collect::<Vec<_>>()
+            }),
+        };
+        map.insert("changed_since_read".into(), changed);
+        map.insert("write_attempts".into(), json!(attempts));
     }
-    Ok(reply)
+    reply
 }
 
 /// Added to an edit answer when some `old_string` was found only with typographic and straight

@@ -5,11 +5,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{commit_text_edit, edit_limit_bytes, load_text};
+use super::editing::{edit_limit_bytes, edit_text};
 use super::{ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::replace::{EditSpec, apply_edits_within};
+use crate::text::replace::{EditSpec, apply_edits_matching};
 
 /// One edit of a `multi_edit` call.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,7 +38,6 @@ pub struct Args {
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
     let _guard = session.lock_file(&path).await;
-    let loaded = load_text(session, &path).await?;
     let specs: Vec<EditSpec<'_>> = args
         .edits
         .iter()
@@ -49,11 +48,19 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             expected_replacements: None,
         })
         .collect();
-    let replaced = apply_edits_within(&loaded.text, &specs, edit_limit_bytes(session))?;
-    let headline = format!(
-        "Edited {path}: applied {} ({} replaced).",
-        counted(specs.len(), "edit"),
-        counted(replaced.occurrences, "occurrence")
-    );
-    commit_text_edit(session, &path, &loaded, &replaced, &headline).await
+    let limit = edit_limit_bytes(session);
+    edit_text(
+        session,
+        &path,
+        &specs,
+        |text, matching| Ok(apply_edits_matching(text, &specs, limit, matching)?),
+        |replaced| {
+            format!(
+                "Edited {path}: applied {} ({} replaced).",
+                counted(specs.len(), "edit"),
+                counted(replaced.occurrences, "occurrence")
+            )
+        },
+    )
+    .await
 }

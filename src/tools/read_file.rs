@@ -10,7 +10,7 @@ use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow, TextWindow};
 use crate::content;
 use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::session::{LEDGER_TEXT_MAX_FILE_BYTES, Session};
 use crate::text::numbered::{EMPTY_CONTENT_WARNING, format_numbered, is_blank};
 use crate::text::truncate::RESULT_CHAR_LIMIT;
 
@@ -51,7 +51,16 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     };
     match view {
         FileView::Text(text) => {
-            session.ledger.record(&path, &text.version);
+            // The whole text is kept (within the ledger's bounds) so that an edit of the file
+            // after someone else changed it can say which lines changed.
+            let whole = args.offset == 0 && !text.has_more;
+            if whole && text.size <= LEDGER_TEXT_MAX_FILE_BYTES as u64 {
+                session
+                    .ledger
+                    .record_text(&path, &text.version, &text.lines.join("\n"));
+            } else {
+                session.ledger.record(&path, &text.version);
+            }
             render_text(&path, &text, window)
         }
         FileView::Binary(sample) => {

@@ -104,6 +104,14 @@ macro_rules! conformance {
                 a_file_valid_in_no_encoding_is_shown_but_never_edited
             );
             encodings_case!($fixture, new_files_are_utf8);
+            edit_case!(
+                $fixture,
+                stale_edits_land_only_where_their_text_is_untouched
+            );
+            edit_case!(
+                $fixture,
+                concurrent_sessions_editing_distinct_lines_all_land
+            );
         }
     };
 }

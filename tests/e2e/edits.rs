@@ -122,7 +122,7 @@ async fn editing_or_overwriting_an_unread_file_is_refused() {
 }
 
 #[tokio::test]
-async fn a_file_changed_since_it_was_read_is_stale() {
+async fn a_file_changed_since_it_was_read_is_stale_unless_the_edit_still_matches() {
     let world = World::new();
     world.put("/a.rs", SOURCE.as_bytes()).await;
     let agent = world.session();
@@ -136,11 +136,10 @@ async fn a_file_changed_since_it_was_read_is_stale() {
     )
     .await;
     let stale = "Error: File has been modified since it was read: /a.rs. Read it again with read_file, then retry";
-    let edit = json!({"file_path": "/a.rs", "old_string": "fn a", "new_string": "fn c"});
-    assert_text_eq!(
-        stale,
-        refused(&world, &agent, "edit_file", edit.clone()).await
-    );
+    // The other session changed the text this edit needs: stale, nothing written.
+    let touched = json!({"file_path": "/a.rs", "old_string": "fn b", "new_string": "fn y"});
+    assert_text_eq!(stale, refused(&world, &agent, "edit_file", touched).await);
+    // An overwrite would replace what the agent has not seen: always stale.
     assert_text_eq!(
         stale,
         refused(
@@ -151,7 +150,32 @@ async fn a_file_changed_since_it_was_read_is_stale() {
         )
         .await
     );
-    // A change by another program (straight to the backend) is caught the same way.
+    // The change is elsewhere: the edit lands on the current content and says which lines
+    // changed, and the other session's change is kept.
+    let edit = json!({"file_path": "/a.rs", "old_string": "fn a", "new_string": "fn c"});
+    let reply = ok(&agent, "edit_file", edit).await;
+    let changed_line = SOURCE
+        .lines()
+        .position(|line| line.contains("fn b"))
+        .unwrap()
+        + 1;
+    assert!(
+        reply.text.contains(&format!(
+            "Note: /a.rs had changed since this session read it (another program, session or \
+             server wrote it); changed lines (numbered as the file was found, before this \
+             edit): {changed_line}. Every old_string still matched"
+        )),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        reply.structured.as_ref().unwrap()["changed_since_read"],
+        json!({"lines": [[changed_line, changed_line]]})
+    );
+    let expected = SOURCE.replace("fn b", "fn z").replace("fn a", "fn c");
+    assert_eq!(world.bytes("/a.rs").await, expected.as_bytes());
+    // A change by another program (straight to the backend) is caught the same way; an
+    // old_string found only in text the session never saw does not land.
     ok(&other, "read_file", json!({"file_path": "/a.rs"})).await;
     world.put("/a.rs", b"rewritten elsewhere\n").await;
     let edit_other = json!({"file_path": "/a.rs", "old_string": "rewritten", "new_string": "x"});
