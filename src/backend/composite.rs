@@ -280,6 +280,7 @@ impl Backend for CompositeBackend {
             .glob(&GlobQuery {
                 dir: inner,
                 matcher: query.matcher.clone(),
+                control: query.control.clone(),
             })
             .await
             .map_err(|e| e.map_path(outward(&owner.prefix)))?;
@@ -296,6 +297,7 @@ impl Backend for CompositeBackend {
                 .glob(&GlobQuery {
                     dir: VirtualPath::root(),
                     matcher: query.matcher.with_prefix(rel),
+                    control: query.control.clone(),
                 })
                 .await
                 .map_err(|e| e.map_path(outward(&below.prefix)))?;
@@ -327,6 +329,9 @@ impl Backend for CompositeBackend {
             }
         }
         for below in self.mounts_below(&query.dir) {
+            if query.control.stopped() {
+                break;
+            }
             let rel = below.prefix.relative_to(&query.dir).unwrap_or_default();
             let found = below
                 .backend

@@ -259,6 +259,9 @@ impl Backend for StateBackend {
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let mut out = GrepResults::new(query.collect);
         for (path, data) in self.files_under(&query.dir) {
+            if query.control.stopped() {
+                break;
+            }
             if let Some(filter) = &query.file_filter
                 && !filter.matches_path(&path, &query.dir)
             {
@@ -269,7 +272,9 @@ impl Backend for StateBackend {
             }
             // UTF-16 and legacy encodings are searched as the text read_file shows.
             let text = crate::text::encoding::decode_lossy(&data.content);
-            if let Some(found) = grep_text(&path, &text, &query.pattern, query.collect) {
+            let found = grep_text(&path, &text, &query.pattern, query.collect);
+            query.control.count_file(found.is_some());
+            if let Some(found) = found {
                 out.push(found);
             }
         }

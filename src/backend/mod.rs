@@ -262,6 +262,57 @@ pub struct GlobQuery {
     pub dir: VirtualPath,
     /// The pattern, matched against paths relative to `dir` (see [`GlobMatcher`]).
     pub matcher: GlobMatcher,
+    /// Cancellation and progress counts.
+    pub control: SearchControl,
+}
+
+/// What a long search shares with its caller: a cancellation it checks between files (and
+/// stops at, returning what it found so far), and counts the caller reports as progress.
+/// `Default` is a search nobody cancels or watches.
+#[derive(Debug, Clone, Default)]
+pub struct SearchControl {
+    cancel: Option<tokio_util::sync::CancellationToken>,
+    counts: Arc<SearchCounts>,
+}
+
+/// Files looked at and files that matched so far.
+#[derive(Debug, Default)]
+struct SearchCounts {
+    files: std::sync::atomic::AtomicU64,
+    matched: std::sync::atomic::AtomicU64,
+}
+
+impl SearchControl {
+    /// A search that stops when `cancel` is cancelled.
+    pub fn cancelled_by(cancel: tokio_util::sync::CancellationToken) -> Self {
+        Self {
+            cancel: Some(cancel),
+            counts: Arc::default(),
+        }
+    }
+
+    /// Whether the search must stop now.
+    pub fn stopped(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+    }
+
+    /// Counts one file looked at, and whether it matched.
+    pub fn count_file(&self, matched: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.counts.files.fetch_add(1, Relaxed);
+        if matched {
+            self.counts.matched.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// (files looked at, files that matched) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.counts.files.load(Relaxed),
+            self.counts.matched.load(Relaxed),
+        )
+    }
 }
 
 /// How much of each matching file a grep must report.
@@ -516,6 +567,8 @@ pub struct GrepQuery {
     pub file_filter: Option<GlobMatcher>,
     /// What to collect.
     pub collect: GrepCollect,
+    /// Cancellation and progress counts.
+    pub control: SearchControl,
 }
 
 /// One line reported by grep.

@@ -350,7 +350,9 @@ impl Backend for StoreBackend {
             }
             // UTF-16 and legacy encodings are searched as the text read_file shows.
             let text = crate::text::encoding::decode_lossy(bytes);
-            if let Some(found) = grep_text(&path, &text, &query.pattern, query.collect) {
+            let found = grep_text(&path, &text, &query.pattern, query.collect);
+            query.control.count_file(found.is_some());
+            if let Some(found) = found {
                 out.push(found);
             }
         };
@@ -368,6 +370,9 @@ impl Backend for StoreBackend {
         // of the next items are listed first, and only as many as fit SCAN_PAGE_BYTES fetched.
         let mut page_query = ListQuery::first(dir_prefix(&query.dir), SCAN_PAGE);
         loop {
+            if query.control.stopped() {
+                return Ok(out.finish());
+            }
             let planned = self
                 .store
                 .list(&self.namespace, &page_query)

@@ -178,6 +178,7 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         .glob(&GlobQuery {
             dir: dir.clone(),
             matcher: GlobMatcher::new("*")?,
+            control: Default::default(),
         })
         .await?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));

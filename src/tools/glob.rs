@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, Backend, GlobQuery};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
@@ -30,19 +30,28 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    call: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let dir = VirtualPath::parse(&args.path)?;
     let matcher = GlobMatcher::new(&args.pattern)?;
     if session.backend().stat(&dir).await?.is_none() {
         return Err(backend::Error::NotFound { path: dir }.into());
     }
-    let mut files = session
-        .backend()
-        .glob(&GlobQuery {
-            dir: dir.clone(),
-            matcher,
-        })
-        .await?;
+    let control = super::search_control(call);
+    let search = async {
+        Ok(session
+            .backend()
+            .glob(&GlobQuery {
+                dir: dir.clone(),
+                matcher,
+                control: control.clone(),
+            })
+            .await?)
+    };
+    let mut files = super::watched_search("glob", call, &control, search).await?;
     if files.is_empty() {
         return Ok(ToolReply::text("No files found"));
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{
     self, Backend, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, entry_chars, trim_to_window,
 };
@@ -70,7 +70,11 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    call: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let dir = VirtualPath::parse(&args.path)?;
     let pattern = GrepPattern::with_limits(
         &args.pattern,
@@ -101,13 +105,18 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         pattern: Arc::new(pattern),
         file_filter,
         collect,
+        control: super::search_control(call),
     };
-    let mut files = match collect {
-        GrepCollect::Lines { context, window } if window.offset > DEEP_OFFSET => {
-            deep_page(session, query, context, window).await?
-        }
-        _ => session.backend().grep(&query).await?,
+    let control = query.control.clone();
+    let search = async {
+        Ok(match collect {
+            GrepCollect::Lines { context, window } if window.offset > DEEP_OFFSET => {
+                deep_page(session, query, context, window).await?
+            }
+            _ => session.backend().grep(&query).await?,
+        })
     };
+    let mut files = super::watched_search("grep", call, &control, search).await?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let (skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
         files.into_iter().partition(|f| f.skipped.is_some());

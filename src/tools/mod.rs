@@ -57,6 +57,16 @@ pub enum ToolError {
     /// A multi_edit refusal.
     #[error("{0}")]
     MultiEdit(#[from] MultiEditError),
+    /// The request was cancelled while the tool searched; nothing was changed.
+    #[error(
+        "Error: {tool} was cancelled after looking at {files} files; nothing was changed. Run it again, narrower (a path or glob), if you still need it"
+    )]
+    Cancelled {
+        /// The tool.
+        tool: &'static str,
+        /// Files looked at before it stopped.
+        files: u64,
+    },
     /// Changing a file that this session has not read.
     #[error("Error: File has not been read yet: {path}. Read it with read_file first, then retry")]
     NotRead {
@@ -264,6 +274,54 @@ impl ProgressReporter {
     }
 }
 
+/// How often a search reports progress, when its call carries a progress token.
+pub const SEARCH_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The control of a search run for a call: cancelled with the call.
+pub fn search_control(context: &CallContext) -> crate::backend::SearchControl {
+    crate::backend::SearchControl::cancelled_by(context.cancel.clone())
+}
+
+/// Runs `search` (which checks `control` between files) for `tool`: reports the files looked at
+/// and matched so far every [`SEARCH_PROGRESS_INTERVAL`] when the call has a progress token, and
+/// turns a cancelled call into [`ToolError::Cancelled`] (the partial result is dropped).
+pub async fn watched_search<T>(
+    tool: &'static str,
+    context: &CallContext,
+    control: &crate::backend::SearchControl,
+    search: impl std::future::Future<Output = Result<T, ToolError>>,
+) -> Result<T, ToolError> {
+    let outcome = match &context.progress {
+        None => search.await,
+        Some(progress) => {
+            tokio::pin!(search);
+            let mut tick = tokio::time::interval(SEARCH_PROGRESS_INTERVAL);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    outcome = &mut search => break outcome,
+                    _ = tick.tick() => {
+                        let (files, matched) = control.counts();
+                        progress
+                            .report(
+                                files as f64,
+                                format!("{files} files searched, {matched} with matches"),
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+    };
+    if control.stopped() {
+        return Err(ToolError::Cancelled {
+            tool,
+            files: control.counts().0,
+        });
+    }
+    outcome
+}
+
 /// `"1 line"`, `"2 lines"`: a count with its noun, for answers.
 pub fn counted(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -313,8 +371,8 @@ pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<Too
         "write_file" => write_file::run(parse(name, arguments)?, session).await,
         "edit_file" => edit_file::run(parse(name, arguments)?, session).await,
         "multi_edit" => multi_edit::run(parse(name, arguments)?, session).await,
-        "glob" => glob::run(parse(name, arguments)?, session).await,
-        "grep" => grep::run(parse(name, arguments)?, session).await,
+        "glob" => glob::run(parse(name, arguments)?, session, &CallContext::default()).await,
+        "grep" => grep::run(parse(name, arguments)?, session, &CallContext::default()).await,
         "delete" => delete::run(parse(name, arguments)?, session).await,
         "move" => move_file::run(parse(name, arguments)?, session).await,
         "file_info" => file_info::run(parse(name, arguments)?, session).await,
@@ -339,6 +397,8 @@ pub async fn call_in(
     let run = async {
         match name {
             "execute" => crate::exec::run(parse(name, arguments)?, session, context).await,
+            "glob" => glob::run(parse(name, arguments)?, session, context).await,
+            "grep" => grep::run(parse(name, arguments)?, session, context).await,
             _ => call(name, arguments, session).await,
         }
     };

@@ -253,6 +253,7 @@ async fn move_tree(
         .glob(&GlobQuery {
             dir: source.clone(),
             matcher: GlobMatcher::new("*")?,
+            control: Default::default(),
         })
         .await?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));

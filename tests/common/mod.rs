@@ -213,6 +213,11 @@ impl StdioClient {
         }
     }
 
+    /// The response to `id` if it already arrived while waiting for another one.
+    pub fn take_early(&mut self, id: u64) -> Option<Value> {
+        self.early.remove(&id)
+    }
+
     /// Sends a request and waits for its response.
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params);

@@ -35,6 +35,7 @@ async fn glob(fx: &Fixture, dir: &str, pattern: &str) -> Vec<String> {
         .glob(&GlobQuery {
             dir: fx.path(dir),
             matcher: GlobMatcher::new(pattern).expect("pattern"),
+            control: Default::default(),
         })
         .await
         .expect("glob");
@@ -68,6 +69,7 @@ fn grep_query(fx: &Fixture, dir: &str, pattern: &str, collect: GrepCollect) -> G
         pattern: Arc::new(GrepPattern::new(pattern, false, false).expect("pattern")),
         file_filter: None,
         collect,
+        control: Default::default(),
     }
 }
 

@@ -80,6 +80,7 @@ impl Table {
             .glob(&GlobQuery {
                 dir: p(dir),
                 matcher: GlobMatcher::new(pattern).unwrap(),
+                control: Default::default(),
             })
             .await
             .unwrap()
@@ -98,6 +99,7 @@ impl Table {
                 pattern: Arc::new(GrepPattern::new(pattern, true, false).unwrap()),
                 file_filter: filter.map(|f| GlobMatcher::new(f).unwrap()),
                 collect: GrepCollect::Files,
+                control: Default::default(),
             })
             .await
             .unwrap()

@@ -14,6 +14,7 @@ mod support;
 use support::skips;
 
 mod allow_list;
+mod cancel;
 mod clients;
 mod corpus;
 mod edits;

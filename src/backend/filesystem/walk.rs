@@ -27,7 +27,7 @@ use super::resolve::{self, Canonical, map_io};
 use super::write::is_temp_name;
 use crate::backend::{
     Entry, EntryKind, Error, GlobQuery, GrepCollect, GrepFile, GrepQuery, GrepResults, Result,
-    WindowedLines, kept_line_text,
+    SearchControl, WindowedLines, kept_line_text,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -83,6 +83,7 @@ fn walk_files<V>(
     context: &WalkContext<'_>,
     dir: &VirtualPath,
     start: &Canonical,
+    control: &SearchControl,
     make_visitor: impl Fn() -> V + Sync,
 ) -> Result<()>
 where
@@ -132,6 +133,10 @@ where
         let mut visit = make_visitor();
         let walk_root = &walk_root;
         Box::new(move |entry| {
+            // A cancelled search stops every walker thread at its next entry.
+            if control.stopped() {
+                return WalkState::Quit;
+            }
             let Ok(entry) = entry else {
                 return WalkState::Continue;
             };
@@ -297,15 +302,16 @@ pub(super) fn glob(context: &WalkContext<'_>, query: &GlobQuery) -> Result<Vec<E
         Start::Directory(canonical) => canonical,
     };
     let (sender, receiver) = mpsc::channel();
-    walk_files(context, &query.dir, &start, || {
+    walk_files(context, &query.dir, &start, &query.control, || {
         let sender = sender.clone();
         let matcher: &GlobMatcher = &query.matcher;
         let root = context.root;
         let dir = &query.dir;
+        let control = &query.control;
         move |found: FoundFile| {
-            if matcher.matches_path(&found.path, dir)
-                && let Some(entry) = file_entry(root, &found.relative, &found.path)
-            {
+            let matched = matcher.matches_path(&found.path, dir);
+            control.count_file(matched);
+            if matched && let Some(entry) = file_entry(root, &found.relative, &found.path) {
                 let _ = sender.send(entry);
             }
         }
@@ -359,7 +365,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
         Start::Directory(canonical) => canonical,
     };
     let (sender, receiver) = mpsc::channel();
-    walk_files(context, &query.dir, &start, || {
+    walk_files(context, &query.dir, &start, &query.control, || {
         let sender = sender.clone();
         let matcher = matcher.clone();
         let mut searcher = Searchers::new(query.collect, &query.pattern);
@@ -370,14 +376,16 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
             {
                 return;
             }
-            if let Some(file) = search_file(
+            let file = search_file(
                 root,
                 &mut searcher,
                 &matcher,
                 query.collect,
                 &found.relative,
                 &found.path,
-            ) {
+            );
+            query.control.count_file(file.is_some());
+            if let Some(file) = file {
                 let _ = sender.send(file);
             }
         }
