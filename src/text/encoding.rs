@@ -256,7 +256,7 @@ fn decode_checked(bytes: &[u8], found: FileEncoding) -> Option<Detection<'_>> {
 /// New text that the file's encoding cannot hold.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "the character '{character}' ({code}) on line {line} cannot be written in {encoding}, the encoding of the file",
+    "the character '{character}' ({code}) on line {line} cannot be written in {encoding}",
     code = code_point(*character)
 )]
 pub struct Unencodable {
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(error.line, 2);
         assert_eq!(
             error.to_string(),
-            "the character '😀' (U+1F600) on line 2 cannot be written in Shift_JIS, the encoding of the file"
+            "the character '😀' (U+1F600) on line 2 cannot be written in Shift_JIS"
         );
     }
 

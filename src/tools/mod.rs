@@ -197,7 +197,7 @@ pub enum ToolError {
     },
     /// New text that the file's encoding cannot hold.
     #[error(
-        "Error: {path} is encoded in {encoding}, and {error}. Nothing was written. Use only characters {encoding} can hold (or an escape the file's format understands), or ask the user to convert the file to UTF-8",
+        "Error: Cannot write {path} in its own encoding: {error}. Nothing was written. Use only characters {encoding} can hold (or an escape the file's format understands), or ask the user to convert the file to UTF-8",
         encoding = error.encoding
     )]
     Unencodable {

@@ -160,7 +160,7 @@ fn render_text(
 fn finish(path: &VirtualPath, mut text: String, window: &TextWindow) -> ToolReply {
     if window.lossy {
         text.push_str(&format!(
-            "\n\n(Note: {path} is not valid UTF-8 nor in any encoding found for it; invalid bytes are shown as U+FFFD '\u{fffd}'. Edits to it are refused, so that no byte is lost.)"
+            "\n\n(Note: {path} is not valid UTF-8, nor valid in any other encoding found for it; invalid bytes are shown as U+FFFD '\u{fffd}'. Edits to it are refused, so that no byte is lost.)"
         ));
     } else if !window.encoding.is_utf8() {
         text.push_str(&format!(
