@@ -542,6 +542,104 @@ fn write_file_keeps_line_endings_and_bom_long() {
     check_overwrites(long_cases(128));
 }
 
+/// The encodings the encoding property writes its files in, with the characters its lines use.
+const ENCODED_FORMS: [(&str, &str); 4] = [
+    ("windows-1252", "[a-zé èàçôœ€“”]"),
+    ("Shift_JIS", "[a-z あいうアイウ日本語、]"),
+    ("UTF-16LE", "[a-zé 日😀]"),
+    ("UTF-16BE", "[a-zé 日😀]"),
+];
+
+/// `text` (a BOM as a leading U+FEFF) in the encoding `name` (as `file_info` names it, without
+/// " with BOM"), built with encoding_rs or UTF-16 code units; `None` if it does not fit.
+fn encoded(text: &str, name: &str) -> Option<Vec<u8>> {
+    match name {
+        "UTF-16LE" => Some(text.encode_utf16().flat_map(u16::to_le_bytes).collect()),
+        "UTF-16BE" => Some(text.encode_utf16().flat_map(u16::to_be_bytes).collect()),
+        _ => {
+            let encoding = encoding_rs::Encoding::for_label(name.as_bytes())?;
+            let (bytes, _, unmappable) = encoding.encode(text);
+            (!unmappable).then(|| bytes.into_owned())
+        }
+    }
+}
+
+/// An edit of a file in windows-1252, Shift_JIS or UTF-16 (LF or CRLF) writes exactly the
+/// expected text in the encoding file_info reports (so no byte outside the change moves), or is
+/// refused with the file untouched (text the encoding cannot hold); undo gives back every byte.
+fn check_encoded_edits(cases: u32) {
+    let rt = rt();
+    let strategy = (0..ENCODED_FORMS.len(), any::<bool>()).prop_flat_map(|(form, crlf)| {
+        let chars = ENCODED_FORMS[form].1;
+        (
+            Just(form),
+            Just(crlf),
+            prop::collection::vec(
+                prop::string::string_regex(&format!("{chars}{{1,12}}")).unwrap(),
+                1..5,
+            ),
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            "[a-zé 日😀€“]{0,6}",
+        )
+    });
+    runner(cases)
+        .run(&strategy, |(form, crlf, lines, a, b, new)| {
+            rt.block_on(async {
+                let name = ENCODED_FORMS[form].0;
+                let eol = if crlf { "\r\n" } else { "\n" };
+                let lf: String = lines.iter().map(|l| format!("{l}\n")).collect();
+                let bom = if name.starts_with("UTF-16") { BOM } else { "" };
+                let on_disk = format!("{bom}{}", lf.replace('\n', eol));
+                let original = encoded(&on_disk, name).expect("generated text fits");
+                let session = read_session(&original).await;
+                let info = mountfs::tools::call("file_info", json!({"file_path": FILE}), &session)
+                    .await
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let label = info.structured.as_ref().and_then(|s| s["encoding"].as_str()).unwrap_or("").to_owned();
+                let detected = label.trim_end_matches(" with BOM").to_owned();
+                // The text the server sees: the bytes decoded in the encoding it detected (a
+                // short legacy text may be taken for a neighbouring encoding).
+                let Some(encoding) = encoding_rs::Encoding::for_label(detected.as_bytes()) else {
+                    return Err(TestCaseError::fail(format!("unknown encoding {label:?}")));
+                };
+                let seen = encoding.decode_without_bom_handling(&original).0.into_owned();
+                let seen_lf = seen.trim_start_matches(BOM).replace(eol, "\n");
+                let chars: Vec<char> = seen_lf.chars().collect();
+                let (a, b) = (a.index(chars.len()), b.index(chars.len()));
+                let old: String = chars[a.min(b)..=a.max(b)].iter().collect();
+                let args = json!({"file_path": FILE, "old_string": old, "new_string": new, "replace_all": true});
+                match call(&session, "edit_file", args).await {
+                    Err(error) => {
+                        prop_assert_eq!(bytes_of(&session, FILE).await, original, "refused: {}", error);
+                    }
+                    Ok(answer) => {
+                        prop_assert!(!answer.contains("quote"), "no loose quotes here: {}", answer);
+                        let expected_lf = seen_lf.replace(&old, &new);
+                        let expected = encoded(&format!("{bom}{}", expected_lf.replace('\n', eol)), &detected);
+                        prop_assert!(expected.is_some(), "an edit landed that {} cannot hold", detected);
+                        prop_assert_eq!(bytes_of(&session, FILE).await, expected.unwrap_or_default(), "in {} (generated {})", detected, name);
+                        call(&session, "undo_edit", json!({"file_path": FILE})).await.map_err(TestCaseError::fail)?;
+                        prop_assert_eq!(bytes_of(&session, FILE).await, original, "undo restores every byte");
+                    }
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+#[test]
+fn edits_in_other_encodings_change_only_what_they_replace() {
+    check_encoded_edits(ci_cases(128));
+}
+
+#[test]
+#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+fn edits_in_other_encodings_change_only_what_they_replace_long() {
+    check_encoded_edits(long_cases(128));
+}
+
 /// Raw path text from components that include every troublesome kind.
 fn raw_path() -> impl Strategy<Value = String> {
     let component = prop_oneof![
