@@ -354,10 +354,12 @@ pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> Chan
 /// How many times [`edit_text`] tries to write an edit before it gives up as stale: a write
 /// refused because the file changed between its read and its write is tried again on the new
 /// content, under the same rule, this many times at most.
-pub const EDIT_WRITE_ATTEMPTS: usize = 10;
+pub const EDIT_WRITE_ATTEMPTS: usize = 25;
 /// Longest pause, in milliseconds, before the n-th new attempt is this times n: a random pause
 /// (jitter) so that writers racing for one file do not collide again in lock step.
 const EDIT_RETRY_PAUSE_MS: u64 = 4;
+/// Longest pause before any new attempt, in milliseconds.
+const EDIT_RETRY_PAUSE_MAX_MS: u64 = 50;
 
 /// The edit cycle of `edit_file` and `multi_edit`, run with the session's file lock held.
 ///
@@ -435,7 +437,7 @@ pub async fn edit_text(
             Ok(outcome) => outcome,
             Err(backend::Error::VersionMismatch { .. }) if attempt < EDIT_WRITE_ATTEMPTS => {
                 tracing::debug!(%path, attempt, "file changed during the edit; trying again");
-                let most = EDIT_RETRY_PAUSE_MS * attempt as u64;
+                let most = (EDIT_RETRY_PAUSE_MS * attempt as u64).min(EDIT_RETRY_PAUSE_MAX_MS);
                 let pause = rand::random_range(0..=most);
                 tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 continue;

@@ -128,6 +128,8 @@ impl Reply {
 pub struct ToolAnswer {
     pub is_error: bool,
     pub text: String,
+    /// `structuredContent`, or null.
+    pub structured: Value,
 }
 
 /// Which MCP revision a client speaks.
@@ -323,6 +325,10 @@ impl Client {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
+            structured: result
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
         }
     }
 }
