@@ -530,10 +530,11 @@ fn search_file(
     // encoding guessed from the head by a searcher decoding it, so that the pattern matches the
     // text read_file shows.
     let whole = (head.len() as u64) >= super::window::size_of(&stat);
-    let legacy = encoding::legacy_of_head(&head, whole).map(|found| found.name());
     let chosen = if valid_utf8 || encoding::utf16_bom(&head).is_some() {
         &mut searcher.plain
-    } else if let Some(found) = legacy.and_then(|name| searcher.legacy(name)) {
+    } else if let Some(found) =
+        encoding::legacy_of_head(&head, whole).and_then(|legacy| searcher.legacy(legacy.name()))
+    {
         found
     } else {
         &mut searcher.lossy
