@@ -9,15 +9,15 @@
 //! the first subscription, so a server nobody subscribes to pays nothing.
 //!
 //! Each subscription runs a [`Subscriber`] loop: it keeps the changes under its interests in a
-//! bounded pending set and sends them at most every [`FLUSH_INTERVAL`], so a resource is
-//! announced a few times per second at most. Sending never blocks a writer: a subscriber that
+//! bounded pending set and sends them within [`FLUSH_TICK`], but one resource at most every
+//! [`MIN_RESOURCE_GAP`], so a resource is announced a few times per second at most. Sending never blocks a writer: a subscriber that
 //! falls behind the channel loses the detail and announces every interest once instead.
 //! Changes in memory mounts (one per session) reach only the session that made them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -26,8 +26,12 @@ use crate::config::{BackendSpec, MountSpec};
 use crate::path::VirtualPath;
 use crate::resources::uri_of;
 
-/// The shortest time between two notifications about one subscription's resources.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+/// The shortest time between two notifications about one resource (and between two
+/// `list_changed`) of one subscription.
+pub const MIN_RESOURCE_GAP: Duration = Duration::from_millis(250);
+/// How often a subscriber sends what is pending: a change is announced within this time unless
+/// its resource was announced less than [`MIN_RESOURCE_GAP`] ago.
+const FLUSH_TICK: Duration = Duration::from_millis(20);
 /// Changes the channel holds for a subscriber that has not caught up.
 const CHANNEL_CAPACITY: usize = 4096;
 /// Distinct paths one subscriber keeps between two flushes; beyond it, every interest is
@@ -428,9 +432,13 @@ impl Subscriber {
         stop: CancellationToken,
     ) {
         let mut pending: BTreeSet<VirtualPath> = BTreeSet::new();
+        // When each recently announced resource was announced (pruned every flush, so it holds
+        // at most what one MIN_RESOURCE_GAP announced).
+        let mut announced: HashMap<VirtualPath, Instant> = HashMap::new();
+        let mut list_announced: Option<Instant> = None;
         let mut overflowed = false;
         let mut list_dirty = false;
-        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        let mut tick = tokio::time::interval(FLUSH_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -458,22 +466,33 @@ impl Subscriber {
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = tick.tick(), if overflowed || list_dirty || !pending.is_empty() => {
+                    let now = Instant::now();
+                    announced.retain(|_, at| now.duration_since(*at) < MIN_RESOURCE_GAP);
                     if overflowed {
                         let interests = self.interests.lock().unwrap_or_else(PoisonError::into_inner);
                         pending.extend(interests.paths.iter().cloned());
                         overflowed = false;
                     }
-                    let batch = std::mem::take(&mut pending);
+                    let due: Vec<VirtualPath> = pending
+                        .iter()
+                        .filter(|path| !announced.contains_key(*path))
+                        .cloned()
+                        .collect();
                     let mut failed = false;
-                    if list_dirty {
+                    if list_dirty
+                        && list_announced.is_none_or(|at| now.duration_since(at) >= MIN_RESOURCE_GAP)
+                    {
                         list_dirty = false;
+                        list_announced = Some(now);
                         failed |= notifier.list_changed().await.is_err();
                     }
-                    for path in batch {
+                    for path in due {
                         if failed {
                             break;
                         }
+                        pending.remove(&path);
                         failed |= notifier.updated(uri_of(&path)).await.is_err();
+                        announced.insert(path, now);
                     }
                     if failed {
                         tracing::debug!("a subscription's client is gone; it ends");

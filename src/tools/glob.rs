@@ -9,7 +9,6 @@ use crate::backend::{self, Backend, GlobQuery};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::Session;
-use crate::text::truncate::cap_result;
 
 /// Most files returned.
 pub const MAX_RESULTS: usize = 1000;
@@ -72,5 +71,7 @@ pub async fn run(
             "\n... [showing {MAX_RESULTS} of {total} files, newest first; narrow the pattern or path to see the rest]"
         ));
     }
-    Ok(ToolReply::text(cap_result(text)))
+    Ok(ToolReply::text(
+        super::large_result::fit(session, call, "glob", text).await,
+    ))
 }

@@ -2,8 +2,8 @@
 //! `/scratch/large_tool_results/<id>` on the session's `/scratch/` mount, the answer holding the
 //! first and last lines and the path to page through with `read_file`.
 //!
-//! For tools that cannot page by themselves (`execute`); tools with `offset`/`head_limit` cap
-//! their own answers. Without a writable `/scratch/` mount the answer is cut with the usual
+//! For tools that cannot page by themselves (`execute`, `ls`, `glob`); tools with
+//! `offset`/`head_limit` cap their own answers. Without a writable `/scratch/` mount the answer is cut with the usual
 //! notice (`text::truncate`).
 
 use crate::backend::{Backend, Error as BackendError, WriteMode};

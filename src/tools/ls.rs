@@ -4,11 +4,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolError, ToolReply, counted};
+use super::{CallContext, ToolError, ToolReply, counted};
 use crate::backend::Backend;
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::text::truncate::cap_result;
 
 fn default_path() -> String {
     "/".to_owned()
@@ -24,10 +23,18 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+/// A listing too long for one answer is saved to `/scratch/large_tool_results/` (ls cannot
+/// page by itself), or cut with the usual notice without a `/scratch/` mount.
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let dir = VirtualPath::parse(&args.path)?;
     let listing = listing(&dir, session).await?;
-    Ok(ToolReply::text(cap_result(listing)))
+    Ok(ToolReply::text(
+        super::large_result::fit(session, context, "ls", listing).await,
+    ))
 }
 
 /// The formatted listing of `dir` (shared with read_file on a directory).

@@ -366,7 +366,7 @@ fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolErr
 #[tracing::instrument(skip_all, fields(tool = name))]
 pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<ToolReply, ToolError> {
     match name {
-        "ls" => ls::run(parse(name, arguments)?, session).await,
+        "ls" => ls::run(parse(name, arguments)?, session, &CallContext::default()).await,
         "read_file" => read_file::run(parse(name, arguments)?, session).await,
         "write_file" => write_file::run(parse(name, arguments)?, session).await,
         "edit_file" => edit_file::run(parse(name, arguments)?, session).await,
@@ -398,6 +398,7 @@ pub async fn call_in(
         match name {
             "execute" => crate::exec::run(parse(name, arguments)?, session, context).await,
             "glob" => glob::run(parse(name, arguments)?, session, context).await,
+            "ls" => ls::run(parse(name, arguments)?, session, context).await,
             "grep" => grep::run(parse(name, arguments)?, session, context).await,
             _ => call(name, arguments, session).await,
         }

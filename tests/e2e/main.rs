@@ -20,6 +20,7 @@ mod corpus;
 mod edits;
 mod execute;
 mod formats;
+mod large_results;
 mod protocol;
 mod resources;
 mod roots;

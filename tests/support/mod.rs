@@ -164,9 +164,18 @@ pub struct McpServer {
     next_id: AtomicU64,
     stderr: Arc<Mutex<String>>,
     timeout: Duration,
+    /// Where the server's notifications go, once [`McpServer::notifications`] was called.
+    notices: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<Value>>>>,
 }
 
 impl McpServer {
+    /// The server's notifications from now on (a second call takes them over).
+    pub fn notifications(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        *self.notices.lock().unwrap() = Some(sender);
+        receiver
+    }
+
     /// Starts the binary with these arguments and completes the MCP handshake.
     pub async fn start(args: &[String]) -> Self {
         Self::start_with_env(args, &[]).await
@@ -216,6 +225,8 @@ impl McpServer {
         });
         let pending: Pending = Arc::default();
         let routes = pending.clone();
+        let notices: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<Value>>>> = Arc::default();
+        let notice_route = notices.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -223,7 +234,11 @@ impl McpServer {
                     .unwrap_or_else(|e| panic!("stdout line is not JSON-RPC ({e}): {line}"));
                 // A message with a method is the server's own request or notification; only
                 // responses go back to a caller.
-                if message.get("method").is_none()
+                if message.get("method").is_some() && message.get("id").is_none() {
+                    if let Some(notices) = notice_route.lock().unwrap().as_ref() {
+                        let _ = notices.send(message);
+                    }
+                } else if message.get("method").is_none()
                     && let Some(id) = message.get("id").and_then(Value::as_u64)
                     && let Some(reply) = routes.lock().unwrap().remove(&id)
                 {
@@ -238,6 +253,7 @@ impl McpServer {
             next_id: AtomicU64::new(1),
             stderr,
             timeout,
+            notices,
         };
         let init = server
             .request(
