@@ -26,6 +26,7 @@ const APPLICABLE: &[&str] = &[
     "server-initialize",
     "ping",
     "tools-list",
+    "resources-list",
     "dns-rebinding-protection",
     "server-sse-polling",
     "server-sse-multiple-streams",
