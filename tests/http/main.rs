@@ -929,3 +929,46 @@ async fn each_http_session_mounts_its_own_clients_roots() {
     );
     assert!(stdout.contains("http roots ok"), "{stdout}");
 }
+
+#[tokio::test]
+async fn the_official_python_sdk_hears_changes_from_every_source() {
+    let python_sdk = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.streamable_http"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python_sdk {
+        support::skips::record(
+            "subscriptions with the official MCP Python SDK",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
+        );
+        return;
+    }
+    let Some(url) = support::postgres_url("subscriptions with the official MCP Python SDK") else {
+        return;
+    };
+    let namespace = support::PostgresNamespace::new(&url, "sdk-subscriptions");
+    let pg_mount = format!("store:postgres:{url},namespace={}", namespace.name);
+    let pg = format!("/pg/={pg_mount}");
+    let (server, _t, disk) = team_server(&["--mount", &pg]).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/sdk_subscriptions.py"
+    );
+    let output = tokio::process::Command::new("python3")
+        .arg(script)
+        .args([&server.url, ALICE, BOB])
+        .arg(disk.path())
+        .arg(env!("CARGO_BIN_EXE_mountfs"))
+        .arg(&pg_mount)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python SDK subscriptions failed:\n{stdout}\n{stderr}\nserver:\n{}",
+        server.stderr()
+    );
+    assert!(stdout.contains("subscriptions ok"), "{stdout}");
+}
