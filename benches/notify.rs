@@ -1,15 +1,17 @@
 //! Change notifications across server instances (issue 13): how long a write on instance A
-//! takes to reach a subscriber on instance B through PostgreSQL `LISTEN/NOTIFY`, and what 100
+//! takes to reach a subscriber on instance B through PostgreSQL `LISTEN/NOTIFY`, and what many
 //! subscribers cost the writer.
 //!
 //! - **Latency**: B subscribes to `/shared`; A writes N new files one after another; for each,
 //!   the time from sending A's `write_file` to B's `notifications/resources/updated` for that
 //!   file (so A's own write is included). p50/p99 over N writes.
 //! - **Writer cost of subscribers**: A's sequential `write_file` rate with no subscriber, then
-//!   with 100 subscriber processes (each its own LISTEN connection, draining its notifications).
+//!   with S subscriber processes (each with its own pool and LISTEN connection, draining its
+//!   notifications). S defaults to 30: each process holds two PostgreSQL connections, and a
+//!   default PostgreSQL allows 100 (`max_connections`); raise it to try more.
 //!
 //! Needs PostgreSQL (`MOUNTFS_TEST_POSTGRES`, or one on 127.0.0.1:5432).
-//! Run: `cargo bench --bench notify` (`-- --writes N`, default 1000).
+//! Run: `cargo bench --bench notify` (`-- --writes N --subscribers S`).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -50,12 +52,15 @@ async fn write_rate(writer: &McpServer, prefix: &str, writes: usize) -> f64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let writes: usize = args
-        .iter()
-        .position(|a| a == "--writes")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1000);
+    let flag = |name: &str, default: usize| -> usize {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(default)
+    };
+    let writes = flag("--writes", 1000);
+    let subscriber_count = flag("--subscribers", 30);
     let Some(url) = support::postgres_url("notify benchmark") else {
         eprintln!("no PostgreSQL: nothing measured");
         return;
@@ -111,7 +116,7 @@ async fn main() {
     let rate_alone = write_rate(&a, "alone", writes / 2).await;
     let mut subscribers = Vec::new();
     let mut drains = Vec::new();
-    for _ in 0..100 {
+    for _ in 0..subscriber_count {
         let s = server(&mount).await;
         let mut inbox = s.notifications();
         drains.push(tokio::spawn(async move {
@@ -128,7 +133,7 @@ async fn main() {
     println!("\n| writer | write_file/s |\n|---|---|");
     println!("| no subscriber | {rate_alone:.0} |");
     println!(
-        "| 100 subscribers (100 processes) | {rate_watched:.0} ({:.2}x) |",
+        "| {subscriber_count} subscribers ({subscriber_count} processes) | {rate_watched:.0} ({:.2}x) |",
         rate_watched / rate_alone
     );
     for s in subscribers {
