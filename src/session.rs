@@ -144,6 +144,61 @@ impl ReadLedger {
         state.release(old);
     }
 
+    /// Follows a rename: what was seen at `from` (or below it, for a directory) is now seen at
+    /// `to` (below it), texts included. A file renamed with a new version (`version`, a disk
+    /// identity) keeps being seen only if it had been, now at that version.
+    pub fn rename(&self, from: &VirtualPath, to: &VirtualPath, version: Option<&Version>) {
+        let mut state = self.lock();
+        let moved = state.seen.remove(from);
+        let replaced = match moved {
+            Some(mut seen) => {
+                if let Some(version) = version {
+                    seen.version = version.clone();
+                }
+                state.seen.insert(to.clone(), seen)
+            }
+            None => state.seen.remove(to),
+        };
+        state.release(replaced);
+        let below: Vec<VirtualPath> = state
+            .seen
+            .keys()
+            .filter(|p| *p != from && p.starts_with(from))
+            .cloned()
+            .collect();
+        let shadowed: Vec<VirtualPath> = state
+            .seen
+            .keys()
+            .filter(|p| *p != to && p.starts_with(to))
+            .cloned()
+            .collect();
+        for path in shadowed {
+            let old = state.seen.remove(&path);
+            state.release(old);
+        }
+        for path in below {
+            let Some(seen) = state.seen.remove(&path) else {
+                continue;
+            };
+            match path.relative_to(from).map(|rest| to.join_relative(rest)) {
+                Some(Ok(moved)) => {
+                    state.seen.insert(moved, seen);
+                }
+                _ => state.release(Some(seen)),
+            }
+        }
+    }
+
+    /// The files seen at or below `dir`, with the versions seen.
+    pub fn seen_under(&self, dir: &VirtualPath) -> Vec<(VirtualPath, Version)> {
+        self.lock()
+            .seen
+            .iter()
+            .filter(|(p, _)| p.starts_with(dir))
+            .map(|(p, seen)| (p.clone(), seen.version.clone()))
+            .collect()
+    }
+
     /// Bytes of text kept over all files.
     pub fn text_bytes(&self) -> usize {
         self.lock().text_bytes
@@ -175,6 +230,10 @@ pub struct UndoStep {
     /// The content before the change, kept by the backend outside memory instead of in
     /// `before` (a file too large for `--max-undo-memory-bytes`, on disk).
     pub aside: Option<AsideFile>,
+    /// Set when the change was a rename in place (a move within one mount) from this path:
+    /// undo renames the file or directory back. `after` is then the file's version at its new
+    /// path (`None` for a directory), and `before` is `None`.
+    pub moved_from: Option<VirtualPath>,
 }
 
 impl UndoStep {
@@ -267,6 +326,16 @@ impl UndoHistory {
         if let Some(top) = state.stacks.get_mut(path).and_then(|s| s.back_mut()) {
             top.after = now;
         }
+    }
+
+    /// Where the most recent step of `path` was renamed from, if it is a rename.
+    pub fn top_moved_from(&self, path: &VirtualPath) -> Option<VirtualPath> {
+        let state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .stacks
+            .get(path)
+            .and_then(|s| s.back())
+            .and_then(|step| step.moved_from.clone())
     }
 
     /// How many steps are kept for `path`.
@@ -499,6 +568,7 @@ mod tests {
                     before: Some(vec![i]),
                     after: None,
                     aside: None,
+                    moved_from: None,
                 },
             );
         }
@@ -517,6 +587,7 @@ mod tests {
                     before: Some(big.clone()),
                     after: None,
                     aside: None,
+                    moved_from: None,
                 },
             );
         }

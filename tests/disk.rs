@@ -163,6 +163,189 @@ async fn writes_keep_the_permission_bits() {
     assert_eq!(d.bytes("run.sh"), b"#!/bin/sh\necho two\n");
 }
 
+/// Mode, modification time and inode of a host path, as a move must keep them.
+fn identity(path: &Path) -> (u32, std::time::SystemTime, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    (meta.mode() & 0o7777, meta.modified().unwrap(), meta.ino())
+}
+
+/// Sets a host file's or directory's mode and backdates its modification time.
+fn age(path: &Path, mode: u32) {
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_within_the_mount_is_a_rename_keeping_mode_times_inode_and_links() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Disk::new();
+    let root = d.dir.path();
+    d.put("run.sh", "#!/bin/sh\necho run\n");
+    age(&root.join("run.sh"), 0o755);
+    std::fs::hard_link(root.join("run.sh"), root.join("alias.sh")).unwrap();
+    let before = identity(&root.join("run.sh"));
+    d.ok("read_file", json!({"file_path": "/run.sh"})).await;
+    let text = d
+        .ok(
+            "move",
+            json!({"source": "/run.sh", "destination": "/bin/run.sh"}),
+        )
+        .await;
+    assert_eq!(
+        text,
+        "Moved /run.sh to /bin/run.sh, 19 bytes (renamed in place: mode, times and links kept). To reverse it, call undo_edit on /bin/run.sh."
+    );
+    assert!(!root.join("run.sh").exists());
+    assert_eq!(
+        identity(&root.join("bin/run.sh")),
+        before,
+        "mode, mtime, inode"
+    );
+    let alias = std::fs::metadata(root.join("alias.sh")).unwrap();
+    assert_eq!(
+        (alias.ino(), alias.nlink()),
+        (before.2, 2),
+        "the hard link stays"
+    );
+    // Undo renames it back: the same inode, mode and content at the old path.
+    let text = d.ok("undo_edit", json!({"file_path": "/bin/run.sh"})).await;
+    assert!(
+        text.starts_with("Undid the move of /run.sh to /bin/run.sh: it is back at /run.sh."),
+        "{text}"
+    );
+    assert!(!root.join("bin/run.sh").exists());
+    let (mode, _, ino) = identity(&root.join("run.sh"));
+    assert_eq!((mode, ino), (0o755, before.2));
+    assert_eq!(d.bytes("run.sh"), b"#!/bin/sh\necho run\n");
+    // The session's read followed the file there and back: it can be edited at once (after
+    // dropping the second name: edits refuse files with several links), keeping its mode.
+    std::fs::remove_file(root.join("alias.sh")).unwrap();
+    d.ok(
+        "edit_file",
+        json!({"file_path": "/run.sh", "old_string": "run", "new_string": "ran"}),
+    )
+    .await;
+    assert_eq!(identity(&root.join("run.sh")).0, 0o755);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_moves_in_one_rename_keeping_modes_and_times() {
+    let d = Disk::new();
+    let root = d.dir.path();
+    d.put("tools/bin/build.sh", "#!/bin/sh\n");
+    d.put("tools/.hidden-ignored", "kept too\n");
+    std::fs::write(root.join(".gitignore"), ".hidden-ignored\n").unwrap();
+    age(&root.join("tools/bin/build.sh"), 0o755);
+    age(&root.join("tools/bin"), 0o750);
+    age(&root.join("tools"), 0o700);
+    let dir_before = identity(&root.join("tools"));
+    let file_before = identity(&root.join("tools/bin/build.sh"));
+    let text = d
+        .ok(
+            "move",
+            json!({"source": "/tools", "destination": "/moved/tools"}),
+        )
+        .await;
+    assert_eq!(
+        text,
+        "Moved directory /tools to /moved/tools in one rename: everything in it moved, with modes and times kept. To reverse it, call undo_edit on /moved/tools."
+    );
+    assert!(!root.join("tools").exists());
+    assert_eq!(identity(&root.join("moved/tools")), dir_before);
+    assert_eq!(
+        identity(&root.join("moved/tools/bin/build.sh")),
+        file_before
+    );
+    assert_eq!(identity(&root.join("moved/tools/bin")).0, 0o750);
+    assert_eq!(d.bytes("moved/tools/.hidden-ignored"), b"kept too\n");
+    d.ok("undo_edit", json!({"file_path": "/moved/tools"}))
+        .await;
+    assert!(!root.join("moved/tools").exists());
+    assert_eq!(identity(&root.join("tools")), dir_before);
+    assert_eq!(identity(&root.join("tools/bin/build.sh")), file_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_over_a_file_replaces_it_and_two_undos_bring_both_back() {
+    let d = Disk::new();
+    let root = d.dir.path();
+    d.put("new.sh", "new\n");
+    d.put("old.sh", "old\n");
+    age(&root.join("new.sh"), 0o755);
+    let before = identity(&root.join("new.sh"));
+    d.ok("read_file", json!({"file_path": "/old.sh"})).await;
+    d.ok(
+        "move",
+        json!({"source": "/new.sh", "destination": "/old.sh", "overwrite": true}),
+    )
+    .await;
+    assert_eq!(identity(&root.join("old.sh")), before);
+    assert_eq!(d.bytes("old.sh"), b"new\n");
+    d.ok("undo_edit", json!({"file_path": "/old.sh"})).await;
+    assert_eq!(identity(&root.join("new.sh")), before);
+    assert!(!root.join("old.sh").exists());
+    d.ok("undo_edit", json!({"file_path": "/old.sh"})).await;
+    assert_eq!(d.bytes("old.sh"), b"old\n");
+    assert_eq!(d.bytes("new.sh"), b"new\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_between_disk_mounts_keeps_the_mode_and_undo_copies_it_back() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mount = |prefix: &str, dir: &Path| Mount {
+        prefix: p(prefix),
+        backend: Arc::new(FilesystemBackend::open(dir, FilesystemOptions::default()).unwrap()),
+        read_only: false,
+    };
+    let composite =
+        CompositeBackend::new(vec![mount("/", a.path()), mount("/b", b.path())], || {
+            Arc::new(StateBackend::new())
+        });
+    let session = Session::new(Arc::new(composite), WriteOptions::default());
+    std::fs::write(a.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        a.path().join("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let call = |tool: &'static str, args: Value| {
+        let session = &session;
+        async move {
+            match mountfs::tools::call(tool, args.clone(), session).await {
+                Ok(reply) => reply.text,
+                Err(e) => panic!("{tool}({args}) failed: {e}"),
+            }
+        }
+    };
+    let text = call(
+        "move",
+        json!({"source": "/run.sh", "destination": "/b/bin/run.sh"}),
+    )
+    .await;
+    assert!(
+        text.contains("(copied across mounts, then the source deleted)"),
+        "{text}"
+    );
+    let mode = std::fs::metadata(b.path().join("bin/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755);
+    assert!(!a.path().join("run.sh").exists());
+    call("undo_edit", json!({"file_path": "/b/bin/run.sh"})).await;
+    assert!(!b.path().join("bin/run.sh").exists());
+    let mode = std::fs::metadata(a.path().join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_keep_the_owner_where_allowed() {
     use std::os::unix::fs::MetadataExt;

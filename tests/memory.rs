@@ -234,22 +234,87 @@ fn moving_a_huge_file_never_copies_it_through_memory() {
     );
     assert!(error.contains("(--max-edit-bytes)"), "{error}");
     assert!(client.cwd().join("huge.log").exists());
-    // Within the disk mount: a rename, or the same refusal; never an abort.
-    let result = client.call(
+    // Within the disk mount: a rename, never a copy.
+    let text = client.ok(
         "move",
         json!({"source": "/huge.log", "destination": "/moved.log"}),
     );
-    if result["isError"] == true {
-        assert!(text_of(&result).contains("(--max-edit-bytes)"), "{result}");
-    } else {
-        assert_eq!(
-            std::fs::metadata(client.cwd().join("moved.log"))
-                .unwrap()
-                .len(),
-            HUGE
-        );
-    }
+    assert!(text.contains("renamed in place"), "{text}");
+    assert_eq!(
+        std::fs::metadata(client.cwd().join("moved.log"))
+            .unwrap()
+            .len(),
+        HUGE
+    );
+    client.ok("undo_edit", json!({"file_path": "/moved.log"}));
+    assert_eq!(head_of(&client.cwd().join("huge.log"), 6), b"start\n");
     assert_bounded(&mut client, "move 6 GiB");
+}
+
+/// 2 GiB.
+const TWO_GIB: u64 = 2 * 1024 * 1024 * 1024;
+
+/// What a rename may add to the peak: nothing of the content, only the call's own buffers.
+const RENAME_GROWTH_LIMIT: u64 = 4 * 1024 * 1024;
+
+#[test]
+fn moving_a_2_gib_directory_or_file_within_the_disk_mount_keeps_memory_flat() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut client = disk_server(&[]);
+    let root = client.cwd().to_path_buf();
+    std::fs::create_dir_all(root.join("data/logs")).unwrap();
+    sparse(&root.join("data/a.bin"), b"\0binary", TWO_GIB / 2);
+    sparse(&root.join("data/logs/b.log"), b"log line\n", TWO_GIB / 2);
+    sparse(&root.join("big.log"), b"start\n", TWO_GIB);
+    std::fs::set_permissions(
+        root.join("data/a.bin"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let inode = |path: &str| std::fs::metadata(root.join(path)).unwrap().ino();
+    let (dir_inode, file_inode) = (inode("data"), inode("big.log"));
+    // Warm up: the answer paths of ls and move run once before the peak is taken.
+    client.ok("ls", json!({"path": "/"}));
+    client.err("move", json!({"source": "/missing", "destination": "/x"}));
+    let before = client.peak_memory().expect("VmHWM (Linux)");
+    let text = client.ok(
+        "move",
+        json!({"source": "/data", "destination": "/archive/2026/data"}),
+    );
+    assert!(text.contains("in one rename"), "{text}");
+    let text = client.ok(
+        "move",
+        json!({"source": "/big.log", "destination": "/archive/big.log"}),
+    );
+    assert!(text.contains("renamed in place"), "{text}");
+    let after = client.peak_memory().expect("VmHWM (Linux)");
+    eprintln!(
+        "2 GiB directory + 2 GiB file moved: VmHWM {:.1} MiB before, {:.1} MiB after",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0
+    );
+    assert!(
+        after - before < RENAME_GROWTH_LIMIT,
+        "peak grew from {before} to {after} bytes"
+    );
+    assert_eq!(inode("archive/2026/data"), dir_inode);
+    assert_eq!(inode("archive/big.log"), file_inode);
+    let mode = std::fs::metadata(root.join("archive/2026/data/a.bin"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755);
+    client.ok("undo_edit", json!({"file_path": "/archive/2026/data"}));
+    client.ok("undo_edit", json!({"file_path": "/archive/big.log"}));
+    assert_eq!(inode("data"), dir_inode);
+    assert_eq!(inode("big.log"), file_inode);
+    assert_eq!(head_of(&root.join("data/logs/b.log"), 9), b"log line\n");
+    let after_undo = client.peak_memory().expect("VmHWM (Linux)");
+    assert!(
+        after_undo - before < RENAME_GROWTH_LIMIT,
+        "undo grew the peak from {before} to {after_undo} bytes"
+    );
+    assert_bounded(&mut client, "move and undo of 2 GiB");
 }
 
 #[test]

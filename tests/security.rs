@@ -501,6 +501,62 @@ attack!(race_parent_swapped_for_outward_symlink_between_read_and_write, h => {
     h.refused("write_file", json!({"file_path": "/a/b/x.txt", "content": "pwned"}), OUTSIDE).await;
 });
 
+// ---- move is a rename beneath the root (issue 17) ------------------------------------------
+
+attack!(move_directory_out_through_outward_symlink, h => {
+    h.refused("move", json!({"source": "/a", "destination": "/abs_dir/stolen"}), OUTSIDE).await;
+    h.refused("move", json!({"source": "/deep", "destination": "/chain_dir1/new/deeper"}), OUTSIDE).await;
+    h.refused("move", json!({"source": "/a", "destination": "/dotdot_inside/a"}), OUTSIDE).await;
+    assert!(h.root().join("a/b/inside.txt").is_file() && h.root().join("deep/er").is_dir());
+});
+attack!(move_directory_in_from_outside_through_symlink, h => {
+    h.refused("move", json!({"source": "/rel_dir_up/dir", "destination": "/stolen_dir"}), OUTSIDE).await;
+    h.refused("move", json!({"source": "/chain_dir1/dir/x.txt", "destination": "/stolen.txt"}), OUTSIDE).await;
+});
+attack!(move_directory_with_dotdot, h => {
+    h.refused("move", json!({"source": "/a/../../outside", "destination": "/x"}), DOTDOT).await;
+    h.refused("move", json!({"source": "/a", "destination": "/a/../../outside/a"}), DOTDOT).await;
+});
+attack!(rename_on_the_backend_refuses_outward_paths, h => {
+    use mountfs::backend::{Error, RenameOptions};
+    let p = |s: &str| VirtualPath::parse(s).unwrap();
+    for (from, to) in [
+        ("/readme.md", "/rel_dir_up/planted.md"),
+        ("/readme.md", "/abs_dir/dir/x.txt"),
+        ("/rel_dir_up/secret.txt", "/stolen.txt"),
+        ("/abs_dir/dir", "/stolen_dir"),
+        ("/a", "/chain_dir1/a"),
+        ("/a", "/evil_prefix/a"),
+    ] {
+        let err = h.backend.rename(&p(from), &p(to), &RenameOptions::default()).await.unwrap_err();
+        assert!(matches!(err, Error::OutsideMount { .. }), "rename {from} -> {to}: {err:?}");
+    }
+    // Over an outside file, even when told its version.
+    let replacing = RenameOptions { if_version: None, replacing: Some(mountfs::backend::Version::of_content(format!("{SECRET}\nline two {SECRET}\n").as_bytes())) };
+    let err = h.backend.rename(&p("/readme.md"), &p("/rel_up"), &replacing).await.unwrap_err();
+    assert!(matches!(err, Error::OutsideMount { .. }), "{err:?}");
+    assert!(h.root().join("readme.md").is_file());
+});
+attack!(race_parent_swapped_for_outward_symlink_between_read_and_move, h => {
+    h.call("read_file", json!({"file_path": "/a/b/inside.txt"})).await.unwrap();
+    std::fs::rename(h.root().join("a/b"), h.root().join("a/b_moved")).unwrap();
+    symlink("../../outside/dir", h.root().join("a/b")).unwrap();
+    h.refused("move", json!({"source": "/a/b/x.txt", "destination": "/stolen.txt"}), OUTSIDE).await;
+    h.refused("move", json!({"source": "/readme.md", "destination": "/a/b/planted.md"}), OUTSIDE).await;
+    h.refused("move", json!({"source": "/a/b", "destination": "/stolen_dir"}), OUTSIDE).await;
+});
+attack!(race_moving_through_a_swapped_directory, h => {
+    let (stop, flipper) = start_flipper(h.root(), h.base().join("outside"));
+    for i in 0..200 {
+        std::fs::write(h.root().join("m.txt"), "mine\n").unwrap();
+        let _ = h.call("move", json!({"source": "/m.txt", "destination": format!("/race/m{i}.txt")})).await;
+        let _ = h.call("move", json!({"source": "/race/secret.txt", "destination": format!("/got{i}.txt")})).await;
+        let _ = h.call("move", json!({"source": "/race", "destination": format!("/race_dir{i}")})).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+});
+
 // ---- through the real binary over stdio ---------------------------------------------------
 
 fn stdio_client(h: &Harness) -> common::StdioClient {

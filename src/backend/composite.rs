@@ -13,7 +13,8 @@ use async_trait::async_trait;
 
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, Result, Version, WriteMode, WriteOutcome,
+    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Version, WriteMode,
+    WriteOutcome,
 };
 use crate::path::VirtualPath;
 
@@ -247,6 +248,48 @@ impl Backend for CompositeBackend {
         mount
             .backend
             .write_keeping_aside(&inner, content, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    /// Within one mount: that mount's rename. Across mounts: `Ok(None)` (the caller copies).
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        for path in [from, to] {
+            if self.holds_mount_root(path) {
+                return Err(Error::MountRoot { path: path.clone() });
+            }
+        }
+        let (source, inner_from) = self.writable(from)?;
+        let (target, inner_to) = self.writable(to)?;
+        if source.prefix != target.prefix {
+            return Ok(None);
+        }
+        source
+            .backend
+            .rename(&inner_from, &inner_to, options)
+            .await
+            .map_err(|e| e.map_path(outward(&source.prefix)))
+    }
+
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        let (mount, inner) = self.route(path);
+        mount
+            .backend
+            .permissions(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
+        let (mount, inner) = self.writable(path)?;
+        mount
+            .backend
+            .set_permissions(&inner, mode)
             .await
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }

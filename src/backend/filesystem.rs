@@ -26,6 +26,10 @@
 //! stamps, except two in-place rewrites of a file over 8 MiB, keeping its size, within one
 //! file-system timestamp tick.
 //!
+//! # Renames
+//! A move within the mount is one `renameat2` beneath the root (see [`rename`]): inode, mode,
+//! times and hard links are kept, and a directory moves whole, whatever its size.
+//!
 //! # Undo of huge files
 //! A file too large for the undo history in memory is kept aside instead, by rename (delete) or
 //! hard link (overwrite) into a private directory at the root (see [`aside`]).
@@ -42,6 +46,7 @@
 //! All blocking file-system work runs on tokio's blocking pool.
 
 mod aside;
+mod rename;
 mod resolve;
 mod walk;
 mod window;
@@ -57,8 +62,8 @@ use rustix::fs::FileType;
 
 use super::{
     AsideContent, AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error,
-    FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, LineWindow, Result, Version, WriteMode,
-    WriteOutcome,
+    FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed,
+    Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use resolve::{map_io, relative};
@@ -514,6 +519,29 @@ impl Backend for FilesystemBackend {
             .await?
         };
         Ok(written.map(|(outcome, entry)| (outcome, self.kept(path, entry))))
+    }
+
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        let (from, to, options) = (from.clone(), to.clone(), options.clone());
+        self.blocking(move |inner| rename::rename(&inner.root, &from, &to, &options))
+            .await
+    }
+
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        let path = path.clone();
+        self.blocking(move |inner| rename::permissions(&inner.root, &path).map(Some))
+            .await
+    }
+
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
+        let path = path.clone();
+        self.blocking(move |inner| rename::set_permissions(&inner.root, &path, mode).map(Some))
+            .await
     }
 
     async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
-    GrepQuery, GrepResults, Result, Version, WriteMode, WriteOutcome,
+    GrepQuery, GrepResults, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use crate::search::grep_text;
@@ -245,6 +245,81 @@ impl Backend for StateBackend {
             files.remove(&key);
         }
         Ok(())
+    }
+
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        // One write lock over the whole check and move: nobody sees a half-moved directory.
+        let mut files = self.write_map();
+        if from.is_root() {
+            return Err(Error::MountRoot { path: from.clone() });
+        }
+        if to.is_root() {
+            return Err(Error::MountRoot { path: to.clone() });
+        }
+        let source_is_file = files.contains_key(from.as_str());
+        if !source_is_file && !is_dir(&files, from) {
+            return Err(Error::NotFound { path: from.clone() });
+        }
+        if to.starts_with(from) {
+            return Err(Error::Unsupported {
+                path: to.clone(),
+                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
+            });
+        }
+        if let Some(expected) = &options.if_version
+            && files
+                .get(from.as_str())
+                .is_none_or(|f| f.version != *expected)
+        {
+            return Err(Error::VersionMismatch { path: from.clone() });
+        }
+        if is_dir(&files, to) {
+            return Err(Error::IsADirectory { path: to.clone() });
+        }
+        let mut ancestor = to.parent();
+        while let Some(dir) = ancestor {
+            if files.contains_key(dir.as_str()) {
+                return Err(Error::NotADirectory { path: dir });
+            }
+            ancestor = dir.parent();
+        }
+        match (files.get(to.as_str()), &options.replacing) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(Error::VersionMismatch { path: to.clone() }),
+            (Some(_), None) => return Err(Error::AlreadyExists { path: to.clone() }),
+            (Some(_), Some(_)) if !source_is_file => {
+                return Err(Error::AlreadyExists { path: to.clone() });
+            }
+            (Some(existing), Some(expected)) if existing.version != *expected => {
+                return Err(Error::VersionMismatch { path: to.clone() });
+            }
+            (Some(_), Some(_)) => {}
+        }
+        if let Some(file) = files.remove(from.as_str()) {
+            let version = file.version.clone();
+            files.insert(to.as_str().to_owned(), file);
+            return Ok(Some(Renamed {
+                kind: EntryKind::File,
+                version: Some(version),
+            }));
+        }
+        let (old_prefix, new_prefix) = (dir_prefix(from), dir_prefix(to));
+        let keys: Vec<String> = under(&files, &old_prefix).map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            if let Some(file) = files.remove(&key) {
+                let rest = &key[old_prefix.len()..];
+                files.insert(format!("{new_prefix}{rest}"), file);
+            }
+        }
+        Ok(Some(Renamed {
+            kind: EntryKind::Directory,
+            version: None,
+        }))
     }
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {

@@ -2,7 +2,7 @@
 //! router over them) must do, with the rules each method obeys.
 //!
 //! The trait is deliberately small (after arrow-rs `object_store`): stat / ls / read / write /
-//! delete / glob / grep. Every read returns the file's [`Version`]; every write takes a
+//! delete / rename / glob / grep. Every read returns the file's [`Version`]; every write takes a
 //! [`WriteMode`] (create-only, overwrite, or update-if-version). Read-before-edit, staleness and
 //! "no lost update" are built once on top of that in `tools/`, not once per backend.
 //!
@@ -253,6 +253,28 @@ impl DeleteOptions {
             if_version: Some(version),
         }
     }
+}
+
+/// The conditions of a [`Backend::rename`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RenameOptions {
+    /// Rename a file only if it has this version (else [`Error::VersionMismatch`]).
+    pub if_version: Option<Version>,
+    /// Replace the destination file, which must have this version (else
+    /// [`Error::VersionMismatch`]); `None`: the destination must not exist (else
+    /// [`Error::AlreadyExists`]). A directory never replaces anything.
+    pub replacing: Option<Version>,
+}
+
+/// What a successful [`Backend::rename`] moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renamed {
+    /// A file or a whole directory.
+    pub kind: EntryKind,
+    /// A file's version at its new path (the same content; a backend whose versions are
+    /// identities may give a new one). `None` for a directory: the versions of the files in it
+    /// are unchanged.
+    pub version: Option<Version>,
 }
 
 /// A glob search below one directory.
@@ -802,6 +824,35 @@ pub trait Backend: Send + Sync + fmt::Debug {
         _content: &[u8],
         _version: &Version,
     ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+
+    /// Renames the file or directory at `from` to `to` within this backend, in place: contents,
+    /// times and (on disk) mode, owner and inode are kept, a directory moves whole, and memory
+    /// does not grow with the size moved. Parent directories of `to` are created. Conditions
+    /// as [`RenameOptions`] says; `NotFound` if `from` is absent, `IsADirectory` if a directory
+    /// is at `to`, `NotADirectory` if a parent of `to` is a file.
+    ///
+    /// `Ok(None)` when this backend cannot rename in place (the caller then copies and
+    /// deletes): nothing was changed. The default.
+    async fn rename(
+        &self,
+        _from: &VirtualPath,
+        _to: &VirtualPath,
+        _options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        Ok(None)
+    }
+
+    /// A file's permission bits (`0o7777`), on backends that keep them (disk); `None` elsewhere.
+    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
+        Ok(None)
+    }
+
+    /// Sets a file's permission bits where this backend keeps them (a cross-mount move keeps
+    /// the source's mode); returns the file's version afterwards when setting them changed it.
+    /// Backends without modes do nothing.
+    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
         Ok(None)
     }
 

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
-    GrepQuery, GrepResults, Result, Version, WriteMode, WriteOutcome,
+    GrepQuery, GrepResults, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -321,6 +321,116 @@ impl Backend for StoreBackend {
             return Err(Error::NotFound { path: path.clone() });
         }
         Ok(())
+    }
+
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        for path in [from, to] {
+            if path.is_root() {
+                return Err(Error::MountRoot { path: path.clone() });
+            }
+        }
+        if to.starts_with(from) {
+            return Err(Error::Unsupported {
+                path: to.clone(),
+                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
+            });
+        }
+        // The shape checks are reads before the transaction, as for writes (see the module
+        // doc); what is at `to` and the versions are checked in the database.
+        let target = self.head(to).await?;
+        if target.is_none() && self.has_children(to).await? {
+            return Err(Error::IsADirectory { path: to.clone() });
+        }
+        let mut ancestor = to.parent();
+        while let Some(dir) = ancestor {
+            if self.head(&dir).await?.is_some() {
+                return Err(Error::NotADirectory { path: dir });
+            }
+            ancestor = dir.parent();
+        }
+        let parse = |version: &Option<Version>, path: &VirtualPath| -> Result<Option<i64>> {
+            match version {
+                None => Ok(None),
+                Some(v) => v
+                    .as_str()
+                    .parse::<i64>()
+                    .map(Some)
+                    .map_err(|_| Error::VersionMismatch { path: path.clone() }),
+            }
+        };
+        let if_version = parse(&options.if_version, from)?;
+        let replacing = parse(&options.replacing, to)?;
+        if self.head(from).await?.is_some() {
+            let renamed = self
+                .store
+                .rename(
+                    &self.namespace,
+                    from.as_str(),
+                    to.as_str(),
+                    if_version,
+                    replacing,
+                )
+                .await;
+            let renamed = match renamed {
+                Ok(renamed) => renamed,
+                Err(store::Error::VersionMismatch) => {
+                    // Which side moved on is told by a second look at the destination.
+                    let target_moved = match replacing {
+                        Some(expected) => {
+                            self.head(to).await?.is_none_or(|m| m.version != expected)
+                        }
+                        None => false,
+                    };
+                    let path = if target_moved { to } else { from };
+                    return Err(Error::VersionMismatch { path: path.clone() });
+                }
+                Err(store::Error::AlreadyExists) => {
+                    return Err(Error::AlreadyExists { path: to.clone() });
+                }
+                Err(other) => return Err(failure(from, other)),
+            };
+            return match renamed {
+                Some(version) => Ok(Some(Renamed {
+                    kind: EntryKind::File,
+                    version: Some(version_of(version)),
+                })),
+                None => Err(Error::NotFound { path: from.clone() }),
+            };
+        }
+        if !self.has_children(from).await? {
+            return Err(Error::NotFound { path: from.clone() });
+        }
+        if if_version.is_some() {
+            return Err(Error::VersionMismatch { path: from.clone() });
+        }
+        if target.is_some() {
+            return Err(Error::AlreadyExists { path: to.clone() });
+        }
+        let moved = self
+            .store
+            .rename_prefix(
+                &self.namespace,
+                &dir_prefix(from),
+                &dir_prefix(to),
+                to.as_str(),
+            )
+            .await
+            .map_err(|e| match e {
+                store::Error::AlreadyExists => Error::AlreadyExists { path: to.clone() },
+                other => failure(from, other),
+            })?;
+        if moved == 0 {
+            return Err(Error::NotFound { path: from.clone() });
+        }
+        Ok(Some(Renamed {
+            kind: EntryKind::Directory,
+            version: None,
+        }))
     }
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {

@@ -281,6 +281,31 @@ pub trait Store: Send + Sync + fmt::Debug {
         if_version: Option<i64>,
     ) -> Result<bool>;
 
+    /// Renames `from` to `to` in one transaction, keeping the item (content, times, version):
+    /// only if `from` has `if_version` (when given, else [`Error::VersionMismatch`]); over an
+    /// item at `to` only if it has `replacing` ([`Error::VersionMismatch`] otherwise, also when
+    /// absent), else only where no item is ([`Error::AlreadyExists`]). Returns the version, or
+    /// `None` when there is no item at `from`.
+    async fn rename(
+        &self,
+        namespace: &Namespace,
+        from: &str,
+        to: &str,
+        if_version: Option<i64>,
+        replacing: Option<i64>,
+    ) -> Result<Option<i64>>;
+
+    /// Renames every key starting with `from_prefix` to start with `to_prefix` instead, in one
+    /// transaction and one statement, keeping the items; [`Error::AlreadyExists`] (and nothing
+    /// changed) when any key starts with `to_prefix` or equals `to_key`. Returns how many.
+    async fn rename_prefix(
+        &self,
+        namespace: &Namespace,
+        from_prefix: &str,
+        to_prefix: &str,
+        to_key: &str,
+    ) -> Result<u64>;
+
     /// Deletes every key starting with `prefix` in one statement; returns how many.
     async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64>;
 

@@ -154,6 +154,15 @@ impl PostgresStore {
         }
     }
 
+    /// [`Self::map_error`], except that a key taken meanwhile (a unique violation) is
+    /// [`Error::AlreadyExists`].
+    fn map_conflict(&self, error: tokio_postgres::Error) -> Error {
+        if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+            return Error::AlreadyExists;
+        }
+        self.map_error(error)
+    }
+
     async fn migrate(&self) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.map_error(e))?;
@@ -383,6 +392,98 @@ impl Store for PostgresStore {
             Some(_) => Err(Error::VersionMismatch),
             None => Ok(false),
         }
+    }
+
+    async fn rename(
+        &self,
+        namespace: &Namespace,
+        from: &str,
+        to: &str,
+        if_version: Option<i64>,
+        replacing: Option<i64>,
+    ) -> Result<Option<i64>> {
+        let ns = namespace.as_str();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.map_error(e))?;
+        if let Some(expected) = replacing {
+            let removed = tx
+                .execute(
+                    "DELETE FROM mountfs_items WHERE namespace = $1 AND key = $2 AND version = $3",
+                    &[&ns, &to, &expected],
+                )
+                .await
+                .map_err(|e| self.map_error(e))?;
+            if removed == 0 {
+                return Err(Error::VersionMismatch);
+            }
+        }
+        let moved = tx
+            .query(
+                "UPDATE mountfs_items SET key = $3
+                 WHERE namespace = $1 AND key = $2 AND ($4::BIGINT IS NULL OR version = $4)
+                 RETURNING version",
+                &[&ns, &from, &to, &if_version],
+            )
+            .await
+            .map_err(|e| self.map_conflict(e))?;
+        let Some(row) = moved.first() else {
+            let exists = tx
+                .query(
+                    "SELECT 1 FROM mountfs_items WHERE namespace = $1 AND key = $2",
+                    &[&ns, &from],
+                )
+                .await
+                .map_err(|e| self.map_error(e))?;
+            return if exists.is_empty() {
+                Ok(None)
+            } else {
+                Err(Error::VersionMismatch)
+            };
+        };
+        let version: i64 = column(row, 0)?;
+        tx.commit().await.map_err(|e| self.map_error(e))?;
+        Ok(Some(version))
+    }
+
+    async fn rename_prefix(
+        &self,
+        namespace: &Namespace,
+        from_prefix: &str,
+        to_prefix: &str,
+        to_key: &str,
+    ) -> Result<u64> {
+        let ns = namespace.as_str();
+        let bound = |prefix: &str| {
+            super::prefix_successor(prefix)
+                .ok_or_else(|| Error::Query(format!("cannot bound the key prefix '{prefix}'")))
+        };
+        let (from_upper, to_upper) = (bound(from_prefix)?, bound(to_prefix)?);
+        // substr counts characters from 1: the rest of a key after the old prefix.
+        let rest_from = i32::try_from(from_prefix.chars().count() + 1)
+            .map_err(|_| Error::Query("key prefix too long".to_owned()))?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.map_error(e))?;
+        let taken = tx
+            .query(
+                "SELECT 1 FROM mountfs_items
+                 WHERE namespace = $1 AND (key = $2 OR (key >= $3 AND key < $4)) LIMIT 1",
+                &[&ns, &to_key, &to_prefix, &to_upper],
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        if !taken.is_empty() {
+            return Err(Error::AlreadyExists);
+        }
+        let moved = tx
+            .execute(
+                "UPDATE mountfs_items SET key = $4 || substr(key, $5)
+                 WHERE namespace = $1 AND key >= $2 AND key < $3",
+                &[&ns, &from_prefix, &from_upper, &to_prefix, &rest_from],
+            )
+            .await
+            .map_err(|e| self.map_conflict(e))?;
+        tx.commit().await.map_err(|e| self.map_error(e))?;
+        Ok(moved)
     }
 
     async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64> {

@@ -393,6 +393,121 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn rename(
+        &self,
+        namespace: &Namespace,
+        from: &str,
+        to: &str,
+        if_version: Option<i64>,
+        replacing: Option<i64>,
+    ) -> Result<Option<i64>> {
+        let (ns, from, to) = (
+            namespace.as_str().to_owned(),
+            from.to_owned(),
+            to.to_owned(),
+        );
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_error)?;
+            if let Some(expected) = replacing {
+                let removed = tx
+                    .execute(
+                        "DELETE FROM mountfs_items WHERE namespace = ?1 AND key = ?2 AND version = ?3",
+                        params![ns, to, expected],
+                    )
+                    .map_err(map_error)?;
+                if removed == 0 {
+                    return Err(Error::VersionMismatch);
+                }
+            }
+            let moved: Option<i64> = tx
+                .query_row(
+                    "UPDATE mountfs_items SET key = ?3
+                     WHERE namespace = ?1 AND key = ?2 AND (?4 IS NULL OR version = ?4)
+                     RETURNING version",
+                    params![ns, from, to, if_version],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|e| match e.sqlite_error_code() {
+                    Some(ErrorCode::ConstraintViolation) => Error::AlreadyExists,
+                    _ => map_error(e),
+                })?;
+            let Some(version) = moved else {
+                let exists: Option<i64> = tx
+                    .query_row(
+                        "SELECT 1 FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
+                        params![ns, from],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(map_error)?;
+                return match exists {
+                    Some(_) => Err(Error::VersionMismatch),
+                    None => Ok(None),
+                };
+            };
+            tx.commit().map_err(map_error)?;
+            Ok(Some(version))
+        })
+        .await
+    }
+
+    async fn rename_prefix(
+        &self,
+        namespace: &Namespace,
+        from_prefix: &str,
+        to_prefix: &str,
+        to_key: &str,
+    ) -> Result<u64> {
+        let ns = namespace.as_str().to_owned();
+        let to_query = ListQuery::first(to_prefix, 1);
+        let from_lower = from_prefix.to_owned();
+        let from_upper = super::prefix_successor(from_prefix)
+            .ok_or_else(|| Error::Query(format!("cannot bound the key prefix '{from_prefix}'")))?;
+        let (to_prefix, to_key) = (to_prefix.to_owned(), to_key.to_owned());
+        // substr counts characters from 1: the rest of a key after the old prefix.
+        let rest_from = i64::try_from(from_prefix.chars().count() + 1).unwrap_or(i64::MAX);
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_error)?;
+            let taken: Option<i64> = tx
+                .query_row(
+                    "SELECT 1 FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
+                    params![ns, to_key],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(map_error)?;
+            let (range, bounds) = range_sql(&to_query);
+            let sql = format!("SELECT 1 FROM mountfs_items WHERE {range} LIMIT 1");
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&ns];
+            values.extend(bounds.iter().map(|b| b as &dyn rusqlite::ToSql));
+            let below: Option<i64> = tx
+                .query_row(&sql, values.as_slice(), |row| row.get(0))
+                .optional()
+                .map_err(map_error)?;
+            if taken.is_some() || below.is_some() {
+                return Err(Error::AlreadyExists);
+            }
+            let moved = tx
+                .execute(
+                    "UPDATE mountfs_items SET key = ?4 || substr(key, ?5)
+                     WHERE namespace = ?1 AND key >= ?2 AND key < ?3",
+                    params![ns, from_lower, from_upper, to_prefix, rest_from],
+                )
+                .map_err(|e| match e.sqlite_error_code() {
+                    Some(ErrorCode::ConstraintViolation) => Error::AlreadyExists,
+                    _ => map_error(e),
+                })?;
+            tx.commit().map_err(map_error)?;
+            Ok(u64::try_from(moved).unwrap_or(u64::MAX))
+        })
+        .await
+    }
+
     async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64> {
         let query = ListQuery::first(prefix, 1);
         let ns = namespace.as_str().to_owned();

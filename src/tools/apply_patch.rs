@@ -349,6 +349,7 @@ fn record(session: &Session, plan: &Planned, version: Option<&Version>) {
                 before,
                 after: version.cloned(),
                 aside: None,
+                moved_from: None,
             },
         );
     }

@@ -99,6 +99,7 @@ async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply,
                             before: None,
                             after: None,
                             aside: Some(aside),
+                            moved_from: None,
                         },
                     );
                     (size, true)
@@ -163,6 +164,7 @@ pub(crate) fn record_deletion(session: &Session, path: &VirtualPath, file: FileB
                 before: Some(file.content),
                 after: None,
                 aside: None,
+                moved_from: None,
             },
         );
     }

@@ -206,6 +206,7 @@ pub async fn commit(
             before: before.map(|f| f.content.clone()),
             after: Some(outcome.version.clone()),
             aside: None,
+            moved_from: None,
         },
     );
     Ok(outcome.version)
@@ -249,6 +250,7 @@ pub async fn commit_large(
                     before: None,
                     after: Some(outcome.version.clone()),
                     aside: Some(aside),
+                    moved_from: None,
                 },
             );
             (outcome, true)
@@ -454,6 +456,7 @@ pub async fn edit_text(
                 before: Some(loaded.file.content.clone()),
                 after: Some(outcome.version.clone()),
                 aside: None,
+                moved_from: None,
             },
         );
         let outside = changed.then(|| outside_change(&seen, &loaded.text));

@@ -13,6 +13,7 @@ pub mod glob;
 pub mod grep;
 pub mod large_result;
 pub mod ls;
+mod move_copy;
 pub mod move_file;
 pub mod multi_edit;
 pub mod read_file;

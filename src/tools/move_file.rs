@@ -1,25 +1,31 @@
 //! `move`: rename or move a file or a directory, within one mount or across mounts (CONTRACT §2,
-//! §4). Never overwrites unless `overwrite` is true; mount roots cannot be moved.
+//! §4, issue 17). Never overwrites unless `overwrite` is true; mount roots cannot be moved.
 //!
-//! Every move goes through the `Backend` trait as copy-then-delete: the copy is written
-//! create-only (or conditional on the version of the file it replaces), then the source is
-//! deleted conditional on the version that was copied. If the delete fails the copy is taken back,
-//! so a failed move never loses or duplicates a file: the source stays. A directory moves file by
-//! file the same way, all or nothing. Like `delete`, moving a file this session never read is
-//! allowed, but moving or replacing one that changed since this session read it is refused as
-//! stale. Each moved file leaves two undo steps: the source's deletion and the destination's
-//! write, so `undo_edit` on the destination and then on the source reverses a move.
+//! Within one mount a move is the backend's [`Backend::rename`]: on disk one `renameat2`, so a
+//! file keeps its mode, times, inode and hard links and a directory of any size moves whole with
+//! no content passing through memory; in memory and store mounts the entries are renamed (a store
+//! in one transaction, compare-and-swap on the versions). Only where no rename is possible
+//! (across mounts, or a disk rename across file systems) is a move copy-then-delete, file by
+//! file, holding one file at a time (see [`super::move_copy`]).
+//!
+//! Like `delete`, moving a file this session never read is allowed, but moving or replacing one
+//! that changed since this session read it is refused as stale. Each moved file (or renamed
+//! directory) leaves one undo step at its new path recording where it came from: `undo_edit` on
+//! the destination moves it back. A file the move replaced is kept for undo as a deletion of the
+//! destination, one step below: a second `undo_edit` on the destination brings it back. The read
+//! ledger follows the move: content seen at the source is seen at the destination.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::delete::{record_deletion, remove_checked};
-use super::editing::{check_not_stale, fits_undo, lock_files, read_for_copy};
+use super::editing::{check_not_stale, fits_undo, lock_files};
+use super::move_copy;
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, DeleteOptions, FileBytes, GlobQuery, Version, WriteMode};
+use crate::backend::{
+    self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions, Renamed, Version,
+};
 use crate::path::VirtualPath;
-use crate::search::GlobMatcher;
 use crate::session::{Session, UndoStep};
 
 /// Arguments of `move` (schemas/move.json).
@@ -64,26 +70,53 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     }
     super::editing::refuse_new_control_names(session, &destination).await?;
     if entry.is_dir() {
-        return move_tree(session, &source, &destination).await;
+        if session.backend().stat(&destination).await?.is_some() {
+            return Err(ToolError::DestinationExists {
+                path: destination.clone(),
+                hint: "A directory is moved to a path that does not exist yet; choose another name, or delete the destination first".into(),
+            });
+        }
+        let guards = lock_files(session, vec![source.clone(), destination.clone()]).await;
+        if let Some(reply) = rename_tree(session, &source, &destination).await? {
+            return Ok(reply);
+        }
+        drop(guards);
+        return move_copy::move_tree(session, &source, &destination).await;
     }
     let _guards = lock_files(session, vec![source.clone(), destination.clone()]).await;
-    let moved = move_one(session, &source, &destination, args.overwrite).await?;
-    let replaced = if moved.replaced {
-        format!(" (replacing the previous {destination})")
-    } else {
-        String::new()
+    let (moved, how) = match rename_one(session, &source, &destination, args.overwrite).await? {
+        Some(moved) => (moved, "renamed in place: mode, times and links kept"),
+        None => (
+            move_copy::move_one(session, &source, &destination, args.overwrite).await?,
+            "copied across mounts, then the source deleted",
+        ),
+    };
+    let replaced = match &moved.replaced {
+        Some(_) => format!(" (replacing the previous {destination})"),
+        None => String::new(),
+    };
+    let replaced_note = match moved.replaced {
+        Some(true) => {
+            format!(" A second undo_edit on {destination} brings back the file it replaced.")
+        }
+        Some(false) => {
+            " The file it replaced was too large to keep for undo_edit (--max-undo-memory-bytes)."
+                .to_owned()
+        }
+        None => String::new(),
     };
     Ok(ToolReply {
         text: format!(
-            "Moved {source} to {destination}{replaced}, {} bytes. To reverse it, call undo_edit on {destination}, then on {source}.",
+            "Moved {source} to {destination}{replaced}, {} bytes ({how}). To reverse it, call undo_edit on {destination}.{replaced_note}",
             moved.bytes
         ),
         structured: Some(json!({
             "source": source.as_str(),
             "destination": destination.as_str(),
-            "version": moved.version.as_str(),
-            "replaced": moved.replaced,
+            "version": moved.version.as_ref().map(Version::as_str),
+            "replaced": moved.replaced.is_some(),
             "bytes": moved.bytes,
+            "renamed": moved.renamed,
         })),
         image: None,
     })
@@ -91,318 +124,264 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
 
 /// What one file move did.
 #[derive(Debug)]
-struct Moved {
-    bytes: usize,
-    replaced: bool,
-    version: Version,
+pub(super) struct Moved {
+    /// The file's size.
+    pub(super) bytes: u64,
+    /// `Some` when it replaced a file: whether that file was kept for undo.
+    pub(super) replaced: Option<bool>,
+    /// Its version at the destination (`None`: a symbolic link moved as itself).
+    pub(super) version: Option<Version>,
+    /// Renamed in place (true) or copied and deleted.
+    pub(super) renamed: bool,
 }
 
-/// Moves one file (locks held by the caller).
-async fn move_one(
-    session: &Session,
+/// The refusal of a file move onto an existing destination.
+pub(super) fn destination_taken(
     source: &VirtualPath,
     destination: &VirtualPath,
-    overwrite: bool,
-) -> Result<Moved, ToolError> {
-    let file = read_for_copy(session, source).await?;
-    check_not_stale(session, source, &file.version)?;
-    let replaced = match session.backend().stat(destination).await? {
-        None => None,
-        Some(entry) if entry.is_dir() => {
-            let suggestion = source
-                .file_name()
-                .and_then(|name| destination.join(name).ok())
-                .map_or_else(String::new, |p| format!(", e.g. {p}"));
-            return Err(ToolError::DestinationExists {
-                path: destination.clone(),
-                hint: format!(
-                    "It is a directory; to move the file into it, give the full new path{suggestion}"
-                ),
-            });
-        }
-        Some(_) if !overwrite => {
-            return Err(ToolError::DestinationExists {
-                path: destination.clone(),
-                hint: "Pass overwrite=true to replace it, or choose another destination".into(),
-            });
-        }
-        Some(_) => {
-            let existing = read_for_copy(session, destination).await?;
-            check_not_stale(session, destination, &existing.version)?;
-            Some(existing)
-        }
-    };
-    let mode = replaced.as_ref().map_or(WriteMode::CreateOnly, |f| {
-        WriteMode::IfVersion(f.version.clone())
-    });
-    let written = session
-        .backend()
-        .write(destination, &file.content, mode)
-        .await
-        .map_err(|e| stale_or(e, destination))?;
-    if let Err(error) = remove_checked(session, source, &file).await {
-        let rollback =
-            take_back_copy(session, destination, replaced.as_ref(), &written.version).await;
-        let state = match rollback {
-            Ok(()) => "The copy was taken back, so nothing changed.".to_owned(),
-            Err(e) => format!(
-                "Taking the copy back failed too ({e}): {destination} now holds a copy of {source}, which is unchanged. Delete the copy, or retry the move"
+    is_dir: bool,
+) -> ToolError {
+    if is_dir {
+        let suggestion = source
+            .file_name()
+            .and_then(|name| destination.join(name).ok())
+            .map_or_else(String::new, |p| format!(", e.g. {p}"));
+        return ToolError::DestinationExists {
+            path: destination.clone(),
+            hint: format!(
+                "It is a directory; to move the file into it, give the full new path{suggestion}"
             ),
         };
-        return Err(ToolError::PartialFailure {
-            message: format!(
-                "Error: Could not remove {source} after copying it to {destination}: {error}\n{state}"
-            ),
-        });
     }
-    let source_seen = session.ledger.seen(source).as_ref() == Some(&file.version);
-    let bytes = file.content.len();
-    let replaced_any = replaced.is_some();
-    record_deletion(session, source, file);
-    record_move_in(
-        session,
-        destination,
-        replaced,
-        &written.version,
-        source_seen,
-    );
-    Ok(Moved {
-        bytes,
-        replaced: replaced_any,
-        version: written.version,
-    })
+    ToolError::DestinationExists {
+        path: destination.clone(),
+        hint: "Pass overwrite=true to replace it, or choose another destination".into(),
+    }
 }
 
-/// A conditional write that lost a race is staleness of that file.
-fn stale_or(error: backend::Error, path: &VirtualPath) -> ToolError {
+/// A conditional change that lost a race is staleness of the file it names.
+pub(super) fn stale_or(error: backend::Error) -> ToolError {
     match error {
-        backend::Error::VersionMismatch { .. } => ToolError::Stale { path: path.clone() },
+        backend::Error::VersionMismatch { path } => ToolError::Stale { path },
         other => other.into(),
     }
 }
 
-/// Removes a copy just written (or puts back the file it replaced), conditional on the copy's
-/// version so a concurrent writer's change is never thrown away.
-async fn take_back_copy(
-    session: &Session,
-    destination: &VirtualPath,
-    replaced: Option<&FileBytes>,
-    copy: &Version,
-) -> Result<(), backend::Error> {
-    match replaced {
-        None => {
-            session
-                .backend()
-                .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
-                .await
+/// The file a move replaces, and how it is kept for undo.
+#[derive(Debug)]
+pub(super) enum Replaced {
+    /// Small enough for the undo history: read whole, replaced by the rename itself.
+    InMemory(FileBytes),
+    /// Too big: already moved aside by its backend (disk), to be put back if the move fails.
+    Aside(AsideFile),
+    /// Too big, and its backend cannot keep it aside: replaced without undo.
+    Unkept(Version),
+}
+
+impl Replaced {
+    /// Reads (or sets aside) the file at `destination` that a move is about to replace.
+    pub(super) async fn take(
+        session: &Session,
+        destination: &VirtualPath,
+    ) -> Result<Self, ToolError> {
+        let bound = session.write_options.limits.max_undo_snapshot_bytes();
+        match session.backend().read_at_most(destination, bound).await? {
+            BoundedRead::Whole(file) => {
+                check_not_stale(session, destination, &file.version)?;
+                Ok(Self::InMemory(file))
+            }
+            BoundedRead::TooLarge { version, .. } => {
+                check_not_stale(session, destination, &version)?;
+                match session
+                    .backend()
+                    .set_aside(destination, &version)
+                    .await
+                    .map_err(stale_or)?
+                {
+                    Some(aside) => Ok(Self::Aside(aside)),
+                    None => Ok(Self::Unkept(version)),
+                }
+            }
         }
-        Some(old) => session
-            .backend()
-            .write(
-                destination,
-                &old.content,
-                WriteMode::IfVersion(copy.clone()),
+    }
+
+    /// The version a change must find at the destination (`None`: it must be absent, the file
+    /// having been set aside).
+    pub(super) fn version(&self) -> Option<Version> {
+        match self {
+            Self::InMemory(file) => Some(file.version.clone()),
+            Self::Aside(_) => None,
+            Self::Unkept(version) => Some(version.clone()),
+        }
+    }
+
+    /// Puts a file set aside back after a move that failed; a note when that failed too.
+    pub(super) async fn put_back(&self, destination: &VirtualPath) -> Option<String> {
+        let Self::Aside(aside) = self else {
+            return None;
+        };
+        aside.0.restore(None).await.err().map(|e| {
+            format!(
+                "\nThe file it was to replace could not be put back ({e}); it is lost from {destination}"
             )
-            .await
-            .map(|_| ()),
+        })
     }
-}
 
-/// Records the write at a move's destination: an undo step (what was there before, if it fits),
-/// and the ledger only when the agent had seen the content it moved.
-fn record_move_in(
-    session: &Session,
-    destination: &VirtualPath,
-    replaced: Option<FileBytes>,
-    version: &Version,
-    content_seen: bool,
-) {
-    let before = replaced.map(|f| f.content);
-    if before.as_ref().is_none_or(|b| fits_undo(session, b.len())) {
-        session.undo.push(
-            destination,
-            UndoStep {
-                before,
-                after: Some(version.clone()),
+    /// Records the replaced file as a deletion of `destination` (below the move's own step);
+    /// returns whether it was kept for undo.
+    pub(super) fn record(self, session: &Session, destination: &VirtualPath) -> bool {
+        let step = match self {
+            Self::InMemory(file) if fits_undo(session, file.content.len()) => UndoStep {
+                before: Some(file.content),
+                after: None,
                 aside: None,
+                moved_from: None,
             },
-        );
-    }
-    if content_seen {
-        session.ledger.record(destination, version);
-    } else {
-        session.ledger.forget(destination);
+            Self::Aside(aside) => UndoStep {
+                before: None,
+                after: None,
+                aside: Some(aside),
+                moved_from: None,
+            },
+            Self::InMemory(_) | Self::Unkept(_) => return false,
+        };
+        session.undo.push(destination, step);
+        true
     }
 }
 
-/// Moves a directory file by file: all copies first, then all deletes; any failure takes back
-/// what was done, so the source stays whole.
-async fn move_tree(
+/// Records a completed move: the ledger follows it, and one undo step at the destination says
+/// where it came from.
+pub(super) fn record_move(
     session: &Session,
     source: &VirtualPath,
     destination: &VirtualPath,
-) -> Result<ToolReply, ToolError> {
-    if session.backend().stat(destination).await?.is_some() {
-        return Err(ToolError::DestinationExists {
-            path: destination.clone(),
-            hint: "A directory is moved to a path that does not exist yet; choose another name, or delete the destination first".into(),
-        });
-    }
-    let mut entries = session
-        .backend()
-        .glob(&GlobQuery {
-            dir: source.clone(),
-            matcher: GlobMatcher::new("*")?,
-            control: Default::default(),
-        })
-        .await?;
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
-    if entries.is_empty() {
-        return Err(ToolError::PartialFailure {
-            message: format!(
-                "Error: {source} holds no files, so there is nothing to move. Delete it with delete, and write files under {destination} instead"
-            ),
-        });
-    }
-    let mut pairs = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        let relative = entry.path.relative_to(source).unwrap_or_default();
-        pairs.push((entry.path.clone(), destination.join_relative(relative)?));
-    }
-    let _guards = lock_files(
-        session,
-        pairs
-            .iter()
-            .flat_map(|(s, d)| [s.clone(), d.clone()])
-            .collect(),
-    )
-    .await;
-    let mut files = Vec::with_capacity(pairs.len());
-    for (from, _) in &pairs {
-        let file = read_for_copy(session, from).await?;
-        check_not_stale(session, from, &file.version)?;
-        files.push(file);
-    }
-    // Copies.
-    let mut copies: Vec<(VirtualPath, Version)> = Vec::new();
-    for ((from, to), file) in pairs.iter().zip(&files) {
-        match session
-            .backend()
-            .write(to, &file.content, WriteMode::CreateOnly)
-            .await
-        {
-            Ok(outcome) => copies.push((to.clone(), outcome.version)),
-            Err(error) => {
-                let left = remove_copies(session, &copies).await;
-                return Err(ToolError::PartialFailure {
-                    message: format!(
-                        "Error: Could not copy {from} to {to}: {error}\n{}",
-                        left_note(&left, "nothing changed")
-                    ),
-                });
-            }
-        }
-    }
-    // Deletes of the sources.
-    for (index, ((from, _), file)) in pairs.iter().zip(&files).enumerate() {
-        if let Err(error) = remove_checked(session, from, file).await {
-            let mut left = Vec::new();
-            for ((earlier, _), earlier_file) in pairs.iter().zip(&files).take(index) {
-                if let Err(e) = session
-                    .backend()
-                    .write(earlier, &earlier_file.content, WriteMode::CreateOnly)
-                    .await
-                {
-                    left.push(format!(
-                        "{earlier} could not be restored ({e}); its copy is kept"
-                    ));
-                }
-            }
-            if left.is_empty() {
-                left = remove_copies(session, &copies).await;
-            }
-            return Err(ToolError::PartialFailure {
-                message: format!(
-                    "Error: Could not remove {from} while moving {source}: {error}\n{}",
-                    left_note(&left, "every file was put back, nothing changed")
-                ),
-            });
-        }
-    }
-    let leftover = remove_empty_dirs(session, source).await;
-    let mut total = 0usize;
-    for (((from, to), file), (_, version)) in pairs.iter().zip(files).zip(&copies) {
-        total += file.content.len();
-        let seen = session.ledger.seen(from).as_ref() == Some(&file.version);
-        record_deletion(session, from, file);
-        record_move_in(session, to, None, version, seen);
-    }
-    let mut text = format!(
-        "Moved directory {source} to {destination}: {} file(s), {total} bytes. undo_edit on a file's new path and then its old path reverses that file's move.",
-        pairs.len()
+    version: Option<&Version>,
+) {
+    session.ledger.rename(source, destination, version);
+    session.undo.push(
+        destination,
+        UndoStep {
+            before: None,
+            after: version.cloned(),
+            aside: None,
+            moved_from: Some(source.clone()),
+        },
     );
-    if leftover {
-        text.push_str(&format!(
-            "\n{source} itself was left in place: it still holds entries that ls and glob do not show (such as ignored files)."
-        ));
+}
+
+/// Moves one file by renaming it in place (locks held by the caller). `Ok(None)` when its
+/// backend cannot (across mounts, file systems): nothing changed.
+async fn rename_one(
+    session: &Session,
+    source: &VirtualPath,
+    destination: &VirtualPath,
+    overwrite: bool,
+) -> Result<Option<Moved>, ToolError> {
+    let same_mount =
+        session.backend().route(source).0.prefix == session.backend().route(destination).0.prefix;
+    if !same_mount {
+        return Ok(None);
     }
-    Ok(ToolReply {
-        text,
+    let link = session.backend().is_symlink(source).await?;
+    // Only the size and version: the content is never read.
+    let (bytes, version) = match session.backend().read_at_most(source, 0).await? {
+        BoundedRead::Whole(file) => (file.content.len() as u64, file.version),
+        BoundedRead::TooLarge { size, version } => (size, version),
+    };
+    check_not_stale(session, source, &version)?;
+    let replaced = match session.backend().stat(destination).await? {
+        None => None,
+        Some(entry) if entry.is_dir() => {
+            return Err(destination_taken(source, destination, true));
+        }
+        Some(_) if !overwrite => return Err(destination_taken(source, destination, false)),
+        Some(_) => Some(Replaced::take(session, destination).await?),
+    };
+    let options = RenameOptions {
+        // A symbolic link moves as itself: its target's version says nothing about it.
+        if_version: (!link).then(|| version.clone()),
+        replacing: replaced.as_ref().and_then(Replaced::version),
+    };
+    let renamed: Renamed = match session
+        .backend()
+        .rename(source, destination, &options)
+        .await
+    {
+        Ok(Some(renamed)) => renamed,
+        outcome => {
+            let lost = match &replaced {
+                Some(replaced) => replaced.put_back(destination).await,
+                None => None,
+            };
+            return match (outcome, lost) {
+                (Ok(_), None) => Ok(None),
+                (Ok(_), Some(lost)) => Err(ToolError::PartialFailure {
+                    message: format!(
+                        "Error: {source} cannot be renamed to {destination} in place.{lost}"
+                    ),
+                }),
+                (Err(error), None) => Err(stale_or(error)),
+                (Err(error), Some(lost)) => Err(ToolError::PartialFailure {
+                    message: format!("{}{lost}", stale_or(error)),
+                }),
+            };
+        }
+    };
+    let kept = replaced.map(|r| r.record(session, destination));
+    record_move(session, source, destination, renamed.version.as_ref());
+    Ok(Some(Moved {
+        bytes,
+        replaced: kept,
+        version: renamed.version,
+        renamed: true,
+    }))
+}
+
+/// Moves a directory by renaming it in place, whole (locks held by the caller). `Ok(None)`
+/// when its backend cannot: nothing changed.
+async fn rename_tree(
+    session: &Session,
+    source: &VirtualPath,
+    destination: &VirtualPath,
+) -> Result<Option<ToolReply>, ToolError> {
+    let same_mount =
+        session.backend().route(source).0.prefix == session.backend().route(destination).0.prefix;
+    if !same_mount {
+        return Ok(None);
+    }
+    // What this session read below the source must not have changed since (as for a file);
+    // files it never read may move unseen, like `mv`.
+    for (path, seen) in session.ledger.seen_under(source) {
+        match session.backend().read_at_most(&path, 0).await {
+            Ok(BoundedRead::Whole(FileBytes { version, .. }))
+            | Ok(BoundedRead::TooLarge { version, .. })
+                if version != seen =>
+            {
+                return Err(ToolError::Stale { path });
+            }
+            Ok(_) | Err(backend::Error::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let renamed = session
+        .backend()
+        .rename(source, destination, &RenameOptions::default())
+        .await
+        .map_err(stale_or)?;
+    if renamed.is_none() {
+        return Ok(None);
+    }
+    record_move(session, source, destination, None);
+    Ok(Some(ToolReply {
+        text: format!(
+            "Moved directory {source} to {destination} in one rename: everything in it moved, with modes and times kept. To reverse it, call undo_edit on {destination}."
+        ),
         structured: Some(json!({
             "source": source.as_str(),
             "destination": destination.as_str(),
-            "moved": pairs
-                .iter()
-                .map(|(from, to)| json!({"from": from.as_str(), "to": to.as_str()}))
-                .collect::<Vec<_>>(),
-            "bytes": total,
+            "renamed": true,
         })),
         image: None,
-    })
-}
-
-/// Deletes copies made by a failed directory move; returns what could not be deleted.
-async fn remove_copies(session: &Session, copies: &[(VirtualPath, Version)]) -> Vec<String> {
-    let mut left = Vec::new();
-    for (path, version) in copies {
-        let options = DeleteOptions::file_if_version(version.clone());
-        if let Err(e) = session.backend().delete(path, &options).await {
-            left.push(format!("the copy {path} could not be removed ({e})"));
-        }
-    }
-    left
-}
-
-fn left_note(left: &[String], all_clear: &str) -> String {
-    if left.is_empty() {
-        format!("The copies made so far were taken back: {all_clear}.")
-    } else {
-        format!(
-            "Taking the move back was incomplete: {}. Check both paths with ls",
-            left.join("; ")
-        )
-    }
-}
-
-/// Removes the (now file-less) source directory bottom-up with non-recursive deletes, so that
-/// anything the tools cannot see (ignored files on disk) is never thrown away. Returns whether
-/// the source directory is still there.
-async fn remove_empty_dirs(session: &Session, dir: &VirtualPath) -> bool {
-    let mut dirs = vec![dir.clone()];
-    let mut index = 0;
-    while let Some(current) = dirs.get(index).cloned() {
-        if let Ok(entries) = session.backend().ls(&current).await {
-            dirs.extend(entries.into_iter().filter(|e| e.is_dir()).map(|e| e.path));
-        }
-        index += 1;
-    }
-    // Deepest first.
-    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-    for current in &dirs {
-        let _ = session
-            .backend()
-            .delete(current, &DeleteOptions::default())
-            .await;
-    }
-    matches!(session.backend().stat(dir).await, Ok(Some(_)))
+    }))
 }

@@ -1,6 +1,7 @@
 //! `undo_edit`: takes back this session's most recent change to one file (write, edit,
-//! multi_edit, apply_patch, delete, move in or out), one step per call (CONTRACT §4, seed 004's
-//! history stack).
+//! multi_edit, apply_patch, delete, or a move to it), one step per call (CONTRACT §4, seed 004's
+//! history stack). A move is undone by moving the file or directory back: renamed back in place
+//! within one mount (mode, times, inode kept), copied back across mounts.
 //!
 //! Steps come from the session's bounded [`crate::session::UndoHistory`]. Every restore is
 //! conditional on the file still being what this session left it as: a write `IfVersion` the
@@ -12,9 +13,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::editing::{decode_text, describe_change, report_change};
+use super::editing::{decode_text, describe_change, lock_files, report_change};
+use super::move_copy;
 use super::{ToolError, ToolReply};
-use crate::backend::{self, AsideFile, Backend, BoundedRead, DeleteOptions, FileBytes, WriteMode};
+use crate::backend::{
+    self, AsideFile, Backend, BoundedRead, DeleteOptions, FileBytes, RenameOptions, WriteMode,
+};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
@@ -30,7 +34,11 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    let _guard = session.lock_file(&path).await;
+    // Undoing a move also changes the path it came from: both are locked, in path order.
+    let _guards = match session.undo.top_moved_from(&path) {
+        Some(from) => lock_files(session, vec![path.clone(), from]).await,
+        None => vec![session.lock_file(&path).await],
+    };
     let Some(step) = session.undo.pop(&path) else {
         return Err(ToolError::NothingToUndo {
             path,
@@ -52,6 +60,9 @@ async fn undo(
     path: &VirtualPath,
     step: &UndoStep,
 ) -> Result<ToolReply, ToolError> {
+    if let Some(from) = &step.moved_from {
+        return undo_move(session, path, from, step).await;
+    }
     // The current content is read only to show a diff, and only when it is small enough to
     // keep (--max-undo-memory-bytes); a bigger file is compared by its version alone.
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
@@ -211,6 +222,84 @@ async fn undo_from_aside(
         "path": path.as_str(),
         "version": outcome.version.as_str(),
         "bytes": size,
+    }));
+    reply.text.push_str(&remaining_note(remaining));
+    Ok(reply)
+}
+
+/// Moves a file or directory back to where this session's move took it from: renamed back in
+/// place (the same mount), or copied back and deleted (across mounts). Refused when it changed
+/// since the move, or when something is at its old path again.
+async fn undo_move(
+    session: &Session,
+    path: &VirtualPath,
+    from: &VirtualPath,
+    step: &UndoStep,
+) -> Result<ToolReply, ToolError> {
+    let conflict = |reason: String| ToolError::UndoConflict {
+        path: path.clone(),
+        reason,
+    };
+    let remaining = session.undo.depth(path);
+    let Some(entry) = session.backend().stat(path).await? else {
+        return Err(conflict("it has been moved or deleted since".into()));
+    };
+    if let Some(after) = &step.after {
+        if entry.is_dir() {
+            return Err(conflict("a directory is there now".into()));
+        }
+        let current = match session.backend().read_at_most(path, 0).await? {
+            BoundedRead::Whole(file) => file.version,
+            BoundedRead::TooLarge { version, .. } => version,
+        };
+        if current != *after {
+            return Err(conflict(
+                "it has been modified since (not by this session's last change)".into(),
+            ));
+        }
+    }
+    if session.backend().stat(from).await?.is_some() {
+        return Err(conflict(format!(
+            "{from}, where this session moved it from, exists again; move or delete that first"
+        )));
+    }
+    let options = RenameOptions {
+        if_version: step.after.clone(),
+        replacing: None,
+    };
+    let version = match session.backend().rename(path, from, &options).await {
+        Ok(Some(renamed)) => renamed.version,
+        Ok(None) => match &step.after {
+            Some(after) => Some(
+                move_copy::copy_back(session, path, from, after)
+                    .await
+                    .map_err(|e| match e {
+                        ToolError::Stale { .. } => {
+                            conflict("it was changed by someone else while undoing".into())
+                        }
+                        other => other,
+                    })?,
+            ),
+            None => {
+                return Err(conflict(format!(
+                    "it cannot be renamed back to {from} in place"
+                )));
+            }
+        },
+        Err(error) => return Err(refused(error, path)),
+    };
+    session.ledger.rename(path, from, version.as_ref());
+    session.undo.rebase_top(path, None);
+    if let Some(version) = &version {
+        session.undo.rebase_top(from, Some(version.clone()));
+    }
+    let mut reply = ToolReply::text(format!(
+        "Undid the move of {from} to {path}: it is back at {from}."
+    ));
+    reply.structured = Some(json!({
+        "path": path.as_str(),
+        "moved_back_to": from.as_str(),
+        "version": version.as_ref().map(backend::Version::as_str),
     }));
     reply.text.push_str(&remaining_note(remaining));
     Ok(reply)

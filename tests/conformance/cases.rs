@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mountfs::backend::{
     DeleteOptions, EntryKind, Error, FileView, GlobQuery, GrepCollect, GrepQuery, LineWindow,
-    WriteMode,
+    RenameOptions, Renamed, WriteMode,
 };
 use mountfs::path::VirtualPath;
 use mountfs::search::{GlobMatcher, GrepPattern};
@@ -735,4 +735,186 @@ pub async fn grep_and_glob_page_through_many_files(fx: &Fixture) {
         .unwrap();
     assert_eq!(found.len(), 100);
     assert_eq!(glob(fx, "g", "*.txt").await.len(), 300);
+}
+
+// ---------------------------------------------------------------------------------------------
+// rename (issue 17)
+
+async fn rename(
+    fx: &Fixture,
+    from: &str,
+    to: &str,
+    options: RenameOptions,
+) -> Result<Option<Renamed>, Error> {
+    fx.backend
+        .rename(&fx.path(from), &fx.path(to), &options)
+        .await
+}
+
+pub async fn rename_moves_a_file_in_place(fx: &Fixture) {
+    put(fx, "a.txt", b"hello\n").await;
+    let before = fx.backend.read(&fx.path("a.txt")).await.unwrap();
+    let meta = fx.backend.stat(&fx.path("a.txt")).await.unwrap().unwrap();
+    let renamed = rename(
+        fx,
+        "a.txt",
+        "sub/deeper/b.txt",
+        RenameOptions {
+            if_version: Some(before.version.clone()),
+            replacing: None,
+        },
+    )
+    .await
+    .expect("rename")
+    .expect("every backend renames within itself");
+    assert_eq!(renamed.kind, EntryKind::File);
+    let after = fx.backend.read(&fx.path("sub/deeper/b.txt")).await.unwrap();
+    assert_eq!(after.content, b"hello\n");
+    assert_eq!(
+        Some(after.version),
+        renamed.version,
+        "the version it reports"
+    );
+    assert_eq!(fx.backend.stat(&fx.path("a.txt")).await.unwrap(), None);
+    let moved = fx
+        .backend
+        .stat(&fx.path("sub/deeper/b.txt"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(moved.modified, meta.modified, "a rename keeps the time");
+    assert_eq!(moved.size, 6);
+}
+
+pub async fn rename_moves_a_directory_whole(fx: &Fixture) {
+    put(fx, "d/x.txt", b"x").await;
+    put(fx, "d/e/y.txt", b"yy").await;
+    put(fx, "dd.txt", b"sibling").await;
+    let renamed = rename(fx, "d", "n/d2", RenameOptions::default())
+        .await
+        .expect("rename")
+        .expect("renamed");
+    assert_eq!(
+        renamed,
+        Renamed {
+            kind: EntryKind::Directory,
+            version: None
+        }
+    );
+    assert_eq!(
+        glob(fx, "", "*").await,
+        vec!["dd.txt", "n/d2/e/y.txt", "n/d2/x.txt"]
+    );
+    assert_eq!(ls(fx, "n/d2").await, vec!["n/d2/e/", "n/d2/x.txt 1"]);
+    assert_eq!(fx.backend.stat(&fx.path("d")).await.unwrap(), None);
+    // And back.
+    rename(fx, "n/d2", "d", RenameOptions::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        glob(fx, "", "*").await,
+        vec!["d/e/y.txt", "d/x.txt", "dd.txt"]
+    );
+}
+
+pub async fn rename_checks_versions_and_the_destination(fx: &Fixture) {
+    put(fx, "s.txt", b"old").await;
+    let old = fx.backend.read(&fx.path("s.txt")).await.unwrap().version;
+    put(fx, "s.txt", b"source").await;
+    let current = fx.backend.read(&fx.path("s.txt")).await.unwrap().version;
+    put(fx, "t.txt", b"target").await;
+    let target = fx.backend.read(&fx.path("t.txt")).await.unwrap().version;
+    put(fx, "dir/inside.txt", b"i").await;
+    let stale = RenameOptions {
+        if_version: Some(old.clone()),
+        replacing: None,
+    };
+    assert_eq!(
+        rename(fx, "s.txt", "u.txt", stale).await.unwrap_err(),
+        Error::VersionMismatch {
+            path: fx.path("s.txt")
+        }
+    );
+    assert_eq!(
+        rename(fx, "s.txt", "t.txt", RenameOptions::default())
+            .await
+            .unwrap_err(),
+        Error::AlreadyExists {
+            path: fx.path("t.txt")
+        }
+    );
+    let wrong_target = RenameOptions {
+        if_version: Some(current.clone()),
+        replacing: Some(old),
+    };
+    assert_eq!(
+        rename(fx, "s.txt", "t.txt", wrong_target)
+            .await
+            .unwrap_err(),
+        Error::VersionMismatch {
+            path: fx.path("t.txt")
+        }
+    );
+    assert_eq!(
+        rename(fx, "s.txt", "dir", RenameOptions::default())
+            .await
+            .unwrap_err(),
+        Error::IsADirectory {
+            path: fx.path("dir")
+        }
+    );
+    let under_a_file = rename(fx, "s.txt", "t.txt/under", RenameOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(under_a_file, Error::NotADirectory { .. }),
+        "{under_a_file:?}"
+    );
+    assert_eq!(
+        rename(fx, "missing.txt", "m.txt", RenameOptions::default())
+            .await
+            .unwrap_err(),
+        Error::NotFound {
+            path: fx.path("missing.txt")
+        }
+    );
+    let into_itself = rename(fx, "dir", "dir/deeper", RenameOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&into_itself, Error::Unsupported { path, .. } if *path == fx.path("dir/deeper")),
+        "{into_itself:?}"
+    );
+    assert_eq!(
+        rename(fx, "dir", "t.txt", RenameOptions::default())
+            .await
+            .unwrap_err(),
+        Error::AlreadyExists {
+            path: fx.path("t.txt")
+        }
+    );
+    // Nothing of the refusals changed anything.
+    assert_eq!(
+        glob(fx, "", "*").await,
+        vec!["dir/inside.txt", "s.txt", "t.txt"]
+    );
+    assert_eq!(
+        fx.backend.read(&fx.path("t.txt")).await.unwrap().content,
+        b"target"
+    );
+    // Over the destination at the version it has: replaced in one step.
+    let replace = RenameOptions {
+        if_version: Some(current),
+        replacing: Some(target),
+    };
+    rename(fx, "s.txt", "t.txt", replace)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        fx.backend.read(&fx.path("t.txt")).await.unwrap().content,
+        b"source"
+    );
+    assert_eq!(glob(fx, "", "*").await, vec!["dir/inside.txt", "t.txt"]);
 }

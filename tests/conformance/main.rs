@@ -112,6 +112,9 @@ macro_rules! conformance {
                 $fixture,
                 concurrent_sessions_editing_distinct_lines_all_land
             );
+            case!($fixture, rename_moves_a_file_in_place);
+            case!($fixture, rename_moves_a_directory_whole);
+            case!($fixture, rename_checks_versions_and_the_destination);
         }
     };
 }

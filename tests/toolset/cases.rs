@@ -726,11 +726,19 @@ pub async fn move_renames_a_file_and_undo_reverses_it(fx: &Fixture) {
     let answer = fx
         .ok("move", json!({"source": from, "destination": to}))
         .await;
-    assert_eq!(
-        answer.text,
-        format!(
-            "Moved {from} to {to}, 8 bytes. To reverse it, call undo_edit on {to}, then on {from}."
-        )
+    assert!(
+        answer
+            .text
+            .starts_with(&format!("Moved {from} to {to}, 8 bytes (")),
+        "{}",
+        answer.text
+    );
+    assert!(
+        answer
+            .text
+            .ends_with(&format!("To reverse it, call undo_edit on {to}.")),
+        "{}",
+        answer.text
     );
     assert_eq!(fx.bytes(&from).await, None);
     assert_eq!(fx.bytes(&to).await.unwrap(), b"moving\r\n");
@@ -741,10 +749,24 @@ pub async fn move_renames_a_file_and_undo_reverses_it(fx: &Fixture) {
     )
     .await;
     fx.ok("undo_edit", json!({"file_path": to})).await;
-    fx.ok("undo_edit", json!({"file_path": to})).await;
-    fx.ok("undo_edit", json!({"file_path": from})).await;
+    // One more undo at the destination moves the file back.
+    let undone = fx.ok("undo_edit", json!({"file_path": to})).await;
+    assert!(
+        undone.text.starts_with(&format!(
+            "Undid the move of {from} to {to}: it is back at {from}."
+        )),
+        "{}",
+        undone.text
+    );
     assert_eq!(fx.bytes(&to).await, None);
     assert_eq!(fx.bytes(&from).await.unwrap(), b"moving\r\n");
+    // The ledger followed it back: still known as read, so it can be edited at once.
+    fx.ok(
+        "edit_file",
+        json!({"file_path": from, "old_string": "moving", "new_string": "back"}),
+    )
+    .await;
+    assert_eq!(fx.bytes(&from).await.unwrap(), b"back\r\n");
 }
 
 pub async fn move_crosses_mounts(fx: &Fixture) {
@@ -810,9 +832,12 @@ pub async fn move_never_overwrites_unless_asked(fx: &Fixture) {
     );
     assert_eq!(fx.text(&to).await, "new content\n");
     assert_eq!(fx.bytes(&from).await, None);
+    // The first undo moves the file back, the second brings back the file it replaced.
+    fx.ok("undo_edit", json!({"file_path": to})).await;
+    assert_eq!(fx.text(&from).await, "new content\n");
+    assert_eq!(fx.bytes(&to).await, None);
     fx.ok("undo_edit", json!({"file_path": to})).await;
     assert_eq!(fx.text(&to).await, "old content, changed\n");
-    fx.ok("undo_edit", json!({"file_path": from})).await;
     assert_eq!(fx.text(&from).await, "new content\n");
 }
 
@@ -966,15 +991,21 @@ pub async fn move_carries_a_directory(fx: &Fixture) {
             json!({"source": fx.p("tree"), "destination": fx.o("moved")}),
         )
         .await;
-    assert!(
-        answer.text.starts_with(&format!(
-            "Moved directory {} to {}: 2 file(s), 5 bytes.",
+    let renamed = answer.structured.as_ref().unwrap()["renamed"] == true;
+    let headline = if renamed {
+        format!(
+            "Moved directory {} to {} in one rename",
             fx.p("tree"),
             fx.o("moved")
-        )),
-        "{}",
-        answer.text
-    );
+        )
+    } else {
+        format!(
+            "Moved directory {} to {}: 2 file(s), 5 bytes",
+            fx.p("tree"),
+            fx.o("moved")
+        )
+    };
+    assert!(answer.text.starts_with(&headline), "{}", answer.text);
     for (rel, bytes) in &files {
         assert_eq!(fx.bytes(&fx.p(&format!("tree/{rel}"))).await, None);
         assert_eq!(
@@ -986,6 +1017,26 @@ pub async fn move_carries_a_directory(fx: &Fixture) {
     let ls = fx.call("ls", json!({"path": fx.base})).await;
     assert!(!ls.text.contains("tree"), "{}", ls.text);
     assert!(fx.call("ls", json!({"path": fx.p("tree")})).await.is_error);
+    // Undo moves it back: the directory in one step when it was renamed, else file by file.
+    if renamed {
+        fx.ok("undo_edit", json!({"file_path": fx.o("moved")}))
+            .await;
+    } else {
+        for (rel, _) in &files {
+            fx.ok(
+                "undo_edit",
+                json!({"file_path": fx.o(&format!("moved/{rel}"))}),
+            )
+            .await;
+        }
+    }
+    for (rel, bytes) in &files {
+        assert_eq!(
+            fx.bytes(&fx.p(&format!("tree/{rel}"))).await.as_ref(),
+            Some(bytes)
+        );
+        assert_eq!(fx.bytes(&fx.o(&format!("moved/{rel}"))).await, None);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

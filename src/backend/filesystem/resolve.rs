@@ -88,6 +88,11 @@ impl Canonical {
         self.components.iter().any(|c| c == name)
     }
 
+    /// Whether this path is `other` or lies below it.
+    pub(super) fn starts_with(&self, other: &Canonical) -> bool {
+        self.components.starts_with(&other.components)
+    }
+
     /// The root-relative host path (`"."` for the root).
     pub(super) fn path(&self) -> PathBuf {
         if self.components.is_empty() {

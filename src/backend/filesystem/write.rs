@@ -73,6 +73,11 @@ impl DirLock {
             .read(true)
             .custom_flags((OFlags::DIRECTORY | OFlags::CLOEXEC).bits() as i32);
         let dir = Dir::from_std_file(root.open_with(parent, &options)?.into_std());
+        Self::lock(dir)
+    }
+
+    /// Locks a directory already opened as a readable descriptor.
+    pub(super) fn lock(dir: Dir) -> io::Result<Self> {
         rustix::fs::flock(&dir, FlockOperation::LockExclusive)?;
         Ok(Self { dir })
     }
@@ -113,21 +118,7 @@ pub(super) fn write(
             ),
         });
     }
-    if let Err(error) = root.create_dir_all(&parent) {
-        return Err(
-            match error
-                .raw_os_error()
-                .map(rustix::io::Errno::from_raw_os_error)
-            {
-                Some(rustix::io::Errno::EXIST | rustix::io::Errno::NOTDIR) => {
-                    Error::NotADirectory {
-                        path: first_file_ancestor(root, path).unwrap_or_else(|| path.clone()),
-                    }
-                }
-                _ => io(error),
-            },
-        );
-    }
+    create_parent_dirs(root, &parent, path)?;
     let lock = DirLock::take(root, &parent).map_err(io)?;
     let dir = &lock.dir;
     let existing = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -287,6 +278,29 @@ pub(super) fn write_temp_and_rename(
     }
     rustix::fs::fsync(dir.as_fd())?;
     Ok(rustix::fs::fstat(&file)?)
+}
+
+/// Creates `parent` (the canonical parent of `path`) and its ancestors beneath the root; a file
+/// in the way is [`Error::NotADirectory`] naming that file.
+pub(super) fn create_parent_dirs(
+    root: &Dir,
+    parent: &std::path::Path,
+    path: &VirtualPath,
+) -> Result<()> {
+    let Err(error) = root.create_dir_all(parent) else {
+        return Ok(());
+    };
+    Err(
+        match error
+            .raw_os_error()
+            .map(rustix::io::Errno::from_raw_os_error)
+        {
+            Some(rustix::io::Errno::EXIST | rustix::io::Errno::NOTDIR) => Error::NotADirectory {
+                path: first_file_ancestor(root, path).unwrap_or_else(|| path.clone()),
+            },
+            _ => map_io(error, path),
+        },
+    )
 }
 
 /// The first ancestor of `path` that exists as a file (the cause of a `NotADirectory`).

@@ -1,0 +1,398 @@
+//! `move` where no rename is possible (across mounts, or a disk rename across file systems):
+//! copy-then-delete, one file at a time (CONTRACT §2, issue 17).
+//!
+//! A file is read (bounded by `--max-edit-bytes`), written at the destination create-only (or
+//! over the file it replaces, conditional on that file's version), given the source's mode where
+//! the destination keeps modes (disk), and only then is the source deleted, conditional on the
+//! version copied. If the delete fails the copy is taken back, so a failed move never loses or
+//! duplicates a file: the source stays. A directory moves file by file the same way, all or
+//! nothing: every copy first, holding one file's content at a time, then every delete; a failure
+//! takes back what was done, restoring deleted sources from their copies. Each moved file leaves
+//! one undo step at its new path (see [`super::move_file::record_move`]); [`copy_back`] is how
+//! `undo_edit` reverses it.
+
+use serde_json::json;
+
+use super::delete::remove_checked;
+use super::editing::{check_not_stale, read_for_copy};
+use super::move_file::{Moved, Replaced, destination_taken, record_move, stale_or};
+use super::{ToolError, ToolReply};
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, GlobQuery, Version, WriteMode};
+use crate::path::VirtualPath;
+use crate::search::GlobMatcher;
+use crate::session::Session;
+
+/// Moves one file by copy-then-delete (locks held by the caller).
+pub(super) async fn move_one(
+    session: &Session,
+    source: &VirtualPath,
+    destination: &VirtualPath,
+    overwrite: bool,
+) -> Result<Moved, ToolError> {
+    let file = read_for_copy(session, source).await?;
+    check_not_stale(session, source, &file.version)?;
+    let replaced = match session.backend().stat(destination).await? {
+        None => None,
+        Some(entry) if entry.is_dir() => {
+            return Err(destination_taken(source, destination, true));
+        }
+        Some(_) if !overwrite => return Err(destination_taken(source, destination, false)),
+        Some(_) => {
+            let replaced = Replaced::take(session, destination).await?;
+            if let Replaced::Unkept(_) = replaced {
+                // A copy over it could not be taken back if the source then failed to go.
+                let limit = session.write_options.limits.max_undo_snapshot_bytes();
+                return Err(ToolError::TooLarge {
+                    subject: destination.to_string(),
+                    size: session.backend().stat(destination).await?.map_or(0, |e| e.size),
+                    limit,
+                    flag: "max-undo-memory-bytes",
+                    advice: "Replacing it across mounts could not be taken back if the move failed half-way, so nothing was changed. Delete it first, or move to another name".into(),
+                });
+            }
+            Some(replaced)
+        }
+    };
+    let mode = match replaced.as_ref().and_then(Replaced::version) {
+        Some(version) => WriteMode::IfVersion(version),
+        None => WriteMode::CreateOnly,
+    };
+    let written = match session
+        .backend()
+        .write(destination, &file.content, mode)
+        .await
+    {
+        Ok(written) => written,
+        Err(error) => {
+            let lost = match &replaced {
+                Some(replaced) => replaced.put_back(destination).await,
+                None => None,
+            };
+            return Err(match lost {
+                None => stale_or(error),
+                Some(lost) => ToolError::PartialFailure {
+                    message: format!("{}{lost}", stale_or(error)),
+                },
+            });
+        }
+    };
+    let version = keep_mode(session, source, destination, written.version).await;
+    if let Err(error) = remove_checked(session, source, &file).await {
+        let rollback = take_back_copy(session, destination, replaced.as_ref(), &version).await;
+        let state = match rollback {
+            Ok(()) => "The copy was taken back, so nothing changed.".to_owned(),
+            Err(e) => format!(
+                "Taking the copy back failed too ({e}): {destination} now holds a copy of {source}, which is unchanged. Delete the copy, or retry the move"
+            ),
+        };
+        return Err(ToolError::PartialFailure {
+            message: format!(
+                "Error: Could not remove {source} after copying it to {destination}: {error}\n{state}"
+            ),
+        });
+    }
+    let kept = replaced.map(|r| r.record(session, destination));
+    record_move(session, source, destination, Some(&version));
+    Ok(Moved {
+        bytes: file.content.len() as u64,
+        replaced: kept,
+        version: Some(version),
+        renamed: false,
+    })
+}
+
+/// Gives `to` the permission bits of `from` where both backends keep modes (disk to disk);
+/// returns `to`'s version afterwards. Best effort: a mode that cannot be set is logged.
+async fn keep_mode(
+    session: &Session,
+    from: &VirtualPath,
+    to: &VirtualPath,
+    version: Version,
+) -> Version {
+    let Ok(Some(mode)) = session.backend().permissions(from).await else {
+        return version;
+    };
+    match session.backend().set_permissions(to, mode).await {
+        Ok(Some(changed)) => changed,
+        Ok(None) => version,
+        Err(error) => {
+            tracing::warn!(%to, %error, "could not keep the mode of a moved file");
+            version
+        }
+    }
+}
+
+/// Removes a copy just written (or puts back the file it replaced), conditional on the copy's
+/// version so a concurrent writer's change is never thrown away.
+async fn take_back_copy(
+    session: &Session,
+    destination: &VirtualPath,
+    replaced: Option<&Replaced>,
+    copy: &Version,
+) -> Result<(), backend::Error> {
+    match replaced {
+        Some(Replaced::InMemory(old)) => session
+            .backend()
+            .write(
+                destination,
+                &old.content,
+                WriteMode::IfVersion(copy.clone()),
+            )
+            .await
+            .map(|_| ()),
+        Some(Replaced::Aside(aside)) => {
+            session
+                .backend()
+                .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
+                .await?;
+            aside.0.restore(None).await.map(|_| ())
+        }
+        Some(Replaced::Unkept(_)) | None => {
+            session
+                .backend()
+                .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
+                .await
+        }
+    }
+}
+
+/// Moves the file at `current` (which must have `version`) back to `original` by
+/// copy-then-delete: how `undo_edit` reverses a move across mounts. Returns the version at
+/// `original`.
+pub(crate) async fn copy_back(
+    session: &Session,
+    current: &VirtualPath,
+    original: &VirtualPath,
+    version: &Version,
+) -> Result<Version, ToolError> {
+    let file = read_for_copy(session, current).await?;
+    if file.version != *version {
+        return Err(ToolError::Stale {
+            path: current.clone(),
+        });
+    }
+    let written = session
+        .backend()
+        .write(original, &file.content, WriteMode::CreateOnly)
+        .await?;
+    let restored = keep_mode(session, current, original, written.version).await;
+    if let Err(error) = remove_checked(session, current, &file).await {
+        let _ = session
+            .backend()
+            .delete(original, &DeleteOptions::file_if_version(restored))
+            .await;
+        return Err(error);
+    }
+    Ok(restored)
+}
+
+/// One file of a directory move, copied.
+#[derive(Debug)]
+struct Copied {
+    from: VirtualPath,
+    to: VirtualPath,
+    source_version: Version,
+    copy_version: Version,
+    bytes: u64,
+}
+
+/// Moves a directory file by file: every copy first (one file in memory at a time), then every
+/// delete; any failure takes back what was done, so the source stays whole.
+pub(super) async fn move_tree(
+    session: &Session,
+    source: &VirtualPath,
+    destination: &VirtualPath,
+) -> Result<ToolReply, ToolError> {
+    let mut entries = session
+        .backend()
+        .glob(&GlobQuery {
+            dir: source.clone(),
+            matcher: GlobMatcher::new("*")?,
+            control: Default::default(),
+        })
+        .await?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    if entries.is_empty() {
+        return Err(ToolError::PartialFailure {
+            message: format!(
+                "Error: {source} holds no files, so there is nothing to move. Delete it with delete, and write files under {destination} instead"
+            ),
+        });
+    }
+    let mut pairs = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let relative = entry.path.relative_to(source).unwrap_or_default();
+        pairs.push((entry.path.clone(), destination.join_relative(relative)?));
+    }
+    drop(entries);
+    let _guards = super::editing::lock_files(
+        session,
+        pairs
+            .iter()
+            .flat_map(|(s, d)| [s.clone(), d.clone()])
+            .collect(),
+    )
+    .await;
+    // A file this session read and that changed since stops the move before anything is done.
+    for (from, _) in &pairs {
+        if session.ledger.seen(from).is_some() {
+            let version = match session.backend().read_at_most(from, 0).await? {
+                BoundedRead::Whole(file) => file.version,
+                BoundedRead::TooLarge { version, .. } => version,
+            };
+            check_not_stale(session, from, &version)?;
+        }
+    }
+    let mut copies: Vec<Copied> = Vec::with_capacity(pairs.len());
+    for (from, to) in &pairs {
+        match copy_file(session, from, to).await {
+            Ok(copied) => copies.push(copied),
+            Err(error) => {
+                let left = remove_copies(session, &copies).await;
+                return Err(ToolError::PartialFailure {
+                    message: format!(
+                        "Error: Could not copy {from} to {to}: {error}\n{}",
+                        left_note(&left, "nothing changed")
+                    ),
+                });
+            }
+        }
+    }
+    for (index, copied) in copies.iter().enumerate() {
+        let options = DeleteOptions::file_if_version(copied.source_version.clone());
+        if let Err(error) = session.backend().delete(&copied.from, &options).await {
+            let mut left = Vec::new();
+            for earlier in &copies[..index] {
+                if let Err(e) = restore_source(session, earlier).await {
+                    left.push(format!(
+                        "{} could not be restored ({e}); its copy {} is kept",
+                        earlier.from, earlier.to
+                    ));
+                }
+            }
+            if left.is_empty() {
+                left = remove_copies(session, &copies).await;
+            }
+            return Err(ToolError::PartialFailure {
+                message: format!(
+                    "Error: Could not remove {} while moving {source}: {}\n{}",
+                    copied.from,
+                    stale_or(error),
+                    left_note(&left, "every file was put back, nothing changed")
+                ),
+            });
+        }
+    }
+    let leftover = remove_empty_dirs(session, source).await;
+    let total: u64 = copies.iter().map(|c| c.bytes).sum();
+    for copied in &copies {
+        record_move(
+            session,
+            &copied.from,
+            &copied.to,
+            Some(&copied.copy_version),
+        );
+    }
+    let mut text = format!(
+        "Moved directory {source} to {destination}: {} file(s), {total} bytes (copied across mounts file by file, then the sources deleted). undo_edit on a file's new path moves that file back.",
+        copies.len()
+    );
+    if leftover {
+        text.push_str(&format!(
+            "\n{source} itself was left in place: it still holds entries that ls and glob do not show (such as ignored files)."
+        ));
+    }
+    Ok(ToolReply {
+        text,
+        structured: Some(json!({
+            "source": source.as_str(),
+            "destination": destination.as_str(),
+            "moved": copies
+                .iter()
+                .map(|c| json!({"from": c.from.as_str(), "to": c.to.as_str()}))
+                .collect::<Vec<_>>(),
+            "bytes": total,
+            "renamed": false,
+        })),
+        image: None,
+    })
+}
+
+/// Copies one file of a directory move create-only, keeping its mode where it can.
+async fn copy_file(
+    session: &Session,
+    from: &VirtualPath,
+    to: &VirtualPath,
+) -> Result<Copied, ToolError> {
+    let file = read_for_copy(session, from).await?;
+    check_not_stale(session, from, &file.version)?;
+    let written = session
+        .backend()
+        .write(to, &file.content, WriteMode::CreateOnly)
+        .await?;
+    let copy_version = keep_mode(session, from, to, written.version).await;
+    Ok(Copied {
+        from: from.clone(),
+        to: to.clone(),
+        source_version: file.version,
+        copy_version,
+        bytes: file.content.len() as u64,
+    })
+}
+
+/// Writes a deleted source back from its copy (a directory move failing half-way).
+async fn restore_source(session: &Session, copied: &Copied) -> Result<(), ToolError> {
+    let file = read_for_copy(session, &copied.to).await?;
+    session
+        .backend()
+        .write(&copied.from, &file.content, WriteMode::CreateOnly)
+        .await?;
+    keep_mode(session, &copied.to, &copied.from, file.version).await;
+    Ok(())
+}
+
+/// Deletes copies made by a failed directory move; returns what could not be deleted.
+async fn remove_copies(session: &Session, copies: &[Copied]) -> Vec<String> {
+    let mut left = Vec::new();
+    for copied in copies {
+        let options = DeleteOptions::file_if_version(copied.copy_version.clone());
+        if let Err(e) = session.backend().delete(&copied.to, &options).await {
+            left.push(format!("the copy {} could not be removed ({e})", copied.to));
+        }
+    }
+    left
+}
+
+fn left_note(left: &[String], all_clear: &str) -> String {
+    if left.is_empty() {
+        format!("The copies made so far were taken back: {all_clear}.")
+    } else {
+        format!(
+            "Taking the move back was incomplete: {}. Check both paths with ls",
+            left.join("; ")
+        )
+    }
+}
+
+/// Removes the (now file-less) source directory bottom-up with non-recursive deletes, so that
+/// anything the tools cannot see (ignored files on disk) is never thrown away. Returns whether
+/// the source directory is still there.
+async fn remove_empty_dirs(session: &Session, dir: &VirtualPath) -> bool {
+    let mut dirs = vec![dir.clone()];
+    let mut index = 0;
+    while let Some(current) = dirs.get(index).cloned() {
+        if let Ok(entries) = session.backend().ls(&current).await {
+            dirs.extend(entries.into_iter().filter(|e| e.is_dir()).map(|e| e.path));
+        }
+        index += 1;
+    }
+    // Deepest first.
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for current in &dirs {
+        let _ = session
+            .backend()
+            .delete(current, &DeleteOptions::default())
+            .await;
+    }
+    matches!(session.backend().stat(dir).await, Ok(Some(_)))
+}
