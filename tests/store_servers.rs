@@ -325,6 +325,133 @@ async fn an_unreachable_database_is_a_tool_error_and_other_mounts_keep_working()
     server.stop().await;
 }
 
+/// A relay to the test PostgreSQL server and the URL reaching the database through it; `None`
+/// (with the skip recorded) when the server is not on TCP.
+async fn relayed_postgres(url: &str) -> Option<(Relay, String, String)> {
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first().cloned() else {
+        support::skips::record(
+            "an unreachable database (relay needs TCP)",
+            &format!("{} is not a TCP address", support::POSTGRES_ENV),
+        );
+        return None;
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let target = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let relay = Relay::start(target, 0).await;
+    let user = config.get_user().unwrap_or("postgres");
+    let password = config
+        .get_password()
+        .map(|p| format!(":{}", String::from_utf8_lossy(p)))
+        .unwrap_or_default();
+    let db = config.get_dbname().unwrap_or("postgres").to_owned();
+    let relayed = format!("postgres://{user}{password}@127.0.0.1:{}/{db}", relay.port);
+    Some((relay, relayed, db))
+}
+
+/// Issue 17: grep, glob and ls over `/` with a PostgreSQL mount whose connection is cut return
+/// the disk and memory mounts' results plus a note naming the mount that is down; only a search
+/// of the down mount's own path fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_over_several_mounts_skips_a_down_store_with_a_note() {
+    let Some(url) = postgres_url("a_search_over_several_mounts_skips_a_down_store") else {
+        return;
+    };
+    let Some((relay, relayed, db)) = relayed_postgres(&url).await else {
+        return;
+    };
+    let disk = tempfile::tempdir().unwrap();
+    std::fs::write(disk.path().join("disk.md"), "needle on disk\n").unwrap();
+    let ns = PostgresNamespace::new(&url, "t-skip-down");
+    let server = McpServer::start(&mounts(&[
+        format!("/=disk:{}", disk.path().display()),
+        "/scratch/=memory".to_owned(),
+        format!("/shared/=store:postgres:{relayed},namespace={}", ns.name),
+    ]))
+    .await;
+    for path in ["/scratch/mem.md", "/shared/db.md"] {
+        server
+            .ok(
+                "write_file",
+                json!({"file_path": path, "content": "needle in a mount\n"}),
+            )
+            .await;
+    }
+    let all = server.ok("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(all.text, "/disk.md\n/scratch/mem.md\n/shared/db.md");
+
+    relay.cut();
+    let down = format!(
+        "[skipped /shared: this mount could not be searched: Error: store unavailable: PostgreSQL at 127.0.0.1:{}/{db}: ",
+        relay.port
+    );
+    let grep = server.ok("grep", json!({"pattern": "needle"})).await;
+    eprintln!("grep over / with /shared/ down:\n{}", grep.text);
+    let (note, hits) = grep.text.split_once('\n').unwrap();
+    assert!(note.starts_with(&down), "{}", grep.text);
+    assert!(
+        note.ends_with("Other mounts still work; retry later]"),
+        "{}",
+        grep.text
+    );
+    assert_eq!(hits, "/disk.md\n/scratch/mem.md");
+    let counted = server
+        .ok("grep", json!({"pattern": "needle", "output_mode": "count"}))
+        .await;
+    assert!(
+        counted.text.starts_with(&down)
+            && counted.text.ends_with("\n/disk.md: 1\n/scratch/mem.md: 1"),
+        "{}",
+        counted.text
+    );
+    let lines = server
+        .ok(
+            "grep",
+            json!({"pattern": "needle", "output_mode": "content"}),
+        )
+        .await;
+    assert!(
+        lines.text.starts_with(&down)
+            && lines.text.ends_with(
+                "\n/disk.md:\n  1: needle on disk\n/scratch/mem.md:\n  1: needle in a mount"
+            ),
+        "{}",
+        lines.text
+    );
+    let glob = server.ok("glob", json!({"pattern": "**/*.md"})).await;
+    let (note, hits) = glob.text.split_once('\n').unwrap();
+    assert!(note.starts_with(&down), "{}", glob.text);
+    let mut hits: Vec<&str> = hits.lines().collect();
+    hits.sort_unstable();
+    assert_eq!(hits, vec!["/disk.md", "/scratch/mem.md"]);
+    let listed = server.ok("ls", json!({"path": "/"})).await;
+    assert_eq!(
+        listed.text, "/disk.md (15 bytes)\n/scratch/\n/shared/",
+        "ls of / names the mount point without asking the store"
+    );
+    // The down mount's own path: the call fails, saying so.
+    for (tool, args) in [
+        ("grep", json!({"pattern": "needle", "path": "/shared"})),
+        ("glob", json!({"pattern": "*", "path": "/shared"})),
+        ("ls", json!({"path": "/shared"})),
+    ] {
+        let failed = server.call(tool, args).await;
+        assert!(
+            failed.is_error
+                && failed
+                    .text
+                    .starts_with("Error: store unavailable: PostgreSQL at "),
+            "{tool}: {}",
+            failed.text
+        );
+    }
+    server.stop().await;
+}
+
 async fn start_up_error(args: &[String]) -> (Option<i32>, String) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
         .args(args)

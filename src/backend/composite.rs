@@ -5,6 +5,11 @@
 //! errors alike. A file of the owning backend that lies under a deeper mount's prefix is shadowed
 //! by that mount and never reported. Read-only mounts refuse writes; mount roots cannot be
 //! deleted, moved or overwritten. Ordering of merged answers is the tools' job.
+//!
+//! A search (`glob`, `grep`) over several mounts fails only when the mount owning the searched
+//! path fails. A mount lying below it that fails (a store that cannot be reached, a directory it
+//! may not read) is skipped and reported ([`SkippedMount`]; for `grep`, as a skipped entry named
+//! by the mount's prefix), and the other mounts' results are returned (issue 17).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -27,6 +32,27 @@ pub struct Mount {
     pub backend: Arc<dyn Backend>,
     /// Refuse writes and deletes.
     pub read_only: bool,
+}
+
+/// A mount below a searched directory that could not be searched, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedMount {
+    /// Where it is mounted.
+    pub prefix: VirtualPath,
+    /// What failed (paths already in the composite's coordinates).
+    pub error: Error,
+}
+
+impl SkippedMount {
+    /// Why the mount was skipped, as answers show it after its prefix.
+    pub fn reason(&self) -> String {
+        format!("this mount could not be searched: {}", self.error)
+    }
+
+    /// The line an answer shows for it: `[skipped /x: this mount could not be searched: …]`.
+    pub fn note(&self) -> String {
+        format!("[skipped {}: {}]", self.prefix, self.reason())
+    }
 }
 
 /// The router (see the module doc).
@@ -99,6 +125,67 @@ impl CompositeBackend {
             return Err(Error::ReadOnly { path: path.clone() });
         }
         Ok((mount, inner))
+    }
+}
+
+impl CompositeBackend {
+    /// [`Backend::glob`] over the owner of `query.dir` and every mount below it, where a mount
+    /// below that fails is skipped and returned beside the files found; an error of the owner
+    /// fails the call.
+    pub async fn glob_noting(&self, query: &GlobQuery) -> Result<(Vec<Entry>, Vec<SkippedMount>)> {
+        let (owner, inner) = self.route(&query.dir);
+        let mut out = Vec::new();
+        let mut skipped = Vec::new();
+        let own = owner
+            .backend
+            .glob(&GlobQuery {
+                dir: inner,
+                matcher: query.matcher.clone(),
+                control: query.control.clone(),
+            })
+            .await
+            .map_err(|e| e.map_path(outward(&owner.prefix)))?;
+        for mut entry in own {
+            entry.path = entry.path.under(&owner.prefix);
+            if !self.shadowed(owner, &entry.path) {
+                out.push(entry);
+            }
+        }
+        for below in self.mounts_below(&query.dir) {
+            let rel = below.prefix.relative_to(&query.dir).unwrap_or_default();
+            let found = below
+                .backend
+                .glob(&GlobQuery {
+                    dir: VirtualPath::root(),
+                    matcher: query.matcher.with_prefix(rel),
+                    control: query.control.clone(),
+                })
+                .await;
+            let found = match found {
+                Ok(found) => found,
+                Err(error) => {
+                    skipped.push(skip(below, error));
+                    continue;
+                }
+            };
+            for mut entry in found {
+                entry.path = entry.path.under(&below.prefix);
+                if !self.shadowed(below, &entry.path) {
+                    out.push(entry);
+                }
+            }
+        }
+        Ok((out, skipped))
+    }
+}
+
+/// A mount below a search that failed with `error`, logged and kept for the answer.
+fn skip(mount: &Mount, error: Error) -> SkippedMount {
+    let error = error.map_path(outward(&mount.prefix));
+    tracing::warn!(mount = %mount.prefix, %error, "a mount below the searched path was skipped");
+    SkippedMount {
+        prefix: mount.prefix.clone(),
+        error,
     }
 }
 
@@ -315,45 +402,18 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
+    /// Strict: a mount below that fails fails the call (the `glob` tool uses
+    /// [`CompositeBackend::glob_noting`] to skip it with a note instead).
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let (owner, inner) = self.route(&query.dir);
-        let mut out = Vec::new();
-        let own = owner
-            .backend
-            .glob(&GlobQuery {
-                dir: inner,
-                matcher: query.matcher.clone(),
-                control: query.control.clone(),
-            })
-            .await
-            .map_err(|e| e.map_path(outward(&owner.prefix)))?;
-        for mut entry in own {
-            entry.path = entry.path.under(&owner.prefix);
-            if !self.shadowed(owner, &entry.path) {
-                out.push(entry);
-            }
+        let (found, skipped) = self.glob_noting(query).await?;
+        match skipped.into_iter().next() {
+            Some(failed) => Err(failed.error),
+            None => Ok(found),
         }
-        for below in self.mounts_below(&query.dir) {
-            let rel = below.prefix.relative_to(&query.dir).unwrap_or_default();
-            let found = below
-                .backend
-                .glob(&GlobQuery {
-                    dir: VirtualPath::root(),
-                    matcher: query.matcher.with_prefix(rel),
-                    control: query.control.clone(),
-                })
-                .await
-                .map_err(|e| e.map_path(outward(&below.prefix)))?;
-            for mut entry in found {
-                entry.path = entry.path.under(&below.prefix);
-                if !self.shadowed(below, &entry.path) {
-                    out.push(entry);
-                }
-            }
-        }
-        Ok(out)
     }
 
+    /// A mount below that fails is reported as a skipped entry named by its prefix (see the
+    /// module doc); an error of the owner fails the call.
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let (owner, inner) = self.route(&query.dir);
         let mut out = Vec::new();
@@ -383,8 +443,16 @@ impl Backend for CompositeBackend {
                     file_filter: query.file_filter.as_ref().map(|f| f.with_prefix(rel)),
                     ..query.clone()
                 })
-                .await
-                .map_err(|e| e.map_path(outward(&below.prefix)))?;
+                .await;
+            let found = match found {
+                Ok(found) => found,
+                Err(error) => {
+                    // Reported like a file left unsearched, named by the mount's prefix.
+                    let skipped = skip(below, error);
+                    out.push(GrepFile::skipped(skipped.prefix.clone(), skipped.reason()));
+                    continue;
+                }
+            };
             for mut file in found {
                 file.path = file.path.under(&below.prefix);
                 if !self.shadowed(below, &file.path) {

@@ -28,7 +28,7 @@ use crate::path::{PathError, VirtualPath};
 use crate::search::{GlobMatcher, GrepPattern};
 use crate::text::encoding::{self, Detection, FileEncoding};
 
-pub use composite::{CompositeBackend, Mount};
+pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use filesystem::{FilesystemBackend, FilesystemOptions};
 pub use memory::StateBackend;
 pub use store::StoreBackend;

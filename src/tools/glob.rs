@@ -39,20 +39,22 @@ pub async fn run(
     if session.backend().stat(&dir).await?.is_none() {
         return Err(backend::Error::NotFound { path: dir }.into());
     }
+    // A mount below `dir` that fails is skipped and named; the others still answer.
     let control = super::search_control(call);
     let search = async {
         Ok(session
             .backend()
-            .glob(&GlobQuery {
+            .glob_noting(&GlobQuery {
                 dir: dir.clone(),
                 matcher,
                 control: control.clone(),
             })
             .await?)
     };
-    let mut files = super::watched_search("glob", call, &control, search).await?;
+    let (mut files, skipped) = super::watched_search("glob", call, &control, search).await?;
+    let notes: String = skipped.iter().map(|s| format!("\n{}", s.note())).collect();
     if files.is_empty() {
-        return Ok(ToolReply::text("No files found"));
+        return Ok(ToolReply::text(format!("No files found{notes}")));
     }
     files.sort_by(|a, b| {
         b.modified
@@ -70,6 +72,10 @@ pub async fn run(
         text.push_str(&format!(
             "\n... [showing {MAX_RESULTS} of {total} files, newest first; narrow the pattern or path to see the rest]"
         ));
+    }
+    // The notes go first: a list cut at the cap still says which mounts were not searched.
+    if !notes.is_empty() {
+        text = format!("{}\n{text}", notes.trim_start());
     }
     Ok(ToolReply::text(
         super::large_result::fit(session, call, "glob", text).await,

@@ -375,3 +375,142 @@ async fn each_session_gets_its_own_memory_mounts() {
             .is_none()
     );
 }
+
+/// A mount whose every call fails, as a directory the server may not read would.
+#[derive(Debug)]
+struct Unreadable;
+
+impl Unreadable {
+    fn denied(path: &VirtualPath) -> Error {
+        Error::Io {
+            path: path.clone(),
+            message: "Permission denied (os error 13)".into(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for Unreadable {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<mountfs::backend::Entry>, Error> {
+        Err(Self::denied(path))
+    }
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<mountfs::backend::Entry>, Error> {
+        Err(Self::denied(dir))
+    }
+    async fn read(&self, path: &VirtualPath) -> Result<mountfs::backend::FileBytes, Error> {
+        Err(Self::denied(path))
+    }
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        _content: &[u8],
+        _mode: WriteMode,
+    ) -> Result<mountfs::backend::WriteOutcome, Error> {
+        Err(Self::denied(path))
+    }
+    async fn delete(&self, path: &VirtualPath, _options: &DeleteOptions) -> Result<(), Error> {
+        Err(Self::denied(path))
+    }
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<mountfs::backend::Entry>, Error> {
+        Err(Self::denied(&query.dir))
+    }
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<mountfs::backend::GrepFile>, Error> {
+        Err(Self::denied(&query.dir))
+    }
+}
+
+#[tokio::test]
+async fn a_failing_mount_below_a_search_is_skipped_and_named() {
+    let root = Arc::new(StateBackend::new());
+    let other = Arc::new(StateBackend::new());
+    let mounts = vec![
+        Mount {
+            prefix: p("/"),
+            backend: root.clone(),
+            read_only: false,
+        },
+        Mount {
+            prefix: p("/locked"),
+            backend: Arc::new(Unreadable),
+            read_only: false,
+        },
+        Mount {
+            prefix: p("/other"),
+            backend: other.clone(),
+            read_only: false,
+        },
+    ];
+    let composite = CompositeBackend::new(mounts, || Arc::new(StateBackend::new()));
+    for path in ["/a.txt", "/other/b.txt"] {
+        composite
+            .write(&p(path), b"needle\n", WriteMode::CreateOnly)
+            .await
+            .unwrap();
+    }
+    let query = GrepQuery {
+        dir: p("/"),
+        pattern: Arc::new(GrepPattern::new("needle", false, false).unwrap()),
+        file_filter: None,
+        collect: GrepCollect::Files,
+        control: Default::default(),
+    };
+    let mut found = composite
+        .grep(&query)
+        .await
+        .expect("the other mounts answer");
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    let shown: Vec<(String, Option<String>)> = found
+        .iter()
+        .map(|f| (f.path.to_string(), f.skipped.clone()))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            ("/a.txt".to_owned(), None),
+            (
+                "/locked".to_owned(),
+                Some(
+                    "this mount could not be searched: Error: I/O error on /locked: Permission denied (os error 13)"
+                        .to_owned()
+                )
+            ),
+            ("/other/b.txt".to_owned(), None),
+        ]
+    );
+    let glob = GlobQuery {
+        dir: p("/"),
+        matcher: GlobMatcher::new("*.txt").unwrap(),
+        control: Default::default(),
+    };
+    let (files, skipped) = composite.glob_noting(&glob).await.unwrap();
+    let mut names: Vec<String> = files.iter().map(|e| e.path.to_string()).collect();
+    names.sort();
+    assert_eq!(names, vec!["/a.txt", "/other/b.txt"]);
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(
+        skipped[0].note(),
+        "[skipped /locked: this mount could not be searched: Error: I/O error on /locked: Permission denied (os error 13)]"
+    );
+    // The strict trait call still fails, and a search of the failing mount's own path fails.
+    assert!(composite.glob(&glob).await.is_err());
+    let own = GrepQuery {
+        dir: p("/locked"),
+        ..query.clone()
+    };
+    assert_eq!(
+        composite.grep(&own).await.unwrap_err(),
+        Error::Io {
+            path: p("/locked"),
+            message: "Permission denied (os error 13)".into()
+        }
+    );
+    // ls of / names the mount point without asking it.
+    let listed: Vec<String> = composite
+        .ls(&p("/"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.path.to_string())
+        .collect();
+    assert!(listed.contains(&"/locked".to_owned()), "{listed:?}");
+}
