@@ -82,6 +82,9 @@ pub struct ChangeHub {
     mounts: Vec<(VirtualPath, Source)>,
     /// The disk watchers and PostgreSQL listeners, once started.
     started: Mutex<Option<Vec<Watching>>>,
+    /// Whether the disk watchers are set up (a recursive watch of a big tree takes a while, so
+    /// it runs on a blocking thread; see [`ChangeHub::ready`]).
+    disk_ready: tokio::sync::watch::Sender<bool>,
 }
 
 /// What keeps a source alive.
@@ -138,6 +141,7 @@ impl ChangeHub {
             sender: broadcast::channel(CHANNEL_CAPACITY).0,
             mounts,
             started: Mutex::new(None),
+            disk_ready: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -168,6 +172,13 @@ impl ChangeHub {
         !self.is_per_session(&change.path) || change.origin == Some(origin)
     }
 
+    /// Waits until the disk watchers started by the first [`ChangeHub::receiver`] watch (at
+    /// once when there is nothing to watch): a change made after this is seen.
+    pub async fn ready(&self) {
+        let mut ready = self.disk_ready.subscribe();
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+
     fn start_sources(self: &Arc<Self>) {
         let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
         if started.is_some() {
@@ -175,20 +186,42 @@ impl ChangeHub {
         }
         let mut watching = Vec::new();
         let mut postgres_urls: Vec<&str> = Vec::new();
+        let mut disks: Vec<(VirtualPath, PathBuf)> = Vec::new();
         for (prefix, source) in &self.mounts {
             match source {
-                Source::Disk(dir) => match watch_disk(prefix, dir, &self.sender) {
-                    Ok(watcher) => watching.push(Watching::Disk(watcher)),
-                    Err(error) => tracing::warn!(
-                        mount = %prefix, %error,
-                        "cannot watch the directory; changes by other programs there are not notified"
-                    ),
-                },
+                Source::Disk(dir) => disks.push((prefix.clone(), dir.clone())),
                 Source::Postgres { url, .. } if !postgres_urls.contains(&url.as_str()) => {
                     postgres_urls.push(url);
                 }
                 _ => {}
             }
+        }
+        if disks.is_empty() {
+            self.disk_ready.send_replace(true);
+        } else {
+            // A recursive watch visits every directory of the tree: off the async threads.
+            let hub = Arc::downgrade(self);
+            let sender = self.sender.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut watchers = Vec::new();
+                for (prefix, dir) in disks {
+                    match watch_disk(&prefix, &dir, &sender) {
+                        Ok(watcher) => watchers.push(Watching::Disk(watcher)),
+                        Err(error) => tracing::warn!(
+                            mount = %prefix, %error,
+                            "cannot watch the directory; changes by other programs there are not notified"
+                        ),
+                    }
+                }
+                if let Some(hub) = hub.upgrade() {
+                    hub.started
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get_or_insert_with(Vec::new)
+                        .extend(watchers);
+                    hub.disk_ready.send_replace(true);
+                }
+            });
         }
         for url in postgres_urls {
             let stop = CancellationToken::new();

@@ -514,6 +514,8 @@ impl ServerHandler for MountfsServer {
                 let changes = hub.receiver();
                 tokio::spawn(subscriber.run(hub, changes, PeerNotifier(peer), stop));
             });
+        // Answered once the file watchers see changes: nothing after the answer is missed.
+        self.changes.ready().await;
         Ok(())
     }
 
@@ -544,6 +546,13 @@ impl ServerHandler for MountfsServer {
         }
         early.push_back(self.changes.receiver());
         drop(early);
+        // The acknowledgement follows this answer: wait until the file watchers see changes, so
+        // that nothing after it is missed (off the async threads where the runtime allows it).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current()
+            && runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            tokio::task::block_in_place(|| runtime.block_on(self.changes.ready()));
+        }
         let mut accepted = SubscriptionFilter::new();
         accepted.resources_list_changed = requested.resources_list_changed;
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
@@ -557,6 +566,7 @@ impl ServerHandler for MountfsServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.changes.ready().await;
         let session = self.session_for(&context.request_context().extensions)?;
         let mut interests = Interests::default();
         for uri in context.accepted().resource_subscriptions.iter().flatten() {
