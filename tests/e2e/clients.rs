@@ -9,7 +9,8 @@ use std::process::Command;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_mountfs");
 
-fn python_sdk_available() -> bool {
+/// Whether the official MCP Python SDK can be imported (tests/python/requirements.txt).
+pub fn python_sdk_available() -> bool {
     Command::new("python3")
         .args(["-c", "import mcp"])
         .output()

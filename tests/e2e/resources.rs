@@ -182,16 +182,9 @@ fn read_gives_text_blobs_and_clear_errors() {
     assert!(client.finish().success());
 }
 
-fn python_sdk_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn the_official_python_sdk_pages_reads_and_finds_the_template() {
-    if !python_sdk_available() {
+    if !crate::clients::python_sdk_available() {
         crate::skips::record(
             "resources with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",

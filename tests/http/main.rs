@@ -519,13 +519,17 @@ async fn plain_get(url: &str) -> String {
     answer
 }
 
-#[tokio::test]
-async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
-    let python_sdk = std::process::Command::new("python3")
+/// Whether the official MCP Python SDK with its Streamable HTTP client can be imported.
+fn python_sdk_http_available() -> bool {
+    std::process::Command::new("python3")
         .args(["-c", "import mcp.client.streamable_http"])
         .output()
-        .is_ok_and(|o| o.status.success());
-    if !python_sdk {
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test]
+async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
+    if !python_sdk_http_available() {
         support::skips::record(
             "the official MCP Python SDK over HTTP",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
@@ -881,11 +885,7 @@ async fn a_body_trickling_in_gets_408_and_does_not_hold_shutdown() {
 /// (issue 12), with the official MCP Python SDK's Streamable HTTP client as both agents.
 #[tokio::test]
 async fn each_http_session_mounts_its_own_clients_roots() {
-    let python_sdk = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.streamable_http"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !python_sdk {
+    if !python_sdk_http_available() {
         support::skips::record(
             "roots over HTTP with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
@@ -932,11 +932,7 @@ async fn each_http_session_mounts_its_own_clients_roots() {
 
 #[tokio::test]
 async fn the_official_python_sdk_hears_changes_from_every_source() {
-    let python_sdk = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.streamable_http"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !python_sdk {
+    if !python_sdk_http_available() {
         support::skips::record(
             "subscriptions with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
