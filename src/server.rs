@@ -230,11 +230,14 @@ impl MountfsServer {
                         origin: Some(origin),
                     });
                 }
+                // The file the tool saw, else a look at the file it names.
+                let file = match (reply.file.clone(), linked) {
+                    (Some(file), _) => Some(file),
+                    (None, Some((path, backend))) => backend.stat(&path).await.ok().flatten(),
+                    (None, None) => None,
+                };
                 let mut result = success(reply);
-                if let Some((path, backend)) = linked
-                    && let Ok(Some(entry)) = backend.stat(&path).await
-                    && !entry.is_dir()
-                {
+                if let Some(entry) = file.filter(|entry| !entry.is_dir()) {
                     result
                         .content
                         .push(ContentBlock::resource_link(resources::resource_of(&entry)));
@@ -252,9 +255,10 @@ impl MountfsServer {
 /// The file a successful call of `tool` names, which its answer links to as a resource (with
 /// its size and `lastModified`, so a client can attach or follow it).
 fn linked_file(tool: &str, arguments: &Value) -> Option<VirtualPath> {
+    // read_file reports the file it read itself (ToolReply::file).
     matches!(
         tool,
-        "read_file" | "write_file" | "edit_file" | "multi_edit" | "file_info"
+        "write_file" | "edit_file" | "multi_edit" | "file_info"
     )
     .then(|| arguments.get("file_path").and_then(Value::as_str))
     .flatten()

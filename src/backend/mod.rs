@@ -194,10 +194,31 @@ pub enum FileView {
     Binary(BinarySample),
 }
 
+impl FileView {
+    /// The view with its file's modification time set.
+    pub fn with_modified(mut self, modified: Option<SystemTime>) -> Self {
+        match &mut self {
+            Self::Text(text) => text.modified = modified,
+            Self::Binary(sample) => sample.modified = modified,
+        }
+        self
+    }
+
+    /// The file's size and modification time, whatever the view.
+    pub fn file_facts(&self) -> (u64, Option<SystemTime>) {
+        match self {
+            Self::Text(text) => (text.size, text.modified),
+            Self::Binary(sample) => (sample.size, sample.modified),
+        }
+    }
+}
+
 /// Lines of a text file, decoded from its own encoding (`text::encoding`; UTF-8 with U+FFFD
 /// when it is valid in none), CRLF shown as LF.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextWindow {
+    /// Last modification, when the backend knows it.
+    pub modified: Option<SystemTime>,
     /// The lines of the window, without line terminators.
     pub lines: Vec<String>,
     /// Total number of lines when the backend knows it cheaply.
@@ -218,6 +239,8 @@ pub struct TextWindow {
 /// The head of a binary file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinarySample {
+    /// Last modification, when the backend knows it.
+    pub modified: Option<SystemTime>,
     /// The file's size in bytes.
     pub size: u64,
     /// Up to [`content::SNIFF_BYTES`] leading bytes.
@@ -789,7 +812,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// the window, not the file, where the backend can (disk). The default reads the whole file.
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         let file = self.read(path).await?;
-        Ok(view_of_bytes(&file.content, file.version, window))
+        Ok(view_of_bytes(&file.content, file.version, window).with_modified(file.modified))
     }
 
     /// Writes the whole file under `mode`, creating parent directories. `IsADirectory` if a
@@ -891,6 +914,7 @@ pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> Fi
     if content::looks_binary(content) {
         let head = content[..content.len().min(content::SNIFF_BYTES)].to_vec();
         return FileView::Binary(BinarySample {
+            modified: None,
             size,
             head,
             version,
@@ -906,6 +930,7 @@ pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> Fi
     let start = window.offset.min(total);
     let end = window.offset.saturating_add(window.limit).min(total);
     FileView::Text(TextWindow {
+        modified: None,
         lines: all[start..end].iter().map(|l| (*l).to_owned()).collect(),
         total_lines: Some(total),
         has_more: end < total,

@@ -396,5 +396,6 @@ fn answer(plans: &[Planned], versions: &[Option<Version>]) -> ToolReply {
             "diff_truncated": diff_truncated,
         })),
         image: None,
+        file: None,
     }
 }

@@ -124,6 +124,7 @@ async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply,
             "undoable": undoable,
         })),
         image: None,
+        file: None,
     })
 }
 
@@ -277,6 +278,7 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
             "undoable": keep_undo,
         })),
         image: None,
+        file: None,
     })
 }
 

@@ -644,6 +644,7 @@ pub fn describe_change(
         text: truncate::cap_result(text),
         structured: Some(structured),
         image: None,
+        file: None,
     }
 }
 

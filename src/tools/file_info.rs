@@ -114,6 +114,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         text,
         structured: Some(Value::Object(info)),
         image: None,
+        file: None,
     })
 }
 

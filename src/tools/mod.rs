@@ -226,6 +226,9 @@ pub struct ToolReply {
     pub structured: Option<Value>,
     /// An image, base64-encoded, with its MIME type.
     pub image: Option<(String, String)>,
+    /// The file the answer is about, as the tool saw it (the answer links to it as a
+    /// resource); `None` lets the server look it up when the tool names one.
+    pub file: Option<crate::backend::Entry>,
 }
 
 impl ToolReply {
@@ -235,6 +238,7 @@ impl ToolReply {
             text: text.into(),
             structured: None,
             image: None,
+            file: None,
         }
     }
 }

@@ -315,6 +315,7 @@ pub(super) async fn move_tree(
             "renamed": false,
         })),
         image: None,
+        file: None,
     })
 }
 

@@ -119,6 +119,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             "renamed": moved.renamed,
         })),
         image: None,
+        file: None,
     })
 }
 
@@ -383,5 +384,6 @@ async fn rename_tree(
             "renamed": true,
         })),
         image: None,
+        file: None,
     }))
 }

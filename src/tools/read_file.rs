@@ -49,22 +49,43 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         Err(backend::Error::IsADirectory { .. }) => return directory(&path, session).await,
         Err(e) => return Err(e.into()),
     };
+    // The answer links to the file with what the read saw (no second look at the file).
+    let (size, modified) = view.file_facts();
+    let mut reply = answer(&path, view, window, args.offset, session).await?;
+    reply.file = Some(backend::Entry {
+        path,
+        kind: backend::EntryKind::File,
+        size,
+        modified,
+        created: None,
+    });
+    Ok(reply)
+}
+
+/// The answer for a file's view.
+async fn answer(
+    path: &VirtualPath,
+    view: FileView,
+    window: LineWindow,
+    offset: usize,
+    session: &Session,
+) -> Result<ToolReply, ToolError> {
     match view {
         FileView::Text(text) => {
             // The whole text is kept (within the ledger's bounds) so that an edit of the file
             // after someone else changed it can say which lines changed.
-            let whole = args.offset == 0 && !text.has_more;
+            let whole = offset == 0 && !text.has_more;
             if whole && text.size <= LEDGER_TEXT_MAX_FILE_BYTES as u64 {
                 session
                     .ledger
-                    .record_text(&path, &text.version, &text.lines.join("\n"));
+                    .record_text(path, &text.version, &text.lines.join("\n"));
             } else {
-                session.ledger.record(&path, &text.version);
+                session.ledger.record(path, &text.version);
             }
-            render_text(&path, &text, window)
+            render_text(path, &text, window)
         }
         FileView::Binary(sample) => {
-            session.ledger.record(&path, &sample.version);
+            session.ledger.record(path, &sample.version);
             if let Some(mime) = content::image_mime(&sample.head)
                 && sample.size <= MAX_IMAGE_BYTES
             {
@@ -72,15 +93,16 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 // below instead of read whole.
                 if let BoundedRead::Whole(file) = session
                     .backend()
-                    .read_at_most(&path, MAX_IMAGE_BYTES)
+                    .read_at_most(path, MAX_IMAGE_BYTES)
                     .await?
                 {
-                    session.ledger.record(&path, &file.version);
+                    session.ledger.record(path, &file.version);
                     let data = base64::engine::general_purpose::STANDARD.encode(&file.content);
                     return Ok(ToolReply {
                         text: format!("Image {path} ({mime}, {} bytes).", file.content.len()),
                         structured: None,
                         image: Some((data, mime.to_owned())),
+                        file: None,
                     });
                 }
             }

@@ -89,6 +89,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 "bytes": bytes,
             })),
             image: None,
+            file: None,
         }),
         (Some(_), Some((old_lf, _, _))) => {
             let (new_lf, _) = line_endings::to_lf(&line_endings::restore(&new_lf, format));
@@ -148,5 +149,6 @@ async fn overwrite_large(
             "undoable": outcome.undoable,
         })),
         image: None,
+        file: None,
     })
 }

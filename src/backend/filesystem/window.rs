@@ -48,6 +48,15 @@ pub(crate) fn identity_version(stat: &Stat) -> Version {
     Version::from_raw(format!("i{}", hex::encode(&digest[..16])))
 }
 
+/// The modification time `fstat` reports (`None` before 1970).
+pub(crate) fn modified_of(stat: &Stat) -> Option<std::time::SystemTime> {
+    let seconds = u64::try_from(stat.st_mtime).ok()?;
+    let nanos = u32::try_from(stat.st_mtime_nsec)
+        .unwrap_or(0)
+        .min(999_999_999);
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(seconds, nanos))
+}
+
 /// The size in bytes `fstat` reports (never negative for a regular file).
 pub(crate) fn size_of(stat: &Stat) -> u64 {
     u64::try_from(stat.st_size).unwrap_or(0)
@@ -91,15 +100,16 @@ pub(crate) fn view(
     index: &std::sync::Arc<LineIndex>,
 ) -> io::Result<FileView> {
     let mut file = file;
+    let modified = modified_of(stat);
     if size_of(stat) <= HASHED_SIZE_LIMIT
         && let Some(content) = read_at_most(&mut file, HASHED_SIZE_LIMIT)?
     {
         let version = Version::of_content(&content);
-        return Ok(view_of_bytes(&content, version, window));
+        return Ok(view_of_bytes(&content, version, window).with_modified(modified));
     }
     // Either big from the start, or it grew past the limit while we looked: stream it from
     // the beginning (a fresh read position via a seek).
-    stream_window(file, stat, window, index)
+    Ok(stream_window(file, stat, window, index)?.with_modified(modified))
 }
 
 /// Streams a big file: sniffs its head, jumps near line `window.offset` (see [`LineIndex`]),
@@ -127,6 +137,7 @@ fn stream_window(
     // A big UTF-16 file cannot be cut into lines at '\n' bytes: it is described, not shown.
     if content::looks_binary(&head) || encoding::utf16_bom(&head).is_some() {
         return Ok(FileView::Binary(BinarySample {
+            modified: None,
             size,
             head,
             version,
@@ -152,6 +163,7 @@ fn stream_window(
     let mut lossy = false;
     if reached < window.offset {
         return Ok(FileView::Text(TextWindow {
+            modified: None,
             lines,
             total_lines: Some(reached),
             has_more: false,
@@ -186,6 +198,7 @@ fn stream_window(
     let has_more = !at_end && !reader.fill_buf()?.is_empty();
     let total_lines = (!has_more).then_some(window.offset + lines.len());
     Ok(FileView::Text(TextWindow {
+        modified: None,
         lines,
         total_lines,
         has_more,
