@@ -493,11 +493,7 @@ fn progress_notifications_arrive_with_a_token_and_none_without() {
     if !landlock() {
         return;
     }
-    let sdk = std::process::Command::new("python3")
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !sdk {
+    if !crate::clients::python_sdk_available() {
         crate::skips::record(
             "execute progress with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",

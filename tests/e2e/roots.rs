@@ -216,11 +216,7 @@ fn roots_never_widen_a_table_given_with_mount() {
 /// The official MCP Python SDK offers two roots (`list_roots_callback`), then one.
 #[test]
 fn the_python_sdk_s_roots_are_mounted_and_followed() {
-    let sdk = std::process::Command::new("python3")
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !sdk {
+    if !crate::clients::python_sdk_available() {
         crate::skips::record(
             "roots with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
