@@ -17,12 +17,13 @@
 //! # Writes
 //! Atomic and durable, keeping permission bits; serialised per directory with `flock` so a
 //! conditional write cannot lose to another mountfs writer (see [`write`]). A crash leaves the
-//! old or the new file; stray temporary files are swept at the next start.
+//! old or the new file; stray temporary files are swept at the next start (see [`temp`]).
 //!
 //! # Versions
 //! The content hash for files up to 8 MiB (the same versions as every other backend); above
 //! that, a hash of `(dev, inode, size, mtime_ns, ctime_ns)` so that reading a window of a
-//! gigabyte file stays cheap (see [`window`]). Any change by another program moves these
+//! gigabyte file stays cheap (see [`version`]). Windows of big files stream (see [`window`]),
+//! starting near the wanted line through a per-mount index of line starts (see [`line_index`]). Any change by another program moves these
 //! stamps, except two in-place rewrites of a file over 8 MiB, keeping its size, within one
 //! file-system timestamp tick.
 //!
@@ -46,8 +47,11 @@
 //! All blocking file-system work runs on tokio's blocking pool.
 
 mod aside;
+mod line_index;
 mod rename;
 mod resolve;
+mod temp;
+mod version;
 mod walk;
 mod window;
 mod write;
@@ -67,8 +71,8 @@ use super::{
 };
 use crate::path::VirtualPath;
 use resolve::{map_io, relative};
-pub use window::HASHED_SIZE_LIMIT;
-pub use write::TEMP_PREFIX;
+pub use temp::TEMP_PREFIX;
+pub use version::HASHED_SIZE_LIMIT;
 
 /// Mount options of a disk backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -106,7 +110,7 @@ struct Inner {
     /// The root's canonical host path, for `execute` (its working directory and sandbox).
     host_root: PathBuf,
     /// Where lines start in big files, learnt while reading windows.
-    line_index: std::sync::Arc<window::LineIndex>,
+    line_index: std::sync::Arc<line_index::LineIndex>,
     /// Walks (glob, grep) running at once: one per core. Each walk already uses every core;
     /// more at once only add walker threads, buffers and malloc arenas (16 concurrent greps
     /// peaked at 59 threads and 27 MB RSS, against issue 6's 20 MiB) for no more throughput.
@@ -116,30 +120,13 @@ struct Inner {
     aside: aside::AsideDir,
 }
 
-/// How long the start-up sweep of stale temporary files waits before it walks the mount. The
-/// walk covers the whole tree (20,000 files: tens of ms of CPU on two threads); run at once,
-/// it competed with the MCP handshake and made spawn → initialized 8–11 ms instead of ~4
-/// (issue 6). Nothing depends on its timing: stale temporary files are invisible meanwhile.
-const SWEEP_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
-
 impl FilesystemBackend {
     /// Opens `dir` as a mount root and starts removing stale temporary files in the
-    /// background, after [`SWEEP_DELAY`] (they are invisible meanwhile).
+    /// background, after a delay (see [`temp::SWEEP_DELAY`]; they are invisible meanwhile).
     pub fn open(dir: &Path, options: FilesystemOptions) -> std::result::Result<Self, OpenError> {
         let backend = Self::open_without_sweep(dir, options)?;
         let sweeper = backend.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mountfs-sweep".into())
-            .spawn(move || {
-                std::thread::sleep(SWEEP_DELAY);
-                let removed = sweeper.sweep_stale_temp_files();
-                if removed > 0 {
-                    tracing::info!(removed, "removed temporary files left by a killed writer");
-                }
-            });
-        if let Err(error) = spawned {
-            tracing::warn!(%error, "could not start the temporary-file sweep");
-        }
+        temp::sweep_later(move || sweeper.sweep_stale_temp_files());
         Ok(backend)
     }
 
@@ -174,7 +161,11 @@ impl FilesystemBackend {
 
     /// Removes temporary files left by writers that are gone; returns how many.
     pub fn sweep_stale_temp_files(&self) -> usize {
-        write::sweep_stale_temp_files(&self.inner.root, &self.inner.pinned_root)
+        temp::sweep_stale_temp_files(
+            &self.inner.root,
+            &self.inner.pinned_root,
+            walk::walker_threads(),
+        )
     }
 
     /// Runs blocking file-system work on tokio's blocking pool.
@@ -315,7 +306,7 @@ impl Inner {
         for item in listing {
             let item = item.map_err(|e| map_io(e, dir))?;
             let name = item.file_name();
-            if name == ".git" || write::is_temp_name(&name) {
+            if name == ".git" || temp::is_temp_name(&name) {
                 continue;
             }
             let Some(path) = name.to_str().and_then(|n| dir.join(n).ok()) else {
@@ -341,11 +332,11 @@ impl Inner {
     fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
         let (mut file, stat) = self.open_regular(path)?;
         let meta = file.metadata().map_err(|e| map_io(e, path))?;
-        let mut content = Vec::with_capacity(usize::try_from(window::size_of(&stat)).unwrap_or(0));
+        let mut content = Vec::with_capacity(usize::try_from(version::size_of(&stat)).unwrap_or(0));
         file.read_to_end(&mut content)
             .map_err(|e| map_io(e, path))?;
         Ok(FileBytes {
-            version: window::version_of(&content, &stat),
+            version: version::version_of(&content, &stat),
             content,
             created: None,
             modified: meta.modified().ok(),
@@ -356,16 +347,16 @@ impl Inner {
     /// `fstat` (and, under [`HASHED_SIZE_LIMIT`], a hash of at most that many bytes).
     fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
         let (mut file, stat) = self.open_regular(path)?;
-        let size = window::size_of(&stat);
+        let size = version::size_of(&stat);
         if size <= max_bytes {
             let meta = file.metadata().map_err(|e| map_io(e, path))?;
             // Read through the bound plus one byte: a file that grew since the fstat is
             // still never read past it.
             if let Some(content) =
-                window::read_at_most(&mut file, max_bytes).map_err(|e| map_io(e, path))?
+                version::read_at_most(&mut file, max_bytes).map_err(|e| map_io(e, path))?
             {
                 return Ok(BoundedRead::Whole(FileBytes {
-                    version: window::version_of(&content, &stat),
+                    version: version::version_of(&content, &stat),
                     content,
                     created: None,
                     modified: meta.modified().ok(),
@@ -373,11 +364,11 @@ impl Inner {
             }
             let stat = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
             return Ok(BoundedRead::TooLarge {
-                size: window::size_of(&stat),
-                version: window::identity_version(&stat),
+                size: version::size_of(&stat),
+                version: version::identity_version(&stat),
             });
         }
-        let version = window::current_version(&mut file, &stat).map_err(|e| map_io(e, path))?;
+        let version = version::current_version(&mut file, &stat).map_err(|e| map_io(e, path))?;
         Ok(BoundedRead::TooLarge { size, version })
     }
 }
@@ -464,7 +455,7 @@ impl Backend for FilesystemBackend {
         // microseconds, less than the hand-off to the blocking pool and back, which was most of
         // a small read's cost (benches/peers). Anything bigger is streamed on the pool.
         let (file, stat) = self.inner.open_regular(path)?;
-        if window::size_of(&stat) <= INLINE_READ_BYTES {
+        if version::size_of(&stat) <= INLINE_READ_BYTES {
             return window::view(file, &stat, window, &self.inner.line_index)
                 .map_err(|e| map_io(e, path));
         }

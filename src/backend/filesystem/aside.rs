@@ -4,7 +4,7 @@
 //!
 //! The content never moves through memory: a deleted file is renamed, and a replaced file is
 //! hard-linked just before the atomic write replaces it, into one private directory at the mount
-//! root, named like our temporary files ([`super::TEMP_PREFIX`]`<pid>-<n>`): no listing, walk or search
+//! root, named like our temporary files (see `temp`): no listing, walk or search
 //! shows it, and the start-up sweep removes it once this process is gone. `undo_edit` renames the
 //! content back; dropping the undo step unlinks it. A file on another file system than the mount
 //! root (a bind mount inside the directory) cannot be renamed there: the caller then changes it
@@ -18,10 +18,10 @@ use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, RenameFlags};
 
 use super::resolve::{canonicalize, map_io};
-use super::window::{self, HASHED_SIZE_LIMIT};
+use super::temp::temp_name;
+use super::version;
 use super::write::{
-    DirLock, Kept, check_replaceable, current_version, refuse_inside_git, temp_name,
-    write_temp_and_rename,
+    DirLock, Kept, check_replaceable, current_version, refuse_inside_git, write_temp_and_rename,
 };
 use crate::backend::{Error, Result, Version, WriteOutcome};
 use crate::path::VirtualPath;
@@ -98,7 +98,7 @@ pub(super) fn set_aside(
     rustix::fs::fsync(lock.dir.as_fd()).map_err(|e| io(e.into()))?;
     Ok(Some(Entry {
         name: entry,
-        size: window::size_of(&stat),
+        size: version::size_of(&stat),
     }))
 }
 
@@ -155,11 +155,7 @@ pub(super) fn write_keeping(
             return Err(io(error));
         }
     };
-    let version = if content.len() as u64 <= HASHED_SIZE_LIMIT {
-        Version::of_content(content)
-    } else {
-        window::identity_version(&written)
-    };
+    let version = version::version_of(content, &written);
     Ok(Some((
         WriteOutcome {
             version,
@@ -167,7 +163,7 @@ pub(super) fn write_keeping(
         },
         Entry {
             name: entry,
-            size: window::size_of(&stat),
+            size: version::size_of(&stat),
         },
     )))
 }

@@ -24,9 +24,9 @@ use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use super::resolve::{canonicalize, map_io};
+use super::temp::refuse_temp_name;
 use super::write::{
-    DirLock, check_replaceable, create_parent_dirs, current_version, is_temp_name,
-    refuse_inside_git,
+    DirLock, check_replaceable, create_parent_dirs, current_version, refuse_inside_git,
 };
 use crate::backend::{EntryKind, Error, RenameOptions, Renamed, Result, Version};
 use crate::path::VirtualPath;
@@ -50,15 +50,7 @@ pub(super) fn rename(
         return Err(Error::MountRoot { path: to.clone() });
     };
     for (name, path) in [(&source_name, from), (&target_name, to)] {
-        if is_temp_name(name) {
-            return Err(Error::Unsupported {
-                path: path.clone(),
-                reason: format!(
-                    "names starting with {} are reserved for mountfs's own temporary files; choose another name",
-                    super::TEMP_PREFIX
-                ),
-            });
-        }
+        refuse_temp_name(name, path)?;
     }
     if target == source {
         return Err(Error::Unsupported {

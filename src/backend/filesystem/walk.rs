@@ -24,7 +24,8 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::{WalkBuilder, WalkState};
 
 use super::resolve::{self, Canonical, map_io};
-use super::write::is_temp_name;
+use super::temp::is_temp_name;
+use super::version;
 use crate::backend::{
     Entry, EntryKind, Error, GlobQuery, GrepCollect, GrepFile, GrepQuery, GrepResults, Result,
     SearchControl, WindowedLines, kept_line_text,
@@ -529,7 +530,7 @@ fn search_file(
     // A UTF-16 file with a BOM is decoded by the plain searcher (its BOM sniffing); a legacy
     // encoding guessed from the head by a searcher decoding it, so that the pattern matches the
     // text read_file shows.
-    let whole = (head.len() as u64) >= super::window::size_of(&stat);
+    let whole = (head.len() as u64) >= version::size_of(&stat);
     let chosen = if valid_utf8 || encoding::utf16_bom(&head).is_some() {
         &mut searcher.plain
     } else if let Some(found) =

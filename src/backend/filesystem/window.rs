@@ -1,99 +1,29 @@
-//! Reading disk files: versions, whole reads, and line windows that stream instead of loading.
-//!
-//! # Versions
-//! A file of at most [`HASHED_SIZE_LIMIT`] bytes has the same version as on every other backend,
-//! the hash of its content ([`Version::of_content`]): sound against any change, even one that
-//! keeps size and timestamps. Hashing a bigger file on every read would break the promise that
-//! reading a window of a huge file is cheap (CONTRACT §4: memory and time proportional to the
-//! window), so beyond the limit the version is a hash of the inode's identity and change
-//! stamps, `(dev, ino, size, mtime_ns, ctime_ns)`. Every write replaces the inode (atomic
-//! rename), and any in-place change by another program moves `ctime` (which user space cannot
-//! set back), so a changed big file gets a new version; the one blind spot is two in-place
-//! changes of a big file within one timestamp tick of the file system that keep its size, which
-//! is documented in the module doc of `filesystem`.
+//! Line windows of disk files that stream instead of loading: a small file is read whole and
+//! viewed as the memory backend views it; a big one is sniffed, sought near the wanted line
+//! through the [`LineIndex`], skipped the rest of the way counting newlines in bulk, and only
+//! the window's lines are kept. Versions are `version`'s; the index is `line_index`'s.
 
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader};
 
 use rustix::fs::Stat;
-use sha2::{Digest, Sha256};
 
+use super::line_index::{LineIndex, read_full_at};
+use super::version::{HASHED_SIZE_LIMIT, identity_version, modified_of, read_at_most, size_of};
 use crate::backend::{BinarySample, FileView, LineWindow, TextWindow, Version, view_of_bytes};
 use crate::content;
 use crate::text::encoding::{self, FileEncoding};
 
-/// Largest file whose version is its content hash; bigger files use identity stamps.
-pub const HASHED_SIZE_LIMIT: u64 = 8 * 1024 * 1024;
-
 /// Longest part of one line kept in a streamed window; the rest of such a line is skipped
 /// (read_file shows at most 80,000 characters anyway), so a window of a file with no line
 /// breaks still takes bounded memory.
-pub(crate) const MAX_KEPT_LINE_BYTES: usize = 256 * 1024;
+pub(super) const MAX_KEPT_LINE_BYTES: usize = 256 * 1024;
 
 /// Read buffer of the streaming window.
 const STREAM_BUFFER_BYTES: usize = 1024 * 1024;
 
-/// The version of a file bigger than [`HASHED_SIZE_LIMIT`], from its `fstat`.
-pub(crate) fn identity_version(stat: &Stat) -> Version {
-    let stamp = format!(
-        "{}:{}:{}:{}.{}:{}.{}",
-        stat.st_dev,
-        stat.st_ino,
-        stat.st_size,
-        stat.st_mtime,
-        stat.st_mtime_nsec,
-        stat.st_ctime,
-        stat.st_ctime_nsec
-    );
-    let digest = Sha256::digest(stamp.as_bytes());
-    Version::from_raw(format!("i{}", hex::encode(&digest[..16])))
-}
-
-/// The modification time `fstat` reports (`None` before 1970).
-pub(crate) fn modified_of(stat: &Stat) -> Option<std::time::SystemTime> {
-    let seconds = u64::try_from(stat.st_mtime).ok()?;
-    let nanos = u32::try_from(stat.st_mtime_nsec)
-        .unwrap_or(0)
-        .min(999_999_999);
-    std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(seconds, nanos))
-}
-
-/// The size in bytes `fstat` reports (never negative for a regular file).
-pub(crate) fn size_of(stat: &Stat) -> u64 {
-    u64::try_from(stat.st_size).unwrap_or(0)
-}
-
-/// The version of the bytes of a file just read, with the `fstat` taken before reading.
-pub(crate) fn version_of(content: &[u8], stat: &Stat) -> Version {
-    if content.len() as u64 <= HASHED_SIZE_LIMIT {
-        Version::of_content(content)
-    } else {
-        identity_version(stat)
-    }
-}
-
-/// Reads at most `limit + 1` bytes: `Some(content)` when the file fits in `limit`.
-pub(crate) fn read_at_most(file: &mut impl Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut content = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut content)?;
-    Ok((content.len() as u64 <= limit).then_some(content))
-}
-
-/// The current version of an open file (for conditional writes): hashes small files, stamps
-/// big ones, deciding by the bytes actually there.
-pub(crate) fn current_version(file: &mut std::fs::File, stat: &Stat) -> io::Result<Version> {
-    if size_of(stat) > HASHED_SIZE_LIMIT {
-        return Ok(identity_version(stat));
-    }
-    match read_at_most(file, HASHED_SIZE_LIMIT)? {
-        Some(content) => Ok(Version::of_content(&content)),
-        None => Ok(identity_version(stat)),
-    }
-}
-
 /// The view of a window of an open regular file. Small files are read whole and viewed exactly
 /// as the memory backend views them; big files are streamed.
-pub(crate) fn view(
+pub(super) fn view(
     file: std::fs::File,
     stat: &Stat,
     window: LineWindow,
@@ -209,235 +139,6 @@ fn stream_window(
     }))
 }
 
-/// Reads into `buffer` from `offset` until it is full or the file ends; returns the length.
-fn read_full_at(file: &std::fs::File, buffer: &mut [u8], offset: u64) -> io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    let mut filled = 0;
-    while filled < buffer.len() {
-        match file.read_at(&mut buffer[filled..], offset + filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
-/// A point of a file where the number of newlines before it is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Checkpoint {
-    /// Newlines in `[0, byte)`.
-    lines: u64,
-    /// The byte offset.
-    byte: u64,
-}
-
-/// Bytes counted per block when jumping through a big file (two blocks at once, one per core).
-const BLOCK_BYTES: usize = 4 * 1024 * 1024;
-/// Big files whose checkpoints are remembered; beyond it the memory is cleared and rebuilt.
-const MAX_INDEXED_FILES: usize = 64;
-
-/// Where the lines of big files start, learnt while skipping: one checkpoint per
-/// [`BLOCK_BYTES`] block (16 bytes per 4 MiB, so 4 KiB for a gigabyte file), keyed by the
-/// file's identity version, so a changed file never uses a stale index. The first window deep
-/// in a file costs one pass over the bytes before it, counted on two threads at memory speed;
-/// every later window (an agent paging through a log) starts at most one block away.
-#[derive(Debug, Default)]
-pub(crate) struct LineIndex {
-    files: std::sync::Mutex<std::collections::HashMap<Version, Vec<Checkpoint>>>,
-    /// Files being indexed by a background thread, so that one is started per file at most.
-    indexing: std::sync::Mutex<std::collections::HashSet<Version>>,
-}
-
-impl LineIndex {
-    /// Counts every checkpoint of the file on a background thread, unless it is known already
-    /// or being counted. One pass over the file at page-cache speed, holding two blocks.
-    pub(crate) fn index_in_background(
-        self: &std::sync::Arc<Self>,
-        version: &Version,
-        file: std::fs::File,
-        size: u64,
-    ) {
-        let known_to_end = self
-            .checkpoints()
-            .get(version)
-            .and_then(|c| c.last().copied())
-            .is_some_and(|last| last.byte + BLOCK_BYTES as u64 >= size);
-        if known_to_end {
-            return;
-        }
-        let started = self
-            .indexing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(version.clone());
-        if !started {
-            return;
-        }
-        let index = self.clone();
-        let counted = version.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mountfs-line-index".into())
-            .spawn(move || {
-                if let Err(error) = index.seek(&counted, &file, size, u64::MAX) {
-                    tracing::debug!(%error, "background line indexing stopped");
-                }
-                index
-                    .indexing
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&counted);
-            });
-        if spawned.is_err() {
-            self.indexing
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(version);
-        }
-    }
-
-    fn checkpoints(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<Version, Vec<Checkpoint>>> {
-        // Each update replaces one value whole: a poisoned map is still consistent.
-        self.files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The furthest known point at or before line `wanted` (0-based: newlines to pass),
-    /// counting forward in blocks from the best remembered checkpoint. The wanted line starts
-    /// within one block after the answer.
-    fn seek(
-        &self,
-        version: &Version,
-        file: &std::fs::File,
-        size: u64,
-        wanted: u64,
-    ) -> io::Result<Checkpoint> {
-        let mut known = self.checkpoints().get(version).cloned().unwrap_or_default();
-        let mut start = known
-            .iter()
-            .rev()
-            .find(|c| c.lines < wanted || (wanted == 0 && c.byte == 0))
-            .copied()
-            .unwrap_or(Checkpoint { lines: 0, byte: 0 });
-        if wanted == 0 {
-            return Ok(Checkpoint { lines: 0, byte: 0 });
-        }
-        if wanted != u64::MAX {
-            self.wait_for_background(version, wanted);
-            known = self.checkpoints().get(version).cloned().unwrap_or_default();
-            start = known
-                .iter()
-                .rev()
-                .find(|c| c.lines < wanted)
-                .copied()
-                .unwrap_or(Checkpoint { lines: 0, byte: 0 });
-        }
-        let mut learnt = Vec::new();
-        let mut first = vec![0u8; BLOCK_BYTES];
-        let mut second = vec![0u8; BLOCK_BYTES];
-        while start.byte < size {
-            let next_byte = start.byte + BLOCK_BYTES as u64;
-            let (one, two) = std::thread::scope(|scope| {
-                let helper = scope.spawn(|| {
-                    let len = read_full_at(file, &mut second, next_byte)?;
-                    Ok::<_, io::Error>((len, bytecount::count(&second[..len], b'\n') as u64))
-                });
-                let len = read_full_at(file, &mut first, start.byte)?;
-                let one = (len, bytecount::count(&first[..len], b'\n') as u64);
-                let two = helper
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a counting thread failed")))?;
-                Ok::<_, io::Error>((one, two))
-            })?;
-            let after_one = Checkpoint {
-                lines: start.lines + one.1,
-                byte: start.byte + one.0 as u64,
-            };
-            if after_one.lines >= wanted || one.0 < BLOCK_BYTES {
-                break;
-            }
-            learnt.push(after_one);
-            let after_two = Checkpoint {
-                lines: after_one.lines + two.1,
-                byte: after_one.byte + two.0 as u64,
-            };
-            if after_two.lines >= wanted || two.0 < BLOCK_BYTES {
-                start = after_one;
-                break;
-            }
-            learnt.push(after_two);
-            start = after_two;
-            // Publish progress as it goes, so a window asked for meanwhile can use it.
-            if learnt.len() >= PUBLISH_EVERY_CHECKPOINTS {
-                self.remember(version, &mut known, &mut learnt);
-            }
-        }
-        self.remember(version, &mut known, &mut learnt);
-        Ok(start)
-    }
-
-    /// Adds `learnt` to the checkpoints remembered for `version`.
-    fn remember(
-        &self,
-        version: &Version,
-        known: &mut Vec<Checkpoint>,
-        learnt: &mut Vec<Checkpoint>,
-    ) {
-        if learnt.is_empty() {
-            return;
-        }
-        known.append(learnt);
-        known.sort_by_key(|c| c.byte);
-        known.dedup();
-        let mut files = self.checkpoints();
-        if files.len() >= MAX_INDEXED_FILES && !files.contains_key(version) {
-            files.clear();
-        }
-        let merged = match files.get(version) {
-            Some(theirs) => {
-                let mut merged: Vec<Checkpoint> =
-                    theirs.iter().chain(known.iter()).copied().collect();
-                merged.sort_by_key(|c| c.byte);
-                merged.dedup();
-                merged
-            }
-            None => known.clone(),
-        };
-        files.insert(version.clone(), merged);
-    }
-
-    /// While a background pass is indexing `version` and has not yet reached line `wanted`,
-    /// waits for it rather than counting the same bytes a second time beside it.
-    fn wait_for_background(&self, version: &Version, wanted: u64) {
-        let deadline = std::time::Instant::now() + BACKGROUND_WAIT_LIMIT;
-        loop {
-            let running = self
-                .indexing
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .contains(version);
-            let reached = self
-                .checkpoints()
-                .get(version)
-                .and_then(|c| c.last().copied())
-                .is_some_and(|last| last.lines >= wanted);
-            if !running || reached || std::time::Instant::now() >= deadline {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-}
-
-/// How many new checkpoints a counting pass gathers before publishing them (64 MiB of file).
-const PUBLISH_EVERY_CHECKPOINTS: usize = 16;
-/// Longest a window waits for a background pass before counting on its own.
-const BACKGROUND_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// How far [`skip_lines`] got.
 struct Skipped {
     /// Lines passed: `wanted`, or the file's line count when it ended first.
@@ -515,6 +216,7 @@ fn next_line(reader: &mut BufReader<std::fs::File>) -> io::Result<Option<Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::filesystem::line_index::{BLOCK_BYTES, Checkpoint};
     use std::io::Write;
 
     fn stat_of(file: &std::fs::File) -> Stat {
@@ -621,14 +323,14 @@ mod tests {
         stream_window(tmp.try_clone().unwrap(), &stat, head, &index).unwrap();
         let version = identity_version(&stat);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while index.indexing.lock().unwrap().contains(&version) {
+        while index.is_indexing(&version) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "indexing never finished"
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        let checkpoints = index.checkpoints().get(&version).cloned().unwrap();
+        let checkpoints = index.known(&version).unwrap();
         let last = checkpoints.last().unwrap();
         assert!(
             last.byte + BLOCK_BYTES as u64 >= content.len() as u64,
@@ -691,7 +393,7 @@ mod tests {
             assert!(text.lines.is_empty());
             assert_eq!(text.total_lines, Some(n), "offset {offset}");
         }
-        let learnt: Vec<Checkpoint> = index.checkpoints().values().flatten().copied().collect();
+        let learnt: Vec<Checkpoint> = index.all_known();
         assert!(!learnt.is_empty());
         for checkpoint in learnt {
             let around = checkpoint.lines as usize;

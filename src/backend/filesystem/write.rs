@@ -1,17 +1,16 @@
-//! Changing disk files: atomic, mode-keeping writes under a lock, deletes, and the sweep of
-//! temporary files a killed writer left behind.
+//! Changing disk files: atomic, mode-keeping writes under a lock, and deletes.
 //!
 //! A write goes: canonicalise the path (symlinks inside the root are followed to their target;
 //! one leading out is refused before anything is created) → create the parent directories →
 //! open the parent directory and take an exclusive `flock` on it → check the current file
 //! (regular, single link, and for a conditional write its version) → write a temporary file
-//! named [`TEMP_PREFIX`]`<pid>-<n>` in the same directory with the old file's permission bits
+//! named like our temporary files (see `temp`) in the same directory with the old file's permission bits
 //! and, where allowed, its owner (new files: 0644 less the umask) → `fsync` it → `rename` it over the target
 //! (`RENAME_NOREPLACE` when the file must not exist) → `fsync` the directory → unlock.
 //!
 //! A reader therefore sees the old or the new content, never a mix; a crash at any moment leaves
 //! the old or the new file plus, at worst, a temporary file that no listing shows and that the
-//! next start removes ([`sweep_stale_temp_files`]).
+//! next start removes (the sweep in `temp`).
 //!
 //! The lock is taken on the directory's own open file description, so it orders writers in
 //! this process (each write opens the directory anew) and in other mountfs processes alike.
@@ -19,45 +18,21 @@
 //! our rename — no user-space file system can prevent that without mandatory locks; the window
 //! is the few microseconds between the two system calls.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, OpenOptionsExt};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
 
 use super::resolve::{self, Canonical, canonicalize, map_io};
-use super::window::{self, HASHED_SIZE_LIMIT};
+use super::temp::{refuse_temp_name, temp_name};
+use super::version;
 use crate::backend::{DeleteOptions, Error, Result, Version, WriteMode, WriteOutcome};
 use crate::path::VirtualPath;
 
-/// Names of temporary files start with this; listings never show them and the sweep at start
-/// removes those whose writer is gone.
-pub const TEMP_PREFIX: &str = ".mountfs-tmp-";
-
 /// Permission bits of a new file, before the umask (CONTRACT: 0644 minus umask).
 const NEW_FILE_MODE: u32 = 0o644;
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Whether a directory entry is one of our temporary files.
-pub(crate) fn is_temp_name(name: &OsStr) -> bool {
-    name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
-}
-
-pub(super) fn temp_name() -> OsString {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    OsString::from(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
-}
-
-/// The writer process a temporary file names, when it parses.
-fn temp_owner(name: &OsStr) -> Option<u32> {
-    let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
-    let (pid, counter) = rest.split_once('-')?;
-    counter.parse::<u64>().ok()?;
-    pid.parse().ok()
-}
 
 /// An exclusive `flock` on a directory, released on drop (by closing the descriptor).
 pub(super) struct DirLock {
@@ -110,14 +85,7 @@ pub(super) fn write(
     let Some((parent, name)) = canonical.split_last() else {
         return Err(Error::IsADirectory { path: path.clone() });
     };
-    if is_temp_name(&name) {
-        return Err(Error::Unsupported {
-            path: path.clone(),
-            reason: format!(
-                "names starting with {TEMP_PREFIX} are reserved for mountfs's own temporary files; choose another name"
-            ),
-        });
-    }
+    refuse_temp_name(&name, path)?;
     create_parent_dirs(root, &parent, path)?;
     let lock = DirLock::take(root, &parent).map_err(io)?;
     let dir = &lock.dir;
@@ -160,11 +128,7 @@ pub(super) fn write(
         }
         _ => io(e),
     })?;
-    let version = if content.len() as u64 <= HASHED_SIZE_LIMIT {
-        Version::of_content(content)
-    } else {
-        window::identity_version(&stat)
-    };
+    let version = version::version_of(content, &stat);
     drop(lock);
     Ok(WriteOutcome {
         version,
@@ -228,7 +192,7 @@ pub(super) fn current_version(dir: &Dir, name: &OsStr, path: &VirtualPath) -> Re
     .map_err(|e| map_io(e.into(), path))?;
     let mut file = std::fs::File::from(fd);
     let stat = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
-    window::current_version(&mut file, &stat).map_err(|e| map_io(e, path))
+    version::current_version(&mut file, &stat).map_err(|e| map_io(e, path))
 }
 
 /// Writes the temporary file, makes it durable and renames it over `name`; returns the new
@@ -348,83 +312,5 @@ pub(super) fn delete(root: &Dir, path: &VirtualPath, options: &DeleteOptions) ->
             }
             dir.remove_file(&name).map_err(io)
         }
-    }
-}
-
-/// Removes temporary files left by writers that are no longer running (a crash or a kill):
-/// walks the whole root, hidden and ignored directories included, without following symlinks.
-/// Returns how many were removed.
-pub(super) fn sweep_stale_temp_files(root: &Dir, walk_root: &std::path::Path) -> usize {
-    let own = std::process::id();
-    let removed = AtomicU64::new(0);
-    let mut builder = ignore::WalkBuilder::new(walk_root);
-    builder
-        .standard_filters(false)
-        .follow_links(false)
-        .threads(super::walk::walker_threads());
-    builder.build_parallel().run(|| {
-        Box::new(|entry| {
-            let Ok(entry) = entry else {
-                return ignore::WalkState::Continue;
-            };
-            let name = entry.file_name();
-            if !is_temp_name(name) {
-                return ignore::WalkState::Continue;
-            }
-            // A directory of ours is where undo keeps contents aside (see `aside`): never
-            // walked into, removed whole once its process is gone.
-            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            let next = if is_dir {
-                ignore::WalkState::Skip
-            } else {
-                ignore::WalkState::Continue
-            };
-            // Only names of exactly our own form, from a writer that is gone, are ours to remove.
-            let Some(pid) = temp_owner(name) else {
-                return next;
-            };
-            if pid == own || process_alive(pid) {
-                return next;
-            }
-            if let Ok(relative) = entry.path().strip_prefix(walk_root) {
-                let gone = if is_dir {
-                    root.remove_dir_all(relative)
-                } else {
-                    root.remove_file(relative)
-                };
-                if gone.is_ok() {
-                    removed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            next
-        })
-    });
-    usize::try_from(removed.into_inner()).unwrap_or(usize::MAX)
-}
-
-/// Whether a process with this id exists (signal 0 probes without sending anything).
-fn process_alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn temp_names_carry_the_writer_pid() {
-        let name = temp_name();
-        assert!(is_temp_name(&name));
-        assert_eq!(temp_owner(&name), Some(std::process::id()));
-        assert!(!is_temp_name(OsStr::new("notes.md")));
     }
 }
