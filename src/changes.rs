@@ -13,6 +13,13 @@
 //! [`MIN_RESOURCE_GAP`], so a resource is announced a few times per second at most. Sending never blocks a writer: a subscriber that
 //! falls behind the channel loses the detail and announces every interest once instead.
 //! Changes in memory mounts (one per session) reach only the session that made them.
+//!
+//! A session whose client's roots are mounted (see `roots.rs`) serves some paths from mounts of
+//! its own: it registers them with [`ChangeHub::follow_session`]. Its root directories are then
+//! watched like the table's disk mounts (from the first subscription on, and no longer once the
+//! roots change or the session ends), their changes and its own tools' changes there reach only
+//! that session, and the table's changes under those paths (the working directory the roots
+//! replaced) no longer reach it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -52,13 +59,22 @@ pub struct Change {
     /// Whether files may have appeared or gone (a creation, deletion or move), which also
     /// changes the resource list.
     pub listing: bool,
-    /// The session whose tool made it, when one did (see [`session_origin`]).
+    /// The session whose tool made it, or whose root directory it happened in (see
+    /// [`session_origin`]).
     pub origin: Option<usize>,
+    /// Only the session `origin` sees it: it happened in a mount of that session's own (a
+    /// root directory). [`ChangeHub::publish`] sets it for a tool's change there.
+    pub private: bool,
 }
 
 /// The identity of a session for [`Change::origin`].
 pub fn session_origin<T>(session: &Arc<T>) -> usize {
-    Arc::as_ptr(session) as *const () as usize
+    session_origin_of(&**session)
+}
+
+/// [`session_origin`] of a session borrowed from its `Arc`.
+pub fn session_origin_of<T>(session: &T) -> usize {
+    std::ptr::from_ref(session) as *const () as usize
 }
 
 /// The mounts a hub watches, as the table gave them.
@@ -85,6 +101,90 @@ pub struct ChangeHub {
     /// Whether the disk watchers are set up (a recursive watch of a big tree takes a while, so
     /// it runs on a blocking thread; see [`ChangeHub::ready`]).
     disk_ready: tokio::sync::watch::Sender<bool>,
+    /// The sessions serving some paths from mounts of their own (client roots), by origin.
+    sessions: Mutex<HashMap<usize, SessionMounts>>,
+    /// Session directories whose watch is being set up.
+    session_watches_pending: tokio::sync::watch::Sender<usize>,
+    /// Numbers [`SessionWatch`]es, so that a replaced one cannot unregister its successor.
+    generations: std::sync::atomic::AtomicU64,
+}
+
+/// The mounts one session serves itself (client roots), as [`ChangeHub::follow_session`]
+/// registers them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionView {
+    /// Prefixes of the session's own mounts (its roots, the memory mount at `/` that several
+    /// roots come with).
+    pub own: Vec<VirtualPath>,
+    /// Prefixes of the table's mounts it still serves (`/memories/`, `/scratch/`, ...).
+    pub shared: Vec<VirtualPath>,
+    /// Its root directories: where each is mounted and the directory, resolved.
+    pub disks: Vec<(VirtualPath, PathBuf)>,
+}
+
+impl SessionView {
+    /// Whether the session serves `path` from a mount of its own: the longest prefix holding it
+    /// is one of [`SessionView::own`].
+    pub fn owns(&self, path: &VirtualPath) -> bool {
+        let longest = |prefixes: &[VirtualPath]| {
+            prefixes
+                .iter()
+                .filter(|prefix| path.starts_with(prefix))
+                .map(|prefix| prefix.as_str().len())
+                .max()
+        };
+        match (longest(&self.own), longest(&self.shared)) {
+            (Some(own), Some(shared)) => own > shared,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+}
+
+/// One registered session's view and the watchers of its root directories.
+struct SessionMounts {
+    generation: u64,
+    view: SessionView,
+    /// One per entry of `view.disks`, `None` until the hub's sources start (or when watching
+    /// failed).
+    watchers: Vec<Option<notify::RecommendedWatcher>>,
+}
+
+impl std::fmt::Debug for SessionMounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionMounts")
+            .field("generation", &self.generation)
+            .field("view", &self.view)
+            .field(
+                "watching",
+                &self.watchers.iter().filter(|w| w.is_some()).count(),
+            )
+            .finish()
+    }
+}
+
+/// Keeps a session's registration ([`ChangeHub::follow_session`]) and the watches of its root
+/// directories; dropping it ends them.
+#[derive(Debug)]
+pub struct SessionWatch {
+    hub: std::sync::Weak<ChangeHub>,
+    origin: usize,
+    generation: u64,
+}
+
+impl Drop for SessionWatch {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            let mut sessions = hub.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            if sessions
+                .get(&self.origin)
+                .is_some_and(|mounts| mounts.generation == self.generation)
+            {
+                // Dropping the watchers ends their watches (inotify descriptors, threads).
+                sessions.remove(&self.origin);
+            }
+        }
+    }
 }
 
 /// What keeps a source alive.
@@ -142,13 +242,129 @@ impl ChangeHub {
             mounts,
             started: Mutex::new(None),
             disk_ready: tokio::sync::watch::Sender::new(false),
+            sessions: Mutex::new(HashMap::new()),
+            session_watches_pending: tokio::sync::watch::Sender::new(0),
+            generations: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    /// Announces a change to every subscriber; never waits.
-    pub fn publish(&self, change: Change) {
+    /// Announces a change to every subscriber that may see it; never waits. A tool's change in
+    /// a mount of its session's own (a root directory) is kept to that session.
+    pub fn publish(&self, mut change: Change) {
+        if let Some(origin) = change.origin
+            && !change.private
+        {
+            let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            change.private = sessions
+                .get(&origin)
+                .is_some_and(|mounts| mounts.view.owns(&change.path));
+        }
         // No receiver is not an error: nobody subscribed.
         let _ = self.sender.send(change);
+    }
+
+    /// Registers the mounts session `origin` serves itself (its client's roots) until the
+    /// returned guard is dropped; replaces what it registered before. Its root directories are
+    /// watched from the first subscription to this hub on (at once when there is one), and
+    /// directories it registered before are not watched again.
+    pub fn follow_session(self: &Arc<Self>, origin: usize, view: SessionView) -> SessionWatch {
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut previous = sessions.remove(&origin);
+        let watchers = view
+            .disks
+            .iter()
+            .map(|disk| {
+                let previous = previous.as_mut()?;
+                let at = previous.view.disks.iter().position(|old| old == disk)?;
+                previous.watchers.get_mut(at)?.take()
+            })
+            .collect();
+        sessions.insert(
+            origin,
+            SessionMounts {
+                generation,
+                view,
+                watchers,
+            },
+        );
+        drop(sessions);
+        // The previous watchers not reused end here, outside the lock.
+        drop(previous);
+        let started = self
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if started {
+            self.watch_session_disks(origin);
+        }
+        SessionWatch {
+            hub: Arc::downgrade(self),
+            origin,
+            generation,
+        }
+    }
+
+    /// Starts watching the directories of session `origin` not watched yet, on a blocking
+    /// thread ([`ChangeHub::ready`] waits for it).
+    fn watch_session_disks(self: &Arc<Self>, origin: usize) {
+        let wanted: Vec<(usize, VirtualPath, PathBuf)> = {
+            let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(mounts) = sessions.get(&origin) else {
+                return;
+            };
+            mounts
+                .view
+                .disks
+                .iter()
+                .zip(&mounts.watchers)
+                .enumerate()
+                .filter(|(_, (_, watcher))| watcher.is_none())
+                .map(|(index, ((prefix, dir), _))| (index, prefix.clone(), dir.clone()))
+                .collect()
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        self.session_watches_pending.send_modify(|n| *n += 1);
+        let hub = Arc::downgrade(self);
+        let sender = self.sender.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut made = Vec::new();
+            for (index, prefix, dir) in wanted {
+                match watch_disk(&prefix, &dir, &sender, Some(origin)) {
+                    Ok(watcher) => made.push((index, prefix, dir, watcher)),
+                    Err(error) => tracing::warn!(
+                        mount = %prefix, %error,
+                        "cannot watch the client's root; changes by other programs there are not notified"
+                    ),
+                }
+            }
+            let Some(hub) = hub.upgrade() else {
+                return;
+            };
+            let mut unused = Vec::new();
+            {
+                let mut sessions = hub.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+                for (index, prefix, dir, watcher) in made {
+                    // Kept only when the session still has that root where it had it.
+                    let slot = sessions.get_mut(&origin).and_then(|mounts| {
+                        let same = mounts.view.disks.get(index) == Some(&(prefix, dir));
+                        same.then(|| mounts.watchers.get_mut(index)).flatten()
+                    });
+                    match slot {
+                        Some(slot) if slot.is_none() => *slot = Some(watcher),
+                        _ => unused.push(watcher),
+                    }
+                }
+            }
+            drop(unused);
+            hub.session_watches_pending
+                .send_modify(|n| *n = n.saturating_sub(1));
+        });
     }
 
     /// A receiver of every change from now on; starts the disk and PostgreSQL sources the
@@ -167,16 +383,37 @@ impl ChangeHub {
             .is_some_and(|(_, source)| matches!(source, Source::Memory))
     }
 
-    /// Whether `change` concerns the session `origin`: memory-mount changes only their own.
+    /// Whether `change` concerns the session `origin`: memory-mount changes and changes in a
+    /// session's own mounts only their own; the table's changes not a session that serves their
+    /// path from a mount of its own.
     fn visible_to(&self, change: &Change, origin: usize) -> bool {
-        !self.is_per_session(&change.path) || change.origin == Some(origin)
+        if change.private || self.is_per_session(&change.path) {
+            return change.origin == Some(origin);
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        !sessions
+            .get(&origin)
+            .is_some_and(|mounts| mounts.view.owns(&change.path))
     }
 
-    /// Waits until the disk watchers started by the first [`ChangeHub::receiver`] watch (at
-    /// once when there is nothing to watch): a change made after this is seen.
+    /// Waits until the disk watchers started by the first [`ChangeHub::receiver`] watch, and
+    /// those of sessions' root directories (at once when there is nothing to watch): a change
+    /// made after this is seen.
     pub async fn ready(&self) {
         let mut ready = self.disk_ready.subscribe();
         let _ = ready.wait_for(|ready| *ready).await;
+        let mut pending = self.session_watches_pending.subscribe();
+        let _ = pending.wait_for(|pending| *pending == 0).await;
+    }
+
+    /// How many root directories of sessions are watched now (for tests and logs).
+    pub fn watched_session_dirs(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|mounts| mounts.watchers.iter().filter(|w| w.is_some()).count())
+            .sum()
     }
 
     fn start_sources(self: &Arc<Self>) {
@@ -205,7 +442,7 @@ impl ChangeHub {
             tokio::task::spawn_blocking(move || {
                 let mut watchers = Vec::new();
                 for (prefix, dir) in disks {
-                    match watch_disk(&prefix, &dir, &sender) {
+                    match watch_disk(&prefix, &dir, &sender, None) {
                         Ok(watcher) => watchers.push(Watching::Disk(watcher)),
                         Err(error) => tracing::warn!(
                             mount = %prefix, %error,
@@ -244,14 +481,27 @@ impl ChangeHub {
             watching.push(Watching::Postgres(stop));
         }
         *started = Some(watching);
+        drop(started);
+        let origins: Vec<usize> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        for origin in origins {
+            self.watch_session_disks(origin);
+        }
     }
 }
 
-/// A recursive watcher of a disk mount's directory, publishing its changes under `prefix`.
+/// A recursive watcher of a disk mount's directory, publishing its changes under `prefix`; for
+/// the session `session` only when it is one of that session's root directories.
 fn watch_disk(
     prefix: &VirtualPath,
     dir: &Path,
     sender: &broadcast::Sender<Change>,
+    session: Option<usize>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     use notify::{EventKind, RecursiveMode, Watcher};
     let prefix = prefix.clone();
@@ -279,7 +529,8 @@ fn watch_disk(
                 let _ = sender.send(Change {
                     path,
                     listing,
-                    origin: None,
+                    origin: session,
+                    private: session.is_some(),
                 });
             }
         }
@@ -384,6 +635,7 @@ fn change_of_payload(payload: &str, targets: &[(VirtualPath, String)]) -> Option
             path: inner.under(prefix),
             listing: kind != "modified",
             origin: None,
+            private: false,
         })
         .collect();
     Some(changes)
@@ -656,6 +908,82 @@ mod tests {
             None
         );
         assert_eq!(virtual_of(&prefix, root, Path::new("/elsewhere/a")), None);
+    }
+
+    #[test]
+    fn a_session_owns_the_paths_its_roots_serve_not_the_table_mounts_kept() {
+        // One root at `/`: everything but the kept table mounts.
+        let one = SessionView {
+            own: vec![path("/")],
+            shared: vec![path("/scratch"), path("/memories")],
+            disks: Vec::new(),
+        };
+        assert!(one.owns(&path("/src/a.rs")));
+        assert!(one.owns(&path("/")));
+        assert!(!one.owns(&path("/scratch/a")));
+        assert!(!one.owns(&path("/memories")));
+        // Several roots: their mounts and the memory mount at `/` they come with.
+        let several = SessionView {
+            own: vec![path("/app"), path("/lib"), path("/")],
+            shared: vec![path("/scratch")],
+            disks: Vec::new(),
+        };
+        assert!(several.owns(&path("/app/x")));
+        assert!(several.owns(&path("/loose.txt")));
+        assert!(!several.owns(&path("/scratch/x")));
+        assert!(!SessionView::default().owns(&path("/x")));
+    }
+
+    #[tokio::test]
+    async fn changes_in_a_session_s_own_mounts_reach_only_that_session() {
+        let specs =
+            crate::config::parse_table(&["/=disk:.", "/shared/=store:sqlite:/tmp/never-opened.db"])
+                .unwrap();
+        let hub = Arc::new(ChangeHub::new(&specs));
+        let (roots_session, plain_session) = (1usize, 2usize);
+        let watch = hub.follow_session(
+            roots_session,
+            SessionView {
+                own: vec![path("/")],
+                shared: vec![path("/shared")],
+                disks: Vec::new(),
+            },
+        );
+        let mut received = hub.sender.subscribe();
+        // The roots session's own write under its root: kept to it.
+        hub.publish(Change {
+            path: path("/a.txt"),
+            listing: true,
+            origin: Some(roots_session),
+            private: false,
+        });
+        let own = received.recv().await.unwrap();
+        assert!(own.private);
+        assert!(hub.visible_to(&own, roots_session));
+        assert!(!hub.visible_to(&own, plain_session));
+        // The table's disk mount (the working directory its root replaced): not for it.
+        let table = Change {
+            path: path("/a.txt"),
+            listing: false,
+            origin: None,
+            private: false,
+        };
+        assert!(!hub.visible_to(&table, roots_session));
+        assert!(hub.visible_to(&table, plain_session));
+        // A shared store mount: for everyone, whoever wrote.
+        hub.publish(Change {
+            path: path("/shared/n.md"),
+            listing: false,
+            origin: Some(roots_session),
+            private: false,
+        });
+        let shared = received.recv().await.unwrap();
+        assert!(!shared.private);
+        assert!(hub.visible_to(&shared, roots_session));
+        assert!(hub.visible_to(&shared, plain_session));
+        // Once the guard is gone the session is an ordinary one again.
+        drop(watch);
+        assert!(hub.visible_to(&table, roots_session));
     }
 
     #[test]

@@ -14,6 +14,13 @@
 //!
 //! Tool calls that arrive while the roots are being fetched and opened wait for them (at most
 //! [`SETTLE_WAIT_LIMIT`]), so the first call already sees the client's directories.
+//!
+//! Change notifications follow the roots: each mounted root directory is registered with the
+//! table's [`ChangeHub`] for this session ([`ChangeHub::follow_session`]), so subscribers hear of
+//! other programs' changes there (the directories are watched from the first subscription on),
+//! and stop hearing of the working directory the roots replaced. When the roots change, the
+//! registration is replaced (directories still offered stay watched); when the session ends, it
+//! goes.
 
 // Roots are deprecated in MCP 2026-07-28 (SEP-2577), and rmcp marks their types so, but clients
 // such as Claude Code still send them: this module is where they are read.
@@ -32,6 +39,7 @@ use tokio::sync::watch;
 
 use crate::backend::StateBackend;
 use crate::backend::{Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount};
+use crate::changes::{ChangeHub, SessionView, SessionWatch, session_origin_of};
 use crate::mounts::MountTable;
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -230,6 +238,9 @@ pub struct MountedRoot {
 #[derive(Debug, Clone)]
 pub struct RootsBase {
     kept: Vec<Mount>,
+    /// Whether `kept` ends with a memory mount at `/` of the session's own (the table's disk
+    /// mount was there).
+    own_root: bool,
     initial: Arc<CompositeBackend>,
 }
 
@@ -243,14 +254,47 @@ impl RootsBase {
             .filter(|mount| !replaced.contains(&mount.prefix))
             .cloned()
             .collect();
-        if !kept.iter().any(|mount| mount.prefix.is_root()) {
+        let own_root = !kept.iter().any(|mount| mount.prefix.is_root());
+        if own_root {
             kept.push(Mount {
                 prefix: VirtualPath::root(),
                 backend: Arc::new(StateBackend::new()),
                 read_only: false,
             });
         }
-        Self { kept, initial }
+        Self {
+            kept,
+            own_root,
+            initial,
+        }
+    }
+
+    /// What a session serving `roots` serves itself and from the table, for change
+    /// notifications ([`ChangeHub::follow_session`]); `None` when it serves the table as it is.
+    pub fn view(&self, roots: &[MountedRoot]) -> Option<SessionView> {
+        if roots.is_empty() {
+            return None;
+        }
+        let root_taken = roots.iter().any(|root| root.prefix.is_root());
+        let mut own: Vec<VirtualPath> = roots.iter().map(|root| root.prefix.clone()).collect();
+        let mut shared = Vec::new();
+        for mount in &self.kept {
+            if mount.prefix.is_root() && (root_taken || self.own_root) {
+                if !root_taken {
+                    own.push(mount.prefix.clone());
+                }
+            } else {
+                shared.push(mount.prefix.clone());
+            }
+        }
+        Some(SessionView {
+            own,
+            shared,
+            disks: roots
+                .iter()
+                .map(|root| (root.prefix.clone(), root.dir.clone()))
+                .collect(),
+        })
     }
 
     /// The names (first components, lower case) the kept mounts use, which roots must not take.
@@ -337,19 +381,25 @@ pub struct RootsFollower {
     first_pending: AtomicBool,
     /// One update at a time, in the order the notifications came.
     state: tokio::sync::Mutex<FollowState>,
+    /// Where the table's changes are announced: the mounted roots are registered there.
+    changes: Option<Arc<ChangeHub>>,
 }
 
 #[derive(Debug, Default)]
 struct FollowState {
     base: Option<RootsBase>,
     mounted: Vec<MountedRoot>,
+    /// The session's registration with the change hub while roots are mounted.
+    watch: Option<SessionWatch>,
 }
 
 impl RootsFollower {
     /// Follows roots when `table` allows it (the default table).
     pub fn for_table(table: &MountTable) -> Self {
         let replaced = table.follows_client_roots().then(|| table.disk_prefixes());
-        Self::with(replaced)
+        let mut follower = Self::with(replaced);
+        follower.changes = Some(table.changes().clone());
+        follower
     }
 
     /// Never mounts client roots.
@@ -363,6 +413,7 @@ impl RootsFollower {
             pending: watch::Sender::new(0),
             first_pending: AtomicBool::new(false),
             state: tokio::sync::Mutex::default(),
+            changes: None,
         }
     }
 
@@ -443,6 +494,12 @@ impl RootsFollower {
         let previous = std::mem::take(&mut state.mounted);
         let opened = open_roots(roots, &previous, base.taken_names()).await;
         session.replace_backend(base.compose(&opened));
+        // Registered before the previous registration goes, so directories still offered keep
+        // their watch.
+        state.watch = match (&self.changes, base.view(&opened)) {
+            (Some(hub), Some(view)) => Some(hub.follow_session(session_origin_of(session), view)),
+            _ => None,
+        };
         if opened.is_empty() {
             tracing::info!("the client offers no usable root; serving the default mount table");
         }

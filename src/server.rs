@@ -228,6 +228,7 @@ impl MountfsServer {
                         path,
                         listing,
                         origin: Some(origin),
+                        private: false,
                     });
                 }
                 // The file the tool saw, else a look at the file it names.
@@ -502,6 +503,8 @@ impl ServerHandler for MountfsServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let path = resources::path_of(&request.uri).map_err(resource_error)?;
+        // The client's roots decide what a path is, and their directories are watched too.
+        self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
         if !self.legacy.add(path) {
             return Err(McpError::invalid_params(
@@ -570,6 +573,7 @@ impl ServerHandler for MountfsServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.roots.settled().await;
         self.changes.ready().await;
         let session = self.session_for(&context.request_context().extensions)?;
         let mut interests = Interests::default();

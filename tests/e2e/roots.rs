@@ -245,5 +245,97 @@ fn the_python_sdk_s_roots_are_mounted_and_followed() {
         "python SDK roots check failed:\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("roots ok"), "{stdout}");
+    assert!(
+        stdout.contains("another program's write under a root: resources/updated"),
+        "{stdout}"
+    );
     drop(top);
+}
+
+/// The inotify instances the server holds (one per watched directory tree).
+fn inotify_instances(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("inotify"))
+        .count()
+}
+
+/// Messages until one announces `uri` (returned true), or none within `wait` (false).
+fn announced_within(c: &mut RootsClient, uri: &str, wait: Duration) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Some(message) = c.client.recv_within(left) else {
+            return false;
+        };
+        if message["method"] == "notifications/resources/updated" && message["params"]["uri"] == uri
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Subscribes to `uri`; answered once the server's watchers (the roots' too) see changes.
+fn subscribe(c: &mut RootsClient, uri: &str) {
+    let subscribed = c.client.request("resources/subscribe", json!({"uri": uri}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+}
+
+#[test]
+fn another_program_s_changes_under_a_root_are_announced_and_the_watch_follows_the_roots() {
+    let (_top, alpha, beta) = two_projects();
+    let mut c = RootsClient::start(&[]);
+    let pid = c.client.pid();
+    c.answer_roots(json!([{"uri": uri(&alpha), "name": "alpha"}]));
+    subscribe(&mut c, "mountfs:///a.txt");
+    let watching = inotify_instances(pid);
+
+    // Another program writes the file in the root directory: announced.
+    std::fs::write(alpha.join("a.txt"), "changed by another program\n").unwrap();
+    assert!(
+        announced_within(&mut c, "mountfs:///a.txt", Duration::from_secs(10)),
+        "a write under the root was not announced"
+    );
+    // The working directory the root replaced is not this session's /: a file of the same
+    // name there is not announced.
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(c.client.cwd().join("a.txt"), "in the working directory\n").unwrap();
+    assert!(
+        !announced_within(&mut c, "mountfs:///a.txt", Duration::from_millis(1500)),
+        "a change outside the roots was announced as /a.txt"
+    );
+
+    // The roots change: beta at / is watched, alpha no longer.
+    c.client
+        .notify("notifications/roots/list_changed", json!({}));
+    c.answer_roots(json!([{"uri": uri(&beta), "name": "beta"}]));
+    subscribe(&mut c, "mountfs:///a.txt");
+    assert_eq!(
+        inotify_instances(pid),
+        watching,
+        "the old root's watch ends when the new root's begins"
+    );
+    std::fs::write(alpha.join("a.txt"), "alpha is no longer mounted\n").unwrap();
+    assert!(
+        !announced_within(&mut c, "mountfs:///a.txt", Duration::from_millis(1500)),
+        "a change in a root no longer mounted was announced"
+    );
+    std::fs::write(beta.join("a.txt"), "new in beta\n").unwrap();
+    assert!(
+        announced_within(&mut c, "mountfs:///a.txt", Duration::from_secs(10)),
+        "a file created under the new root was not announced"
+    );
+    // This session's own write under its root is announced to it too.
+    c.client.ok("read_file", json!({"file_path": "/a.txt"}));
+    c.client.ok(
+        "write_file",
+        json!({"file_path": "/a.txt", "content": "by the tool\n"}),
+    );
+    assert!(announced_within(
+        &mut c,
+        "mountfs:///a.txt",
+        Duration::from_secs(10)
+    ));
+    assert!(c.client.finish().success());
 }

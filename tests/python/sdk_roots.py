@@ -3,7 +3,8 @@
 Usage: python3 sdk_roots.py /path/to/mountfs ALPHA_DIR BETA_DIR
 The server runs with no --mount (the default table; the caller sets XDG_DATA_HOME, HOME and the
 working directory). The SDK offers both directories as roots through list_roots_callback: both
-are mounted, at /alpha/ and /beta/. Then the roots change to BETA_DIR alone and the SDK sends
+are mounted, at /alpha/ and /beta/, and watched: a subscriber to /alpha/a.txt hears of another
+program's write to ALPHA_DIR/a.txt. Then the roots change to BETA_DIR alone and the SDK sends
 notifications/roots/list_changed: BETA_DIR is mounted at /.
 """
 
@@ -31,6 +32,14 @@ async def main() -> None:
         types.Root(uri=beta.as_uri(), name="beta"),
     ]
     asked = []
+    updates = []
+    arrived = asyncio.Event()
+
+    async def on_message(message) -> None:
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            updates.append(str(root.params.uri))
+            arrived.set()
 
     async def list_roots(context) -> types.ListRootsResult:
         asked.append(len(offered))
@@ -40,7 +49,9 @@ async def main() -> None:
     env = dict(os.environ, RUST_LOG="warn")
     params = StdioServerParameters(command=server, args=[], env=env, cwd=os.getcwd())
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, list_roots_callback=list_roots) as session:
+        async with ClientSession(
+            read, write, list_roots_callback=list_roots, message_handler=on_message
+        ) as session:
             await session.initialize()
 
             r = await session.call_tool("ls", {"path": "/"})
@@ -52,6 +63,14 @@ async def main() -> None:
             r = await session.call_tool("ls", {"path": "/beta"})
             assert text(r) == "/beta/b.txt (10 bytes)", r
             print("two roots mounted:", ", ".join(l for l in lines if l in ("/alpha/", "/beta/")))
+
+            # Answered once the roots' directories are watched.
+            await session.subscribe_resource("mountfs:///alpha/a.txt")
+            (alpha / "a.txt").write_text("changed by another program\n")
+            while "mountfs:///alpha/a.txt" not in updates:
+                arrived.clear()
+                await asyncio.wait_for(arrived.wait(), timeout=10)
+            print("another program's write under a root: resources/updated")
 
             offered[:] = [types.Root(uri=beta.as_uri(), name="beta")]
             await session.send_roots_list_changed()
