@@ -3,8 +3,9 @@
 //! Some agents take their tools in the system prompt rather than through MCP's `tools/list`
 //! (seed `004`, `ToolPromptGenerator`). This module prints the very definitions the server
 //! would serve with the same flags: `json` is the `tools` array of a `tools/list` answer (name,
-//! description, input schema, annotations), ready for an API's tool list; `xml` is a prompt
-//! section that names each tool with its description and its parameters' JSON Schema.
+//! description, input schema, output schema, annotations), ready for an API's tool list; `xml`
+//! is a prompt section that names each tool with its description and its parameters' JSON
+//! Schema (not its output schema: a model reads the answer's text, and the prompt stays short).
 
 use std::fmt::Write as _;
 
@@ -156,6 +157,19 @@ mod tests {
             .collect();
         let expected: Vec<&str> = registry.tools().map(|t| t.name()).collect();
         assert_eq!(names, expected);
-        assert!(value["tools"][0]["inputSchema"].is_object());
+        for (tool, definition) in value["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(registry.tools())
+        {
+            assert!(tool["inputSchema"].is_object());
+            assert_eq!(
+                tool["outputSchema"],
+                Value::Object((**definition.tool.output_schema.as_ref().unwrap()).clone()),
+                "{}",
+                definition.name()
+            );
+        }
     }
 }

@@ -15,34 +15,89 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 use thiserror::Error;
 
-/// The schema files, as compiled in: `(file name, text)`.
+/// The schema files, as compiled in: `(file name, text)`; each tool's input schema
+/// `<tool>.json` followed by its output schema `<tool>.output.json`.
 pub const SCHEMA_FILES: &[(&str, &str)] = &[
     ("ls.json", include_str!("../schemas/ls.json")),
+    ("ls.output.json", include_str!("../schemas/ls.output.json")),
     ("read_file.json", include_str!("../schemas/read_file.json")),
+    (
+        "read_file.output.json",
+        include_str!("../schemas/read_file.output.json"),
+    ),
     (
         "write_file.json",
         include_str!("../schemas/write_file.json"),
     ),
+    (
+        "write_file.output.json",
+        include_str!("../schemas/write_file.output.json"),
+    ),
     ("edit_file.json", include_str!("../schemas/edit_file.json")),
+    (
+        "edit_file.output.json",
+        include_str!("../schemas/edit_file.output.json"),
+    ),
     (
         "multi_edit.json",
         include_str!("../schemas/multi_edit.json"),
     ),
+    (
+        "multi_edit.output.json",
+        include_str!("../schemas/multi_edit.output.json"),
+    ),
     ("glob.json", include_str!("../schemas/glob.json")),
+    (
+        "glob.output.json",
+        include_str!("../schemas/glob.output.json"),
+    ),
     ("grep.json", include_str!("../schemas/grep.json")),
+    (
+        "grep.output.json",
+        include_str!("../schemas/grep.output.json"),
+    ),
     ("delete.json", include_str!("../schemas/delete.json")),
+    (
+        "delete.output.json",
+        include_str!("../schemas/delete.output.json"),
+    ),
     ("move.json", include_str!("../schemas/move.json")),
+    (
+        "move.output.json",
+        include_str!("../schemas/move.output.json"),
+    ),
     ("file_info.json", include_str!("../schemas/file_info.json")),
+    (
+        "file_info.output.json",
+        include_str!("../schemas/file_info.output.json"),
+    ),
     ("undo_edit.json", include_str!("../schemas/undo_edit.json")),
+    (
+        "undo_edit.output.json",
+        include_str!("../schemas/undo_edit.output.json"),
+    ),
     (
         "apply_patch.json",
         include_str!("../schemas/apply_patch.json"),
+    ),
+    (
+        "apply_patch.output.json",
+        include_str!("../schemas/apply_patch.output.json"),
     ),
 ];
 
 /// The schema of `execute`, served only with `--allow-exec` (issue 11).
 pub const EXECUTE_SCHEMA_FILE: (&str, &str) =
     ("execute.json", include_str!("../schemas/execute.json"));
+
+/// The output schema of `execute`.
+pub const EXECUTE_OUTPUT_SCHEMA_FILE: (&str, &str) = (
+    "execute.output.json",
+    include_str!("../schemas/execute.output.json"),
+);
+
+/// How an output schema's file name ends; the rest is its input schema's file stem.
+pub const OUTPUT_SUFFIX: &str = ".output.json";
 
 /// A tool definition that cannot be served. The server refuses to start with it.
 #[derive(Debug, Error)]
@@ -95,9 +150,37 @@ pub enum DefinitionError {
         /// What is wrong.
         reason: String,
     },
+    /// A tool without an output schema (CONTRACT §5: every tool declares one).
+    #[error(
+        "schemas/{file}: tool '{name}' has no output schema; add schemas/{output} (a JSON Schema of its structuredContent, errors included)"
+    )]
+    NoOutputSchema {
+        /// The input schema's file.
+        file: String,
+        /// The tool.
+        name: String,
+        /// The output schema's file name expected.
+        output: String,
+    },
+    /// An output schema whose tool has no input schema.
+    #[error("schemas/{file}: an output schema of no tool: there is no schemas/{input}")]
+    OrphanOutputSchema {
+        /// The output schema's file.
+        file: String,
+        /// The input schema's file name expected.
+        input: String,
+    },
+    /// An output schema that is not a valid JSON Schema of an object.
+    #[error("schemas/{file}: not a valid tool output schema: {reason}")]
+    InvalidOutputSchema {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
-/// One tool: its MCP definition and its compiled validator.
+/// One tool: its MCP definition and its compiled validators.
 #[derive(Debug)]
 pub struct ToolDefinition {
     /// The definition `tools/list` serves.
@@ -105,6 +188,7 @@ pub struct ToolDefinition {
     /// The schema as written.
     pub schema: Arc<JsonObject>,
     validator: Validator,
+    output_validator: Validator,
 }
 
 /// The `--tools` allow-list: set once at start-up, then every [`Registry::load`] serves only
@@ -194,28 +278,56 @@ impl Registry {
             return Ok(registry);
         }
         let (file, text) = EXECUTE_SCHEMA_FILE;
-        let mut value: Value = serde_json::from_str(text).map_err(|e| DefinitionError::Json {
-            file: file.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let mut value = parse_file(file, text)?;
         if let Some(Value::String(description)) = value.get_mut("description") {
             description.push(' ');
             description.push_str(mode.tool_note());
         }
-        registry.tools.push(Self::definition(file, value)?);
+        let (output_file, output_text) = EXECUTE_OUTPUT_SCHEMA_FILE;
+        let output = parse_file(output_file, output_text)?;
+        registry
+            .tools
+            .push(Self::definition(file, value, (output_file, output))?);
         Ok(registry)
     }
 
-    /// Builds and checks a registry from `(file name, JSON text)` pairs.
+    /// Builds and checks a registry from `(file name, JSON text)` pairs: each tool's input
+    /// schema `<tool>.json` and its output schema `<tool>.output.json`, both required.
     pub fn from_files(files: &[(&str, &str)]) -> Result<Self, DefinitionError> {
         let mut tools: Vec<ToolDefinition> = Vec::new();
-        for (file, text) in files {
+        let outputs: Vec<(&str, &str)> = files
+            .iter()
+            .filter(|(file, _)| file.ends_with(OUTPUT_SUFFIX))
+            .copied()
+            .collect();
+        for (file, _) in &outputs {
+            let input = format!("{}.json", file.trim_end_matches(OUTPUT_SUFFIX));
+            if !files.iter().any(|(name, _)| *name == input) {
+                return Err(DefinitionError::OrphanOutputSchema {
+                    file: (*file).to_owned(),
+                    input,
+                });
+            }
+        }
+        for (file, text) in files.iter().filter(|(f, _)| !f.ends_with(OUTPUT_SUFFIX)) {
             let file = (*file).to_owned();
-            let value: Value = serde_json::from_str(text).map_err(|e| DefinitionError::Json {
-                file: file.clone(),
-                reason: e.to_string(),
-            })?;
-            let definition = Self::definition(&file, value)?;
+            let value = parse_file(&file, text)?;
+            let output_name = format!("{}{OUTPUT_SUFFIX}", file.trim_end_matches(".json"));
+            let Some((output_file, output_text)) =
+                outputs.iter().find(|(name, _)| *name == output_name)
+            else {
+                return Err(DefinitionError::NoOutputSchema {
+                    name: value
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or(&file)
+                        .to_owned(),
+                    file,
+                    output: output_name,
+                });
+            };
+            let output = parse_file(output_file, output_text)?;
+            let definition = Self::definition(&file, value, (output_file, output))?;
             if tools.iter().any(|t| t.tool.name == definition.tool.name) {
                 return Err(DefinitionError::DuplicateName {
                     file,
@@ -227,7 +339,11 @@ impl Registry {
         Ok(Self { tools })
     }
 
-    fn definition(file: &str, value: Value) -> Result<ToolDefinition, DefinitionError> {
+    fn definition(
+        file: &str,
+        value: Value,
+        (output_file, output): (&str, Value),
+    ) -> Result<ToolDefinition, DefinitionError> {
         let invalid = |reason: String| DefinitionError::InvalidSchema {
             file: file.to_owned(),
             reason,
@@ -265,9 +381,11 @@ impl Registry {
         check_required_defined(file, &whole, "")?;
         jsonschema::meta::validate(&whole).map_err(|e| invalid(e.to_string()))?;
         let validator = jsonschema::validator_for(&whole).map_err(|e| invalid(e.to_string()))?;
+        let (output, output_validator) = output_schema(output_file, output)?;
         let annotations = schema.get("x-annotations").map(annotations_of);
         let schema = Arc::new(schema);
-        let mut tool = Tool::new(name, description, schema.clone());
+        let mut tool =
+            Tool::new(name, description, schema.clone()).with_raw_output_schema(Arc::new(output));
         if let Some(annotations) = annotations {
             tool = tool.with_annotations(annotations);
         }
@@ -275,6 +393,7 @@ impl Registry {
             tool,
             schema,
             validator,
+            output_validator,
         })
     }
 
@@ -287,6 +406,33 @@ impl Registry {
     pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
         self.tools.iter().find(|t| t.tool.name == name)
     }
+}
+
+fn parse_file(file: &str, text: &str) -> Result<Value, DefinitionError> {
+    serde_json::from_str(text).map_err(|e| DefinitionError::Json {
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Checks an output schema (a valid JSON Schema whose top level is `"type": "object"`, as MCP
+/// requires of `outputSchema`) and compiles it.
+fn output_schema(file: &str, value: Value) -> Result<(JsonObject, Validator), DefinitionError> {
+    let invalid = |reason: String| DefinitionError::InvalidOutputSchema {
+        file: file.to_owned(),
+        reason,
+    };
+    let Value::Object(schema) = value else {
+        return Err(invalid("the top level must be an object".into()));
+    };
+    if schema.get("type") != Some(&Value::String("object".into())) {
+        return Err(invalid("the top-level \"type\" must be \"object\"".into()));
+    }
+    let whole = Value::Object(schema.clone());
+    check_required_defined(file, &whole, "")?;
+    jsonschema::meta::validate(&whole).map_err(|e| invalid(e.to_string()))?;
+    let validator = jsonschema::validator_for(&whole).map_err(|e| invalid(e.to_string()))?;
+    Ok((schema, validator))
 }
 
 fn annotations_of(value: &Value) -> ToolAnnotations {
@@ -342,6 +488,21 @@ impl ToolDefinition {
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.tool.name
+    }
+
+    /// Checks a `structuredContent` against the tool's output schema: every violation, each as
+    /// `<JSON pointer>: <rule>`.
+    pub fn validate_output(&self, structured: &Value) -> Result<(), Vec<String>> {
+        let problems: Vec<String> = self
+            .output_validator
+            .iter_errors(structured)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
     }
 
     /// Validates arguments. The error text names the tool, each offending field by JSON
@@ -607,16 +768,119 @@ mod tests {
             ),
             ("{", "not valid JSON"),
         ];
+        let output = r#"{"type":"object"}"#;
         for (text, expected) in cases {
-            let err = Registry::from_files(&[("t.json", text)])
+            let err = Registry::from_files(&[("t.json", text), ("t.output.json", output)])
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(expected), "{err}");
         }
         let ok = r#"{"type":"object","title":"t","description":"d"}"#;
-        let err = Registry::from_files(&[("a.json", ok), ("b.json", ok)])
-            .unwrap_err()
-            .to_string();
+        let err = Registry::from_files(&[
+            ("a.json", ok),
+            ("a.output.json", output),
+            ("b.json", ok),
+            ("b.output.json", output),
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("defined twice"), "{err}");
+    }
+
+    #[test]
+    fn a_tool_without_a_valid_output_schema_refuses_to_load() {
+        let ok = r#"{"type":"object","title":"t","description":"d"}"#;
+        let cases: [(&[(&str, &str)], &str); 5] = [
+            (
+                &[("t.json", ok)],
+                "schemas/t.json: tool 't' has no output schema; add schemas/t.output.json",
+            ),
+            (
+                &[("t.json", ok), ("u.output.json", r#"{"type":"object"}"#)],
+                "schemas/u.output.json: an output schema of no tool: there is no schemas/u.json",
+            ),
+            (
+                &[("t.json", ok), ("t.output.json", r#"{"type":"array"}"#)],
+                "schemas/t.output.json: not a valid tool output schema: the top-level \"type\" must be \"object\"",
+            ),
+            (
+                &[
+                    ("t.json", ok),
+                    (
+                        "t.output.json",
+                        r#"{"type":"object","properties":{"x":{"type":"strang"}}}"#,
+                    ),
+                ],
+                "schemas/t.output.json: not a valid tool output schema",
+            ),
+            (
+                &[
+                    ("t.json", ok),
+                    ("t.output.json", r#"{"type":"object","required":["x"]}"#),
+                ],
+                "schemas/t.output.json: 'x' is required at / but not defined in its properties",
+            ),
+        ];
+        for (files, expected) in cases {
+            let err = Registry::from_files(files).unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{err}");
+        }
+        let registry =
+            Registry::from_files(&[("t.json", ok), ("t.output.json", r#"{"type":"object"}"#)])
+                .unwrap();
+        assert_eq!(
+            registry.get("t").unwrap().tool.output_schema.as_deref(),
+            Some(&json!({"type": "object"}).as_object().unwrap().clone())
+        );
+    }
+
+    /// Every tool served, with or without `--allow-exec`, declares an output schema: a tool
+    /// added without one fails here (and the server refuses to start).
+    #[test]
+    fn every_tool_declares_an_output_schema_with_the_error_shape() {
+        let registry = Registry::load_with_exec(Some(crate::exec::ExecMode::Sandboxed)).unwrap();
+        let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
+        for name in [
+            "ls",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "multi_edit",
+            "glob",
+            "grep",
+            "delete",
+            "move",
+            "file_info",
+            "undo_edit",
+            "apply_patch",
+            "execute",
+        ] {
+            assert!(names.contains(&name), "{name} is not registered");
+            assert!(crate::tools::is_known(name), "{name}");
+        }
+        let kinds: Vec<&str> = crate::tools::error_kind::ErrorKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        for definition in registry.tools() {
+            let name = definition.name();
+            let schema = definition
+                .tool
+                .output_schema
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name} has no outputSchema"));
+            assert_eq!(schema.get("type"), Some(&json!("object")), "{name}");
+            assert_eq!(
+                schema["$defs"]["error"]["properties"]["error"]["properties"]["kind"]["enum"],
+                json!(kinds),
+                "{name}: the error kinds of its output schema are not ErrorKind::ALL"
+            );
+            let error = crate::tools::error_kind::ErrorKind::NotFound.structured("Error: x");
+            assert_eq!(definition.validate_output(&error), Ok(()), "{name}");
+            assert!(
+                definition.validate_output(&json!({})).is_err(),
+                "{name}: an empty object satisfies its output schema"
+            );
+        }
     }
 }

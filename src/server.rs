@@ -31,6 +31,7 @@ use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
 use crate::session::{CURRENT_TURN, Session, Turn};
+use crate::tools::error_kind::ErrorKind;
 use crate::tools::{self, CallContext, ProgressReporter, ToolReply};
 use crate::transport::turn_of;
 use crate::workspace::{Principal, Workspaces};
@@ -201,7 +202,7 @@ impl MountfsServer {
             ));
         };
         if let Err(message) = definition.validate(&arguments) {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]));
+            return Ok(failure(ErrorKind::InvalidArguments, message));
         }
         let touched = touched_paths(name, &arguments);
         let origin = session_origin(&session);
@@ -216,9 +217,12 @@ impl MountfsServer {
             Ok(outcome) => outcome,
             Err(join_error) => {
                 tracing::error!(tool = name, error = %join_error, "tool task failed");
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                    "Error: internal error while running {name}; nothing was changed by the failed step. Retry, or report this bug"
-                ))]));
+                return Ok(failure(
+                    ErrorKind::Internal,
+                    format!(
+                        "Error: internal error while running {name}; nothing was changed by the failed step. Retry, or report this bug"
+                    ),
+                ));
             }
         };
         Ok(match outcome {
@@ -247,7 +251,7 @@ impl MountfsServer {
             }
             Err(error) => {
                 tracing::debug!(tool = name, %error, "tool error");
-                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+                failure(error.kind(), error.to_string())
             }
         })
     }
@@ -381,6 +385,14 @@ fn success(reply: ToolReply) -> CallToolResult {
     }
     let mut result = CallToolResult::success(content);
     result.structured_content = reply.structured;
+    result
+}
+
+/// A failed call: its text for the agent, and the same text with its kind as structured
+/// content (`$defs/error` of every output schema).
+fn failure(kind: ErrorKind, message: String) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+    result.structured_content = Some(kind.structured(&message));
     result
 }
 

@@ -51,9 +51,15 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             .delete(&path, &DeleteOptions::default())
             .await?;
         session.ledger.forget(&path);
-        return Ok(ToolReply::text(format!(
+        let mut reply = ToolReply::text(format!(
             "Deleted the symbolic link {path}; what it leads to is untouched."
-        )));
+        ));
+        reply.structured = Some(json!({
+            "deleted": [path.as_str()],
+            "bytes": 0,
+            "undoable": false,
+        }));
+        return Ok(reply);
     }
     if !entry.is_dir() {
         return delete_file(session, &path).await;
@@ -63,7 +69,13 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             .backend()
             .delete(&path, &DeleteOptions::default())
             .await?;
-        return Ok(ToolReply::text(format!("Deleted empty directory {path}.")));
+        let mut reply = ToolReply::text(format!("Deleted empty directory {path}."));
+        reply.structured = Some(json!({
+            "deleted": [path.as_str()],
+            "bytes": 0,
+            "undoable": false,
+        }));
+        return Ok(reply);
     }
     delete_tree(session, &path).await
 }

@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, Backend, GlobQuery};
@@ -53,8 +54,29 @@ pub async fn run(
     };
     let (mut files, skipped) = super::watched_search("glob", call, &control, search).await?;
     let notes: String = skipped.iter().map(|s| format!("\n{}", s.note())).collect();
+    let skipped_json: Vec<Value> = skipped
+        .iter()
+        .map(|s| json!({"path": s.prefix.as_str(), "reason": s.reason()}))
+        .collect();
+    let answer =
+        |text: String, paths: &[&VirtualPath], total: usize, saved: Option<&VirtualPath>| {
+            ToolReply {
+                text,
+                structured: Some(json!({
+                    "path": dir.as_str(),
+                    "pattern": args.pattern,
+                    "paths": paths.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                    "total": total,
+                    "truncated": total > paths.len(),
+                    "skipped": skipped_json,
+                    "saved_to": saved.map(VirtualPath::as_str),
+                })),
+                image: None,
+                file: None,
+            }
+        };
     if files.is_empty() {
-        return Ok(ToolReply::text(format!("No files found{notes}")));
+        return Ok(answer(format!("No files found{notes}"), &[], 0, None));
     }
     files.sort_by(|a, b| {
         b.modified
@@ -77,7 +99,7 @@ pub async fn run(
     if !notes.is_empty() {
         text = format!("{}\n{text}", notes.trim_start());
     }
-    Ok(ToolReply::text(
-        super::large_result::fit(session, call, "glob", text).await,
-    ))
+    let fitted = super::large_result::fit_noting(session, call, "glob", text).await;
+    let shown: Vec<&VirtualPath> = files.iter().take(MAX_RESULTS).map(|e| &e.path).collect();
+    Ok(answer(fitted.text, &shown, total, fitted.saved_to.as_ref()))
 }

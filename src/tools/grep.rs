@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{
@@ -100,6 +101,7 @@ pub async fn run(
             },
         },
     };
+    let searched = dir.as_str().to_owned();
     let query = GrepQuery {
         dir,
         pattern: Arc::new(pattern),
@@ -124,12 +126,33 @@ pub async fn run(
         trim_to_window(&mut files, window);
     }
     let skipped_note = skipped_note(&skipped);
+    let mut structured = json!({
+        "mode": mode_name(args.output_mode),
+        "pattern": args.pattern,
+        "path": searched,
+        "offset": args.offset,
+        "skipped": skipped
+            .iter()
+            .map(|f| json!({"path": f.path.as_str(), "reason": f.skipped.as_deref().unwrap_or_default()}))
+            .collect::<Vec<_>>(),
+    });
     if files.is_empty() {
-        return Ok(ToolReply::text(format!("No matches found{skipped_note}")));
+        let (key, total) = match args.output_mode {
+            OutputMode::FilesWithMatches => ("files", 0),
+            OutputMode::Count => ("counts", 0),
+            OutputMode::Content => ("lines", 0),
+        };
+        extend(&mut structured, key, Vec::new(), total, None);
+        let mut reply = ToolReply::text(format!("No matches found{skipped_note}"));
+        reply.structured = Some(structured);
+        return Ok(reply);
     }
     let text = match args.output_mode {
         OutputMode::FilesWithMatches => {
             let rows: Vec<String> = files.iter().map(|f| f.path.to_string()).collect();
+            let items = files.iter().map(|f| json!(f.path.as_str()));
+            let (items, next) = page_items(items, files.len(), args.head_limit, args.offset);
+            extend(&mut structured, "files", items, files.len(), next);
             page(rows, args.head_limit, args.offset, "files").join("\n")
         }
         OutputMode::Count => {
@@ -137,16 +160,71 @@ pub async fn run(
                 .iter()
                 .map(|f| format!("{}: {}", f.path, f.match_count))
                 .collect();
+            let items = files
+                .iter()
+                .map(|f| json!({"path": f.path.as_str(), "count": f.match_count}));
+            let (items, next) = page_items(items, files.len(), args.head_limit, args.offset);
+            extend(&mut structured, "counts", items, files.len(), next);
             page(rows, args.head_limit, args.offset, "files").join("\n")
         }
-        OutputMode::Content => content(&files, args.head_limit, args.offset),
+        OutputMode::Content => {
+            let shown = content(&files, args.head_limit, args.offset);
+            let next = args.offset.saturating_add(shown.lines.len());
+            let next = (!shown.lines.is_empty() && next < shown.total).then_some(next);
+            extend(&mut structured, "lines", shown.lines, shown.total, next);
+            shown.text
+        }
     };
     // The note goes first: a result cut at the cap still says which files were not searched.
-    Ok(ToolReply::text(cap_result(format!(
+    let mut reply = ToolReply::text(cap_result(format!(
         "{}{}{text}",
         skipped_note.trim_start(),
         if skipped_note.is_empty() { "" } else { "\n" }
-    ))))
+    )));
+    reply.structured = Some(structured);
+    Ok(reply)
+}
+
+/// The `mode` of a structured answer: the output mode's name as the arguments spell it.
+fn mode_name(mode: OutputMode) -> &'static str {
+    match mode {
+        OutputMode::FilesWithMatches => "files_with_matches",
+        OutputMode::Count => "count",
+        OutputMode::Content => "content",
+    }
+}
+
+/// Adds the page (`key`: the items), the number of entries in all and where the next page
+/// starts to a structured answer.
+fn extend(structured: &mut Value, key: &str, items: Vec<Value>, total: usize, next: Option<usize>) {
+    if let Some(map) = structured.as_object_mut() {
+        map.insert(key.into(), Value::Array(items));
+        map.insert("total".into(), json!(total));
+        map.insert("next_offset".into(), json!(next));
+    }
+}
+
+/// The structured page of files or counts: `offset`/`head_limit` applied as in the text, and cut
+/// to about [`RESULT_CHAR_LIMIT`] characters of JSON (the text is capped likewise); with where
+/// the next page starts, when entries remain.
+fn page_items(
+    items: impl Iterator<Item = Value>,
+    total: usize,
+    head_limit: Option<usize>,
+    offset: usize,
+) -> (Vec<Value>, Option<usize>) {
+    let mut page = Vec::new();
+    let mut chars = 0usize;
+    for item in items.skip(offset).take(head_limit.unwrap_or(usize::MAX)) {
+        chars += item.to_string().len() + 1;
+        if !page.is_empty() && chars > RESULT_CHAR_LIMIT {
+            break;
+        }
+        page.push(item);
+    }
+    let end = offset.saturating_add(page.len());
+    let next = (!page.is_empty() && end < total).then_some(end);
+    (page, next)
 }
 
 /// Above this `offset` (in reported lines), content mode searches in two passes (see
@@ -261,14 +339,22 @@ fn shown_line(text: &str) -> String {
     }
 }
 
+/// A page of content mode: the text, the structured lines shown and the lines in all.
+struct ContentPage {
+    text: String,
+    lines: Vec<Value>,
+    total: usize,
+}
+
 /// Content mode: entries are the match and context lines; headers and `--` separators are
 /// repeated as needed around the page.
-fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> String {
+fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> ContentPage {
     // Counted over every reported line, including those the backends did not keep because no
     // page of this size at this offset could show them.
     let total: usize = files.iter().map(|f| f.entries).sum();
     let limit = head_limit.unwrap_or(usize::MAX);
     let mut out: Vec<String> = Vec::new();
+    let mut lines: Vec<Value> = Vec::new();
     // Global index of the current file's first reported line.
     let mut start = 0usize;
     let mut shown = 0usize;
@@ -288,11 +374,14 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Stri
                 out.push("  --".to_owned());
             }
             let mark = if line.is_match { ':' } else { '-' };
-            out.push(format!(
-                "  {}{mark} {}",
-                line.number,
-                shown_line(&line.text)
-            ));
+            let text = shown_line(&line.text);
+            out.push(format!("  {}{mark} {text}", line.number));
+            lines.push(json!({
+                "path": file.path.as_str(),
+                "line": line.number,
+                "text": text,
+                "match": line.is_match,
+            }));
             previous = Some(line.number);
             shown += 1;
         }
@@ -309,5 +398,9 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Stri
             offset + 1
         ));
     }
-    out.join("\n")
+    ContentPage {
+        text: out.join("\n"),
+        lines,
+        total,
+    }
 }

@@ -43,11 +43,42 @@ pub fn safe_id(id: &str) -> String {
     }
 }
 
+/// What [`fit_noting`] made of a result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    /// The answer's text.
+    pub text: String,
+    /// Where the whole result was saved, when it was.
+    pub saved_to: Option<VirtualPath>,
+    /// Whether the text is not the whole result (saved elsewhere, or cut).
+    pub cut: bool,
+}
+
 /// `text` if it fits in one answer; else the saved file's preview, or `text` cut with the usual
 /// notice when there is nowhere to save it.
 pub async fn fit(session: &Session, context: &CallContext, tool: &str, text: String) -> String {
+    fit_noting(session, context, tool, text).await.text
+}
+
+/// [`fit`], saying where the whole result went (for the structured answer).
+pub async fn fit_noting(
+    session: &Session,
+    context: &CallContext,
+    tool: &str,
+    text: String,
+) -> Fitted {
+    let whole = |text: String| Fitted {
+        text,
+        saved_to: None,
+        cut: false,
+    };
+    let cut = |text: String| Fitted {
+        text: cap_result(text),
+        saved_to: None,
+        cut: true,
+    };
     if text.len() <= RESULT_CHAR_LIMIT || text.chars().count() <= RESULT_CHAR_LIMIT {
-        return text;
+        return whole(text);
     }
     let scratch = session
         .backend()
@@ -55,14 +86,18 @@ pub async fn fit(session: &Session, context: &CallContext, tool: &str, text: Str
         .iter()
         .any(|mount| mount.prefix.as_str() == SCRATCH_MOUNT && !mount.read_only);
     if !scratch {
-        return cap_result(text);
+        return cut(text);
     }
     let id = safe_id(context.request_id.as_deref().unwrap_or(tool));
     match save(session, &id, text.as_bytes()).await {
-        Ok(path) => preview(&text, &path),
+        Ok(path) => Fitted {
+            text: preview(&text, &path),
+            saved_to: Some(path),
+            cut: true,
+        },
         Err(error) => {
             tracing::warn!(%error, "could not save a large result to /scratch/");
-            cap_result(text)
+            cut(text)
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod apply_patch;
 pub mod delete;
 pub mod edit_file;
 pub mod editing;
+pub mod error_kind;
 pub mod file_info;
 pub mod glob;
 pub mod grep;

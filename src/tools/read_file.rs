@@ -5,6 +5,7 @@
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::{ToolError, ToolReply};
 use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow, TextWindow};
@@ -100,26 +101,47 @@ async fn answer(
                     let data = base64::engine::general_purpose::STANDARD.encode(&file.content);
                     return Ok(ToolReply {
                         text: format!("Image {path} ({mime}, {} bytes).", file.content.len()),
-                        structured: None,
+                        structured: Some(json!({
+                            "path": path.as_str(),
+                            "kind": "image",
+                            "mime": mime,
+                            "size": file.content.len(),
+                            "version": file.version.as_str(),
+                        })),
                         image: Some((data, mime.to_owned())),
                         file: None,
                     });
                 }
             }
             let kind = content::describe_magic(&sample.head).unwrap_or("binary data");
-            Ok(ToolReply::text(format!(
+            let mut reply = ToolReply::text(format!(
                 "{path} is a binary file ({kind}, {} bytes); it is not shown as text.",
                 sample.size
-            )))
+            ));
+            reply.structured = Some(json!({
+                "path": path.as_str(),
+                "kind": "binary",
+                "format": kind,
+                "size": sample.size,
+                "version": sample.version.as_str(),
+            }));
+            Ok(reply)
         }
     }
 }
 
 async fn directory(path: &VirtualPath, session: &Session) -> Result<ToolReply, ToolError> {
     let listing = super::ls::listing(path, session).await?;
-    Ok(ToolReply::text(format!(
-        "{path} is a directory, not a file. Its entries (read_file takes a file path; ls lists directories):\n{listing}"
-    )))
+    let mut structured = listing.structured;
+    if let Some(map) = structured.as_object_mut() {
+        map.insert("kind".into(), json!("directory"));
+    }
+    let mut reply = ToolReply::text(format!(
+        "{path} is a directory, not a file. Its entries (read_file takes a file path; ls lists directories):\n{}",
+        listing.text
+    ));
+    reply.structured = Some(structured);
+    Ok(reply)
 }
 
 fn render_text(
@@ -131,7 +153,9 @@ fn render_text(
     let whole_file_blank =
         asked.offset == 0 && !window.has_more && (lines.is_empty() || is_blank(&lines));
     if window.total_lines == Some(0) || whole_file_blank {
-        return Ok(ToolReply::text(EMPTY_CONTENT_WARNING));
+        let mut reply = ToolReply::text(EMPTY_CONTENT_WARNING);
+        reply.structured = Some(text_json(path, window, asked, &lines, None, true));
+        return Ok(reply);
     }
     if lines.is_empty() {
         return Err(ToolError::OffsetPastEnd {
@@ -174,12 +198,56 @@ fn render_text(
         };
         let mut text = body;
         text.push_str(&note);
-        return Ok(finish(path, text, window));
+        let structured = text_json(path, window, asked, &lines[..shown], Some(next), false);
+        return Ok(finish(path, text, window, structured));
     }
-    Ok(finish(path, body, window))
+    let structured = text_json(path, window, asked, &lines[..shown], None, false);
+    Ok(finish(path, body, window, structured))
 }
 
-fn finish(path: &VirtualPath, mut text: String, window: &TextWindow) -> ToolReply {
+/// The structured answer of a text read (`schemas/read_file.output.json`, `text_window`): the
+/// window asked for and shown, the shown lines' text (cut at the result limit), and where to
+/// continue (`next_offset`, when more lines follow).
+fn text_json(
+    path: &VirtualPath,
+    window: &TextWindow,
+    asked: LineWindow,
+    shown: &[&str],
+    next_offset: Option<usize>,
+    empty: bool,
+) -> Value {
+    let mut text = shown.join("\n");
+    let mut cut = false;
+    if text.len() > RESULT_CHAR_LIMIT
+        && let Some((at, _)) = text.char_indices().nth(RESULT_CHAR_LIMIT)
+    {
+        text.truncate(at);
+        cut = true;
+    }
+    json!({
+        "path": path.as_str(),
+        "kind": "text",
+        "offset": asked.offset,
+        "limit": asked.limit,
+        "lines_shown": shown.len(),
+        "total_lines": window.total_lines,
+        "next_offset": next_offset,
+        "truncated": cut || next_offset.is_some(),
+        "empty": empty,
+        "text": text,
+        "encoding": (!window.lossy).then(|| window.encoding.label()),
+        "lossy": window.lossy,
+        "size": window.size,
+        "version": window.version.as_str(),
+    })
+}
+
+fn finish(
+    path: &VirtualPath,
+    mut text: String,
+    window: &TextWindow,
+    structured: Value,
+) -> ToolReply {
     if window.lossy {
         text.push_str(&format!(
             "\n\n(Note: {path} is not valid UTF-8, nor valid in any other encoding found for it; invalid bytes are shown as U+FFFD '\u{fffd}'. Edits to it are refused, so that no byte is lost.)"
@@ -190,5 +258,7 @@ fn finish(path: &VirtualPath, mut text: String, window: &TextWindow) -> ToolRepl
             label = window.encoding.label()
         ));
     }
-    ToolReply::text(text)
+    let mut reply = ToolReply::text(text);
+    reply.structured = Some(structured);
+    reply
 }

@@ -11,7 +11,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::editing::{decode_text, describe_change, lock_files, report_change};
 use super::move_copy;
@@ -110,6 +110,7 @@ async fn undo(
                     "Undid the last change to {path}: restored {} bytes over its {size}-byte content (too large to show a diff).",
                     before.len()
                 ));
+                reply.structured = Some(restored_json(path, Some(&outcome.version), before.len()));
                 reply.text.push_str(&remaining_note(remaining));
                 return Ok(reply);
             }
@@ -133,18 +134,28 @@ async fn undo(
                 "Undid the creation of {path}: the file ({} bytes) was deleted.",
                 unread_size.unwrap_or(file.content.len() as u64)
             ));
-            if let Some(old) = text_of(&file.content).filter(|_| unread_size.is_none()) {
-                let report = report_change(path, &old, "");
-                reply.structured = Some(json!({
-                    "path": path.as_str(),
-                    "version": null,
-                    "deleted": true,
-                    "lines_added": 0,
-                    "lines_removed": report.stats.removed,
-                    "diff": report.diff,
-                    "diff_truncated": report.diff_truncated,
-                }));
-            }
+            reply.structured = Some(
+                match text_of(&file.content).filter(|_| unread_size.is_none()) {
+                    Some(old) => {
+                        let report = report_change(path, &old, "");
+                        json!({
+                            "path": path.as_str(),
+                            "version": null,
+                            "deleted": true,
+                            "lines_added": 0,
+                            "lines_removed": report.stats.removed,
+                            "diff": report.diff,
+                            "diff_truncated": report.diff_truncated,
+                        })
+                    }
+                    None => json!({
+                        "path": path.as_str(),
+                        "version": null,
+                        "deleted": true,
+                        "bytes": unread_size.unwrap_or(file.content.len() as u64),
+                    }),
+                },
+            );
             reply.text.push_str(&remaining_note(remaining));
             Ok(reply)
         }
@@ -162,7 +173,10 @@ async fn undo(
             );
             let mut reply = match text_of(before) {
                 Some(new) => describe_change(&headline, path, "", &new, None, &outcome.version),
-                None => ToolReply::text(headline),
+                None => ToolReply {
+                    structured: Some(restored_json(path, Some(&outcome.version), before.len())),
+                    ..ToolReply::text(headline)
+                },
             };
             reply.text.push_str(&remaining_note(remaining));
             Ok(reply)
@@ -332,13 +346,26 @@ fn answer_restored(
     let headline = format!("Undid the last change to {path}.");
     let mut reply = match (text_of(&file.content), text_of(restored)) {
         (Some(old), Some(new)) => describe_change(&headline, path, &old, &new, None, version),
-        _ => ToolReply::text(format!(
-            "{headline} Restored {} bytes (binary content, no diff shown).",
-            restored.len()
-        )),
+        _ => ToolReply {
+            structured: Some(restored_json(path, Some(version), restored.len())),
+            ..ToolReply::text(format!(
+                "{headline} Restored {} bytes (binary content, no diff shown).",
+                restored.len()
+            ))
+        },
     };
     reply.text.push_str(&remaining_note(remaining));
     reply
+}
+
+/// The structured answer of an undo that put back content shown without a diff (binary, or too
+/// large to compare): `{path, version, bytes}`.
+fn restored_json(path: &VirtualPath, version: Option<&backend::Version>, bytes: usize) -> Value {
+    json!({
+        "path": path.as_str(),
+        "version": version.map(backend::Version::as_str),
+        "bytes": bytes,
+    })
 }
 
 fn remaining_note(remaining: usize) -> String {

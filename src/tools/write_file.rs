@@ -106,11 +106,21 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 &version,
             ))
         }
-        (Some(_), None) => Ok(ToolReply::text(format!(
-            "Replaced binary file {path} with text ({}, {}).",
-            counted(lines, "line"),
-            counted(bytes, "byte")
-        ))),
+        (Some(_), None) => Ok(ToolReply {
+            text: format!(
+                "Replaced binary file {path} with text ({}, {}).",
+                counted(lines, "line"),
+                counted(bytes, "byte")
+            ),
+            structured: Some(serde_json::json!({
+                "path": path.as_str(),
+                "version": version.as_str(),
+                "created": false,
+                "bytes": bytes,
+            })),
+            image: None,
+            file: None,
+        }),
     }
 }
 

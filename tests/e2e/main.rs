@@ -21,6 +21,7 @@ mod edits;
 mod execute;
 mod formats;
 mod large_results;
+mod output_schemas;
 mod protocol;
 mod resources;
 mod roots;

@@ -7,20 +7,29 @@ use serde_json::{Value, json};
 
 use crate::common::{StdioClient, text_of};
 
-/// The schema files served without flags (`execute.json` only with `--allow-exec`; see
-/// execute.rs).
+/// The input schema files served without flags (`execute.json` only with `--allow-exec`; see
+/// execute.rs), by tool name; each tool's output schema is `<file stem>.output.json`.
 fn schema_files() -> BTreeMap<String, Value> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas");
     std::fs::read_dir(dir)
         .unwrap()
-        .filter(|entry| entry.as_ref().unwrap().file_name() != "execute.json")
-        .map(|entry| {
-            let path = entry.unwrap().path();
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != "execute.json" && !name.ends_with(".output.json"))
+        .map(|name| {
+            let path = std::path::Path::new(dir).join(&name);
             let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             (schema["title"].as_str().unwrap().to_owned(), schema)
         })
         .collect()
+}
+
+/// `schemas/<stem>.output.json` of the input schema file of tool `name` (`move.json` for
+/// `move`, …: the stem is the tool's name).
+fn output_schema_file(name: &str) -> Value {
+    let path = format!("{}/schemas/{name}.output.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 #[test]
@@ -62,6 +71,11 @@ fn tools_list_serves_exactly_the_schema_files() {
         assert_eq!(
             &tool["inputSchema"], file,
             "{name}: inputSchema differs from schemas/{name}.json"
+        );
+        assert_eq!(
+            tool["outputSchema"],
+            output_schema_file(name),
+            "{name}: outputSchema differs from schemas/{name}.output.json"
         );
         assert_eq!(tool["description"], file["description"], "{name}");
         let hints = &file["x-annotations"];

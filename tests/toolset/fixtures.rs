@@ -33,6 +33,8 @@ pub struct Fixture {
     pub read_only_dir: Option<String>,
     /// Keeps temporary resources alive for the test.
     pub _guard: Option<Box<dyn Any + Send + Sync>>,
+    /// The tools the server serves: every answer is checked against its output schema.
+    registry: Arc<Registry>,
 }
 
 /// One tool answer.
@@ -72,7 +74,7 @@ impl Fixture {
         let registry = Arc::new(Registry::load().unwrap());
         Self {
             server: MountfsServer::new(
-                registry,
+                registry.clone(),
                 session.clone(),
                 String::new(),
                 std::sync::Arc::new(mountfs::changes::ChangeHub::new(&[])),
@@ -83,6 +85,7 @@ impl Fixture {
             mount_roots,
             read_only_dir,
             _guard: None,
+            registry,
         }
     }
 
@@ -96,9 +99,29 @@ impl Fixture {
         format!("{}/{rel}", self.other.trim_end_matches('/'))
     }
 
-    /// Calls a tool the way `tools/call` does.
+    /// Calls a tool the way `tools/call` does. Every answer, on every backend, must carry
+    /// structured content satisfying the tool's output schema (CONTRACT §5).
     pub async fn call(&self, tool: &str, args: Value) -> Answer {
-        let result = self.server.run_tool(tool, args, None).await.unwrap();
+        let result = self
+            .server
+            .run_tool(tool, args.clone(), None)
+            .await
+            .unwrap();
+        let structured = result
+            .structured_content
+            .as_ref()
+            .unwrap_or_else(|| panic!("{tool}({args}): no structured content"));
+        if let Err(problems) = self.registry.get(tool).unwrap().validate_output(structured) {
+            panic!(
+                "{tool}({args}): structured content outside the output schema: {}\n{}",
+                problems.join("; "),
+                structured
+                    .to_string()
+                    .chars()
+                    .take(2000)
+                    .collect::<String>()
+            );
+        }
         let text = result
             .content
             .iter()
