@@ -16,12 +16,15 @@
 //!   engines, which `backend::store` turns into files.
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
 //! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, patches, line
-//!   endings, language by file name).
+//!   endings, bytes decoded to LF text once (`text::encoding::decode_to_lf`), language by file
+//!   name).
 //! - [`session`]: per-session read ledger, undo history and file locks; [`limits`]: the
 //!   memory bounds (one flag each) every tool keeps whatever the file size.
 //! - [`registry`]: tool definitions from `schemas/`, argument validation.
 //! - [`exec`]: the opt-in `execute` tool: shell, Landlock sandbox, timeout and cancellation.
-//! - [`tools`]: one module per tool; [`server`]: the MCP handler; [`transport`]: bytes to
+//! - [`tools`]: one module per tool; `tools::change` the one change primitive every changing
+//!   tool applies, takes back and records (where ledger, undo, and later the audit log, hook in),
+//!   with its reports beside it; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
 //! - [`roots`]: the client's MCP roots mounted in place of the default table's working
 //!   directory.

@@ -22,6 +22,8 @@ use std::borrow::Cow;
 use encoding_rs::{EncoderResult, Encoding, UTF_8, UTF_16BE, UTF_16LE};
 use thiserror::Error;
 
+use super::line_endings::{self, TextFormat};
+
 /// Most leading bytes `chardetng` looks at to guess a legacy encoding; the guess is then checked
 /// on the whole content.
 pub const GUESS_SAMPLE_BYTES: usize = 1024 * 1024;
@@ -199,6 +201,34 @@ pub fn decode_lossy(bytes: &[u8]) -> Cow<'_, str> {
     detect(bytes).into_text()
 }
 
+/// A text file's bytes as edits, diffs and answers see them: LF line endings, no BOM, and what
+/// puts the file's own format back ([`line_endings::restore`], then [`encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LfText {
+    /// The text with LF line endings and without BOM (U+FFFD where bytes did not decode).
+    pub text: String,
+    /// The file's line endings, BOM and final newline.
+    pub format: TextFormat,
+    /// The file's encoding; `Err` with the reason (which encodings were tried) when its bytes
+    /// are valid in no encoding found: then `text` holds U+FFFD and must never be written back.
+    pub encoding: Result<FileEncoding, String>,
+}
+
+/// Decodes a text file's bytes into [`LfText`]: the one way bytes become the LF text that edits
+/// change and answers show (checked as [`detect`] checks; see the module doc).
+pub fn decode_to_lf(bytes: &[u8]) -> LfText {
+    let (text, encoding) = match detect(bytes) {
+        Detection::Text { text, encoding } => (text, Ok(encoding)),
+        Detection::Undecodable { lossy, reason } => (lossy, Err(reason)),
+    };
+    let (text, format) = line_endings::to_lf(&text);
+    LfText {
+        text,
+        format,
+        encoding,
+    }
+}
+
 /// The encoding of a file known only by its head (a big file streamed, a file searched on disk):
 /// `None` for UTF-8 (a character cut by the end of the head allowed) or a UTF-16 BOM, else the
 /// legacy encoding `chardetng` guesses from the head. Each line of such a file can be decoded
@@ -322,6 +352,28 @@ pub fn encode(text: &str, encoding: FileEncoding) -> Result<Vec<u8>, Unencodable
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoding_to_lf_keeps_what_restores_the_file_and_flags_undecodable_bytes() {
+        let decoded = decode_to_lf("\u{feff}one\r\ntwo\r\n".as_bytes());
+        assert_eq!(decoded.text, "one\ntwo\n");
+        assert!(decoded.format.bom);
+        assert_eq!(decoded.format.line_ending, line_endings::LineEnding::CrLf);
+        assert_eq!(
+            decoded.encoding.map(FileEncoding::label),
+            Ok("UTF-8 with BOM".to_owned())
+        );
+        let restored = line_endings::restore(&decoded.text, decoded.format);
+        assert_eq!(restored.as_bytes(), "\u{feff}one\r\ntwo\r\n".as_bytes());
+
+        let latin1 = decode_to_lf(b"caf\xe9\r\n");
+        assert_eq!(latin1.text, "caf\u{e9}\n");
+        assert_eq!(latin1.encoding.map(FileEncoding::name), Ok("windows-1252"));
+
+        let bad = decode_to_lf(b"\xef\xbb\xbfok\xff\n");
+        assert!(bad.text.contains('\u{fffd}'), "{}", bad.text);
+        assert!(bad.encoding.is_err());
+    }
 
     fn text_of(bytes: &[u8]) -> (String, &'static str, bool) {
         match detect(bytes) {

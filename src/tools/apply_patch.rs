@@ -15,15 +15,16 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::change::report::report_change;
+use super::change::{ApplyAllFailure, Before, Change, apply_all};
 use super::editing::{
-    check_edit_size, decode_for_edit, decode_text, encode_for_file, fits_undo, load_checked,
-    lock_files, report_change,
+    check_edit_size, decode_for_edit, decode_text, encode_for_file, load_checked, lock_files,
 };
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, DeleteOptions, FileBytes, Version, WriteMode};
+use crate::backend::{Backend, Version};
 use crate::content;
 use crate::path::VirtualPath;
-use crate::session::{Session, UndoStep};
+use crate::session::Session;
 use crate::text::line_endings::LineEnding;
 use crate::text::patch::{self, FilePatch, Hunk, RowKind};
 use crate::text::truncate;
@@ -62,16 +63,12 @@ impl Action {
     }
 }
 
-/// One file's change, computed and checked, not yet written.
+/// One file's change as the answer shows it.
 #[derive(Debug)]
 struct Planned {
     path: VirtualPath,
     action: Action,
-    /// The file as read (modify, delete).
-    before: Option<FileBytes>,
-    /// The bytes to write (create, modify).
-    after: Option<Vec<u8>>,
-    /// LF texts before and after, for the answer.
+    /// LF texts before and after.
     old_text: String,
     new_text: String,
 }
@@ -81,14 +78,44 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let targets = targets(patch::parse(&args.patch)?)?;
     let _guards = lock_files(session, targets.iter().map(|(p, _, _)| p.clone()).collect()).await;
     let mut plans = Vec::with_capacity(targets.len());
+    let mut changes = Vec::with_capacity(targets.len());
     for (path, action, file_patch) in targets {
-        plans.push(plan(session, path, action, &file_patch.hunks).await?);
+        let (planned, change) = plan(session, path, action, &file_patch.hunks).await?;
+        plans.push(planned);
+        changes.push(change);
     }
-    let versions = write_all(session, &plans).await?;
-    for (plan, version) in plans.iter().zip(&versions) {
-        record(session, plan, version.as_ref());
+    let applied = apply_all(session, &changes).await.map_err(failure)?;
+    let versions: Vec<Option<Version>> = applied.iter().map(|a| a.version.clone()).collect();
+    for (change, applied) in changes.into_iter().zip(applied) {
+        change.record(session, applied, None);
     }
     Ok(answer(&plans, &versions))
+}
+
+/// The answer when a file could not be written: which, why, and what was put back.
+fn failure(failed: ApplyAllFailure) -> ToolError {
+    let state = if failed.not_reverted.is_empty() {
+        match failed.applied_before {
+            0 => "Nothing was changed.".to_owned(),
+            n => format!("The {n} file(s) written before it were put back; nothing was changed."),
+        }
+    } else {
+        let left: Vec<String> = failed
+            .not_reverted
+            .iter()
+            .map(|(path, e)| format!("{path} ({e})"))
+            .collect();
+        format!(
+            "Putting back the files written before it failed for: {}. Read them and fix them by hand",
+            left.join(", ")
+        )
+    };
+    ToolError::PartialFailure {
+        message: format!(
+            "Error: apply_patch could not write {}: {}\n{state}",
+            failed.at, failed.error
+        ),
+    }
 }
 
 /// Each file patch with its validated path and action; a file named twice is refused.
@@ -129,7 +156,7 @@ async fn plan(
     path: VirtualPath,
     action: Action,
     hunks: &[Hunk],
-) -> Result<Planned, ToolError> {
+) -> Result<(Planned, Change<'static>), ToolError> {
     if action == Action::Create {
         if session.backend().stat(&path).await?.is_some() {
             return Err(ToolError::PatchTarget {
@@ -145,14 +172,14 @@ async fn plan(
             })?;
         check_edit_size(session, path.as_str(), new_raw.len())?;
         let new_text = decode_text(new_raw.as_bytes()).0;
-        return Ok(Planned {
+        let change = Change::write(path.clone(), Before::Absent, new_raw.into_bytes());
+        let planned = Planned {
             path,
             action,
-            before: None,
-            after: Some(new_raw.into_bytes()),
             old_text: String::new(),
             new_text,
-        });
+        };
+        return Ok((planned, change));
     }
     let file = load_checked(session, &path).await?;
     if content::looks_binary(&file.content) {
@@ -181,7 +208,7 @@ async fn plan(
         path: path.clone(),
         mismatch,
     })?;
-    let after = match action {
+    let change = match action {
         Action::Delete if !new_text.is_empty() => {
             return Err(ToolError::PatchTarget {
                 path,
@@ -191,21 +218,20 @@ async fn plan(
                 ),
             });
         }
-        Action::Delete => None,
+        Action::Delete => Change::removal(path.clone(), Before::Read(file)),
         _ => {
             let bytes = encode_for_file(&path, &new_text, format, file_encoding)?;
             check_edit_size(session, path.as_str(), bytes.len())?;
-            Some(bytes)
+            Change::write(path.clone(), Before::Read(file), bytes)
         }
     };
-    Ok(Planned {
+    let planned = Planned {
         path,
         action,
-        before: Some(file),
-        after,
         old_text,
         new_text,
-    })
+    };
+    Ok((planned, change))
 }
 
 /// The hunks with a leading BOM dropped from their rows when the file has one (the file is
@@ -227,132 +253,6 @@ fn rows_carry_cr(hunks: &[Hunk]) -> bool {
         .iter()
         .flat_map(|h| &h.rows)
         .any(|r| r.kind != RowKind::Added && r.text.ends_with('\r'))
-}
-
-/// Writes every planned change, each conditional on what was checked. On a failure, puts back
-/// the files already written (conditional on the versions just written) and reports.
-async fn write_all(
-    session: &Session,
-    plans: &[Planned],
-) -> Result<Vec<Option<Version>>, ToolError> {
-    let mut versions: Vec<Option<Version>> = Vec::with_capacity(plans.len());
-    for plan in plans {
-        match write_one(session, plan).await {
-            Ok(version) => versions.push(version),
-            Err(error) => {
-                let mut left_changed = Vec::new();
-                for (done, version) in plans.iter().zip(&versions).rev() {
-                    if let Err(e) = put_back(session, done, version.as_ref()).await {
-                        left_changed.push(format!("{} ({e})", done.path));
-                    }
-                }
-                let state = if left_changed.is_empty() {
-                    match versions.len() {
-                        0 => "Nothing was changed.".to_owned(),
-                        n => format!(
-                            "The {n} file(s) written before it were put back; nothing was changed."
-                        ),
-                    }
-                } else {
-                    format!(
-                        "Putting back the files written before it failed for: {}. Read them and fix them by hand",
-                        left_changed.join(", ")
-                    )
-                };
-                return Err(ToolError::PartialFailure {
-                    message: format!(
-                        "Error: apply_patch could not write {}: {error}\n{state}",
-                        plan.path
-                    ),
-                });
-            }
-        }
-    }
-    Ok(versions)
-}
-
-async fn write_one(session: &Session, plan: &Planned) -> Result<Option<Version>, backend::Error> {
-    match (&plan.before, &plan.after) {
-        (None, Some(bytes)) => Ok(Some(
-            session
-                .backend()
-                .write(&plan.path, bytes, WriteMode::CreateOnly)
-                .await?
-                .version,
-        )),
-        (Some(before), Some(bytes)) => Ok(Some(
-            session
-                .backend()
-                .write(
-                    &plan.path,
-                    bytes,
-                    WriteMode::IfVersion(before.version.clone()),
-                )
-                .await?
-                .version,
-        )),
-        (Some(before), None) => {
-            session
-                .backend()
-                .delete(
-                    &plan.path,
-                    &DeleteOptions::file_if_version(before.version.clone()),
-                )
-                .await?;
-            Ok(None)
-        }
-        (None, None) => Ok(None),
-    }
-}
-
-async fn put_back(
-    session: &Session,
-    plan: &Planned,
-    written: Option<&Version>,
-) -> Result<(), backend::Error> {
-    match (&plan.before, written) {
-        (None, Some(version)) => {
-            session
-                .backend()
-                .delete(&plan.path, &DeleteOptions::file_if_version(version.clone()))
-                .await
-        }
-        (Some(before), Some(version)) => session
-            .backend()
-            .write(
-                &plan.path,
-                &before.content,
-                WriteMode::IfVersion(version.clone()),
-            )
-            .await
-            .map(|_| ()),
-        (Some(before), None) => session
-            .backend()
-            .write(&plan.path, &before.content, WriteMode::CreateOnly)
-            .await
-            .map(|_| ()),
-        (None, None) => Ok(()),
-    }
-}
-
-/// Ledger and undo for one written file.
-fn record(session: &Session, plan: &Planned, version: Option<&Version>) {
-    match version {
-        Some(version) => session.ledger.record(&plan.path, version),
-        None => session.ledger.forget(&plan.path),
-    }
-    let before = plan.before.as_ref().map(|f| f.content.clone());
-    if before.as_ref().is_none_or(|b| fits_undo(session, b.len())) {
-        session.undo.push(
-            &plan.path,
-            UndoStep {
-                before,
-                after: version.cloned(),
-                aside: None,
-                moved_from: None,
-            },
-        );
-    }
 }
 
 fn answer(plans: &[Planned], versions: &[Option<Version>]) -> ToolReply {

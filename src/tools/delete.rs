@@ -11,12 +11,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::change::{Before, Change};
 use super::editing::{check_not_stale, fits_undo, lock_files};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, GlobQuery, Version};
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, GlobQuery};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
-use crate::session::{Session, UndoStep};
+use crate::session::Session;
 
 /// Most files of a recursive delete whose contents are kept for `undo_edit`; past this the
 /// directory is deleted without undo steps (and the answer says so).
@@ -83,46 +84,24 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
 async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply, ToolError> {
     let _guard = session.lock_file(path).await;
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
-    let (bytes, undoable) = match session.backend().read_at_most(path, bound).await? {
+    let (bytes, removal, applied) = match session.backend().read_at_most(path, bound).await? {
         BoundedRead::Whole(file) => {
             check_not_stale(session, path, &file.version)?;
-            remove_checked(session, path, &file).await?;
             let bytes = file.content.len() as u64;
-            (bytes, record_deletion(session, path, file))
+            let removal = Change::removal(path.clone(), Before::Read(file));
+            let applied = removal.apply(session).await?;
+            (bytes, removal, applied)
         }
         BoundedRead::TooLarge { size, version } => {
             // Never read: too large to keep in memory for undo (--max-undo-memory-bytes). A disk
             // mount keeps it aside by rename instead; elsewhere it is simply deleted.
             check_not_stale(session, path, &version)?;
-            let kept = session
-                .backend()
-                .set_aside(path, &version)
-                .await
-                .map_err(|e| match e {
-                    backend::Error::VersionMismatch { path } => ToolError::Stale { path },
-                    other => other.into(),
-                })?;
-            session.ledger.forget(path);
-            match kept {
-                Some(aside) => {
-                    session.undo.push(
-                        path,
-                        UndoStep {
-                            before: None,
-                            after: None,
-                            aside: Some(aside),
-                            moved_from: None,
-                        },
-                    );
-                    (size, true)
-                }
-                None => {
-                    remove_if_version(session, path, &version).await?;
-                    (size, false)
-                }
-            }
+            let removal = Change::removal(path.clone(), Before::Version(version));
+            let applied = removal.apply_keeping_aside(session).await?;
+            (size, removal, applied)
         }
     };
+    let undoable = removal.record(session, applied, None);
     let note = if undoable {
         "undo_edit can restore it."
     } else {
@@ -138,50 +117,6 @@ async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply,
         image: None,
         file: None,
     })
-}
-
-/// Deletes a file conditional on the version read; a race with another writer is staleness.
-pub(crate) async fn remove_checked(
-    session: &Session,
-    path: &VirtualPath,
-    file: &FileBytes,
-) -> Result<(), ToolError> {
-    remove_if_version(session, path, &file.version).await
-}
-
-/// [`remove_checked`] knowing only the version (a file too large to read).
-pub(crate) async fn remove_if_version(
-    session: &Session,
-    path: &VirtualPath,
-    version: &Version,
-) -> Result<(), ToolError> {
-    session
-        .backend()
-        .delete(path, &DeleteOptions::file_if_version(version.clone()))
-        .await
-        .map_err(|e| match e {
-            backend::Error::VersionMismatch { path } => ToolError::Stale { path },
-            other => other.into(),
-        })
-}
-
-/// Forgets a deleted file in the ledger and keeps its content for undo when it fits; returns
-/// whether it was kept.
-pub(crate) fn record_deletion(session: &Session, path: &VirtualPath, file: FileBytes) -> bool {
-    session.ledger.forget(path);
-    let undoable = fits_undo(session, file.content.len());
-    if undoable {
-        session.undo.push(
-            path,
-            UndoStep {
-                before: Some(file.content),
-                after: None,
-                aside: None,
-                moved_from: None,
-            },
-        );
-    }
-    undoable
 }
 
 /// A recursive delete: every file is read (staleness, undo content) and deleted one by one,
@@ -202,7 +137,7 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         && usize::try_from(total_bytes).is_ok_and(|b| fits_undo(session, b));
     let guards = lock_files(session, entries.iter().map(|e| e.path.clone()).collect()).await;
     // Check every file before deleting any, so a stale one stops the whole delete.
-    let mut files = Vec::new();
+    let mut removals = Vec::new();
     for entry in &entries {
         if !keep_undo && session.ledger.seen(&entry.path).is_none() {
             continue;
@@ -213,41 +148,38 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
         } else {
             0
         };
-        let file = match session.backend().read_at_most(&entry.path, bound).await {
-            Ok(BoundedRead::Whole(file)) => (file, true),
-            Ok(BoundedRead::TooLarge { version, .. }) => (
-                FileBytes {
-                    content: Vec::new(),
-                    version,
-                    created: None,
-                    modified: None,
-                },
-                false,
-            ),
+        // A file that grew past the bound since the listing was not read: no undo step.
+        let (before, version) = match session.backend().read_at_most(&entry.path, bound).await {
+            Ok(BoundedRead::Whole(file)) if keep_undo => {
+                let version = file.version.clone();
+                (Before::Read(file), version)
+            }
+            Ok(BoundedRead::Whole(FileBytes { version, .. }))
+            | Ok(BoundedRead::TooLarge { version, .. }) => {
+                (Before::Version(version.clone()), version)
+            }
             Err(backend::Error::NotFound { .. }) => continue,
             Err(e) => return Err(e.into()),
         };
-        let (file, whole) = file;
-        check_not_stale(session, &entry.path, &file.version)?;
-        files.push((entry.path.clone(), file, whole));
+        check_not_stale(session, &entry.path, &version)?;
+        removals.push(Change::removal(entry.path.clone(), before));
     }
     let mut deleted: Vec<VirtualPath> = Vec::new();
-    for (path, file, whole) in files {
-        if let Err(error) = remove_checked(session, &path, &file).await {
-            return Err(ToolError::PartialFailure {
-                message: format!(
-                    "Error: Deleting {dir} stopped at {path}: {error}\nDeleted before it ({}): {}. Nothing else was deleted; undo_edit restores each deleted file",
-                    deleted.len(),
-                    list(&deleted)
-                ),
-            });
-        }
-        // A file that grew past the bound since the listing was not read: no undo step.
-        if keep_undo && whole {
-            record_deletion(session, &path, file);
-        } else {
-            session.ledger.forget(&path);
-        }
+    for removal in removals {
+        let path = removal.path.clone();
+        let applied = match removal.apply(session).await {
+            Ok(applied) => applied,
+            Err(error) => {
+                return Err(ToolError::PartialFailure {
+                    message: format!(
+                        "Error: Deleting {dir} stopped at {path}: {error}\nDeleted before it ({}): {}. Nothing else was deleted; undo_edit restores each deleted file",
+                        deleted.len(),
+                        list(&deleted)
+                    ),
+                });
+            }
+        };
+        removal.record(session, applied, None);
         deleted.push(path);
     }
     match session

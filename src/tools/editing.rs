@@ -15,20 +15,17 @@
 use serde_json::json;
 use tokio::sync::OwnedMutexGuard;
 
+use super::change::report::{describe_change, list_ranges};
+use super::change::{Before, Change};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, FileBytes, Version, WriteMode};
+use crate::backend::{Backend, BoundedRead, FileBytes, Version};
 use crate::content;
 use crate::path::VirtualPath;
-use crate::session::{SeenFile, Session, UndoStep};
-use crate::text::encoding::{self, Detection, FileEncoding};
+use crate::session::{SeenFile, Session};
+use crate::text::encoding::{self, FileEncoding, LfText};
 use crate::text::numbered::split_lines;
 use crate::text::replace::{EditSpec, Matching, Replaced};
-use crate::text::{diff, line_endings, truncate};
-
-/// Lines of context shown around each change in an edit answer (seed 003's snippet).
-pub const SNIPPET_CONTEXT_LINES: usize = 4;
-/// Largest snippet shown in an edit answer; beyond it, a summary.
-pub const SNIPPET_MAX_CHARS: usize = 4_000;
+use crate::text::{diff, line_endings};
 
 /// A text file loaded for editing ([`edit_text`]): its content with LF line endings and no BOM, and what is
 /// needed to write it back in its own format.
@@ -144,12 +141,14 @@ pub fn decode_for_edit(
     path: &VirtualPath,
     bytes: &[u8],
 ) -> Result<(String, line_endings::TextFormat, FileEncoding), ToolError> {
-    match encoding::detect(bytes) {
-        Detection::Text { text, encoding } => {
-            let (text, format) = line_endings::to_lf(&text);
-            Ok((text, format, encoding))
-        }
-        Detection::Undecodable { reason, .. } => Err(ToolError::Undecodable {
+    let LfText {
+        text,
+        format,
+        encoding,
+    } = encoding::decode_to_lf(bytes);
+    match encoding {
+        Ok(encoding) => Ok((text, format, encoding)),
+        Err(reason) => Err(ToolError::Undecodable {
             path: path.clone(),
             reason,
         }),
@@ -179,37 +178,20 @@ fn encode_loaded(path: &VirtualPath, loaded: &Loaded, lf_text: &str) -> Result<V
     encode_for_file(path, lf_text, loaded.format, loaded.encoding)
 }
 
-/// Writes new content over a file read with [`load_checked`], conditional on the version read,
-/// and records the result in the ledger and undo history.
+/// Writes new content over a file read with [`load_checked`] (or creates it, `before` being
+/// `None`), conditional on the version read, and records the change.
 pub async fn commit(
     session: &Session,
     path: &VirtualPath,
-    before: Option<&FileBytes>,
+    before: Option<FileBytes>,
     new_bytes: &[u8],
 ) -> Result<Version, ToolError> {
-    let mode = match before {
-        Some(file) => WriteMode::IfVersion(file.version.clone()),
-        None => WriteMode::CreateOnly,
-    };
-    let outcome = session
-        .backend()
-        .write(path, new_bytes, mode)
-        .await
-        .map_err(|e| match e {
-            backend::Error::VersionMismatch { path } => ToolError::Stale { path },
-            other => ToolError::Backend(other),
-        })?;
-    session.ledger.record(path, &outcome.version);
-    session.undo.push(
-        path,
-        UndoStep {
-            before: before.map(|f| f.content.clone()),
-            after: Some(outcome.version.clone()),
-            aside: None,
-            moved_from: None,
-        },
-    );
-    Ok(outcome.version)
+    let before = before.map_or(Before::Absent, Before::Read);
+    let change = Change::write(path.clone(), before, new_bytes);
+    let applied = change.apply(session).await?;
+    let version = applied.written(path)?;
+    change.record(session, applied, None);
+    Ok(version)
 }
 
 /// What [`commit_large`] did.
@@ -222,7 +204,7 @@ pub struct LargeCommit {
 }
 
 /// Replaces a file too large to keep in memory for undo, conditional on `version`, and records
-/// the ledger. Where the backend cannot keep the old content aside, no undo step is kept: the
+/// the change. Where the backend cannot keep the old content aside, no undo step is kept: the
 /// earlier steps of the file stay, and undo refuses them (the file no longer has the version
 /// they left) instead of restoring across this change.
 pub async fn commit_large(
@@ -231,126 +213,13 @@ pub async fn commit_large(
     version: Version,
     new_bytes: &[u8],
 ) -> Result<LargeCommit, ToolError> {
-    let stale = |e: backend::Error| match e {
-        backend::Error::VersionMismatch { path } => ToolError::Stale { path },
-        other => ToolError::Backend(other),
-    };
+    let change = Change::write(path.clone(), Before::Version(version), new_bytes);
     // A disk mount keeps the replaced content aside (a hard link made just before the atomic
     // replacement); elsewhere the change cannot be undone.
-    let kept = session
-        .backend()
-        .write_keeping_aside(path, new_bytes, &version)
-        .await
-        .map_err(stale)?;
-    let (outcome, undoable) = match kept {
-        Some((outcome, aside)) => {
-            session.undo.push(
-                path,
-                UndoStep {
-                    before: None,
-                    after: Some(outcome.version.clone()),
-                    aside: Some(aside),
-                    moved_from: None,
-                },
-            );
-            (outcome, true)
-        }
-        None => {
-            let outcome = session
-                .backend()
-                .write(path, new_bytes, WriteMode::IfVersion(version))
-                .await
-                .map_err(stale)?;
-            (outcome, false)
-        }
-    };
-    session.ledger.record(path, &outcome.version);
-    Ok(LargeCommit {
-        version: outcome.version,
-        undoable,
-    })
-}
-
-/// Most changed regions listed by name in the summary shown instead of a huge snippet.
-const SUMMARY_MAX_REGIONS: usize = 10;
-
-/// What changed in one file, ready to show: the text section for the agent (counts and the
-/// numbered lines around each change, or a summary when that would flood it), the unified diff
-/// for the structured result, and the counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeReport {
-    /// `"N line(s) added, M removed. …"` followed by the snippet or the summary; empty when
-    /// nothing changed.
-    pub section: String,
-    /// The unified diff (capped at the result limit).
-    pub diff: String,
-    /// Whether `diff` was cut.
-    pub diff_truncated: bool,
-    /// Lines added and removed.
-    pub stats: diff::DiffStats,
-}
-
-/// Compares the LF texts of `path` before and after a change (seed 003's feedback: counts,
-/// context snippet, unified diff; a summary instead when the change is too large to show).
-pub fn report_change(path: &VirtualPath, old_text: &str, new_text: &str) -> ChangeReport {
-    let ranges = diff::changed_line_ranges(old_text, new_text);
-    let stats = diff::diff_stats(old_text, new_text);
-    let mut section = String::new();
-    if !ranges.is_empty() {
-        let snippet =
-            diff::change_snippet(new_text, &ranges, SNIPPET_CONTEXT_LINES, SNIPPET_MAX_CHARS);
-        if !snippet.ends_with(diff::SNIPPET_TRUNCATED) {
-            section = format!(
-                "{} line(s) added, {} removed. The changed region(s) now read:\n{snippet}",
-                stats.added, stats.removed
-            );
-        } else {
-            let listed: Vec<String> = ranges
-                .iter()
-                .take(SUMMARY_MAX_REGIONS)
-                .map(|r| {
-                    if r.start() == r.end() {
-                        format!("{}", r.start())
-                    } else {
-                        format!("{}-{}", r.start(), r.end())
-                    }
-                })
-                .collect();
-            let more = ranges.len().saturating_sub(SUMMARY_MAX_REGIONS);
-            section = format!(
-                "{} line(s) added, {} removed in {} region(s), too many to show here: lines {}{}. The unified diff is in the structured result; use read_file with offset/limit to see the new text.",
-                stats.added,
-                stats.removed,
-                ranges.len(),
-                listed.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            );
-        }
-    } else if stats.removed > 0 {
-        section = format!("{} line(s) removed; the file is now empty.", stats.removed);
-    }
-    // Built only a little past what the cap keeps (four bytes per character at most).
-    let mut unified = diff::unified_diff_within(
-        &path.to_string(),
-        old_text,
-        new_text,
-        4 * truncate::RESULT_CHAR_LIMIT,
-    );
-    let mut diff_truncated = false;
-    if unified.chars().count() > truncate::RESULT_CHAR_LIMIT {
-        unified = truncate::cap_result(unified);
-        diff_truncated = true;
-    }
-    ChangeReport {
-        section,
-        diff: unified,
-        diff_truncated,
-        stats,
-    }
+    let applied = change.apply_keeping_aside(session).await?;
+    let version = applied.written(path)?;
+    let undoable = change.record(session, applied, None);
+    Ok(LargeCommit { version, undoable })
 }
 
 /// How many times [`edit_text`] tries to write an edit before it gives up as stale: a write
@@ -428,44 +297,27 @@ pub async fn edit_text(
             apply(&loaded.text, Matching::Tolerant)?
         };
         let bytes = encode_loaded(path, &loaded, &replaced.content)?;
-        let outcome = match backend
-            .write(
-                path,
-                &bytes,
-                WriteMode::IfVersion(loaded.file.version.clone()),
-            )
-            .await
-        {
-            Ok(outcome) => outcome,
-            Err(backend::Error::VersionMismatch { .. }) if attempt < EDIT_WRITE_ATTEMPTS => {
+        let change = Change::write(path.clone(), Before::Read(loaded.file), bytes);
+        let applied = match change.apply(session).await {
+            Ok(applied) => applied,
+            Err(ToolError::Stale { .. }) if attempt < EDIT_WRITE_ATTEMPTS => {
                 tracing::debug!(%path, attempt, "file changed during the edit; trying again");
                 let most = (EDIT_RETRY_PAUSE_MS * attempt as u64).min(EDIT_RETRY_PAUSE_MAX_MS);
                 let pause = rand::random_range(0..=most);
                 tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 continue;
             }
-            Err(backend::Error::VersionMismatch { path }) => return Err(ToolError::Stale { path }),
-            Err(other) => return Err(ToolError::Backend(other)),
+            Err(error) => return Err(error),
         };
-        session
-            .ledger
-            .record_text(path, &outcome.version, &replaced.content);
-        session.undo.push(
-            path,
-            UndoStep {
-                before: Some(loaded.file.content.clone()),
-                after: Some(outcome.version.clone()),
-                aside: None,
-                moved_from: None,
-            },
-        );
+        let version = applied.written(path)?;
+        change.record(session, applied, Some(&replaced.content));
         let outside = changed.then(|| outside_change(&seen, &loaded.text));
         return Ok(edit_answer(
             path,
-            &loaded,
+            &loaded.text,
             &replaced,
             &headline(&replaced),
-            &outcome.version,
+            &version,
             outside.as_ref(),
             attempt,
         ));
@@ -513,21 +365,6 @@ fn outside_change(seen: &SeenFile, current: &str) -> OutsideChange {
     }
 }
 
-/// `3, 10-12`: line ranges as the answers name them.
-fn list_ranges(ranges: &[std::ops::RangeInclusive<usize>]) -> String {
-    ranges
-        .iter()
-        .map(|r| {
-            if r.start() == r.end() {
-                r.start().to_string()
-            } else {
-                format!("{}-{}", r.start(), r.end())
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Most outside-changed ranges an answer lists by number.
 const OUTSIDE_RANGES_LISTED: usize = 20;
 
@@ -565,7 +402,7 @@ fn outside_change_note(path: &VirtualPath, change: &OutsideChange) -> String {
 /// change report of [`describe_change`].
 fn edit_answer(
     path: &VirtualPath,
-    loaded: &Loaded,
+    old_text: &str,
     replaced: &Replaced,
     headline: &str,
     version: &Version,
@@ -584,7 +421,7 @@ fn edit_answer(
     let mut reply = describe_change(
         &headline,
         path,
-        &loaded.text,
+        old_text,
         &replaced.content,
         Some(replaced.occurrences),
         version,
@@ -612,41 +449,6 @@ fn edit_answer(
 pub const LOOSE_QUOTES_NOTE: &str = "Quotes matched loosely: old_string was found only with \
     typographic and straight quotes treated as equal (“ ” = \", ‘ ’ = '); new_string was written \
     with the file's quotes.";
-
-/// The answer of an edit-type tool: `headline`, then numbered lines around each change (or a
-/// summary when that would flood the agent); the unified diff goes in the structured result.
-pub fn describe_change(
-    headline: &str,
-    path: &VirtualPath,
-    old_text: &str,
-    new_text: &str,
-    occurrences: Option<usize>,
-    version: &Version,
-) -> ToolReply {
-    let report = report_change(path, old_text, new_text);
-    let mut text = headline.to_owned();
-    if !report.section.is_empty() {
-        text.push('\n');
-        text.push_str(&report.section);
-    }
-    let mut structured = json!({
-        "path": path.as_str(),
-        "version": version.as_str(),
-        "lines_added": report.stats.added,
-        "lines_removed": report.stats.removed,
-        "diff": report.diff,
-        "diff_truncated": report.diff_truncated,
-    });
-    if let (Some(n), Some(map)) = (occurrences, structured.as_object_mut()) {
-        map.insert("occurrences".into(), json!(n));
-    }
-    ToolReply {
-        text: truncate::cap_result(text),
-        structured: Some(structured),
-        image: None,
-        file: None,
-    }
-}
 
 /// Whether a step of `bytes` can be kept in the session's undo history at all (a content larger
 /// than half the budget, `--max-undo-memory-bytes`, would evict the whole history at once).
@@ -686,7 +488,8 @@ pub async fn lock_files(
 /// Decodes a text file's bytes to show them (a diff): LF text without BOM, and its format. A
 /// file valid in no encoding found is shown with U+FFFD.
 pub fn decode_text(bytes: &[u8]) -> (String, line_endings::TextFormat) {
-    line_endings::to_lf(&encoding::decode_lossy(bytes))
+    let decoded = encoding::decode_to_lf(bytes);
+    (decoded.text, decoded.format)
 }
 
 /// Refuses to create a name with a control character (CONTRACT §1, issue 10): `path` and each

@@ -2,9 +2,11 @@
 //!
 //! One module per tool (after mini-redis' one file per command); [`call`] parses the validated
 //! arguments into the tool's `Args` and dispatches in one flat match. The shared edit pipeline
-//! (read → pure text change → conditional write → ledger and undo) lives in [`editing`].
+//! (read → pure text change → conditional write → ledger and undo) lives in [`editing`]; every
+//! change to a file, whichever tool makes it, is applied, taken back and recorded by [`change`].
 
 pub mod apply_patch;
+pub mod change;
 pub mod delete;
 pub mod edit_file;
 pub mod editing;

@@ -13,11 +13,11 @@
 
 use serde_json::json;
 
-use super::delete::remove_checked;
+use super::change::{Before, Change, record_move};
 use super::editing::{check_not_stale, read_for_copy};
-use super::move_file::{Moved, Replaced, destination_taken, record_move, stale_or};
+use super::move_file::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, GlobQuery, Version, WriteMode};
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, GlobQuery, Version};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::Session;
@@ -53,45 +53,42 @@ pub(super) async fn move_one(
             Some(replaced)
         }
     };
-    let mode = match replaced.as_ref().and_then(Replaced::version) {
-        Some(version) => WriteMode::IfVersion(version),
-        None => WriteMode::CreateOnly,
-    };
-    let written = match session
-        .backend()
-        .write(destination, &file.content, mode)
-        .await
-    {
-        Ok(written) => written,
-        Err(error) => {
-            let lost = match &replaced {
-                Some(replaced) => replaced.put_back(destination).await,
+    // Two changes: the copy, over what it replaces (a file set aside being gone already), and
+    // the source's removal.
+    let replacing = replaced.is_some();
+    let (before, aside) = replaced.map_or((Before::Absent, None), Replaced::into_parts);
+    let copy = Change::write(destination.clone(), before, file.content.as_slice());
+    let removal = Change::removal(source.clone(), Before::Version(file.version.clone()));
+    let version = match copy_then_remove(session, &copy, &removal).await {
+        Ok(version) => version,
+        Err(failure) => {
+            let lost = match &aside {
+                Some(aside) => put_back_aside(session, destination, aside).await,
                 None => None,
             };
-            return Err(match lost {
-                None => stale_or(error),
-                Some(lost) => ToolError::PartialFailure {
-                    message: format!("{}{lost}", stale_or(error)),
+            let lost = lost.unwrap_or_default();
+            return Err(match failure {
+                CopyFailure::Copy(error) if lost.is_empty() => error,
+                CopyFailure::Copy(error) => ToolError::PartialFailure {
+                    message: format!("{error}{lost}"),
                 },
+                CopyFailure::Remove { error, taken_back } => {
+                    let state = match taken_back {
+                        Ok(()) => "The copy was taken back, so nothing changed.".to_owned(),
+                        Err(e) => format!(
+                            "Taking the copy back failed too ({e}): {destination} now holds a copy of {source}, which is unchanged. Delete the copy, or retry the move"
+                        ),
+                    };
+                    ToolError::PartialFailure {
+                        message: format!(
+                            "Error: Could not remove {source} after copying it to {destination}: {error}\n{state}{lost}"
+                        ),
+                    }
+                }
             });
         }
     };
-    let version = keep_mode(session, source, destination, written.version).await;
-    if let Err(error) = remove_checked(session, source, &file).await {
-        let rollback = take_back_copy(session, destination, replaced.as_ref(), &version).await;
-        let state = match rollback {
-            Ok(()) => "The copy was taken back, so nothing changed.".to_owned(),
-            Err(e) => format!(
-                "Taking the copy back failed too ({e}): {destination} now holds a copy of {source}, which is unchanged. Delete the copy, or retry the move"
-            ),
-        };
-        return Err(ToolError::PartialFailure {
-            message: format!(
-                "Error: Could not remove {source} after copying it to {destination}: {error}\n{state}"
-            ),
-        });
-    }
-    let kept = replaced.map(|r| r.record(session, destination));
+    let kept = replacing.then(|| record_replaced(session, destination, copy.before, aside));
     record_move(session, source, destination, Some(&version));
     Ok(Moved {
         bytes: file.content.len() as u64,
@@ -99,6 +96,38 @@ pub(super) async fn move_one(
         version: Some(version),
         renamed: false,
     })
+}
+
+/// How [`copy_then_remove`] failed.
+#[derive(Debug)]
+enum CopyFailure {
+    /// The copy could not be written: nothing changed.
+    Copy(ToolError),
+    /// The source could not be removed; the copy was taken back, or not (why).
+    Remove {
+        error: ToolError,
+        taken_back: Result<(), backend::Error>,
+    },
+}
+
+/// A file moved across mounts, as two changes: `copy` (its content at the new path, given the
+/// source's mode where the destination keeps modes), then `removal` (the source, conditional on
+/// the version copied). When the removal fails, the copy is taken back. Returns the copy's
+/// version.
+async fn copy_then_remove(
+    session: &Session,
+    copy: &Change<'_>,
+    removal: &Change<'_>,
+) -> Result<Version, CopyFailure> {
+    let mut applied = copy.apply(session).await.map_err(CopyFailure::Copy)?;
+    let written = applied.written(&copy.path).map_err(CopyFailure::Copy)?;
+    let version = keep_mode(session, &removal.path, &copy.path, written).await;
+    applied.version = Some(version.clone());
+    if let Err(error) = removal.apply(session).await {
+        let taken_back = copy.revert(session, &applied).await;
+        return Err(CopyFailure::Remove { error, taken_back });
+    }
+    Ok(version)
 }
 
 /// Gives `to` the permission bits of `from` where both backends keep modes (disk to disk);
@@ -122,40 +151,6 @@ async fn keep_mode(
     }
 }
 
-/// Removes a copy just written (or puts back the file it replaced), conditional on the copy's
-/// version so a concurrent writer's change is never thrown away.
-async fn take_back_copy(
-    session: &Session,
-    destination: &VirtualPath,
-    replaced: Option<&Replaced>,
-    copy: &Version,
-) -> Result<(), backend::Error> {
-    match replaced {
-        Some(Replaced::InMemory(old)) => session
-            .backend()
-            .write(
-                destination,
-                &old.content,
-                WriteMode::IfVersion(copy.clone()),
-            )
-            .await
-            .map(|_| ()),
-        Some(Replaced::Aside(aside)) => {
-            session
-                .backend()
-                .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
-                .await?;
-            aside.0.restore(None).await.map(|_| ())
-        }
-        Some(Replaced::Unkept(_)) | None => {
-            session
-                .backend()
-                .delete(destination, &DeleteOptions::file_if_version(copy.clone()))
-                .await
-        }
-    }
-}
-
 /// Moves the file at `current` (which must have `version`) back to `original` by
 /// copy-then-delete: how `undo_edit` reverses a move across mounts. Returns the version at
 /// `original`.
@@ -171,19 +166,12 @@ pub(crate) async fn copy_back(
             path: current.clone(),
         });
     }
-    let written = session
-        .backend()
-        .write(original, &file.content, WriteMode::CreateOnly)
-        .await?;
-    let restored = keep_mode(session, current, original, written.version).await;
-    if let Err(error) = remove_checked(session, current, &file).await {
-        let _ = session
-            .backend()
-            .delete(original, &DeleteOptions::file_if_version(restored))
-            .await;
-        return Err(error);
+    let copy = Change::write(original.clone(), Before::Absent, file.content.as_slice());
+    let removal = Change::removal(current.clone(), Before::Version(file.version.clone()));
+    match copy_then_remove(session, &copy, &removal).await {
+        Ok(version) => Ok(version),
+        Err(CopyFailure::Copy(error) | CopyFailure::Remove { error, .. }) => Err(error),
     }
-    Ok(restored)
 }
 
 /// One file of a directory move, copied.
@@ -259,8 +247,11 @@ pub(super) async fn move_tree(
         }
     }
     for (index, copied) in copies.iter().enumerate() {
-        let options = DeleteOptions::file_if_version(copied.source_version.clone());
-        if let Err(error) = session.backend().delete(&copied.from, &options).await {
+        let removal = Change::removal(
+            copied.from.clone(),
+            Before::Version(copied.source_version.clone()),
+        );
+        if let Err(error) = removal.apply(session).await {
             let mut left = Vec::new();
             for earlier in &copies[..index] {
                 if let Err(e) = restore_source(session, earlier).await {
@@ -277,7 +268,7 @@ pub(super) async fn move_tree(
                 message: format!(
                     "Error: Could not remove {} while moving {source}: {}\n{}",
                     copied.from,
-                    stale_or(error),
+                    error,
                     left_note(&left, "every file was put back, nothing changed")
                 ),
             });
@@ -327,11 +318,9 @@ async fn copy_file(
 ) -> Result<Copied, ToolError> {
     let file = read_for_copy(session, from).await?;
     check_not_stale(session, from, &file.version)?;
-    let written = session
-        .backend()
-        .write(to, &file.content, WriteMode::CreateOnly)
-        .await?;
-    let copy_version = keep_mode(session, from, to, written.version).await;
+    let copy = Change::write(to.clone(), Before::Absent, file.content.as_slice());
+    let written = copy.apply(session).await?.written(to)?;
+    let copy_version = keep_mode(session, from, to, written).await;
     Ok(Copied {
         from: from.clone(),
         to: to.clone(),
@@ -344,9 +333,8 @@ async fn copy_file(
 /// Writes a deleted source back from its copy (a directory move failing half-way).
 async fn restore_source(session: &Session, copied: &Copied) -> Result<(), ToolError> {
     let file = read_for_copy(session, &copied.to).await?;
-    session
-        .backend()
-        .write(&copied.from, &file.content, WriteMode::CreateOnly)
+    Change::write(copied.from.clone(), Before::Absent, file.content.as_slice())
+        .apply(session)
         .await?;
     keep_mode(session, &copied.to, &copied.from, file.version).await;
     Ok(())
@@ -356,8 +344,11 @@ async fn restore_source(session: &Session, copied: &Copied) -> Result<(), ToolEr
 async fn remove_copies(session: &Session, copies: &[Copied]) -> Vec<String> {
     let mut left = Vec::new();
     for copied in copies {
-        let options = DeleteOptions::file_if_version(copied.copy_version.clone());
-        if let Err(e) = session.backend().delete(&copied.to, &options).await {
+        let removal = Change::removal(
+            copied.to.clone(),
+            Before::Version(copied.copy_version.clone()),
+        );
+        if let Err(e) = removal.land(session).await {
             left.push(format!("the copy {} could not be removed ({e})", copied.to));
         }
     }

@@ -19,14 +19,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::editing::{check_not_stale, fits_undo, lock_files};
+use super::change::{After, Applied, Before, Change, record_move, stale_or};
+use super::editing::{check_not_stale, lock_files};
 use super::move_copy;
 use super::{ToolError, ToolReply};
 use crate::backend::{
     self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions, Renamed, Version,
 };
 use crate::path::VirtualPath;
-use crate::session::{Session, UndoStep};
+use crate::session::Session;
 
 /// Arguments of `move` (schemas/move.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -160,14 +161,6 @@ pub(super) fn destination_taken(
     }
 }
 
-/// A conditional change that lost a race is staleness of the file it names.
-pub(super) fn stale_or(error: backend::Error) -> ToolError {
-    match error {
-        backend::Error::VersionMismatch { path } => ToolError::Stale { path },
-        other => other.into(),
-    }
-}
-
 /// The file a move replaces, and how it is kept for undo.
 #[derive(Debug)]
 pub(super) enum Replaced {
@@ -193,11 +186,12 @@ impl Replaced {
             }
             BoundedRead::TooLarge { version, .. } => {
                 check_not_stale(session, destination, &version)?;
-                match session
-                    .backend()
-                    .set_aside(destination, &version)
-                    .await
-                    .map_err(stale_or)?
+                let removal =
+                    Change::removal(destination.clone(), Before::Version(version.clone()));
+                match removal
+                    .keep_aside(session)
+                    .await?
+                    .and_then(|kept| kept.aside)
                 {
                     Some(aside) => Ok(Self::Aside(aside)),
                     None => Ok(Self::Unkept(version)),
@@ -216,59 +210,71 @@ impl Replaced {
         }
     }
 
+    /// What a change writing over the replaced file must find there, and what it kept aside.
+    pub(super) fn into_parts(self) -> (Before, Option<AsideFile>) {
+        match self {
+            Self::InMemory(file) => (Before::Read(file), None),
+            Self::Aside(aside) => (Before::Absent, Some(aside)),
+            Self::Unkept(version) => (Before::Version(version), None),
+        }
+    }
+
     /// Puts a file set aside back after a move that failed; a note when that failed too.
-    pub(super) async fn put_back(&self, destination: &VirtualPath) -> Option<String> {
+    pub(super) async fn put_back(
+        &self,
+        session: &Session,
+        destination: &VirtualPath,
+    ) -> Option<String> {
         let Self::Aside(aside) = self else {
             return None;
         };
-        aside.0.restore(None).await.err().map(|e| {
-            format!(
-                "\nThe file it was to replace could not be put back ({e}); it is lost from {destination}"
-            )
-        })
+        put_back_aside(session, destination, aside).await
     }
 
     /// Records the replaced file as a deletion of `destination` (below the move's own step);
     /// returns whether it was kept for undo.
     pub(super) fn record(self, session: &Session, destination: &VirtualPath) -> bool {
-        let step = match self {
-            Self::InMemory(file) if fits_undo(session, file.content.len()) => UndoStep {
-                before: Some(file.content),
-                after: None,
-                aside: None,
-                moved_from: None,
-            },
-            Self::Aside(aside) => UndoStep {
-                before: None,
-                after: None,
-                aside: Some(aside),
-                moved_from: None,
-            },
-            Self::InMemory(_) | Self::Unkept(_) => return false,
-        };
-        session.undo.push(destination, step);
-        true
+        let (before, aside) = self.into_parts();
+        record_replaced(session, destination, before, aside)
     }
 }
 
-/// Records a completed move: the ledger follows it, and one undo step at the destination says
-/// where it came from.
-pub(super) fn record_move(
+/// Puts the file a move set aside at `destination` back (the move failed); a note when that
+/// failed too.
+pub(super) async fn put_back_aside(
     session: &Session,
-    source: &VirtualPath,
     destination: &VirtualPath,
-    version: Option<&Version>,
-) {
-    session.ledger.rename(source, destination, version);
-    session.undo.push(
-        destination,
-        UndoStep {
-            before: None,
-            after: version.cloned(),
-            aside: None,
-            moved_from: Some(source.clone()),
+    aside: &AsideFile,
+) -> Option<String> {
+    let restore = Change {
+        path: destination.clone(),
+        before: Before::Absent,
+        after: After::Aside(aside.clone()),
+    };
+    restore.land(session).await.err().map(|e| {
+        format!(
+            "\nThe file it was to replace could not be put back ({e}); it is lost from {destination}"
+        )
+    })
+}
+
+/// Records the file a move replaced at `destination` as removed (undo puts it back, one step
+/// below the move's own); returns whether it was kept for undo.
+pub(super) fn record_replaced(
+    session: &Session,
+    destination: &VirtualPath,
+    before: Before,
+    aside: Option<AsideFile>,
+) -> bool {
+    let removal = Change::removal(destination.clone(), before);
+    removal.record(
+        session,
+        Applied {
+            version: None,
+            aside,
         },
-    );
+        None,
+    )
 }
 
 /// Moves one file by renaming it in place (locks held by the caller). `Ok(None)` when its
@@ -312,7 +318,7 @@ async fn rename_one(
         Ok(Some(renamed)) => renamed,
         outcome => {
             let lost = match &replaced {
-                Some(replaced) => replaced.put_back(destination).await,
+                Some(replaced) => replaced.put_back(session, destination).await,
                 None => None,
             };
             return match (outcome, lost) {

@@ -13,12 +13,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::editing::{decode_text, describe_change, lock_files, report_change};
+use super::change::report::{describe_change, report_change};
+use super::change::{Applied, Change, record_move_undone};
+use super::editing::{decode_text, lock_files};
 use super::move_copy;
 use super::{ToolError, ToolReply};
-use crate::backend::{
-    self, AsideFile, Backend, BoundedRead, DeleteOptions, FileBytes, RenameOptions, WriteMode,
-};
+use crate::backend::{self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
@@ -97,39 +97,21 @@ async fn undo(
         (_, None, Some(_)) => Err(conflict(
             "this session deleted it, but a file has been created there since",
         )),
-        (Some(before), Some(after), Some(file)) => {
-            let outcome = session
-                .backend()
-                .write(path, before, WriteMode::IfVersion(after.clone()))
-                .await
-                .map_err(|e| refused(e, path))?;
-            session.ledger.record(path, &outcome.version);
-            session.undo.rebase_top(path, Some(outcome.version.clone()));
+        (Some(before), Some(_), Some(file)) => {
+            let version = restore(session, path, step).await?.written(path)?;
             if let Some(size) = unread_size {
                 let mut reply = ToolReply::text(format!(
                     "Undid the last change to {path}: restored {} bytes over its {size}-byte content (too large to show a diff).",
                     before.len()
                 ));
-                reply.structured = Some(restored_json(path, Some(&outcome.version), before.len()));
+                reply.structured = Some(restored_json(path, Some(&version), before.len()));
                 reply.text.push_str(&remaining_note(remaining));
                 return Ok(reply);
             }
-            Ok(answer_restored(
-                path,
-                &file,
-                before,
-                &outcome.version,
-                remaining,
-            ))
+            Ok(answer_restored(path, &file, before, &version, remaining))
         }
-        (None, Some(after), Some(file)) => {
-            session
-                .backend()
-                .delete(path, &DeleteOptions::file_if_version(after.clone()))
-                .await
-                .map_err(|e| refused(e, path))?;
-            session.ledger.forget(path);
-            session.undo.rebase_top(path, None);
+        (None, Some(_), Some(file)) => {
+            restore(session, path, step).await?;
             let mut reply = ToolReply::text(format!(
                 "Undid the creation of {path}: the file ({} bytes) was deleted.",
                 unread_size.unwrap_or(file.content.len() as u64)
@@ -160,21 +142,15 @@ async fn undo(
             Ok(reply)
         }
         (Some(before), None, None) => {
-            let outcome = session
-                .backend()
-                .write(path, before, WriteMode::CreateOnly)
-                .await
-                .map_err(|e| refused(e, path))?;
-            session.ledger.record(path, &outcome.version);
-            session.undo.rebase_top(path, Some(outcome.version.clone()));
+            let version = restore(session, path, step).await?.written(path)?;
             let headline = format!(
                 "Undid the deletion of {path}: the file was recreated ({} bytes).",
                 before.len()
             );
             let mut reply = match text_of(before) {
-                Some(new) => describe_change(&headline, path, "", &new, None, &outcome.version),
+                Some(new) => describe_change(&headline, path, "", &new, None, &version),
                 None => ToolReply {
-                    structured: Some(restored_json(path, Some(&outcome.version), before.len())),
+                    structured: Some(restored_json(path, Some(&version), before.len())),
                     ..ToolReply::text(headline)
                 },
             };
@@ -203,7 +179,7 @@ async fn undo_from_aside(
         reason: reason.to_owned(),
     };
     let size = aside.0.size();
-    let (outcome, headline) = match (&step.after, current) {
+    let headline = match (&step.after, current) {
         (Some(after), Some(file)) if file.version != *after => {
             return Err(conflict(
                 "it has been modified since (not by this session's last change)",
@@ -215,26 +191,18 @@ async fn undo_from_aside(
                 "this session deleted it, but a file has been created there since",
             ));
         }
-        (Some(after), Some(_)) => (
-            aside.0.restore(Some(after)).await,
-            format!(
-                "Undid the last change to {path}: its previous content ({size} bytes, kept aside on disk) is back."
-            ),
+        (Some(_), Some(_)) => format!(
+            "Undid the last change to {path}: its previous content ({size} bytes, kept aside on disk) is back."
         ),
-        (None, None) => (
-            aside.0.restore(None).await,
-            format!(
-                "Undid the deletion of {path}: the file was put back ({size} bytes, kept aside on disk)."
-            ),
+        (None, None) => format!(
+            "Undid the deletion of {path}: the file was put back ({size} bytes, kept aside on disk)."
         ),
     };
-    let outcome = outcome.map_err(|e| refused(e.map_path(|_| path.clone()), path))?;
-    session.ledger.record(path, &outcome.version);
-    session.undo.rebase_top(path, Some(outcome.version.clone()));
+    let version = restore(session, path, step).await?.written(path)?;
     let mut reply = ToolReply::text(headline);
     reply.structured = Some(json!({
         "path": path.as_str(),
-        "version": outcome.version.as_str(),
+        "version": version.as_str(),
         "bytes": size,
     }));
     reply.text.push_str(&remaining_note(remaining));
@@ -300,13 +268,9 @@ async fn undo_move(
                 )));
             }
         },
-        Err(error) => return Err(refused(error, path)),
+        Err(error) => return Err(refused(error.into(), path)),
     };
-    session.ledger.rename(path, from, version.as_ref());
-    session.undo.rebase_top(path, None);
-    if let Some(version) = &version {
-        session.undo.rebase_top(from, Some(version.clone()));
-    }
+    record_move_undone(session, path, from, version.as_ref());
     let mut reply = ToolReply::text(format!(
         "Undid the move of {from} to {path}: it is back at {from}."
     ));
@@ -319,16 +283,28 @@ async fn undo_move(
     Ok(reply)
 }
 
-/// A backend refusal during the restore itself (a race with another writer) is a conflict.
-fn refused(error: backend::Error, path: &VirtualPath) -> ToolError {
+/// Takes `step` back ([`Change::undoing`]) and records it.
+async fn restore(
+    session: &Session,
+    path: &VirtualPath,
+    step: &UndoStep,
+) -> Result<Applied, ToolError> {
+    let change = Change::undoing(path, step);
+    let applied = change.apply(session).await.map_err(|e| refused(e, path))?;
+    change.record_undone(session, &applied);
+    Ok(applied)
+}
+
+/// A refusal during the restore itself (a race with another writer) is a conflict.
+fn refused(error: ToolError, path: &VirtualPath) -> ToolError {
     match error {
-        backend::Error::VersionMismatch { .. } | backend::Error::AlreadyExists { .. } => {
-            ToolError::UndoConflict {
-                path: path.clone(),
-                reason: "it was changed by someone else while undoing".into(),
-            }
-        }
-        other => other.into(),
+        ToolError::Stale { .. }
+        | ToolError::Backend(backend::Error::VersionMismatch { .. })
+        | ToolError::Backend(backend::Error::AlreadyExists { .. }) => ToolError::UndoConflict {
+            path: path.clone(),
+            reason: "it was changed by someone else while undoing".into(),
+        },
+        other => other,
     }
 }
 

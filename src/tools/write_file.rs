@@ -5,9 +5,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::change::report::describe_change;
 use super::editing::{
-    check_edit_size, commit, commit_large, decode_for_edit, describe_change, encode_for_file,
-    load_checked_at_most, refuse_new_control_names,
+    check_edit_size, commit, commit_large, decode_for_edit, encode_for_file, load_checked_at_most,
+    refuse_new_control_names,
 };
 use super::{ToolError, ToolReply, counted};
 use crate::backend::{self, Backend, BoundedRead, Version};
@@ -72,11 +73,12 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         new_lf = line_endings::ensure_final_newline(&new_lf, TextFormat::default());
     }
     let new_bytes = encode_for_file(&path, &new_lf, format, file_encoding)?;
-    let version = commit(session, &path, existing.as_ref(), &new_bytes).await?;
+    let replaced = existing.is_some();
+    let version = commit(session, &path, existing, &new_bytes).await?;
     let lines = split_lines(&args.content).len();
     let bytes = new_bytes.len();
-    match (existing, old_text) {
-        (None, _) => Ok(super::ToolReply {
+    match (replaced, old_text) {
+        (false, _) => Ok(super::ToolReply {
             text: format!(
                 "Created {path} ({}, {}).",
                 counted(lines, "line"),
@@ -91,7 +93,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             image: None,
             file: None,
         }),
-        (Some(_), Some((old_lf, _, _))) => {
+        (true, Some((old_lf, _, _))) => {
             let (new_lf, _) = line_endings::to_lf(&line_endings::restore(&new_lf, format));
             Ok(describe_change(
                 &format!(
@@ -106,7 +108,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 &version,
             ))
         }
-        (Some(_), None) => Ok(ToolReply {
+        (true, None) => Ok(ToolReply {
             text: format!(
                 "Replaced binary file {path} with text ({}, {}).",
                 counted(lines, "line"),
