@@ -5,10 +5,13 @@
 //! is testable on its own. Reading and writing bytes is left to `backend/`; deciding when to call
 //! these functions is left to `tools/`.
 //!
-//! - [`numbered`]: `cat -n` rows, long-line splitting (`N`, `N.1`, …), the empty-file reminder.
+//! - [`numbered`]: `cat -n` rows, long-line splitting (`N`, `N.1`, …), the empty-file reminder,
+//!   and recognising those row prefixes in text copied back into an edit.
 //! - [`truncate`]: the 80,000-character result cap and its notice.
 //! - [`replace`]: literal `old_string` → `new_string` replacement with the edit errors of the
 //!   contract, and multi-edit sequencing.
+//! - [`nearest`]: where an `old_string` that was not found was probably meant (whitespace aside,
+//!   or the most similar region), for the not-found error.
 //! - [`quotes`]: matching `old_string` with typographic and straight quotes treated as equal, and
 //!   writing `new_string` in the file's quote style.
 //! - [`diff`]: unified diffs, changed line ranges and the numbered snippet shown after an edit.
@@ -22,6 +25,7 @@ pub mod diff;
 pub mod encoding;
 pub mod language;
 pub mod line_endings;
+pub mod nearest;
 pub mod numbered;
 pub mod patch;
 pub mod quotes;

@@ -2,8 +2,9 @@
 //!
 //! Owns the row format (`%6d\t<line>`), the split of lines longer than [`MAX_LINE_CHARS`]
 //! characters into rows `N`, `N.1`, `N.2`, … (seed 000 §3.1, CONTRACT §4 `read_file`), the
-//! splitting of text into lines (CRLF shown as LF) and the empty-file test. Choosing which lines
-//! to show (offset, limit, paging hints) is left to the tools.
+//! splitting of text into lines (CRLF shown as LF) and the empty-file test, and its inverse:
+//! recognising those row prefixes in text copied back into an edit ([`strip_row_prefixes`]).
+//! Choosing which lines to show (offset, limit, paging hints) is left to the tools.
 
 use std::fmt::Write as _;
 
@@ -84,6 +85,42 @@ fn split_at_char(s: &str, chars: usize) -> (&str, &str) {
         Some((byte, _)) => s.split_at_checked(byte).unwrap_or((s, "")),
         None => (s, ""),
     }
+}
+
+/// `old` without the row prefixes [`format_numbered`] writes, when every non-blank line carries
+/// one: the inverse of numbering, for text copied from `read_file` output into an edit.
+///
+/// A prefix is what the regex `^\s*\d+(\.\d+)?\t` matches (ASCII digits): optional whitespace,
+/// the line number, an optional `.k` of a continuation row, and the tab. Blank lines are kept as
+/// they are; at least one line must carry a prefix.
+pub fn strip_row_prefixes(old: &str) -> Option<String> {
+    let mut any = false;
+    let mut stripped = Vec::new();
+    for line in old.split('\n') {
+        if line.trim().is_empty() {
+            stripped.push(line);
+            continue;
+        }
+        stripped.push(strip_line_number(line)?);
+        any = true;
+    }
+    any.then(|| stripped.join("\n"))
+}
+
+/// The rest of `line` after a `read_file` row prefix, if it starts with one.
+fn strip_line_number(line: &str) -> Option<&str> {
+    let rest = skip_digits(line.trim_start())?;
+    let rest = match rest.strip_prefix('.') {
+        Some(after_dot) => skip_digits(after_dot)?,
+        None => rest,
+    };
+    rest.strip_prefix('\t')
+}
+
+/// `text` after one or more leading ASCII digits, or `None` when it does not start with one.
+fn skip_digits(text: &str) -> Option<&str> {
+    let rest = text.trim_start_matches(|c: char| c.is_ascii_digit());
+    (rest.len() < text.len()).then_some(rest)
 }
 
 #[cfg(test)]
@@ -202,5 +239,28 @@ mod tests {
         assert_eq!(split_at_char("héllo", 2), ("hé", "llo"));
         assert_eq!(split_at_char("hé", 2), ("hé", ""));
         assert_eq!(split_at_char("", 3), ("", ""));
+    }
+
+    #[test]
+    fn helpers_strip_prefixes_like_the_regex() {
+        assert_eq!(strip_line_number("     12\tx"), Some("x"));
+        assert_eq!(strip_line_number("  5.3\t\ty"), Some("\ty"));
+        assert_eq!(strip_line_number("\t7\tz"), Some("z"));
+        assert_eq!(strip_line_number("12 x"), None);
+        assert_eq!(strip_line_number("x\t1"), None);
+        assert_eq!(strip_line_number(".5\tx"), None);
+    }
+
+    #[test]
+    fn stripping_row_prefixes_undoes_numbering() {
+        let lines = ["fn main() {", "", "    body();", "}"];
+        let numbered = format_numbered(&lines, 98);
+        assert_eq!(strip_row_prefixes(&numbered), Some(lines.join("\n")));
+        assert_eq!(strip_row_prefixes("no prefix here"), None);
+        assert_eq!(
+            strip_row_prefixes("1\tone\ntwo"),
+            None,
+            "every line needs one"
+        );
     }
 }
