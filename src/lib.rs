@@ -15,7 +15,8 @@
 //! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
 //!   engines, which `backend::store` turns into files.
 //! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
-//! - [`text`]: pure text functions (cat -n, truncation, replacement, diffs, patches, line
+//! - [`text`]: pure text functions (cat -n and its inverse, truncation, replacement, the
+//!   near-match search of a string not found, diffs, patches, line
 //!   endings, bytes decoded to LF text once (`text::encoding::decode_to_lf`), language by file
 //!   name).
 //! - [`session`]: per-session read ledger, undo history and file locks; [`limits`]: the
