@@ -15,7 +15,7 @@
 //!
 //! Run: `cargo bench --bench http` (`-- --seconds N` to measure longer; default 5).
 
-#[path = "../tests/http/client.rs"]
+#[path = "../tests/e2e/http/client.rs"]
 mod client;
 #[path = "../tests/support/mod.rs"]
 mod support;

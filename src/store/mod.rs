@@ -251,7 +251,7 @@ pub(crate) fn from_micros(micros: i64) -> SystemTime {
 }
 
 /// A durable map of `(namespace, key)` to versioned items. See the module doc for the rules
-/// every engine obeys; `tests/store.rs` checks them on each.
+/// every engine obeys; `tests/conformance/store.rs` checks them on each.
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
     /// A short description for logs and the server's instructions (never a password).

@@ -1,28 +1,20 @@
-//! Edit-tool cases run on every backend: the edit pipeline (`tools::call` on a session over the
-//! fixture's backend) must behave the same whether the file lives in memory, on disk or in a
+//! Edit-tool cases run on every backend: the edit pipeline (`support::backends::call`, which
+//! validates as the wire does, on a session over the fixture's backend) must behave the same whether the file lives in memory, on disk or in a
 //! store. The test also holds the backend, so it can change a file behind the session's back (as
 //! another program or another server would) and compare bytes exactly.
 
-use std::sync::Arc;
-
-use mountfs::backend::{CompositeBackend, Mount, StateBackend, WriteMode};
+use mountfs::backend::WriteMode;
 use mountfs::session::{Session, WriteOptions};
-use mountfs::tools::{self, ToolReply};
+use mountfs::tools::ToolReply;
+
+use crate::support::backends;
 use serde_json::{Value, json};
 
 use crate::fixtures::Fixture;
 
 /// A session over the fixture's backend, mounted at `/` (so `fx.path` names work unchanged).
 fn session(fx: &Fixture) -> Session {
-    let composite = CompositeBackend::new(
-        vec![Mount {
-            prefix: mountfs::path::VirtualPath::root(),
-            backend: fx.backend.clone(),
-            read_only: false,
-        }],
-        || Arc::new(StateBackend::new()),
-    );
-    Session::new(Arc::new(composite), WriteOptions::default())
+    backends::session_over(fx.backend.clone(), WriteOptions::default())
 }
 
 async fn put(fx: &Fixture, rel: &str, content: &[u8]) {
@@ -41,7 +33,7 @@ async fn bytes(fx: &Fixture, rel: &str) -> Vec<u8> {
 }
 
 async fn ok(session: &Session, tool: &str, args: Value) -> ToolReply {
-    tools::call(tool, args.clone(), session)
+    backends::call(tool, args.clone(), session)
         .await
         .unwrap_or_else(|e| panic!("{tool}({args}) failed: {e}"))
 }
@@ -49,7 +41,7 @@ async fn ok(session: &Session, tool: &str, args: Value) -> ToolReply {
 /// Runs a call that must fail, checks `rel` kept every byte, and gives the error text.
 async fn refused(fx: &Fixture, session: &Session, rel: &str, tool: &str, args: Value) -> String {
     let before = bytes(fx, rel).await;
-    let text = match tools::call(tool, args.clone(), session).await {
+    let text = match backends::call(tool, args.clone(), session).await {
         Ok(reply) => panic!("{tool}({args}) should fail but said: {}", reply.text),
         Err(e) => e.to_string(),
     };
@@ -324,7 +316,7 @@ pub async fn concurrent_sessions_editing_distinct_lines_all_land(fx: &Fixture) {
                                   "old_string": format!("line {line:03}: todo"),
                                   "new_string": format!("line {line:03}: done by {k}")});
                 loop {
-                    match tools::call("edit_file", edit.clone(), &s).await {
+                    match backends::call("edit_file", edit.clone(), &s).await {
                         Ok(_) => break,
                         Err(error) => {
                             let text = error.to_string();

@@ -4,12 +4,12 @@
 //! against bytes built here independently (encoding_rs for legacy encodings, code units for
 //! UTF-16), so any byte changed outside an edit fails the case.
 
-use std::sync::Arc;
-
-use mountfs::backend::{CompositeBackend, Mount, StateBackend, WriteMode};
+use mountfs::backend::WriteMode;
 use mountfs::path::VirtualPath;
 use mountfs::session::{Session, WriteOptions};
-use mountfs::tools::{self, ToolError, ToolReply};
+use mountfs::tools::{ToolError, ToolReply};
+
+use crate::support::backends;
 use serde_json::{Value, json};
 
 use crate::fixtures::Fixture;
@@ -124,19 +124,11 @@ fn bytes_of(form: Form, crlf: bool, lines: &[&str]) -> Vec<u8> {
 
 /// A session over the fixture's backend mounted at `/` (so `fx.path` names work as they are).
 fn session_over(fx: &Fixture) -> Session {
-    let composite = CompositeBackend::new(
-        vec![Mount {
-            prefix: VirtualPath::root(),
-            backend: fx.backend.clone(),
-            read_only: false,
-        }],
-        || Arc::new(StateBackend::new()),
-    );
-    Session::new(Arc::new(composite), WriteOptions::default())
+    backends::session_over(fx.backend.clone(), WriteOptions::default())
 }
 
 async fn call(session: &Session, tool: &str, args: Value) -> Result<ToolReply, ToolError> {
-    tools::call(tool, args, session).await
+    backends::call(tool, args, session).await
 }
 
 async fn ok(session: &Session, tool: &str, args: Value) -> ToolReply {

@@ -6,14 +6,10 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
-    StoreBackend,
-};
+use mountfs::backend::Backend;
 use mountfs::path::VirtualPath;
-use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
 
-use crate::support;
+use crate::support::backends::{self, memory_mount, mount};
 
 /// What a backend can do, where backends legitimately differ.
 #[derive(Debug, Clone, Copy)]
@@ -46,23 +42,10 @@ const IMPLICIT: Capabilities = Capabilities {
     implicit_directories: true,
 };
 
-/// A writable mount of `backend` at `prefix`.
-fn mount(prefix: &str, backend: Arc<dyn Backend>) -> Mount {
-    Mount {
-        prefix: VirtualPath::parse(prefix).expect("prefix"),
-        backend,
-        read_only: false,
-    }
-}
-
-fn memory_mount(prefix: &str) -> Mount {
-    mount(prefix, Arc::new(StateBackend::new()))
-}
-
 /// The memory backend on its own.
 pub async fn memory() -> Option<Fixture> {
     Some(Fixture {
-        backend: Arc::new(StateBackend::new()),
+        backend: backends::memory(),
         base: VirtualPath::root(),
         caps: IMPLICIT,
         _guard: None,
@@ -71,14 +54,11 @@ pub async fn memory() -> Option<Fixture> {
 
 /// A composite of several memory mounts; cases run under `/work`, a mount of its own.
 pub async fn composite() -> Option<Fixture> {
-    let composite = CompositeBackend::new(
-        vec![
-            memory_mount("/"),
-            memory_mount("/work"),
-            memory_mount("/workshop"),
-        ],
-        || Arc::new(StateBackend::new()),
-    );
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        memory_mount("/work"),
+        memory_mount("/workshop"),
+    ]);
     Some(Fixture {
         backend: Arc::new(composite),
         base: VirtualPath::parse("/work").expect("base"),
@@ -90,15 +70,12 @@ pub async fn composite() -> Option<Fixture> {
 /// A composite whose cases run two mounts deep (`/a/b` inside `/a`), with a sibling mount that
 /// must never leak into the answers.
 pub async fn composite_nested() -> Option<Fixture> {
-    let composite = CompositeBackend::new(
-        vec![
-            memory_mount("/"),
-            memory_mount("/a"),
-            memory_mount("/a/b"),
-            memory_mount("/a/bc"),
-        ],
-        || Arc::new(StateBackend::new()),
-    );
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        memory_mount("/a"),
+        memory_mount("/a/b"),
+        memory_mount("/a/bc"),
+    ]);
     Some(Fixture {
         backend: Arc::new(composite),
         base: VirtualPath::parse("/a/b").expect("base"),
@@ -107,33 +84,9 @@ pub async fn composite_nested() -> Option<Fixture> {
     })
 }
 
-/// A SQLite store in a fresh temporary file (its parent directory created by the store).
-async fn sqlite_store() -> (Arc<dyn Backend>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(dir.path().join("store/conformance.db"))
-        .await
-        .expect("open SQLite store");
-    let namespace = Namespace::new("default").expect("namespace");
-    (Arc::new(StoreBackend::new(Arc::new(store), namespace)), dir)
-}
-
-/// A fresh namespace of the test PostgreSQL server (deleted when the guard drops), or `None`
-/// after one line saying why when `MOUNTFS_TEST_POSTGRES` is not set.
-async fn postgres_store() -> Option<(Arc<dyn Backend>, support::PostgresNamespace)> {
-    let url = support::postgres_url("postgres conformance case")?;
-    let store: Arc<dyn Store> = Arc::new(
-        PostgresStore::connect(&url)
-            .await
-            .expect("connect to MOUNTFS_TEST_POSTGRES"),
-    );
-    let guard = support::PostgresNamespace::new(&url, "t-conf");
-    let namespace = Namespace::new(&guard.name).expect("namespace");
-    Some((Arc::new(StoreBackend::new(store, namespace)), guard))
-}
-
 /// The SQLite store backend on its own.
 pub async fn sqlite() -> Option<Fixture> {
-    let (backend, dir) = sqlite_store().await;
+    let (backend, dir) = backends::sqlite().await;
     Some(Fixture {
         backend,
         base: VirtualPath::root(),
@@ -144,7 +97,7 @@ pub async fn sqlite() -> Option<Fixture> {
 
 /// The PostgreSQL store backend on its own (skipped without `MOUNTFS_TEST_POSTGRES`).
 pub async fn postgres() -> Option<Fixture> {
-    let (backend, guard) = postgres_store().await?;
+    let (backend, guard) = backends::postgres("postgres conformance case", "t-conf").await?;
     Some(Fixture {
         backend,
         base: VirtualPath::root(),
@@ -157,20 +110,17 @@ pub async fn postgres() -> Option<Fixture> {
 /// there when PostgreSQL is not configured): a sibling whose name extends the prefix and must
 /// never leak into the answers.
 pub async fn composite_stores() -> Option<Fixture> {
-    let (sqlite, dir) = sqlite_store().await;
-    let (below, pg_guard): (Arc<dyn Backend>, Option<support::PostgresNamespace>) =
-        match postgres_store().await {
+    let (sqlite, dir) = backends::sqlite().await;
+    let (below, pg_guard): (Arc<dyn Backend>, Option<crate::support::PostgresNamespace>) =
+        match backends::postgres("postgres conformance case", "t-conf").await {
             Some((backend, guard)) => (backend, Some(guard)),
-            None => (Arc::new(StateBackend::new()), None),
+            None => (backends::memory(), None),
         };
-    let composite = CompositeBackend::new(
-        vec![
-            memory_mount("/"),
-            mount("/work", sqlite),
-            mount("/workshop", below),
-        ],
-        || Arc::new(StateBackend::new()),
-    );
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        mount("/work", sqlite, false),
+        mount("/workshop", below, false),
+    ]);
     Some(Fixture {
         backend: Arc::new(composite),
         base: VirtualPath::parse("/work").expect("base"),
@@ -182,12 +132,13 @@ pub async fn composite_stores() -> Option<Fixture> {
 /// PostgreSQL at `/pg`, with cases run there, beside memory at `/` and SQLite at `/pgx` (a
 /// sibling whose name extends the prefix and must never leak in).
 pub async fn composite_postgres() -> Option<Fixture> {
-    let (pg, guard) = postgres_store().await?;
-    let (sqlite, dir) = sqlite_store().await;
-    let composite = CompositeBackend::new(
-        vec![memory_mount("/"), mount("/pg", pg), mount("/pgx", sqlite)],
-        || Arc::new(StateBackend::new()),
-    );
+    let (pg, guard) = backends::postgres("postgres conformance case", "t-conf").await?;
+    let (sqlite, dir) = backends::sqlite().await;
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        mount("/pg", pg, false),
+        mount("/pgx", sqlite, false),
+    ]);
     Some(Fixture {
         backend: Arc::new(composite),
         base: VirtualPath::parse("/pg").expect("base"),
@@ -200,17 +151,9 @@ const EXPLICIT: Capabilities = Capabilities {
     implicit_directories: false,
 };
 
-/// A disk backend over a fresh temporary directory (kept alive by the fixture).
-fn disk_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default())
-        .expect("open the temporary directory");
-    (Arc::new(backend), dir)
-}
-
 /// The disk backend on its own, rooted at a temporary directory.
-pub async fn filesystem() -> Option<Fixture> {
-    let (backend, dir) = disk_backend();
+pub async fn disk() -> Option<Fixture> {
+    let (backend, dir) = backends::disk();
     Some(Fixture {
         backend,
         base: VirtualPath::root(),
@@ -223,16 +166,13 @@ pub async fn filesystem() -> Option<Fixture> {
 /// `/workshop` (another disk mount, a sibling whose name extends the prefix and must never
 /// leak into the answers).
 pub async fn composite_disk() -> Option<Fixture> {
-    let (work, work_dir) = disk_backend();
-    let (workshop, workshop_dir) = disk_backend();
-    let composite = CompositeBackend::new(
-        vec![
-            memory_mount("/"),
-            mount("/work", work),
-            mount("/workshop", workshop),
-        ],
-        || Arc::new(StateBackend::new()),
-    );
+    let (work, work_dir) = backends::disk();
+    let (workshop, workshop_dir) = backends::disk();
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        mount("/work", work, false),
+        mount("/workshop", workshop, false),
+    ]);
     Some(Fixture {
         backend: Arc::new(composite),
         base: VirtualPath::parse("/work").expect("base"),

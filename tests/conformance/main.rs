@@ -7,16 +7,22 @@
 //! since it was read) live in edits.rs and run the same way, through a session over the fixture;
 //! so do the encodings cases (encodings.rs: every file edited in its own encoding).
 //!
+//! store.rs checks the `Store` trait's rules on every engine; invariants.rs checks properties of
+//! the tools on generated inputs (proptest).
+//!
 //! Routing edge cases of the composite (prefix matching, nested mounts, mount points in listings)
 //! live in routing.rs, since they need a particular mount table rather than one backend.
+
+#[path = "../support/mod.rs"]
+mod support;
 
 mod cases;
 mod edits;
 mod encodings;
 mod fixtures;
+mod invariants;
 mod routing;
-#[path = "../support/mod.rs"]
-mod support;
+mod store;
 
 /// One `#[tokio::test]` running `cases::$case` on a fresh `fixtures::$fixture()`. A fixture that
 /// cannot run here (no PostgreSQL configured) returns `None` and the case passes after saying so.
@@ -126,5 +132,5 @@ conformance!(sqlite);
 conformance!(postgres);
 conformance!(composite_stores);
 conformance!(composite_postgres);
-conformance!(filesystem);
+conformance!(disk);
 conformance!(composite_disk);

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 #[test]
 fn tools_flag_serves_only_the_named_tools_on_a_read_only_disk() {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 /// CPU time (user + system) the process has used, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 const CORPUS: &str = include_str!("corpus/stdio.txt");
 

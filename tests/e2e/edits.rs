@@ -1,14 +1,16 @@
 //! The read-before-edit rules and every edit error of CONTRACT §4, driven in-process through
-//! `mountfs::tools::call` on sessions over a backend the test also holds, so it can change files
+//! `support::backends::call` (validated as on the wire) on sessions over a backend the test also holds, so it can change files
 //! behind the agent's back (as another program or server would) and check bytes exactly.
 //! After every refusal the file is byte-for-byte what it was.
 
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, CompositeBackend, Mount, StateBackend, WriteMode};
+use mountfs::backend::{Backend, StateBackend, WriteMode};
 use mountfs::path::VirtualPath;
 use mountfs::session::{Session, WriteOptions};
-use mountfs::tools::{self, ToolReply};
+use mountfs::tools::ToolReply;
+
+use crate::support::backends;
 use serde_json::{Value, json};
 
 use crate::assert_text_eq;
@@ -26,15 +28,7 @@ impl World {
 
     /// A session of its own over the shared backend (another agent, another server).
     fn session(&self) -> Session {
-        let composite = CompositeBackend::new(
-            vec![Mount {
-                prefix: VirtualPath::root(),
-                backend: self.backend.clone(),
-                read_only: false,
-            }],
-            || Arc::new(StateBackend::new()),
-        );
-        Session::new(Arc::new(composite), WriteOptions::default())
+        backends::session_over(self.backend.clone(), WriteOptions::default())
     }
 
     async fn put(&self, path: &str, bytes: &[u8]) {
@@ -58,13 +52,13 @@ impl World {
 }
 
 async fn ok(session: &Session, tool: &str, args: Value) -> ToolReply {
-    tools::call(tool, args.clone(), session)
+    backends::call(tool, args.clone(), session)
         .await
         .unwrap_or_else(|e| panic!("{tool}({args}) failed: {e}"))
 }
 
 async fn err(session: &Session, tool: &str, args: Value) -> String {
-    match tools::call(tool, args.clone(), session).await {
+    match backends::call(tool, args.clone(), session).await {
         Ok(reply) => panic!("{tool}({args}) should fail but said: {}", reply.text),
         Err(e) => e.to_string(),
     }
@@ -406,16 +400,8 @@ async fn crlf_bom_and_missing_final_newline_survive_edits_and_overwrites() {
 #[tokio::test]
 async fn ensure_final_newline_adds_one_on_write() {
     let world = World::new();
-    let composite = CompositeBackend::new(
-        vec![Mount {
-            prefix: VirtualPath::root(),
-            backend: world.backend.clone(),
-            read_only: false,
-        }],
-        || Arc::new(StateBackend::new()),
-    );
-    let s = Session::new(
-        Arc::new(composite),
+    let s = backends::session_over(
+        world.backend.clone(),
         WriteOptions {
             ensure_final_newline: true,
             ..WriteOptions::default()

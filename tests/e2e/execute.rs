@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{StdioClient, text_of};
+use crate::support::stdio::{StdioClient, text_of};
 
 /// A server with `/` = a writable disk mount of a fresh directory, `/scratch/` = memory.
 struct Exec {

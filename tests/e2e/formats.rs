@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::assert_text_eq;
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 const CAP: usize = 80_000;
 const TRUNCATION: &str = "... [results truncated, try being more specific with your parameters]";

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 fn big_directory() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

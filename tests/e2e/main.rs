@@ -3,15 +3,12 @@
 //! bad arguments, garbage input); session.rs a full agent session; formats.rs pins the exact
 //! texts CONTRACT §4 spells out; edits.rs the read-before-edit rules and every edit error;
 //! wire.rs the answer to every malformed line, and arrival tickets that never leak; corpus.rs
-//! the malformed-input corpus in corpus/.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! the malformed-input corpus in corpus/. http/ drives the binary with `--http`; memory.rs and
+//! grep_memory.rs bound a server's peak memory; store_servers.rs runs store mounts through real
+//! server processes (persistence, two servers on one PostgreSQL namespace).
 
 #[path = "../support/mod.rs"]
 mod support;
-
-use support::skips;
 
 mod allow_list;
 mod cancel;
@@ -20,12 +17,18 @@ mod corpus;
 mod edits;
 mod execute;
 mod formats;
+mod grep_memory;
+mod http;
 mod large_results;
+mod memory;
 mod output_schemas;
 mod protocol;
 mod resources;
 mod roots;
 mod session;
+mod store_servers;
 mod subscriptions;
 mod tools_prompt;
 mod wire;
+
+use support::skips;

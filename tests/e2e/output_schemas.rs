@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jsonschema::Validator;
 use serde_json::{Value, json};
 
-use crate::common::{StdioClient, text_of};
+use crate::support::stdio::{StdioClient, text_of};
 
 /// A tool's served output schema: the whole schema's validator, and one per `$defs` branch
 /// (named by its key) to tell which shape an answer has.

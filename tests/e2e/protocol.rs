@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::common::{StdioClient, text_of};
+use crate::support::stdio::{StdioClient, text_of};
 
 /// The input schema files served without flags (`execute.json` only with `--allow-exec`; see
 /// execute.rs), by tool name; each tool's output schema is `<file stem>.output.json`.

@@ -8,7 +8,7 @@ use std::process::Command;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 /// Every resource of a `resources/list` walk, following cursors; and the number of pages.
 fn list_all(client: &mut StdioClient) -> (Vec<Value>, usize) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 /// A client declaring the roots capability, started on the default table (no `--mount`, data
 /// and home directories temporary) or on `args`.
@@ -33,11 +33,7 @@ impl RootsClient {
         );
         let init = client.request(
             "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"roots": {"listChanged": true}},
-                "clientInfo": {"name": "roots-test", "version": "1"}
-            }),
+            crate::support::initialize_params(json!({"roots": {"listChanged": true}})),
         );
         assert!(init.get("result").is_some(), "initialize failed: {init}");
         client.notify("notifications/initialized", json!({}));

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_text_eq;
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 #[test]
 fn an_agent_session_writes_reads_edits_and_searches() {
@@ -33,7 +33,7 @@ fn an_agent_session_writes_reads_edits_and_searches() {
          \x20    1\tfn main() {\n\
          \x20    2\t    println!(\"hello, world\");\n\
          \x20    3\t}",
-        crate::common::text_of(&result)
+        crate::support::stdio::text_of(&result)
     );
     let structured = &result["structuredContent"];
     assert_eq!(structured["occurrences"], 1);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 /// How long a notification may take: the coalescing interval, a file watcher's delay and a
 /// PostgreSQL round trip, with room for a loaded CI machine.

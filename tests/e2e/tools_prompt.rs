@@ -5,7 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 fn run_tools(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mountfs"))

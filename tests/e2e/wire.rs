@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::StdioClient;
+use crate::support::stdio::StdioClient;
 
 /// The error of an answer that has no id to name (`"id": null`).
 fn null_id_error(answer: &Value) -> i64 {

@@ -15,7 +15,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::oneshot;
 
+pub mod backends;
 pub mod skips;
+pub mod stdio;
 
 /// The environment variable naming the test PostgreSQL server; `off` skips those tests.
 pub const POSTGRES_ENV: &str = "MOUNTFS_TEST_POSTGRES";
@@ -141,6 +143,32 @@ impl Drop for PostgresNamespace {
     }
 }
 
+/// The `mountfs` binary under test, run in `cwd` with `args`, extra `env` and `RUST_LOG=warn`;
+/// both clients (the line-level [`stdio::StdioClient`] and the pipelined [`McpServer`]) start
+/// it from here and take over its stdio.
+pub fn mountfs_command(
+    cwd: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"));
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied());
+    command
+}
+
+/// The `initialize` request's parameters both clients send, with the client's `capabilities`.
+pub fn initialize_params(capabilities: Value) -> Value {
+    json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": capabilities,
+        "clientInfo": {"name": "mountfs-tests", "version": "1"}
+    })
+}
+
 /// What a `tools/call` answered.
 #[derive(Debug, Clone)]
 pub struct ToolAnswer {
@@ -193,15 +221,10 @@ impl McpServer {
         args: &[String],
         env: &[(&str, &std::path::Path)],
     ) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_mountfs"));
-        if let Some(cwd) = cwd {
-            command.current_dir(cwd);
-        }
-        command
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, *v)))
-            .env("RUST_LOG", "warn");
-        Self::spawn(command, DEFAULT_TIMEOUT).await
+        let here = std::env::current_dir().expect("the test's working directory");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let command = mountfs_command(cwd.unwrap_or(&here), &args, env);
+        Self::spawn(Command::from(command), DEFAULT_TIMEOUT).await
     }
 
     /// Starts any MCP server from `command` (its stdio is taken over) and completes the MCP
@@ -256,14 +279,7 @@ impl McpServer {
             notices,
         };
         let init = server
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "mountfs-test-client", "version": "0"}
-                }),
-            )
+            .request("initialize", initialize_params(json!({})))
             .await;
         assert!(init.get("result").is_some(), "initialize failed: {init}");
         server

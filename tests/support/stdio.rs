@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ pub struct StdioClient {
     next_id: u64,
     /// Responses that arrived while the test waited for another id.
     early: std::collections::HashMap<u64, Value>,
+    /// Where the server's stderr goes (see [`StdioClient::stderr`]).
+    stderr: tempfile::NamedTempFile,
     /// The server's working directory: a fresh temporary directory, so the default mount
     /// table (`/` = disk of the working directory) never writes into the repository.
     cwd: tempfile::TempDir,
@@ -49,14 +51,7 @@ impl StdioClient {
     /// Starts the binary with `args` (e.g. `["--mount", "/=memory"]`) and initialises it.
     pub fn start(args: &[&str]) -> Self {
         let mut client = Self::spawn(args);
-        let init = client.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "mountfs-tests", "version": "1"}
-            }),
-        );
+        let init = client.request("initialize", super::initialize_params(json!({})));
         assert!(init.get("result").is_some(), "initialize failed: {init}");
         client.notify("notifications/initialized", json!({}));
         client
@@ -88,14 +83,11 @@ impl StdioClient {
         env: &[(&str, &std::path::Path)],
     ) -> Self {
         let cwd = tempfile::tempdir().expect("working directory for mountfs");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
-            .args(args)
-            .current_dir(dir.unwrap_or(cwd.path()))
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
+        let stderr = tempfile::NamedTempFile::new().expect("file for mountfs's stderr");
+        let mut child = super::mountfs_command(dir.unwrap_or(cwd.path()), args, env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr.reopen().expect("reopen the stderr file"))
             .spawn()
             .expect("start mountfs");
         let stdout = child.stdout.take().expect("stdout");
@@ -115,6 +107,7 @@ impl StdioClient {
             lines: rx,
             next_id: 1,
             early: std::collections::HashMap::new(),
+            stderr,
             cwd,
         }
     }
@@ -257,8 +250,18 @@ impl StdioClient {
         text_of(&result)
     }
 
+    /// What the server wrote to stderr so far (all of it once [`Self::close`] returned).
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
+    }
+
     /// Closes stdin and waits for the process to exit.
     pub fn finish(mut self) -> std::process::ExitStatus {
+        self.close()
+    }
+
+    /// Closes stdin and waits for the process to exit (killed after 5 s).
+    pub fn close(&mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
         for _ in 0..100 {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -3,8 +3,6 @@
 //! object_store style the conformance suite follows. Engine-specific behaviour (reopening a
 //! file, unreachable servers) has its own tests at the bottom.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +16,7 @@ struct StoreFixture {
     store: Arc<dyn Store>,
     ns: Namespace,
     other: Namespace,
-    _guards: Vec<support::PostgresNamespace>,
+    _guards: Vec<crate::support::PostgresNamespace>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -41,10 +39,10 @@ mod fixtures {
     }
 
     pub(crate) async fn postgres() -> Option<StoreFixture> {
-        let url = support::postgres_url("postgres store case")?;
+        let url = crate::support::postgres_url("postgres store case")?;
         let store = PostgresStore::connect(&url).await.unwrap();
-        let ns = support::PostgresNamespace::new(&url, "t-store");
-        let other = support::PostgresNamespace::new(&url, "t-store-other");
+        let ns = crate::support::PostgresNamespace::new(&url, "t-store");
+        let other = crate::support::PostgresNamespace::new(&url, "t-store-other");
         Some(StoreFixture {
             store: Arc::new(store),
             ns: Namespace::new(&ns.name).unwrap(),
@@ -425,11 +423,11 @@ const CHILD_RUN: &str = "MOUNTFS_TEST_SKIP_REPORT_CHILD";
 fn run_postgres_cases(postgres: Option<&str>) -> (String, String) {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
-        .args(["postgres::", "--test-threads=2"])
+        .args(["store::postgres::", "--test-threads=2"])
         .env(CHILD_RUN, "1");
     match postgres {
-        Some(value) => command.env(support::POSTGRES_ENV, value),
-        None => command.env_remove(support::POSTGRES_ENV),
+        Some(value) => command.env(crate::support::POSTGRES_ENV, value),
+        None => command.env_remove(crate::support::POSTGRES_ENV),
     };
     let output = command.output().unwrap();
     assert!(output.status.success(), "{output:?}");
@@ -448,13 +446,13 @@ fn skipped_postgres_tests_are_listed_not_passed_in_silence() {
     assert!(stdout.contains("test result: ok. 10 passed"), "{stdout}");
     assert!(
         stderr.contains(
-            "SKIPPED 10 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES=off; unset it to use a PostgreSQL on 127.0.0.1:5432, or set it to a URL (postgres::"
+            "SKIPPED 10 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES=off; unset it to use a PostgreSQL on 127.0.0.1:5432, or set it to a URL (store::postgres::"
         ),
         "{stderr}"
     );
     // Unset, the cases find the local server by themselves, or say they could not.
     let (_, stderr) = run_postgres_cases(None);
-    if support::local_postgres_answers() {
+    if crate::support::local_postgres_answers() {
         assert!(!stderr.contains("SKIPPED"), "{stderr}");
     } else {
         assert!(

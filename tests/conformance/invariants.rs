@@ -2,7 +2,7 @@
 //!
 //! Each property runs a bounded number of cases in the ordinary `cargo test` (the default below,
 //! or `MOUNTFS_PROPTEST_CASES`), and a larger number in its `_long` twin, which is `#[ignore]`d:
-//! `cargo test --test invariants -- --ignored` (the count is then `MOUNTFS_PROPTEST_CASES` or ten
+//! `cargo test --test conformance invariants:: -- --ignored` (the count is then `MOUNTFS_PROPTEST_CASES` or ten
 //! times the default). A failing case is shrunk by proptest and printed; pin it as a regression
 //! test next to the code it found wrong.
 //!
@@ -159,18 +159,16 @@ fn uniform_text() -> impl Strategy<Value = GenText> {
 
 /// A session whose `/` is memory (`mounts` adds others).
 fn session_with(mounts: Vec<Mount>) -> Session {
-    let mut all = vec![Mount {
-        prefix: VirtualPath::root(),
-        backend: Arc::new(StateBackend::new()),
-        read_only: false,
-    }];
+    let mut all = vec![crate::support::backends::memory_mount("/")];
     all.extend(mounts);
-    let composite = CompositeBackend::new(all, || Arc::new(StateBackend::new()));
-    Session::new(Arc::new(composite), WriteOptions::default())
+    Session::new(
+        Arc::new(crate::support::backends::composite(all)),
+        WriteOptions::default(),
+    )
 }
 
 async fn call(session: &Session, tool: &str, args: Value) -> Result<String, String> {
-    mountfs::tools::call(tool, args, session)
+    crate::support::backends::call(tool, args, session)
         .await
         .map(|r| r.text)
         .map_err(|e| e.to_string())
@@ -297,7 +295,7 @@ fn edit_then_undo_restores_bytes_and_failed_edits_change_nothing() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn edit_then_undo_restores_bytes_and_failed_edits_change_nothing_long() {
     check_edits(long_cases(128));
 }
@@ -390,7 +388,7 @@ fn apply_patch_of_a_diff_turns_a_into_b() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn apply_patch_of_a_diff_turns_a_into_b_long() {
     check_patches(long_cases(128));
 }
@@ -494,7 +492,7 @@ fn read_file_windows_concatenated_give_the_files_lines() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn read_file_windows_concatenated_give_the_files_lines_long() {
     check_windows(long_cases(96));
 }
@@ -537,7 +535,7 @@ fn write_file_keeps_line_endings_and_bom() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn write_file_keeps_line_endings_and_bom_long() {
     check_overwrites(long_cases(128));
 }
@@ -593,7 +591,7 @@ fn check_encoded_edits(cases: u32) {
                 let on_disk = format!("{bom}{}", lf.replace('\n', eol));
                 let original = encoded(&on_disk, name).expect("generated text fits");
                 let session = read_session(&original).await;
-                let info = mountfs::tools::call("file_info", json!({"file_path": FILE}), &session)
+                let info = crate::support::backends::call("file_info", json!({"file_path": FILE}), &session)
                     .await
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 let label = info.structured.as_ref().and_then(|s| s["encoding"].as_str()).unwrap_or("").to_owned();
@@ -642,7 +640,7 @@ fn edits_in_other_encodings_change_only_what_they_replace() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn edits_in_other_encodings_change_only_what_they_replace_long() {
     check_encoded_edits(long_cases(128));
 }
@@ -737,7 +735,7 @@ fn path_normalisation_is_idempotent_and_round_trips_through_the_mount_table() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn path_normalisation_is_idempotent_and_round_trips_through_the_mount_table_long() {
     check_paths(long_cases(256));
 }
@@ -883,7 +881,7 @@ fn glob_matching_agrees_between_memory_sqlite_and_disk() {
 }
 
 #[test]
-#[ignore = "long profile: cargo test --test invariants -- --ignored"]
+#[ignore = "long profile: cargo test --test conformance invariants:: -- --ignored"]
 fn glob_matching_agrees_between_memory_sqlite_and_disk_long() {
     check_glob(long_cases(64));
 }

@@ -12,9 +12,6 @@
 //! Most cases call the tools in-process on a `Session`; the `stdio_` ones go through the real
 //! binary.
 
-#[path = "common/mod.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
@@ -159,7 +156,7 @@ impl Harness {
     /// [`Harness::call`] for inputs that themselves spell a host path: the answer may echo
     /// the input (as a virtual path), so only secrets are checked.
     async fn call_echoing(&self, tool: &str, args: Value, echoes: bool) -> Result<String, String> {
-        let call = mountfs::tools::call(tool, args.clone(), &self.session);
+        let call = crate::support::backends::call(tool, args.clone(), &self.session);
         let result = tokio::time::timeout(Duration::from_secs(10), call)
             .await
             .unwrap_or_else(|_| panic!("{tool}({args}) hung"));
@@ -559,13 +556,13 @@ attack!(race_moving_through_a_swapped_directory, h => {
 
 // ---- through the real binary over stdio ---------------------------------------------------
 
-fn stdio_client(h: &Harness) -> common::StdioClient {
+fn stdio_client(h: &Harness) -> crate::support::stdio::StdioClient {
     let mount = format!("/=disk:{}", h.root().display());
-    common::StdioClient::start(&["--mount", &mount])
+    crate::support::stdio::StdioClient::start(&["--mount", &mount])
 }
 
 fn stdio_refused(
-    client: &mut common::StdioClient,
+    client: &mut crate::support::stdio::StdioClient,
     h: &Harness,
     tool: &str,
     args: Value,
@@ -663,7 +660,7 @@ async fn review_fifo_named_gitignore_does_not_hang_the_walk() {
         0,
     )
     .unwrap();
-    let call = mountfs::tools::call("glob", json!({"pattern": "**/*.txt"}), &h.session);
+    let call = crate::support::backends::call("glob", json!({"pattern": "**/*.txt"}), &h.session);
     let outcome = tokio::time::timeout(Duration::from_secs(5), call).await;
     // Release a walker thread stuck in open(2), so that the runtime can shut down.
     let _ = std::fs::OpenOptions::new()

@@ -5,10 +5,8 @@
 //! search answers equal to the memory backend's for the same tree. The default mount table is
 //! checked through the real binary.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use mountfs::backend::{
@@ -22,18 +20,8 @@ fn p(s: &str) -> VirtualPath {
     VirtualPath::parse(s).unwrap()
 }
 
-/// A session whose `/` is `backend`.
-fn session_over(backend: Arc<dyn Backend>, options: WriteOptions) -> Session {
-    let composite = CompositeBackend::new(
-        vec![Mount {
-            prefix: VirtualPath::root(),
-            backend,
-            read_only: false,
-        }],
-        || Arc::new(StateBackend::new()),
-    );
-    Session::new(Arc::new(composite), options)
-}
+use crate::support::backends::session_over;
+use crate::support::stdio::{StdioClient, text_of};
 
 struct Disk {
     dir: tempfile::TempDir,
@@ -68,14 +56,14 @@ impl Disk {
     }
 
     async fn ok(&self, tool: &str, args: Value) -> String {
-        match mountfs::tools::call(tool, args.clone(), &self.session).await {
+        match crate::support::backends::call(tool, args.clone(), &self.session).await {
             Ok(reply) => reply.text,
             Err(e) => panic!("{tool}({args}) failed: {e}"),
         }
     }
 
     async fn err(&self, tool: &str, args: Value) -> String {
-        match mountfs::tools::call(tool, args.clone(), &self.session).await {
+        match crate::support::backends::call(tool, args.clone(), &self.session).await {
             Ok(reply) => panic!("{tool}({args}) should fail, said: {}", reply.text),
             Err(e) => e.to_string(),
         }
@@ -316,7 +304,7 @@ async fn a_move_between_disk_mounts_keeps_the_mode_and_undo_copies_it_back() {
     let call = |tool: &'static str, args: Value| {
         let session = &session;
         async move {
-            match mountfs::tools::call(tool, args.clone(), session).await {
+            match crate::support::backends::call(tool, args.clone(), session).await {
                 Ok(reply) => reply.text,
                 Err(e) => panic!("{tool}({args}) failed: {e}"),
             }
@@ -498,9 +486,10 @@ async fn directories_images_and_invalid_utf8_read_as_the_contract_says() {
     );
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
     d.put("pic.png", &png);
-    let reply = mountfs::tools::call("read_file", json!({"file_path": "/pic.png"}), &d.session)
-        .await
-        .unwrap();
+    let reply =
+        crate::support::backends::call("read_file", json!({"file_path": "/pic.png"}), &d.session)
+            .await
+            .unwrap();
     assert_eq!(
         reply.image.as_ref().map(|(_, mime)| mime.as_str()),
         Some("image/png")
@@ -617,7 +606,7 @@ async fn search_answers_equal_the_memory_backends() {
     ];
     for args in greps {
         let disk = d.ok("grep", args.clone()).await;
-        let mem = mountfs::tools::call("grep", args.clone(), &memory_session)
+        let mem = crate::support::backends::call("grep", args.clone(), &memory_session)
             .await
             .unwrap()
             .text;
@@ -660,7 +649,7 @@ async fn search_answers_equal_the_memory_backends() {
         };
         let disk = sorted(d.ok("glob", args.clone()).await);
         let mem = sorted(
-            mountfs::tools::call("glob", args.clone(), &memory_session)
+            crate::support::backends::call("glob", args.clone(), &memory_session)
                 .await
                 .unwrap()
                 .text,
@@ -674,49 +663,13 @@ async fn search_answers_equal_the_memory_backends() {
 #[test]
 fn default_table_mounts_the_working_directory_at_root() {
     let cwd = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
     std::fs::write(cwd.path().join("hello.txt"), "hi\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
-        .current_dir(cwd.path())
-        .env("XDG_DATA_HOME", data.path())
-        .env("HOME", data.path())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |value: Value| writeln!(stdin, "{value}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "ls", "arguments": {"path": "/"}}}));
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "write_file", "arguments": {"file_path": "/made.txt", "content": "m\n"}}}));
-    let mut answers = std::collections::HashMap::new();
-    while answers.len() < 3 {
-        let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "server closed");
-        let value: Value = serde_json::from_str(&line).unwrap();
-        if let Some(id) = value["id"].as_u64() {
-            answers.insert(id, value);
-        }
-    }
-    drop(stdin);
-    let _ = child.wait();
-    let listing = answers[&2]["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap();
+    let (_, listing, wrote, _) = default_table_in(cwd.path(), home.path());
     for expected in ["/hello.txt (3 bytes)", "/memories/", "/scratch/"] {
         assert!(listing.contains(expected), "{listing}");
     }
-    assert_eq!(answers[&3]["result"]["isError"], false, "{}", answers[&3]);
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
     assert_eq!(
         std::fs::read(Path::new(cwd.path()).join("made.txt")).unwrap(),
         b"m\n"
@@ -728,51 +681,26 @@ fn default_table_mounts_the_working_directory_at_root() {
 /// listing may show it), and stderr.
 fn default_table_in(cwd: &Path, home: &Path) -> (String, String, Value, String) {
     let data = tempfile::tempdir().unwrap();
-    let stderr_file = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mountfs"))
-        .current_dir(cwd)
-        .env("XDG_DATA_HOME", data.path())
-        .env("HOME", home)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr_file.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |value: Value| writeln!(stdin, "{value}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}),
+    let mut client = StdioClient::spawn_in(
+        Some(cwd),
+        &[],
+        &[("XDG_DATA_HOME", data.path()), ("HOME", home)],
     );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "ls", "arguments": {"path": "/"}}}));
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "write_file", "arguments": {"file_path": "/made.txt", "content": "m\n"}}}));
-    let mut answers = std::collections::HashMap::new();
-    while answers.len() < 3 {
-        let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "server closed");
-        let value: Value = serde_json::from_str(&line).unwrap();
-        if let Some(id) = value["id"].as_u64() {
-            answers.insert(id, value);
-        }
-    }
-    drop(stdin);
-    let _ = child.wait();
-    let instructions = answers[&1]["result"]["instructions"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let listing = answers[&2]["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let stderr = std::fs::read_to_string(stderr_file.path()).unwrap();
-    (instructions, listing, answers[&3].clone(), stderr)
+    let init = client.request("initialize", crate::support::initialize_params(json!({})));
+    client.notify("notifications/initialized", json!({}));
+    let listed = client.send(
+        "tools/call",
+        json!({"name": "ls", "arguments": {"path": "/"}}),
+    );
+    let written = client.send(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"file_path": "/made.txt", "content": "m\n"}}),
+    );
+    let listing = text_of(&client.response(listed)["result"]);
+    let wrote = client.response(written);
+    client.close();
+    let instructions = init["result"]["instructions"].as_str().unwrap().to_owned();
+    (instructions, listing, wrote, client.stderr())
 }
 
 /// `ls /` shows the store and memory mounts and what the session wrote, no file from disk.

@@ -8,16 +8,13 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
-    StoreBackend, WriteMode,
-};
+use mountfs::backend::{Backend, Mount, WriteMode};
 use mountfs::path::VirtualPath;
-use mountfs::registry::Registry;
 use mountfs::server::MountfsServer;
-use mountfs::session::{Session, WriteOptions};
-use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
+use mountfs::session::Session;
 use serde_json::Value;
+
+pub use crate::support::backends::{self, memory_mount, mount};
 
 /// A session under test.
 pub struct Fixture {
@@ -33,8 +30,6 @@ pub struct Fixture {
     pub read_only_dir: Option<String>,
     /// Keeps temporary resources alive for the test.
     pub _guard: Option<Box<dyn Any + Send + Sync>>,
-    /// The tools the server serves: every answer is checked against its output schema.
-    registry: Arc<Registry>,
 }
 
 /// One tool answer.
@@ -43,18 +38,6 @@ pub struct Answer {
     pub text: String,
     pub is_error: bool,
     pub structured: Option<Value>,
-}
-
-pub fn mount(prefix: &str, backend: Arc<dyn Backend>, read_only: bool) -> Mount {
-    Mount {
-        prefix: VirtualPath::parse(prefix).unwrap(),
-        backend,
-        read_only,
-    }
-}
-
-pub fn memory_mount(prefix: &str) -> Mount {
-    mount(prefix, Arc::new(StateBackend::new()), false)
 }
 
 impl Fixture {
@@ -69,23 +52,15 @@ impl Fixture {
             .iter()
             .find(|m| m.read_only)
             .map(|m| format!("{}/sub", m.prefix));
-        let composite = CompositeBackend::new(mounts, || Arc::new(StateBackend::new()));
-        let session = Arc::new(Session::new(Arc::new(composite), WriteOptions::default()));
-        let registry = Arc::new(Registry::load().unwrap());
+        let session = backends::session(mounts);
         Self {
-            server: MountfsServer::new(
-                registry.clone(),
-                session.clone(),
-                String::new(),
-                std::sync::Arc::new(mountfs::changes::ChangeHub::new(&[])),
-            ),
+            server: backends::server(session.clone()),
             session,
             base: base.to_owned(),
             other: other.to_owned(),
             mount_roots,
             read_only_dir,
             _guard: None,
-            registry,
         }
     }
 
@@ -111,7 +86,11 @@ impl Fixture {
             .structured_content
             .as_ref()
             .unwrap_or_else(|| panic!("{tool}({args}): no structured content"));
-        if let Err(problems) = self.registry.get(tool).unwrap().validate_output(structured) {
+        if let Err(problems) = backends::registry()
+            .get(tool)
+            .unwrap()
+            .validate_output(structured)
+        {
             panic!(
                 "{tool}({args}): structured content outside the output schema: {}\n{}",
                 problems.join("; "),
@@ -234,26 +213,16 @@ pub async fn composite() -> Option<Fixture> {
             memory_mount("/"),
             memory_mount("/scratch"),
             memory_mount("/deep/mnt"),
-            mount("/ro", Arc::new(StateBackend::new()), true),
+            mount("/ro", backends::memory(), true),
         ],
         "/scratch/work",
         "/deep/mnt/there",
     ))
 }
 
-/// A SQLite store in a fresh temporary file.
-async fn sqlite_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("toolset.db"))
-        .await
-        .unwrap();
-    let namespace = Namespace::new("default").unwrap();
-    (Arc::new(StoreBackend::new(Arc::new(store), namespace)), dir)
-}
-
 /// One SQLite store mount at `/`.
 pub async fn sqlite() -> Option<Fixture> {
-    let (backend, dir) = sqlite_backend().await;
+    let (backend, dir) = backends::sqlite().await;
     let mut fixture = Fixture::over(vec![mount("/", backend, false)], "/work", "/elsewhere");
     fixture._guard = Some(Box::new(dir));
     Some(fixture)
@@ -262,23 +231,18 @@ pub async fn sqlite() -> Option<Fixture> {
 /// Memory at `/`, SQLite at `/sq` (where cases work) and PostgreSQL at `/pg` (`other`, so moves
 /// cross from one engine to the other; memory there when PostgreSQL is not configured).
 pub async fn stores() -> Option<Fixture> {
-    let (sqlite, dir) = sqlite_backend().await;
+    let (sqlite, dir) = backends::sqlite().await;
     let (postgres, guard): (Arc<dyn Backend>, Option<crate::support::PostgresNamespace>) =
-        match crate::support::postgres_url("toolset on PostgreSQL (memory stands in)") {
-            Some(url) => {
-                let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
-                let guard = crate::support::PostgresNamespace::new(&url, "t-tool");
-                let namespace = Namespace::new(&guard.name).unwrap();
-                (Arc::new(StoreBackend::new(store, namespace)), Some(guard))
-            }
-            None => (Arc::new(StateBackend::new()), None),
+        match backends::postgres("toolset on PostgreSQL (memory stands in)", "t-tool").await {
+            Some((backend, guard)) => (backend, Some(guard)),
+            None => (backends::memory(), None),
         };
     let mut fixture = Fixture::over(
         vec![
             memory_mount("/"),
             mount("/sq", sqlite, false),
             mount("/pg", postgres, false),
-            mount("/ro", Arc::new(StateBackend::new()), true),
+            mount("/ro", backends::memory(), true),
         ],
         "/sq/work",
         "/pg/there",
@@ -287,16 +251,9 @@ pub async fn stores() -> Option<Fixture> {
     Some(fixture)
 }
 
-/// A disk backend over a fresh temporary directory.
-fn disk_backend() -> (Arc<dyn Backend>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default()).unwrap();
-    (Arc::new(backend), dir)
-}
-
 /// One disk mount at `/`.
 pub async fn disk() -> Option<Fixture> {
-    let (backend, dir) = disk_backend();
+    let (backend, dir) = backends::disk();
     let mut fixture = Fixture::over(vec![mount("/", backend, false)], "/work", "/elsewhere");
     fixture._guard = Some(Box::new(dir));
     Some(fixture)
@@ -305,9 +262,9 @@ pub async fn disk() -> Option<Fixture> {
 /// Memory at `/`, disk at `/d` (where cases work), SQLite at `/sq` (`other`, so moves cross
 /// from disk to a store) and a read-only disk mount.
 pub async fn disk_mixed() -> Option<Fixture> {
-    let (disk, disk_dir) = disk_backend();
-    let (read_only, ro_dir) = disk_backend();
-    let (sqlite, sqlite_dir) = sqlite_backend().await;
+    let (disk, disk_dir) = backends::disk();
+    let (read_only, ro_dir) = backends::disk();
+    let (sqlite, sqlite_dir) = backends::sqlite().await;
     let mut fixture = Fixture::over(
         vec![
             memory_mount("/"),

@@ -530,7 +530,7 @@ fn python_sdk_http_available() -> bool {
 #[tokio::test]
 async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
     if !python_sdk_http_available() {
-        support::skips::record(
+        crate::support::skips::record(
             "the official MCP Python SDK over HTTP",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
         );
@@ -558,17 +558,14 @@ async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
     assert!(stdout.contains("stateless ok"), "{stdout}");
 }
 
-#[path = "../support/mod.rs"]
-mod support;
-
 #[tokio::test]
 async fn two_instances_on_one_postgres_mount_lose_no_reported_edit() {
     let Some(url) =
-        support::postgres_url("two_instances_on_one_postgres_mount_lose_no_reported_edit")
+        crate::support::postgres_url("two_instances_on_one_postgres_mount_lose_no_reported_edit")
     else {
         return;
     };
-    let namespace = support::PostgresNamespace::new(&url, "http-two-instances");
+    let namespace = crate::support::PostgresNamespace::new(&url, "http-two-instances");
     let (_t, tokens) = token_file();
     let mount = format!("/=store:postgres:{url},namespace={}", namespace.name);
     let args = ["--token-file", tokens.as_str(), "--mount", mount.as_str()];
@@ -660,12 +657,12 @@ async fn two_instances_eight_sessions_each_edit_distinct_lines_without_stale_err
     const SESSIONS: usize = 8;
     const EDITS: usize = 25;
     const LINES: usize = INSTANCES * SESSIONS * EDITS;
-    let Some(url) = support::postgres_url(
+    let Some(url) = crate::support::postgres_url(
         "two_instances_eight_sessions_each_edit_distinct_lines_without_stale_errors",
     ) else {
         return;
     };
-    let namespace = support::PostgresNamespace::new(&url, "http-sixteen-sessions");
+    let namespace = crate::support::PostgresNamespace::new(&url, "http-sixteen-sessions");
     let (_t, tokens) = token_file();
     let mount = format!("/=store:postgres:{url},namespace={}", namespace.name);
     let args = ["--token-file", tokens.as_str(), "--mount", mount.as_str()];
@@ -886,7 +883,7 @@ async fn a_body_trickling_in_gets_408_and_does_not_hold_shutdown() {
 #[tokio::test]
 async fn each_http_session_mounts_its_own_clients_roots() {
     if !python_sdk_http_available() {
-        support::skips::record(
+        crate::support::skips::record(
             "roots over HTTP with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
         );
@@ -933,16 +930,17 @@ async fn each_http_session_mounts_its_own_clients_roots() {
 #[tokio::test]
 async fn the_official_python_sdk_hears_changes_from_every_source() {
     if !python_sdk_http_available() {
-        support::skips::record(
+        crate::support::skips::record(
             "subscriptions with the official MCP Python SDK",
             "the SDK is not installed (pip install -r tests/python/requirements.txt)",
         );
         return;
     }
-    let Some(url) = support::postgres_url("subscriptions with the official MCP Python SDK") else {
+    let Some(url) = crate::support::postgres_url("subscriptions with the official MCP Python SDK")
+    else {
         return;
     };
-    let namespace = support::PostgresNamespace::new(&url, "sdk-subscriptions");
+    let namespace = crate::support::PostgresNamespace::new(&url, "sdk-subscriptions");
     let pg_mount = format!("store:postgres:{url},namespace={}", namespace.name);
     let pg = format!("/pg/={pg_mount}");
     let (server, _t, disk) = team_server(&["--mount", &pg]).await;

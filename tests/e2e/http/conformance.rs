@@ -99,7 +99,7 @@ async fn forward(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_conformance_suite_passes_every_applicable_scenario() {
     let Some((node, entry)) = suite() else {
-        super::support::skips::record(
+        crate::support::skips::record(
             "the official MCP conformance suite over HTTP",
             "it could not be installed (npm ci in tests/mcp-conformance)",
         );

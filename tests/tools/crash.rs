@@ -3,7 +3,7 @@
 //! times over. After each kill every file must hold exactly one complete version (never a mix,
 //! never a truncation), and after the next start no temporary file may survive.
 //!
-//! The child is this very test binary, re-run with `--exact crash_writer_child --ignored` and
+//! The child is this very test binary, re-run with `--exact crash::crash_writer_child --ignored` and
 //! the directory in `MOUNTFS_CRASH_DIR`, so no extra binary target is needed.
 
 use std::path::{Path, PathBuf};
@@ -134,7 +134,12 @@ fn writes_survive_sigkill_at_random_moments() {
     let mut temps_left_by_kills = 0usize;
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_writer_child", "--ignored", "--quiet"])
+            .args([
+                "--exact",
+                "crash::crash_writer_child",
+                "--ignored",
+                "--quiet",
+            ])
             .env(DIR_VAR, dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

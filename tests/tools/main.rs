@@ -1,18 +1,30 @@
-//! Tool-level tests of the file toolset (issue 5): `undo_edit`, `apply_patch`, `delete`, `move`,
-//! `file_info`, and the change report of every edit-type answer, driven through the MCP server's
-//! `run_tool` (schema validation, dispatch, `isError`) on a session over each fixture.
+//! The tools in-process, on sessions over real backends, always through the wire's argument
+//! validation (`MountfsServer::run_tool` or `support::backends::call`).
+//!
+//! - cases.rs, faults.rs, grown.rs: the file toolset (issue 5): `undo_edit`, `apply_patch`,
+//!   `delete`, `move`, `file_info`, and the change report of every edit-type answer, driven
+//!   through the MCP server's `run_tool` (schema validation, dispatch, `isError`) on each fixture.
+//! - names.rs: names that could forge an answer; disk_behaviour.rs: what the disk backend does
+//!   beyond the conformance suite; security.rs: containment attacks; crash.rs: SIGKILLed writers.
+//! - layout.rs: every file under `tests/` is compiled by one of the test binaries.
 //!
 //! Every case is written once in `cases.rs` and run once per fixture by [`toolset!`]; a new
 //! backend is one fixture function in `fixtures.rs` and one `toolset!(name);` line here. Each
 //! refusal is checked to leave every file it names byte-for-byte unchanged. `faults.rs` holds
 //! the cases that need a backend failing on purpose (half-way failures of move and apply_patch).
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod cases;
+mod crash;
+mod disk_behaviour;
 mod faults;
 mod fixtures;
 mod grown;
-#[path = "../support/mod.rs"]
-mod support;
+mod layout;
+mod names;
+mod security;
 
 /// One `#[tokio::test]` per case for the fixture `$fixture`.
 macro_rules! cases {

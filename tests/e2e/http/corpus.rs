@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::client::{Client, Protocol, Server};
 use super::{ALICE, token_file};
 
-const CORPUS: &str = include_str!("../e2e/corpus/stdio.txt");
+const CORPUS: &str = include_str!("../corpus/stdio.txt");
 
 /// The line with each `\x{NN}` turned into that byte.
 fn unescape(line: &str) -> Vec<u8> {

@@ -5,12 +5,10 @@
 //! to set up; a tool that read one whole would need 6 GiB and abort the process (the allocation
 //! failure issue 10 reports), which the bound and the final "still serving" check catch.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
-use common::{StdioClient, text_of};
+use crate::support::stdio::{StdioClient, text_of};
 use serde_json::{Value, json};
 
 /// 6 GiB: far over every bound, and more than a test machine can allocate.

@@ -4,16 +4,14 @@
 //! working; a database that cannot be opened stops start-up with a clear message; the default
 //! table puts `/memories/` in the user's data directory.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::support::{McpServer, PostgresNamespace, postgres_url};
 use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
 use serde_json::json;
-use support::{McpServer, PostgresNamespace, postgres_url};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -250,9 +248,9 @@ async fn an_unreachable_database_is_a_tool_error_and_other_mounts_keep_working()
     };
     let config: tokio_postgres::Config = url.parse().unwrap();
     let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first().cloned() else {
-        support::skips::record(
+        crate::support::skips::record(
             "an unreachable database (relay needs TCP)",
-            &format!("{} is not a TCP address", support::POSTGRES_ENV),
+            &format!("{} is not a TCP address", crate::support::POSTGRES_ENV),
         );
         return;
     };
@@ -330,9 +328,9 @@ async fn an_unreachable_database_is_a_tool_error_and_other_mounts_keep_working()
 async fn relayed_postgres(url: &str) -> Option<(Relay, String, String)> {
     let config: tokio_postgres::Config = url.parse().unwrap();
     let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first().cloned() else {
-        support::skips::record(
+        crate::support::skips::record(
             "an unreachable database (relay needs TCP)",
-            &format!("{} is not a TCP address", support::POSTGRES_ENV),
+            &format!("{} is not a TCP address", crate::support::POSTGRES_ENV),
         );
         return None;
     };

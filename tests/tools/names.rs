@@ -10,16 +10,13 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
-    StoreBackend, WriteMode,
-};
+use mountfs::backend::{Backend, FilesystemBackend, FilesystemOptions, WriteMode};
 use mountfs::path::{VirtualPath, is_hidden_or_control};
-use mountfs::registry::Registry;
 use mountfs::server::MountfsServer;
-use mountfs::session::{Session, WriteOptions};
-use mountfs::store::{Namespace, SqliteStore};
+use mountfs::session::Session;
 use serde_json::{Value, json};
+
+use crate::support::backends;
 
 /// Every file holds this one line, so `grep` finds every name.
 const CONTENT: &str = "needle\n";
@@ -59,17 +56,10 @@ impl Names {
     /// A session with `/` in memory and the names under `/m/` on a mount of `kind`.
     async fn new(kind: Kind) -> Self {
         let (backend, guard): (Arc<dyn Backend>, _) = match kind {
-            Kind::Memory => (Arc::new(StateBackend::new()), None),
+            Kind::Memory => (backends::memory(), None),
             Kind::Sqlite => {
-                let dir = tempfile::tempdir().unwrap();
-                let store = SqliteStore::open(dir.path().join("names.db"))
-                    .await
-                    .unwrap();
-                let namespace = Namespace::new("default").unwrap();
-                (
-                    Arc::new(StoreBackend::new(Arc::new(store), namespace)),
-                    Some(dir),
-                )
+                let (backend, dir) = backends::sqlite().await;
+                (backend, Some(dir))
             }
             Kind::Disk => {
                 let dir = tempfile::tempdir().unwrap();
@@ -91,21 +81,9 @@ impl Names {
                     .unwrap();
             }
         }
-        let mounts = vec![Mount {
-            prefix: VirtualPath::parse("/m").unwrap(),
-            backend,
-            read_only: false,
-        }];
-        let composite = CompositeBackend::new(mounts, || Arc::new(StateBackend::new()));
-        let session = Arc::new(Session::new(Arc::new(composite), WriteOptions::default()));
-        let registry = Arc::new(Registry::load().unwrap());
+        let session = backends::session(vec![backends::mount("/m", backend, false)]);
         Self {
-            server: MountfsServer::new(
-                registry,
-                session.clone(),
-                String::new(),
-                std::sync::Arc::new(mountfs::changes::ChangeHub::new(&[])),
-            ),
+            server: backends::server(session.clone()),
             session,
             dir: "/m".to_owned(),
             _guard: guard,

@@ -6,12 +6,10 @@
 //! million matching lines peaked near 200 MB here) and ripgrep's searcher grew its buffer to hold
 //! a whole line (a 256 MiB line needed over 512 MB, 16 calls at once several GB).
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
-use common::StdioClient;
+use crate::support::stdio::StdioClient;
 use serde_json::json;
 
 /// The peak a case without long lines may reach: an idle debug server peaks near 28 MB.
@@ -181,7 +179,7 @@ fn sixteen_concurrent_greps_over_a_huge_line_stay_bounded() {
         .collect();
     for id in ids {
         let response = client.response(id);
-        let text = common::text_of(&response["result"]);
+        let text = crate::support::stdio::text_of(&response["result"]);
         assert!(
             text.contains("[skipped /minified.js: a line longer than 16777216 bytes"),
             "{response}"
