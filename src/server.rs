@@ -241,7 +241,7 @@ impl MountfsServer {
                     (None, Some((path, backend))) => backend.stat(&path).await.ok().flatten(),
                     (None, None) => None,
                 };
-                let mut result = success(reply);
+                let mut result = success(name, reply);
                 if let Some(entry) = file.filter(|entry| !entry.is_dir()) {
                     result
                         .content
@@ -378,7 +378,14 @@ fn resource_error(error: ResourceError) -> McpError {
     }
 }
 
-fn success(reply: ToolReply) -> CallToolResult {
+fn success(tool: &str, reply: ToolReply) -> CallToolResult {
+    if reply.structured.is_none() {
+        tracing::error!(
+            tool,
+            text = %reply.text.chars().take(200).collect::<String>(),
+            "a tool answered without structured content; its output schema requires some (bug)"
+        );
+    }
     let mut content = vec![ContentBlock::text(reply.text)];
     if let Some((data, mime)) = reply.image {
         content.push(ContentBlock::image(data, mime));

@@ -225,7 +225,9 @@ pub enum ToolError {
 pub struct ToolReply {
     /// The text the agent reads.
     pub text: String,
-    /// Structured content (diffs, counts), when the tool has some.
+    /// Structured content: every answer has some, satisfying the tool's output schema
+    /// (`schemas/<tool>.output.json`, checked by `tests/e2e/output_schemas.rs`). A final answer
+    /// without it is a bug: the server logs it, and clients that validate refuse the answer.
     pub structured: Option<Value>,
     /// An image, base64-encoded, with its MIME type.
     pub image: Option<(String, String)>,
@@ -235,7 +237,7 @@ pub struct ToolReply {
 }
 
 impl ToolReply {
-    /// A text-only answer.
+    /// An answer with its text only; the tool then sets [`ToolReply::structured`].
     pub fn text(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
