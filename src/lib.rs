@@ -26,7 +26,9 @@
 //! - [`tools`]: one module per tool; `tools::change` the one change primitive every changing
 //!   tool applies, takes back and records (where ledger, undo, and later the audit log, hook in),
 //!   with its reports beside it; [`server`]: the MCP handler; [`transport`]: bytes to
-//!   messages (every malformed line answered), stdio, and each file call's arrival ticket.
+//!   messages (every malformed line answered), stdio, and `transport::arrival`, where each file
+//!   call's arrival ticket is issued (by stdio and HTTP alike) and redeemed; the server hands the
+//!   turn to the tool call as an argument (`tools::CallContext::turn`).
 //! - [`roots`]: the client's MCP roots mounted in place of the default table's working
 //!   directory.
 //! - [`http`]: Streamable HTTP with bearer tokens; [`workspace`]: whose session state a

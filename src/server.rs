@@ -30,10 +30,10 @@ use crate::path::VirtualPath;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
-use crate::session::{CURRENT_TURN, Session, Turn};
+use crate::session::Session;
 use crate::tools::error_kind::ErrorKind;
 use crate::tools::{self, CallContext, ProgressReporter, ToolReply};
-use crate::transport::turn_of;
+use crate::transport::arrival::{Turn, turn_of};
 use crate::workspace::{Principal, Workspaces};
 
 /// Whose session state a call uses.
@@ -165,7 +165,7 @@ impl MountfsServer {
     /// Runs a tool call to a result (never a protocol error): validation first, then dispatch in
     /// a task of its own so a panic cannot take the connection down.
     ///
-    /// `turn` is the call's place in its file's arrival order (see `transport`); it is released
+    /// `turn` is the call's place in its file's arrival order (see `transport::arrival`); it is released
     /// when the call ends, however it ends.
     pub async fn run_tool(
         &self,
@@ -174,18 +174,20 @@ impl MountfsServer {
         turn: Option<Arc<Turn>>,
     ) -> Result<CallToolResult, McpError> {
         let session = self.session_for(&Default::default())?;
-        let context = CallContext::default();
-        self.run_tool_in(session, name, arguments, turn, context)
-            .await
+        let context = CallContext {
+            turn,
+            ..CallContext::default()
+        };
+        self.run_tool_in(session, name, arguments, context).await
     }
 
-    /// [`Self::run_tool`] in `session`, with the request's cancellation and progress token.
+    /// [`Self::run_tool`] in `session`, with the request's cancellation, progress token and
+    /// arrival turn.
     async fn run_tool_in(
         &self,
         session: Arc<Session>,
         name: &str,
         arguments: Value,
-        turn: Option<Arc<Turn>>,
         context: CallContext,
     ) -> Result<CallToolResult, McpError> {
         let Some(definition) = self.registry.get(name) else {
@@ -209,10 +211,7 @@ impl MountfsServer {
         let linked = linked_file(name, &arguments).map(|path| (path, session.backend()));
         let tool = name.to_owned();
         let run = async move { tools::call_in(&tool, arguments, &session, &context).await };
-        let task = match turn {
-            Some(turn) => tokio::spawn(CURRENT_TURN.scope(turn, run)),
-            None => tokio::spawn(run),
-        };
+        let task = tokio::spawn(run);
         let outcome = match task.await {
             Ok(outcome) => outcome,
             Err(join_error) => {
@@ -361,6 +360,7 @@ fn call_context(
         cancel: context.ct.clone(),
         progress: token.map(|token| ProgressReporter::new(token, context.peer.clone())),
         request_id: Some(context.id.to_string()),
+        turn: turn_of(&context.extensions),
     }
 }
 
@@ -459,11 +459,10 @@ impl ServerHandler for MountfsServer {
         let arguments = request
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
-        let turn = turn_of(&context.extensions);
         self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
         drop(context);
-        self.run_tool_in(session, &request.name, arguments, turn, call)
+        self.run_tool_in(session, &request.name, arguments, call)
             .await
             .map(Into::into)
     }

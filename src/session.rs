@@ -1,19 +1,20 @@
 //! Per-session state: the file system this session sees, its read ledger (read-before-edit and
 //! staleness, by [`Version`]), its undo history, and the per-file locks that make parallel edits
-//! from one session land one after another instead of failing as stale.
+//! from one session land one after another instead of failing as stale (in arrival order, by the
+//! tickets of [`crate::transport::arrival`]).
 //!
 //! One MCP connection is one session. Its `memory` mounts are its own; disk and store mounts are
 //! shared with every other session of the process (see `mounts.rs`).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
 
-use tokio::sync::{OwnedMutexGuard, watch};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::backend::{AsideFile, CompositeBackend, Version};
 use crate::limits::Limits;
 use crate::path::VirtualPath;
+use crate::transport::arrival::{ArrivalOrder, Turn};
 
 /// How many undo steps are kept per file.
 pub const UNDO_STEPS_PER_FILE: usize = 20;
@@ -345,114 +346,6 @@ impl UndoHistory {
     }
 }
 
-/// How long a call waits for the calls that arrived before it on the same file. Only a bug
-/// (a ticket never released) could make it wait this long; then it goes ahead rather than hang.
-pub const TURN_WAIT_LIMIT: Duration = Duration::from_secs(60);
-
-/// Arrival order of this session's calls per file.
-///
-/// The MCP library runs each request in a task of its own, so requests that arrive together
-/// reach the tools in any order. The transport reader issues a ticket per file-changing call
-/// *as the line arrives*; a call then waits for its [`Turn`] before it touches the file, so
-/// parallel edits land in the order they were sent (CONTRACT §4).
-#[derive(Debug, Default)]
-pub struct ArrivalOrder {
-    queues: Mutex<HashMap<VirtualPath, PathQueue>>,
-}
-
-#[derive(Debug)]
-struct PathQueue {
-    issued: u64,
-    next: watch::Sender<u64>,
-    done: BTreeSet<u64>,
-}
-
-impl ArrivalOrder {
-    /// Issues the next ticket for `path` (call in arrival order).
-    pub fn issue(&self, path: &VirtualPath) -> u64 {
-        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        let queue = queues.entry(path.clone()).or_insert_with(|| PathQueue {
-            issued: 0,
-            next: watch::Sender::new(0),
-            done: BTreeSet::new(),
-        });
-        let ticket = queue.issued;
-        queue.issued += 1;
-        ticket
-    }
-
-    /// The turn of `ticket` on `path`; released when dropped, used or not.
-    pub fn turn(self: &Arc<Self>, path: VirtualPath, ticket: u64) -> Turn {
-        Turn {
-            order: self.clone(),
-            path,
-            ticket,
-        }
-    }
-
-    fn release(&self, path: &VirtualPath, ticket: u64) {
-        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(queue) = queues.get_mut(path) else {
-            return;
-        };
-        queue.done.insert(ticket);
-        let mut next = *queue.next.borrow();
-        while queue.done.remove(&next) {
-            next += 1;
-        }
-        queue.next.send_replace(next);
-        if next == queue.issued {
-            queues.remove(path);
-        }
-    }
-
-    fn receiver(&self, path: &VirtualPath) -> Option<watch::Receiver<u64>> {
-        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        queues.get(path).map(|q| q.next.subscribe())
-    }
-}
-
-/// One call's place in the arrival order of a file (see [`ArrivalOrder`]).
-#[derive(Debug)]
-pub struct Turn {
-    order: Arc<ArrivalOrder>,
-    path: VirtualPath,
-    ticket: u64,
-}
-
-impl Turn {
-    /// The file this turn is for.
-    pub fn path(&self) -> &VirtualPath {
-        &self.path
-    }
-
-    /// Waits until every call that arrived earlier on this file has finished.
-    pub async fn wait(&self) {
-        wait_for_turn(&self.order, &self.path, self.ticket).await;
-    }
-}
-
-async fn wait_for_turn(order: &ArrivalOrder, path: &VirtualPath, ticket: u64) {
-    let Some(mut next) = order.receiver(path) else {
-        return;
-    };
-    let waited = tokio::time::timeout(TURN_WAIT_LIMIT, next.wait_for(|n| *n >= ticket)).await;
-    if waited.is_err() {
-        tracing::warn!(%path, ticket, "gave up waiting for earlier calls");
-    }
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        self.order.release(&self.path, self.ticket);
-    }
-}
-
-tokio::task_local! {
-    /// The turn of the tool call running in this task, if the transport issued one.
-    pub static CURRENT_TURN: Arc<Turn>;
-}
-
 tokio::task_local! {
     /// The session (by [`Session::identity`]) and mount table a tool call runs with.
     static CALL_TABLE: (usize, Arc<CompositeBackend>);
@@ -528,15 +421,12 @@ impl Session {
 
     /// Serialises this session's changes to one file: held from the read of the file to the
     /// ledger update after the write, so a second edit waits and then sees the first's result.
-    /// When the call carries a [`Turn`] for this file, it first waits for the calls that arrived
-    /// before it, so edits land in the order they were sent.
-    pub async fn lock_file(&self, path: &VirtualPath) -> OwnedMutexGuard<()> {
-        let turn_wait = CURRENT_TURN.try_with(|turn| {
-            (turn.path() == path).then(|| (turn.order.clone(), turn.path.clone(), turn.ticket))
-        });
-        // (Copied out so that no task-local borrow is held across the await.)
-        if let Ok(Some((order, path, ticket))) = turn_wait {
-            wait_for_turn(&order, &path, ticket).await;
+    /// When the call's `turn` (its place in the arrival order, see [`crate::transport::arrival`])
+    /// is for this file, it first waits for the calls that arrived before it, so edits land in
+    /// the order they were sent.
+    pub async fn lock_file(&self, path: &VirtualPath, turn: Option<&Turn>) -> OwnedMutexGuard<()> {
+        if let Some(turn) = turn.filter(|turn| turn.path() == path) {
+            turn.wait().await;
         }
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
@@ -595,31 +485,35 @@ mod tests {
         assert_eq!(history.depth(&p("/e")), 1);
     }
 
-    #[tokio::test]
-    async fn turns_are_served_in_ticket_order_even_when_skipped() {
-        let order = Arc::new(ArrivalOrder::default());
-        let path = p("/f");
-        let tickets: Vec<u64> = (0..3).map(|_| order.issue(&path)).collect();
-        assert_eq!(tickets, vec![0, 1, 2]);
-        let first = order.turn(path.clone(), 0);
-        let second = order.turn(path.clone(), 1);
-        let third = order.turn(path.clone(), 2);
-        // The second is dropped unused (a call that failed before touching the file).
-        drop(second);
-        let waiting = tokio::spawn(async move {
-            third.wait().await;
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "the third waits for the first");
-        drop(first);
-        waiting.await.unwrap();
-        assert!(order.receiver(&path).is_none(), "an idle queue is removed");
-    }
-
     fn memory_table() -> Arc<CompositeBackend> {
         Arc::new(CompositeBackend::new(Vec::new(), || {
             Arc::new(crate::backend::StateBackend::new())
         }))
+    }
+
+    #[tokio::test]
+    async fn a_lock_redeems_the_turn_it_is_given_only_for_that_turns_file() {
+        let session = Arc::new(Session::new(memory_table(), WriteOptions::default()));
+        let path = p("/f");
+        let first = session
+            .arrival
+            .turn(path.clone(), session.arrival.issue(&path));
+        let second = session
+            .arrival
+            .turn(path.clone(), session.arrival.issue(&path));
+        drop(session.lock_file(&p("/other"), Some(&second)).await);
+        drop(session.lock_file(&path, None).await);
+        let locking = session.clone();
+        let waiting = tokio::spawn(async move {
+            drop(locking.lock_file(&path, Some(&second)).await);
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            !waiting.is_finished(),
+            "waits for the call that arrived first"
+        );
+        drop(first);
+        waiting.await.unwrap();
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! the JSON-RPC error it deserves (-32700 / -32600 / -32602, classified by
 //! `transport::message` exactly as stdio lines are) instead of the library's plain-text 415;
 //! refuse a new session over `--max-sessions` (503); give a file call its arrival turn (as the
-//! stdio reader does, see `transport`). After the library answers, a new session is recorded
+//! stdio reader does, see `transport::arrival`). After the library answers, a new session is recorded
 //! as owned by its principal, and a closed one is dropped.
 //!
 //! Every refusal happens before anything is touched, and none logs the token.
@@ -394,7 +394,7 @@ async fn read_body(
     }
 }
 
-/// Gives a file call its place in its file's arrival order (see `transport`), carried in the
+/// Gives a file call its place in its file's arrival order (see `transport::arrival`), carried in the
 /// request's parts, where the handler finds it.
 fn take_turn(
     message: &mut ClientJsonRpcMessage,
@@ -411,10 +411,10 @@ fn take_turn(
     }
     // Without a session the workspace is the principal's (stateless MCP 2026-07-28).
     let session = session.unwrap_or_else(|| gate.workspaces.principal(principal));
-    transport::take_turn(message, &session.arrival);
+    transport::arrival::take_turn(message, &session.arrival);
     if let JsonRpcMessage::Request(request) = message
         && let ClientRequest::CallToolRequest(call) = &request.request
-        && let Some(turn) = transport::turn_of(&call.extensions)
+        && let Some(turn) = transport::arrival::turn_of(&call.extensions)
     {
         parts.extensions.insert(turn);
     }

@@ -20,7 +20,7 @@ use super::change::{ApplyAllFailure, Before, Change, apply_all};
 use super::editing::{
     check_edit_size, decode_for_edit, decode_text, encode_for_file, load_checked, lock_files,
 };
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{Backend, Version};
 use crate::content;
 use crate::path::VirtualPath;
@@ -74,9 +74,14 @@ struct Planned {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let targets = targets(patch::parse(&args.patch)?)?;
-    let _guards = lock_files(session, targets.iter().map(|(p, _, _)| p.clone()).collect()).await;
+    let paths = targets.iter().map(|(p, _, _)| p.clone()).collect();
+    let _guards = lock_files(session, paths, context.turn.as_deref()).await;
     let mut plans = Vec::with_capacity(targets.len());
     let mut changes = Vec::with_capacity(targets.len());
     for (path, action, file_patch) in targets {

@@ -13,11 +13,12 @@ use serde_json::json;
 
 use super::change::{Before, Change};
 use super::editing::{check_not_stale, fits_undo, lock_files};
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, GlobQuery};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::Session;
+use crate::transport::arrival::Turn;
 
 /// Most files of a recursive delete whose contents are kept for `undo_edit`; past this the
 /// directory is deleted without undo steps (and the answer says so).
@@ -37,7 +38,11 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
     if session.backend().holds_mount_root(&path) {
         return Err(backend::Error::MountRoot { path }.into());
@@ -63,7 +68,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         return Ok(reply);
     }
     if !entry.is_dir() {
-        return delete_file(session, &path).await;
+        return delete_file(session, &path, context.turn.as_deref()).await;
     }
     if !args.recursive {
         session
@@ -78,11 +83,15 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         }));
         return Ok(reply);
     }
-    delete_tree(session, &path).await
+    delete_tree(session, &path, context.turn.as_deref()).await
 }
 
-async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply, ToolError> {
-    let _guard = session.lock_file(path).await;
+async fn delete_file(
+    session: &Session,
+    path: &VirtualPath,
+    turn: Option<&Turn>,
+) -> Result<ToolReply, ToolError> {
+    let _guard = session.lock_file(path, turn).await;
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
     let (bytes, removal, applied) = match session.backend().read_at_most(path, bound).await? {
         BoundedRead::Whole(file) => {
@@ -122,7 +131,11 @@ async fn delete_file(session: &Session, path: &VirtualPath) -> Result<ToolReply,
 /// A recursive delete: every file is read (staleness, undo content) and deleted one by one,
 /// conditional on its version; then the directory itself goes (with anything `glob` does not
 /// show, such as ignored files on disk).
-async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, ToolError> {
+async fn delete_tree(
+    session: &Session,
+    dir: &VirtualPath,
+    turn: Option<&Turn>,
+) -> Result<ToolReply, ToolError> {
     let mut entries = session
         .backend()
         .glob(&GlobQuery {
@@ -135,7 +148,8 @@ async fn delete_tree(session: &Session, dir: &VirtualPath) -> Result<ToolReply, 
     let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
     let keep_undo = entries.len() <= MAX_UNDOABLE_FILES
         && usize::try_from(total_bytes).is_ok_and(|b| fits_undo(session, b));
-    let guards = lock_files(session, entries.iter().map(|e| e.path.clone()).collect()).await;
+    let paths = entries.iter().map(|e| e.path.clone()).collect();
+    let guards = lock_files(session, paths, turn).await;
     // Check every file before deleting any, so a stale one stops the whole delete.
     let mut removals = Vec::new();
     for entry in &entries {

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::editing::{edit_limit_bytes, edit_text};
-use super::{ToolError, ToolReply, counted};
+use super::{CallContext, ToolError, ToolReply, counted};
 use crate::path::VirtualPath;
 use crate::session::Session;
 use crate::text::replace::{EditSpec, apply_edit_matching};
@@ -30,9 +30,13 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    let _guard = session.lock_file(&path).await;
+    let _guard = session.lock_file(&path, context.turn.as_deref()).await;
     let spec = EditSpec {
         old_string: &args.old_string,
         new_string: &args.new_string,

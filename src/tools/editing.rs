@@ -26,6 +26,7 @@ use crate::text::encoding::{self, FileEncoding, LfText};
 use crate::text::numbered::split_lines;
 use crate::text::replace::{EditSpec, Matching, Replaced};
 use crate::text::{diff, line_endings};
+use crate::transport::arrival::Turn;
 
 /// A text file loaded for editing ([`edit_text`]): its content with LF line endings and no BOM, and what is
 /// needed to write it back in its own format.
@@ -471,16 +472,18 @@ pub fn check_not_stale(
 }
 
 /// Takes this session's locks on `paths` in path order. Every tool that changes several files
-/// takes its locks this way, so two such calls never wait on each other in a cycle.
+/// takes its locks this way, so two such calls never wait on each other in a cycle. `turn` is
+/// the call's place in the arrival order of the file it names ([`Session::lock_file`]).
 pub async fn lock_files(
     session: &Session,
     mut paths: Vec<VirtualPath>,
+    turn: Option<&Turn>,
 ) -> Vec<OwnedMutexGuard<()>> {
     paths.sort();
     paths.dedup();
     let mut guards = Vec::with_capacity(paths.len());
     for path in &paths {
-        guards.push(session.lock_file(path).await);
+        guards.push(session.lock_file(path, turn).await);
     }
     guards
 }

@@ -23,6 +23,8 @@ pub mod read_file;
 pub mod undo_edit;
 pub mod write_file;
 
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
@@ -33,6 +35,7 @@ use crate::search::PatternError;
 use crate::session::Session;
 use crate::text::patch::{HunkMismatch, PatchError};
 use crate::text::replace::{EditError, MultiEditError};
+use crate::transport::arrival::Turn;
 
 /// A failed tool call: the text the agent reads (`isError: true`). Every text starts with
 /// `Error:` (or `Invalid arguments`) and says what to do next.
@@ -259,6 +262,9 @@ pub struct CallContext {
     pub progress: Option<ProgressReporter>,
     /// The JSON-RPC request id, as text (names saved large results).
     pub request_id: Option<String>,
+    /// The call's place in the arrival order of the file it names, issued by the transport as the
+    /// request was read; redeemed when the tool locks that file ([`Session::lock_file`]).
+    pub turn: Option<Arc<Turn>>,
 }
 
 /// Sends `notifications/progress` for one request's progress token.
@@ -375,19 +381,29 @@ fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolErr
 /// Runs tool `name` with schema-validated `arguments` in `session`.
 #[tracing::instrument(skip_all, fields(tool = name))]
 pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<ToolReply, ToolError> {
+    call_with(name, arguments, session, &CallContext::default()).await
+}
+
+/// [`call`] with the request's context.
+async fn call_with(
+    name: &str,
+    arguments: Value,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     match name {
-        "ls" => ls::run(parse(name, arguments)?, session, &CallContext::default()).await,
+        "ls" => ls::run(parse(name, arguments)?, session, context).await,
         "read_file" => read_file::run(parse(name, arguments)?, session).await,
-        "write_file" => write_file::run(parse(name, arguments)?, session).await,
-        "edit_file" => edit_file::run(parse(name, arguments)?, session).await,
-        "multi_edit" => multi_edit::run(parse(name, arguments)?, session).await,
-        "glob" => glob::run(parse(name, arguments)?, session, &CallContext::default()).await,
-        "grep" => grep::run(parse(name, arguments)?, session, &CallContext::default()).await,
-        "delete" => delete::run(parse(name, arguments)?, session).await,
-        "move" => move_file::run(parse(name, arguments)?, session).await,
+        "write_file" => write_file::run(parse(name, arguments)?, session, context).await,
+        "edit_file" => edit_file::run(parse(name, arguments)?, session, context).await,
+        "multi_edit" => multi_edit::run(parse(name, arguments)?, session, context).await,
+        "glob" => glob::run(parse(name, arguments)?, session, context).await,
+        "grep" => grep::run(parse(name, arguments)?, session, context).await,
+        "delete" => delete::run(parse(name, arguments)?, session, context).await,
+        "move" => move_file::run(parse(name, arguments)?, session, context).await,
         "file_info" => file_info::run(parse(name, arguments)?, session).await,
-        "undo_edit" => undo_edit::run(parse(name, arguments)?, session).await,
-        "apply_patch" => apply_patch::run(parse(name, arguments)?, session).await,
+        "undo_edit" => undo_edit::run(parse(name, arguments)?, session, context).await,
+        "apply_patch" => apply_patch::run(parse(name, arguments)?, session, context).await,
         other => Err(ToolError::Arguments {
             tool: other.to_owned(),
             reason: "no such tool".into(),
@@ -407,10 +423,7 @@ pub async fn call_in(
     let run = async {
         match name {
             "execute" => crate::exec::run(parse(name, arguments)?, session, context).await,
-            "glob" => glob::run(parse(name, arguments)?, session, context).await,
-            "ls" => ls::run(parse(name, arguments)?, session, context).await,
-            "grep" => grep::run(parse(name, arguments)?, session, context).await,
-            _ => call(name, arguments, session).await,
+            _ => call_with(name, arguments, session, context).await,
         }
     };
     session.with_table_snapshot(run).await

@@ -213,14 +213,12 @@ pub(super) async fn move_tree(
         pairs.push((entry.path.clone(), destination.join_relative(relative)?));
     }
     drop(entries);
-    let _guards = super::editing::lock_files(
-        session,
-        pairs
-            .iter()
-            .flat_map(|(s, d)| [s.clone(), d.clone()])
-            .collect(),
-    )
-    .await;
+    let paths = pairs
+        .iter()
+        .flat_map(|(s, d)| [s.clone(), d.clone()])
+        .collect();
+    // A move names no `file_path`, so it holds no place in a file's arrival order.
+    let _guards = super::editing::lock_files(session, paths, None).await;
     // A file this session read and that changed since stops the move before anything is done.
     for (from, _) in &pairs {
         if session.ledger.seen(from).is_some() {

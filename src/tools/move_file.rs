@@ -22,7 +22,7 @@ use serde_json::json;
 use super::change::{After, Applied, Before, Change, record_move, stale_or};
 use super::editing::{check_not_stale, lock_files};
 use super::move_copy;
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{
     self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions, Renamed, Version,
 };
@@ -43,7 +43,11 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let source = VirtualPath::parse(&args.source)?;
     let destination = VirtualPath::parse(&args.destination)?;
     if source == destination {
@@ -77,14 +81,24 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 hint: "A directory is moved to a path that does not exist yet; choose another name, or delete the destination first".into(),
             });
         }
-        let guards = lock_files(session, vec![source.clone(), destination.clone()]).await;
+        let guards = lock_files(
+            session,
+            vec![source.clone(), destination.clone()],
+            context.turn.as_deref(),
+        )
+        .await;
         if let Some(reply) = rename_tree(session, &source, &destination).await? {
             return Ok(reply);
         }
         drop(guards);
         return move_copy::move_tree(session, &source, &destination).await;
     }
-    let _guards = lock_files(session, vec![source.clone(), destination.clone()]).await;
+    let _guards = lock_files(
+        session,
+        vec![source.clone(), destination.clone()],
+        context.turn.as_deref(),
+    )
+    .await;
     let (moved, how) = match rename_one(session, &source, &destination, args.overwrite).await? {
         Some(moved) => (moved, "renamed in place: mode, times and links kept"),
         None => (

@@ -17,7 +17,7 @@ use super::change::report::{describe_change, report_change};
 use super::change::{Applied, Change, record_move_undone};
 use super::editing::{decode_text, lock_files};
 use super::move_copy;
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions};
 use crate::content;
 use crate::path::VirtualPath;
@@ -32,12 +32,16 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
     // Undoing a move also changes the path it came from: both are locked, in path order.
     let _guards = match session.undo.top_moved_from(&path) {
-        Some(from) => lock_files(session, vec![path.clone(), from]).await,
-        None => vec![session.lock_file(&path).await],
+        Some(from) => lock_files(session, vec![path.clone(), from], context.turn.as_deref()).await,
+        None => vec![session.lock_file(&path, context.turn.as_deref()).await],
     };
     let Some(step) = session.undo.pop(&path) else {
         return Err(ToolError::NothingToUndo {

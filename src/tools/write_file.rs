@@ -10,7 +10,7 @@ use super::editing::{
     check_edit_size, commit, commit_large, decode_for_edit, encode_for_file, load_checked_at_most,
     refuse_new_control_names,
 };
-use super::{ToolError, ToolReply, counted};
+use super::{CallContext, ToolError, ToolReply, counted};
 use crate::backend::{self, Backend, BoundedRead, Version};
 use crate::content;
 use crate::path::VirtualPath;
@@ -29,10 +29,14 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
     check_edit_size(session, "content", args.content.len())?;
-    let _guard = session.lock_file(&path).await;
+    let _guard = session.lock_file(&path, context.turn.as_deref()).await;
     let existing = match session.backend().stat(&path).await? {
         Some(entry) if entry.is_dir() => {
             return Err(backend::Error::IsADirectory { path }.into());

@@ -11,7 +11,7 @@
 //!   library ends the connection on any notification or response, so those are dropped here
 //!   (a notification is never answered anyway);
 //! - every `tools/call` on a `file_path` takes its place in the file's arrival order as it is
-//!   read ([`super::take_turn`]).
+//!   read ([`super::arrival::take_turn`]).
 //!
 //! Writes go through one writer task fed by a bounded queue: the library's answers and ours
 //! come out whole, one per line, and a client that stops reading holds the server back instead
@@ -39,8 +39,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
+use super::arrival::ArrivalOrder;
 use super::message::{self, INVALID_REQUEST, Incoming};
-use crate::session::ArrivalOrder;
 
 /// Default for `--max-message-bytes`: the largest line (one message) read from stdin.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -388,7 +388,7 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for StdioTransport<R> {
                     if !self.admit(&message) {
                         continue;
                     }
-                    super::take_turn(&mut message, &self.arrival);
+                    super::arrival::take_turn(&mut message, &self.arrival);
                     match &*message {
                         JsonRpcMessage::Request(_) => {
                             // Delivered above once it has a place.
