@@ -1,16 +1,21 @@
-//! Compiled search patterns shared by every backend: the one glob matcher (used by `glob` and by
-//! `grep`'s file filter, CONTRACT §4) and the grep pattern, plus the in-memory grep over a `&str`
-//! that the memory and store backends share. (The disk backend streams through ripgrep's crates
-//! with the same pattern text and the same matcher.)
+//! The query vocabulary of the `Backend` trait: what a `glob` or `grep` asks every backend
+//! ([`GlobQuery`], [`GrepQuery`]), compiled once from the tool's arguments — the one glob
+//! matcher (used by `glob` and by `grep`'s file filter, CONTRACT §4) and the one grep pattern
+//! that every engine matches lines with — plus how much of the answer a backend must keep
+//! ([`GrepCollect`], [`LineWindowBudget`]) and the cancellation it obeys ([`SearchControl`]).
+//!
+//! What a search finds (`backend::GrepFile` …) is the backend's; the in-memory search over a
+//! whole text is `backend::whole_file`'s, the streamed disk search `backend::filesystem`'s.
+
+use std::sync::Arc;
 
 use globset::{Glob, GlobBuilder};
-use regex::{Regex, RegexBuilder};
+use grep_matcher::Matcher;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use thiserror::Error;
 
-use crate::backend::{GrepCollect, GrepFile, WindowedLines, kept_line_text};
 use crate::limits::{DEFAULT_GREP_MAX_LINE_BYTES, RegexLimits};
 use crate::path::VirtualPath;
-use crate::text::numbered::split_lines;
 
 /// A pattern that could not be compiled. Display is the agent-facing text.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -119,7 +124,10 @@ impl GlobMatcher {
 }
 
 /// A compiled grep pattern: a regular expression in Rust `regex` syntax (linear time), or the
-/// text as written when `literal`.
+/// text as written when `literal`. Compiled once, here, into the line matcher every engine
+/// uses: grep-searcher streams disk files through it, and the in-memory search asks it about
+/// one line at a time. Lines are matched one at a time: `\n` never matches, `^`/`$` match at
+/// each line's edges, and `$` also before a `\r\n`.
 #[derive(Debug, Clone)]
 pub struct GrepPattern {
     /// The pattern text given by the agent.
@@ -133,7 +141,8 @@ pub struct GrepPattern {
     /// The longest line a search holds (`--grep-max-line-bytes`): a file with a longer line
     /// is reported as skipped, with [`GrepPattern::long_line_reason`].
     pub max_line_bytes: u64,
-    regex: Regex,
+    /// `None` when the pattern can only match a line break, which no line holds.
+    matcher: Option<RegexMatcher>,
 }
 
 impl GrepPattern {
@@ -155,24 +164,36 @@ impl GrepPattern {
         } else {
             text.to_owned()
         };
-        let regex = RegexBuilder::new(&source)
+        let built = RegexMatcherBuilder::new()
             .case_insensitive(case_insensitive)
             .size_limit(limits.size_limit)
             .dfa_size_limit(limits.dfa_size_limit)
-            .build()
-            .map_err(|e| match e {
-                regex::Error::CompiledTooBig(limit) => PatternError::TooLarge { limit },
-                other => PatternError::Regex {
-                    reason: other.to_string(),
-                },
-            })?;
+            // `^`/`$` at every line's edges, `$` also before `\r\n` (without `multi_line`,
+            // crlf mode's `$` misses lines ending in a bare `\n`, and `^$` finds nothing).
+            .multi_line(true)
+            .line_terminator(Some(b'\n'))
+            .crlf(true)
+            .build(&source);
+        let matcher = match built {
+            Ok(matcher) => Some(matcher),
+            // A pattern that can only match a line break never matches within one line.
+            Err(error) if matches!(error.kind(), grep_regex::ErrorKind::NotAllowed(_)) => None,
+            Err(error) => {
+                return Err(PatternError::of_build(
+                    &source,
+                    case_insensitive,
+                    limits,
+                    &error,
+                ));
+            }
+        };
         Ok(Self {
             text: text.to_owned(),
             literal,
             case_insensitive,
             limits,
             max_line_bytes: DEFAULT_GREP_MAX_LINE_BYTES,
-            regex,
+            matcher,
         })
     }
 
@@ -190,80 +211,210 @@ impl GrepPattern {
         )
     }
 
-    /// The regex source as compiled (escaped when literal), for engines that compile their own.
-    pub fn regex_source(&self) -> String {
-        if self.literal {
-            regex::escape(&self.text)
-        } else {
-            self.text.clone()
-        }
+    /// The compiled line matcher, `None` when no line can match (see the field).
+    pub fn line_matcher(&self) -> Option<&RegexMatcher> {
+        self.matcher.as_ref()
     }
 
-    /// Whether one line matches.
+    /// Whether one line (without its terminator) matches.
     pub fn is_match(&self, line: &str) -> bool {
-        self.regex.is_match(line)
+        self.matcher
+            .as_ref()
+            .is_some_and(|m| m.is_match(line.as_bytes()).unwrap_or(false))
     }
 }
 
-/// Greps one in-memory text (a leading BOM ignored): `None` when no line matches. A text with
-/// a line over the pattern's `max_line_bytes` is reported as skipped, as on disk.
-pub fn grep_text(
-    path: &VirtualPath,
-    text: &str,
-    pattern: &GrepPattern,
-    collect: GrepCollect,
-) -> Option<GrepFile> {
-    // A UTF-8 BOM is not text: read_file hides it, and so does ripgrep's searcher on disk.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let lines = split_lines(text);
-    if lines
-        .iter()
-        .any(|l| l.len() as u64 > pattern.max_line_bytes)
-    {
-        return Some(GrepFile::skipped(path.clone(), pattern.long_line_reason()));
-    }
-    let found = |match_count: usize| GrepFile {
-        path: path.clone(),
-        match_count,
-        lines: Vec::new(),
-        entries: 0,
-        lines_from: 0,
-        skipped: None,
-    };
-    match collect {
-        GrepCollect::Files => lines.iter().any(|l| pattern.is_match(l)).then(|| found(1)),
-        GrepCollect::Count => {
-            let count = lines.iter().filter(|l| pattern.is_match(l)).count();
-            (count > 0).then(|| found(count))
-        }
-        GrepCollect::Lines { context, window } => {
-            let hits: Vec<usize> = lines
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| pattern.is_match(l))
-                .map(|(i, _)| i)
-                .collect();
-            if hits.is_empty() {
-                return None;
-            }
-            let mut reported = WindowedLines::new(window);
-            let mut next_unreported = 0usize;
-            for (k, &hit) in hits.iter().enumerate() {
-                let from = hit.saturating_sub(context).max(next_unreported);
-                let to = hit.saturating_add(context).min(lines.len() - 1);
-                for (i, text) in lines.iter().enumerate().take(to + 1).skip(from) {
-                    let is_match = i == hit || hits[k..].binary_search(&i).is_ok();
-                    reported.push(i + 1, is_match, || kept_line_text(text));
+impl PatternError {
+    /// The agent-facing error for a pattern the line matcher refused. Its words are the
+    /// `regex` crate's, as they always were: grep-regex quotes the pattern wrapped in its own
+    /// group. Only this failure path parses the pattern a second time.
+    fn of_build(
+        source: &str,
+        case_insensitive: bool,
+        limits: RegexLimits,
+        error: &grep_regex::Error,
+    ) -> Self {
+        let plain = regex::RegexBuilder::new(source)
+            .case_insensitive(case_insensitive)
+            .size_limit(limits.size_limit)
+            .dfa_size_limit(limits.dfa_size_limit)
+            .build();
+        match plain {
+            Err(regex::Error::CompiledTooBig(limit)) => Self::TooLarge { limit },
+            Err(other) => Self::Regex {
+                reason: other.to_string(),
+            },
+            // grep-regex's words for a program over `size_limit` (its error keeps the text only).
+            Ok(_)
+                if error
+                    .to_string()
+                    .starts_with("compiled regex exceeds size limit") =>
+            {
+                Self::TooLarge {
+                    limit: limits.size_limit,
                 }
-                next_unreported = to + 1;
             }
-            let mut file = found(hits.len());
-            file.entries = reported.entries;
-            file.lines_from = window.skip.min(reported.entries);
-            file.lines = reported.lines;
-            Some(file)
+            Ok(_) => Self::Regex {
+                reason: error.to_string(),
+            },
         }
     }
+}
+
+/// A glob search below one directory.
+#[derive(Debug, Clone)]
+pub struct GlobQuery {
+    /// The directory searched, in the backend's coordinates.
+    pub dir: VirtualPath,
+    /// The pattern, matched against paths relative to `dir` (see [`GlobMatcher`]).
+    pub matcher: GlobMatcher,
+    /// Cancellation and progress counts.
+    pub control: SearchControl,
+}
+
+/// What a long search shares with its caller: a cancellation it checks between files (and
+/// stops at, returning what it found so far), and counts the caller reports as progress.
+/// `Default` is a search nobody cancels or watches.
+#[derive(Debug, Clone, Default)]
+pub struct SearchControl {
+    cancel: Option<tokio_util::sync::CancellationToken>,
+    counts: Arc<SearchCounts>,
+}
+
+/// Files looked at and files that matched so far.
+#[derive(Debug, Default)]
+struct SearchCounts {
+    files: std::sync::atomic::AtomicU64,
+    matched: std::sync::atomic::AtomicU64,
+}
+
+impl SearchControl {
+    /// A search that stops when `cancel` is cancelled.
+    pub fn cancelled_by(cancel: tokio_util::sync::CancellationToken) -> Self {
+        Self {
+            cancel: Some(cancel),
+            counts: Arc::default(),
+        }
+    }
+
+    /// Whether the search must stop now.
+    pub fn stopped(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+    }
+
+    /// Counts one file looked at, and whether it matched.
+    pub fn count_file(&self, matched: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.counts.files.fetch_add(1, Relaxed);
+        if matched {
+            self.counts.matched.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// (files looked at, files that matched) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.counts.files.load(Relaxed),
+            self.counts.matched.load(Relaxed),
+        )
+    }
+}
+
+/// How much of each matching file a grep must report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrepCollect {
+    /// Only whether a file matches (a backend may stop at the first match).
+    Files,
+    /// The number of matching lines.
+    Count,
+    /// Matching lines with `context` lines around them.
+    Lines {
+        /// Context lines before and after each match.
+        context: usize,
+        /// How many of them the answer can show: lines past it are counted, not kept.
+        window: LineWindowBudget,
+    },
+}
+
+impl GrepCollect {
+    /// Matching lines with `context` lines around them, every one kept.
+    pub fn lines(context: usize) -> Self {
+        Self::Lines {
+            context,
+            window: LineWindowBudget::UNBOUNDED,
+        }
+    }
+}
+
+/// Characters a content-mode entry takes in an answer besides its text (`  N: `, newline):
+/// at least this many, which bounds how many entries an answer of a few characters can hold.
+const MIN_ENTRY_CHARS: usize = 6;
+
+/// Which reported lines (matches and context, in path order then line order) a content-mode
+/// grep answer can show: entries `offset..offset + limit`, ending early once the entries from
+/// `offset` on hold more than `chars` characters (the result cap). Backends keep only what can
+/// fall in that window and count the rest, so memory follows the page, not the matches.
+///
+/// A file's first entry may sit anywhere up to `offset` (the files before it may report none),
+/// so a backend keeps a file's entries from its first, except the first `skip`: a caller that
+/// knows where the file starts (a single-file search) sets `skip` to spare them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineWindowBudget {
+    /// Entries of each file known to lie before the window: counted, never kept.
+    pub skip: usize,
+    /// Entries skipped (`offset`).
+    pub offset: usize,
+    /// Entries shown at most (`head_limit`).
+    pub limit: usize,
+    /// Characters the shown entries may hold before the answer is cut.
+    pub chars: usize,
+}
+
+impl LineWindowBudget {
+    /// Keeps everything.
+    pub const UNBOUNDED: Self = Self {
+        skip: 0,
+        offset: 0,
+        limit: usize::MAX,
+        chars: usize::MAX,
+    };
+
+    /// Counts entries only: keeps none.
+    pub const COUNT_ONLY: Self = Self {
+        skip: 0,
+        offset: 0,
+        limit: 0,
+        chars: 0,
+    };
+
+    /// Most entries the window can span, counted from the first entry.
+    pub fn max_entries(&self) -> usize {
+        let by_chars = self.chars / MIN_ENTRY_CHARS + 1;
+        self.offset.saturating_add(self.limit.min(by_chars))
+    }
+}
+
+/// Characters a content-mode entry of `text` takes in the answer at least (its text as kept,
+/// one character less for a cut line, plus the smallest frame): never more than it really
+/// takes, so what is kept always reaches the cap when the matches do.
+pub fn entry_chars(text: &str) -> usize {
+    text.chars().count().saturating_add(MIN_ENTRY_CHARS - 1)
+}
+
+/// A content search below one directory.
+#[derive(Debug, Clone)]
+pub struct GrepQuery {
+    /// The directory (or single file) searched, in the backend's coordinates.
+    pub dir: VirtualPath,
+    /// The compiled pattern.
+    pub pattern: Arc<GrepPattern>,
+    /// Only files whose path (relative to `dir`) matches this.
+    pub file_filter: Option<GlobMatcher>,
+    /// What to collect.
+    pub collect: GrepCollect,
+    /// Cancellation and progress counts.
+    pub control: SearchControl,
 }
 
 #[cfg(test)]
@@ -333,18 +484,5 @@ mod tests {
         .unwrap();
         assert!(p.is_match("xa123z"));
         assert!(GrepPattern::new("\\w{100}", false, false).is_ok());
-    }
-
-    #[test]
-    fn context_lines_merge_between_close_matches() {
-        let p = GrepPattern::new("x", false, false).unwrap();
-        let path = VirtualPath::parse("/f").unwrap();
-        let f = grep_text(&path, "a\nx\nb\nx\nc\nd\ne\n", &p, GrepCollect::lines(1)).unwrap();
-        let nums: Vec<(usize, bool)> = f.lines.iter().map(|l| (l.number, l.is_match)).collect();
-        assert_eq!(
-            nums,
-            vec![(1, false), (2, true), (3, false), (4, true), (5, false)]
-        );
-        assert_eq!(f.match_count, 2);
     }
 }

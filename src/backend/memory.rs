@@ -12,12 +12,12 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+use super::whole_file::{self, key_prefix};
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
     GrepQuery, GrepResults, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
-use crate::search::grep_text;
 
 #[derive(Debug, Clone)]
 struct FileData {
@@ -45,15 +45,6 @@ pub struct StateBackend {
     files: RwLock<BTreeMap<String, FileData>>,
 }
 
-/// `"/a/b"` → `"/a/b/"`, `"/"` → `"/"`: the key prefix of everything under a directory.
-fn dir_prefix(dir: &VirtualPath) -> String {
-    if dir.is_root() {
-        "/".to_owned()
-    } else {
-        format!("{}/", dir.as_str())
-    }
-}
-
 /// Keys under `prefix`, in order.
 fn under<'a>(
     files: &'a BTreeMap<String, FileData>,
@@ -65,7 +56,7 @@ fn under<'a>(
 }
 
 fn is_dir(files: &BTreeMap<String, FileData>, dir: &VirtualPath) -> bool {
-    dir.is_root() || under(files, &dir_prefix(dir)).next().is_some()
+    dir.is_root() || under(files, &key_prefix(dir)).next().is_some()
 }
 
 impl StateBackend {
@@ -87,7 +78,7 @@ impl StateBackend {
     fn files_under(&self, dir: &VirtualPath) -> Vec<(VirtualPath, FileData)> {
         let files = self.read_map();
         let own = files.get(dir.as_str()).map(|f| (dir.clone(), f.clone()));
-        let prefix = dir_prefix(dir);
+        let prefix = key_prefix(dir);
         let mut out: Vec<(VirtualPath, FileData)> = own.into_iter().collect();
         for (key, data) in under(&files, &prefix) {
             if let Ok(path) = VirtualPath::parse_raw(key) {
@@ -116,7 +107,7 @@ impl Backend for StateBackend {
         if !is_dir(&files, dir) {
             return Err(Error::NotFound { path: dir.clone() });
         }
-        let prefix = dir_prefix(dir);
+        let prefix = key_prefix(dir);
         let mut entries = Vec::new();
         let mut cursor = prefix.clone();
         loop {
@@ -233,7 +224,7 @@ impl Backend for StateBackend {
             files.remove(path.as_str());
             return Ok(());
         }
-        let prefix = dir_prefix(path);
+        let prefix = key_prefix(path);
         let doomed: Vec<String> = under(&files, &prefix).map(|(k, _)| k.clone()).collect();
         if doomed.is_empty() {
             return Err(Error::NotFound { path: path.clone() });
@@ -308,7 +299,7 @@ impl Backend for StateBackend {
                 version: Some(version),
             }));
         }
-        let (old_prefix, new_prefix) = (dir_prefix(from), dir_prefix(to));
+        let (old_prefix, new_prefix) = (key_prefix(from), key_prefix(to));
         let keys: Vec<String> = under(&files, &old_prefix).map(|(k, _)| k.clone()).collect();
         for key in keys {
             if let Some(file) = files.remove(&key) {
@@ -337,19 +328,7 @@ impl Backend for StateBackend {
             if query.control.stopped() {
                 break;
             }
-            if let Some(filter) = &query.file_filter
-                && !filter.matches_path(&path, &query.dir)
-            {
-                continue;
-            }
-            if crate::content::looks_binary(&data.content) {
-                continue;
-            }
-            // UTF-16 and legacy encodings are searched as the text read_file shows.
-            let text = crate::text::encoding::decode_lossy(&data.content);
-            let found = grep_text(&path, &text, &query.pattern, query.collect);
-            query.control.count_file(found.is_some());
-            if let Some(found) = found {
+            if let Some(found) = whole_file::grep_file(&path, &data.content, query) {
                 out.push(found);
             }
         }

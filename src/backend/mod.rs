@@ -14,6 +14,7 @@ pub mod composite;
 pub mod filesystem;
 pub mod memory;
 pub mod store;
+mod whole_file;
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,15 +24,17 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::content;
 use crate::path::{PathError, VirtualPath};
-use crate::search::{GlobMatcher, GrepPattern};
-use crate::text::encoding::{self, Detection, FileEncoding};
+use crate::text::encoding::FileEncoding;
 
 pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use filesystem::{FilesystemBackend, FilesystemOptions};
 pub use memory::StateBackend;
 pub use store::StoreBackend;
+// The query side of the trait's `glob` and `grep` lives in `search` (issue 16).
+pub use crate::search::{
+    GlobQuery, GrepCollect, GrepQuery, LineWindowBudget, SearchControl, entry_chars,
+};
 
 /// The identity of one file content as a backend stores it: a content hash, or a store's row
 /// version. Opaque; equal versions mean "unchanged since".
@@ -243,7 +246,7 @@ pub struct BinarySample {
     pub modified: Option<SystemTime>,
     /// The file's size in bytes.
     pub size: u64,
-    /// Up to [`content::SNIFF_BYTES`] leading bytes.
+    /// Up to [`crate::content::SNIFF_BYTES`] leading bytes.
     pub head: Vec<u8>,
     /// The version of the whole file.
     pub version: Version,
@@ -300,150 +303,9 @@ pub struct Renamed {
     pub version: Option<Version>,
 }
 
-/// A glob search below one directory.
-#[derive(Debug, Clone)]
-pub struct GlobQuery {
-    /// The directory searched, in the backend's coordinates.
-    pub dir: VirtualPath,
-    /// The pattern, matched against paths relative to `dir` (see [`GlobMatcher`]).
-    pub matcher: GlobMatcher,
-    /// Cancellation and progress counts.
-    pub control: SearchControl,
-}
-
-/// What a long search shares with its caller: a cancellation it checks between files (and
-/// stops at, returning what it found so far), and counts the caller reports as progress.
-/// `Default` is a search nobody cancels or watches.
-#[derive(Debug, Clone, Default)]
-pub struct SearchControl {
-    cancel: Option<tokio_util::sync::CancellationToken>,
-    counts: Arc<SearchCounts>,
-}
-
-/// Files looked at and files that matched so far.
-#[derive(Debug, Default)]
-struct SearchCounts {
-    files: std::sync::atomic::AtomicU64,
-    matched: std::sync::atomic::AtomicU64,
-}
-
-impl SearchControl {
-    /// A search that stops when `cancel` is cancelled.
-    pub fn cancelled_by(cancel: tokio_util::sync::CancellationToken) -> Self {
-        Self {
-            cancel: Some(cancel),
-            counts: Arc::default(),
-        }
-    }
-
-    /// Whether the search must stop now.
-    pub fn stopped(&self) -> bool {
-        self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
-    }
-
-    /// Counts one file looked at, and whether it matched.
-    pub fn count_file(&self, matched: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.counts.files.fetch_add(1, Relaxed);
-        if matched {
-            self.counts.matched.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// (files looked at, files that matched) so far.
-    pub fn counts(&self) -> (u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        (
-            self.counts.files.load(Relaxed),
-            self.counts.matched.load(Relaxed),
-        )
-    }
-}
-
-/// How much of each matching file a grep must report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrepCollect {
-    /// Only whether a file matches (a backend may stop at the first match).
-    Files,
-    /// The number of matching lines.
-    Count,
-    /// Matching lines with `context` lines around them.
-    Lines {
-        /// Context lines before and after each match.
-        context: usize,
-        /// How many of them the answer can show: lines past it are counted, not kept.
-        window: LineWindowBudget,
-    },
-}
-
-impl GrepCollect {
-    /// Matching lines with `context` lines around them, every one kept.
-    pub fn lines(context: usize) -> Self {
-        Self::Lines {
-            context,
-            window: LineWindowBudget::UNBOUNDED,
-        }
-    }
-}
-
 /// Most characters of one grep line a backend keeps: one more than `grep` shows, so the tool
 /// can tell that the line was cut.
 pub const GREP_KEPT_LINE_CHARS: usize = 2001;
-
-/// Characters a content-mode entry takes in an answer besides its text (`  N: `, newline):
-/// at least this many, which bounds how many entries an answer of a few characters can hold.
-const MIN_ENTRY_CHARS: usize = 6;
-
-/// Which reported lines (matches and context, in path order then line order) a content-mode
-/// grep answer can show: entries `offset..offset + limit`, ending early once the entries from
-/// `offset` on hold more than `chars` characters (the result cap). Backends keep only what can
-/// fall in that window and count the rest, so memory follows the page, not the matches.
-///
-/// A file's first entry may sit anywhere up to `offset` (the files before it may report none),
-/// so a backend keeps a file's entries from its first, except the first `skip`: a caller that
-/// knows where the file starts (a single-file search) sets `skip` to spare them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LineWindowBudget {
-    /// Entries of each file known to lie before the window: counted, never kept.
-    pub skip: usize,
-    /// Entries skipped (`offset`).
-    pub offset: usize,
-    /// Entries shown at most (`head_limit`).
-    pub limit: usize,
-    /// Characters the shown entries may hold before the answer is cut.
-    pub chars: usize,
-}
-
-impl LineWindowBudget {
-    /// Keeps everything.
-    pub const UNBOUNDED: Self = Self {
-        skip: 0,
-        offset: 0,
-        limit: usize::MAX,
-        chars: usize::MAX,
-    };
-
-    /// Counts entries only: keeps none.
-    pub const COUNT_ONLY: Self = Self {
-        skip: 0,
-        offset: 0,
-        limit: 0,
-        chars: 0,
-    };
-
-    /// Most entries the window can span, counted from the first entry.
-    pub fn max_entries(&self) -> usize {
-        let by_chars = self.chars / MIN_ENTRY_CHARS + 1;
-        self.offset.saturating_add(self.limit.min(by_chars))
-    }
-}
-
-/// Characters a content-mode entry of `text` takes in the answer at least (its text as kept,
-/// one character less for a cut line, plus the smallest frame): never more than it really
-/// takes, so what is kept always reaches the cap when the matches do.
-pub fn entry_chars(text: &str) -> usize {
-    text.chars().count().saturating_add(MIN_ENTRY_CHARS - 1)
-}
 
 /// Keeps the lines of one file that can fall inside a [`LineWindowBudget`], counting all.
 ///
@@ -599,21 +461,6 @@ impl GrepResults {
     pub fn finish(self) -> Vec<GrepFile> {
         self.files
     }
-}
-
-/// A content search below one directory.
-#[derive(Debug, Clone)]
-pub struct GrepQuery {
-    /// The directory (or single file) searched, in the backend's coordinates.
-    pub dir: VirtualPath,
-    /// The compiled pattern.
-    pub pattern: Arc<GrepPattern>,
-    /// Only files whose path (relative to `dir`) matches this.
-    pub file_filter: Option<GlobMatcher>,
-    /// What to collect.
-    pub collect: GrepCollect,
-    /// Cancellation and progress counts.
-    pub control: SearchControl,
 }
 
 /// One line reported by grep.
@@ -812,7 +659,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// the window, not the file, where the backend can (disk). The default reads the whole file.
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         let file = self.read(path).await?;
-        Ok(view_of_bytes(&file.content, file.version, window).with_modified(file.modified))
+        Ok(
+            whole_file::view_of_bytes(&file.content, file.version, window)
+                .with_modified(file.modified),
+        )
     }
 
     /// Writes the whole file under `mode`, creating parent directories. `IsADirectory` if a
@@ -905,40 +755,6 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Files below `query.dir` (or the file `query.dir` itself) with at least one matching line,
     /// in any order. Binary files are skipped.
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>>;
-}
-
-/// Builds the [`FileView`] of a whole content: the shared default of
-/// [`Backend::read_window`] for backends that hold files in memory.
-pub fn view_of_bytes(content: &[u8], version: Version, window: LineWindow) -> FileView {
-    let size = content.len() as u64;
-    if content::looks_binary(content) {
-        let head = content[..content.len().min(content::SNIFF_BYTES)].to_vec();
-        return FileView::Binary(BinarySample {
-            modified: None,
-            size,
-            head,
-            version,
-        });
-    }
-    let (text, lossy, encoding) = match encoding::detect(content) {
-        Detection::Text { text, encoding } => (text, false, encoding),
-        Detection::Undecodable { lossy, .. } => (lossy, true, FileEncoding::UTF8),
-    };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let all = crate::text::numbered::split_lines(text);
-    let total = all.len();
-    let start = window.offset.min(total);
-    let end = window.offset.saturating_add(window.limit).min(total);
-    FileView::Text(TextWindow {
-        modified: None,
-        lines: all[start..end].iter().map(|l| (*l).to_owned()).collect(),
-        total_lines: Some(total),
-        has_more: end < total,
-        lossy,
-        encoding,
-        size,
-        version,
-    })
 }
 
 #[cfg(test)]

@@ -17,13 +17,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::whole_file::{self, key_prefix};
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
     GrepQuery, GrepResults, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
 };
-use crate::content;
 use crate::path::VirtualPath;
-use crate::search::grep_text;
 use crate::store::{
     self, ItemMeta, ListQuery, ListStart, Namespace, PutCondition, Store, prefix_successor,
 };
@@ -47,15 +46,6 @@ const LS_PAGE_MAX: usize = 1024;
 pub struct StoreBackend {
     store: Arc<dyn Store>,
     namespace: Namespace,
-}
-
-/// `"/a/b"` → `"/a/b/"`, `"/"` → `"/"`: the key prefix of everything under a directory.
-fn dir_prefix(dir: &VirtualPath) -> String {
-    if dir.is_root() {
-        "/".to_owned()
-    } else {
-        format!("{}/", dir.as_str())
-    }
 }
 
 fn file_entry(path: VirtualPath, meta: &ItemMeta) -> Entry {
@@ -115,7 +105,7 @@ impl StoreBackend {
     async fn has_children(&self, dir: &VirtualPath) -> Result<bool> {
         let first = self
             .store
-            .list(&self.namespace, &ListQuery::first(dir_prefix(dir), 1))
+            .list(&self.namespace, &ListQuery::first(key_prefix(dir), 1))
             .await
             .map_err(|e| failure(dir, e))?;
         Ok(!first.is_empty())
@@ -128,7 +118,7 @@ impl StoreBackend {
         dir: &VirtualPath,
         mut keep: impl FnMut(&VirtualPath, &ItemMeta) -> bool,
     ) -> Result<Vec<Entry>> {
-        let mut query = ListQuery::first(dir_prefix(dir), LIST_PAGE);
+        let mut query = ListQuery::first(key_prefix(dir), LIST_PAGE);
         let mut out = Vec::new();
         loop {
             let page = self
@@ -171,7 +161,7 @@ impl Backend for StoreBackend {
         if self.head(dir).await?.is_some() {
             return Err(Error::NotADirectory { path: dir.clone() });
         }
-        let prefix = dir_prefix(dir);
+        let prefix = key_prefix(dir);
         let mut entries = Vec::new();
         let mut query = ListQuery::first(prefix.clone(), LS_PAGE_MIN);
         'pages: loop {
@@ -314,7 +304,7 @@ impl Backend for StoreBackend {
         }
         let removed = self
             .store
-            .delete_prefix(&self.namespace, &dir_prefix(path))
+            .delete_prefix(&self.namespace, &key_prefix(path))
             .await
             .map_err(|e| failure(path, e))?;
         if removed == 0 {
@@ -415,8 +405,8 @@ impl Backend for StoreBackend {
             .store
             .rename_prefix(
                 &self.namespace,
-                &dir_prefix(from),
-                &dir_prefix(to),
+                &key_prefix(from),
+                &key_prefix(to),
                 to.as_str(),
             )
             .await
@@ -449,20 +439,8 @@ impl Backend for StoreBackend {
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let mut out = GrepResults::new(query.collect);
-        let mut search = |path: VirtualPath, bytes: &[u8]| {
-            if let Some(filter) = &query.file_filter
-                && !filter.matches_path(&path, &query.dir)
-            {
-                return;
-            }
-            if content::looks_binary(bytes) {
-                return;
-            }
-            // UTF-16 and legacy encodings are searched as the text read_file shows.
-            let text = crate::text::encoding::decode_lossy(bytes);
-            let found = grep_text(&path, &text, &query.pattern, query.collect);
-            query.control.count_file(found.is_some());
-            if let Some(found) = found {
+        let mut search = |path: &VirtualPath, bytes: &[u8]| {
+            if let Some(found) = whole_file::grep_file(path, bytes, query) {
                 out.push(found);
             }
         };
@@ -473,12 +451,12 @@ impl Backend for StoreBackend {
                 .await
                 .map_err(|e| failure(&query.dir, e))?
         {
-            search(query.dir.clone(), &item.content);
+            search(&query.dir, &item.content);
             return Ok(out.finish());
         }
         // One page of contents at a time, in key order (keyset paging, no OFFSET): the sizes
         // of the next items are listed first, and only as many as fit SCAN_PAGE_BYTES fetched.
-        let mut page_query = ListQuery::first(dir_prefix(&query.dir), SCAN_PAGE);
+        let mut page_query = ListQuery::first(key_prefix(&query.dir), SCAN_PAGE);
         loop {
             if query.control.stopped() {
                 return Ok(out.finish());
@@ -516,7 +494,7 @@ impl Backend for StoreBackend {
             let last = page.last().map(|item| item.meta.key.clone());
             for item in page {
                 if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
-                    search(path, &item.content);
+                    search(&path, &item.content);
                 }
             }
             if everything_planned && last.as_ref().is_none_or(|k| *k >= last_planned) {

@@ -19,7 +19,7 @@ use std::sync::mpsc;
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use grep_matcher::LineTerminator;
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::{WalkBuilder, WalkState};
 
@@ -27,7 +27,7 @@ use super::resolve::{self, Canonical, map_io};
 use super::temp::is_temp_name;
 use super::version;
 use crate::backend::{
-    Entry, EntryKind, Error, GlobQuery, GrepCollect, GrepFile, GrepQuery, GrepResults, Result,
+    Entry, EntryKind, GlobQuery, GrepCollect, GrepFile, GrepQuery, GrepResults, Result,
     SearchControl, WindowedLines, kept_line_text,
 };
 use crate::content;
@@ -340,7 +340,8 @@ fn file_entry(root: &Dir, relative: &Path, path: &VirtualPath) -> Option<Entry> 
 
 /// Files below `query.dir` (or the file itself) with matching lines.
 pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-    let Some(matcher) = compile(&query.pattern)? else {
+    // The pattern was compiled once, with the tool's arguments (see `GrepPattern`).
+    let Some(matcher) = query.pattern.line_matcher() else {
         // A pattern that can only match a line break never matches within one line.
         return Ok(Vec::new());
     };
@@ -356,7 +357,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
             let found = search_file(
                 context.root,
                 &mut searcher,
-                &matcher,
+                matcher,
                 query.collect,
                 &canonical.path(),
                 &query.dir,
@@ -399,29 +400,6 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
         results.push(file);
     }
     Ok(results.finish())
-}
-
-/// Compiles the shared pattern for grep-searcher, line by line (`\n` can never match; `$`
-/// matches before `\r\n`). `None` when the pattern needs a literal line break.
-fn compile(pattern: &GrepPattern) -> Result<Option<RegexMatcher>> {
-    let built = RegexMatcherBuilder::new()
-        .case_insensitive(pattern.case_insensitive)
-        .size_limit(pattern.limits.size_limit)
-        .dfa_size_limit(pattern.limits.dfa_size_limit)
-        // `^`/`$` at every line's edges, `$` also before `\r\n` (without `multi_line`, crlf
-        // mode's `$` misses lines ending in a bare `\n`, and `^$` finds nothing).
-        .multi_line(true)
-        .line_terminator(Some(b'\n'))
-        .crlf(true)
-        .build(&pattern.regex_source());
-    match built {
-        Ok(matcher) => Ok(Some(matcher)),
-        Err(error) if matches!(error.kind(), grep_regex::ErrorKind::NotAllowed(_)) => Ok(None),
-        Err(error) => Err(Error::Io {
-            path: VirtualPath::root(),
-            message: format!("the pattern could not be compiled for disk search: {error}"),
-        }),
-    }
 }
 
 /// The two searchers of one thread: the plain one, and one that first decodes invalid UTF-8

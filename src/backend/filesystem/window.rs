@@ -9,7 +9,8 @@ use rustix::fs::Stat;
 
 use super::line_index::{LineIndex, read_full_at};
 use super::version::{HASHED_SIZE_LIMIT, identity_version, modified_of, read_at_most, size_of};
-use crate::backend::{BinarySample, FileView, LineWindow, TextWindow, Version, view_of_bytes};
+use crate::backend::whole_file::view_of_bytes;
+use crate::backend::{BinarySample, FileView, LineWindow, TextWindow, Version};
 use crate::content;
 use crate::text::encoding::{self, FileEncoding};
 
