@@ -14,7 +14,7 @@ use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_enco
 use rmcp::model::{Annotations, Resource, ResourceContents};
 use thiserror::Error;
 
-use crate::backend::{self, Backend, BoundedRead, CompositeBackend, Entry};
+use crate::backend::{self, Backend, BoundedRead, Entry};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::text::encoding::{self, Detection};
@@ -166,7 +166,7 @@ fn mime_by_name(path: &VirtualPath) -> Option<String> {
 /// One page of `resources/list`: up to [`PAGE_SIZE`] files after `cursor` in path order, and
 /// the cursor of the next page when there may be more.
 pub async fn list_page(
-    backend: &CompositeBackend,
+    backend: &dyn Backend,
     cursor: Option<&str>,
 ) -> Result<(Vec<Resource>, Option<String>), ResourceError> {
     let after = cursor
@@ -195,7 +195,7 @@ fn decode_cursor(text: &str) -> Option<VirtualPath> {
 /// cannot be listed (a mount that is down, no permission) is skipped with a warning in the log:
 /// one unreadable corner does not hide every other file.
 async fn files_after(
-    backend: &CompositeBackend,
+    backend: &dyn Backend,
     after: Option<&VirtualPath>,
     limit: usize,
 ) -> Vec<Entry> {
@@ -240,7 +240,7 @@ fn name_of(entry: &Entry) -> &str {
 }
 
 /// The entries of `dir`, last name first (see [`files_after`]); empty when it cannot be listed.
-async fn listing(backend: &CompositeBackend, dir: &VirtualPath) -> Vec<Entry> {
+async fn listing(backend: &dyn Backend, dir: &VirtualPath) -> Vec<Entry> {
     match backend.ls(dir).await {
         Ok(mut entries) => {
             entries.sort_by(|a, b| name_of(b).cmp(name_of(a)));
@@ -256,10 +256,7 @@ async fn listing(backend: &CompositeBackend, dir: &VirtualPath) -> Vec<Entry> {
 
 /// The contents of the file a `mountfs:///…` URI names: text in any encoding `read_file` reads
 /// as text (decoded, a BOM left out), anything else as a base64 blob with its MIME type.
-pub async fn read(
-    backend: &CompositeBackend,
-    uri: &str,
-) -> Result<ResourceContents, ResourceError> {
+pub async fn read(backend: &dyn Backend, uri: &str) -> Result<ResourceContents, ResourceError> {
     let path = path_of(uri)?;
     let file = match backend.read_at_most(&path, MAX_RESOURCE_BYTES).await {
         Ok(BoundedRead::Whole(file)) => file,

@@ -38,7 +38,9 @@ use rmcp::service::Peer;
 use tokio::sync::watch;
 
 use crate::backend::StateBackend;
-use crate::backend::{Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount};
+use crate::backend::{
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, Router,
+};
 use crate::changes::{ChangeHub, SessionView, SessionWatch, session_origin_of};
 use crate::mounts::MountTable;
 use crate::path::VirtualPath;
@@ -241,13 +243,13 @@ pub struct RootsBase {
     /// Whether `kept` ends with a memory mount at `/` of the session's own (the table's disk
     /// mount was there).
     own_root: bool,
-    initial: Arc<CompositeBackend>,
+    initial: Arc<dyn Router>,
 }
 
 impl RootsBase {
     /// The base of a session whose table (before any root) is `initial`; `replaced` are the
     /// table's disk mounts.
-    pub fn new(initial: Arc<CompositeBackend>, replaced: &[VirtualPath]) -> Self {
+    pub fn new(initial: Arc<dyn Router>, replaced: &[VirtualPath]) -> Self {
         let mut kept: Vec<Mount> = initial
             .mounts()
             .iter()
@@ -307,7 +309,7 @@ impl RootsBase {
     }
 
     /// The table with `roots` mounted; the initial table when there are none.
-    pub fn compose(&self, roots: &[MountedRoot]) -> Arc<CompositeBackend> {
+    pub fn compose(&self, roots: &[MountedRoot]) -> Arc<dyn Router> {
         if roots.is_empty() {
             return self.initial.clone();
         }

@@ -21,7 +21,6 @@ use serde_json::Value;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Backend;
 use crate::changes::{
     Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
     session_origin,
@@ -476,7 +475,7 @@ impl ServerHandler for MountfsServer {
         self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
         let cursor = request.and_then(|request| request.cursor);
-        let (resources, next_cursor) = resources::list_page(&session.backend(), cursor.as_deref())
+        let (resources, next_cursor) = resources::list_page(&*session.backend(), cursor.as_deref())
             .await
             .map_err(resource_error)?;
         let mut result = ListResourcesResult::with_all_items(resources);
@@ -506,7 +505,7 @@ impl ServerHandler for MountfsServer {
     ) -> Result<ReadResourceResponse, McpError> {
         self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
-        let contents = resources::read(&session.backend(), &request.uri)
+        let contents = resources::read(&*session.backend(), &request.uri)
             .await
             .map_err(resource_error)?;
         Ok(ReadResourceResult::new(vec![contents]).into())

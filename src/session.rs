@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tokio::sync::OwnedMutexGuard;
 
-use crate::backend::{AsideFile, CompositeBackend, Version};
+use crate::backend::{AsideFile, Router, Version};
 use crate::limits::Limits;
 use crate::path::VirtualPath;
 use crate::transport::arrival::{ArrivalOrder, Turn};
@@ -348,7 +348,7 @@ impl UndoHistory {
 
 tokio::task_local! {
     /// The session (by [`Session::identity`]) and mount table a tool call runs with.
-    static CALL_TABLE: (usize, Arc<CompositeBackend>);
+    static CALL_TABLE: (usize, Arc<dyn Router>);
 }
 
 /// One session (see the module doc).
@@ -356,7 +356,7 @@ tokio::task_local! {
 pub struct Session {
     /// The file system as this session sees it; replaced as a whole when the client's roots
     /// change (see [`Session::backend`]).
-    backend: RwLock<Arc<CompositeBackend>>,
+    backend: RwLock<Arc<dyn Router>>,
     /// Versions read.
     pub ledger: ReadLedger,
     /// Changes made.
@@ -370,7 +370,7 @@ pub struct Session {
 
 impl Session {
     /// A new session over `backend`.
-    pub fn new(backend: Arc<CompositeBackend>, write_options: WriteOptions) -> Self {
+    pub fn new(backend: Arc<dyn Router>, write_options: WriteOptions) -> Self {
         Self {
             backend: RwLock::new(backend),
             ledger: ReadLedger::default(),
@@ -385,7 +385,7 @@ impl Session {
 
     /// The file system as this session sees it: inside [`Session::with_table_snapshot`] (every
     /// tool call) the table the call started with, else the table now.
-    pub fn backend(&self) -> Arc<CompositeBackend> {
+    pub fn backend(&self) -> Arc<dyn Router> {
         let me = self.identity();
         let pinned = CALL_TABLE.try_with(|(owner, table)| (*owner == me).then(|| table.clone()));
         if let Ok(Some(table)) = pinned {
@@ -415,7 +415,7 @@ impl Session {
 
     /// Serves `backend` from now on (the client's roots changed); calls already running keep
     /// the table they started with.
-    pub fn replace_backend(&self, backend: Arc<CompositeBackend>) {
+    pub fn replace_backend(&self, backend: Arc<dyn Router>) {
         *self.backend.write().unwrap_or_else(PoisonError::into_inner) = backend;
     }
 
@@ -485,8 +485,8 @@ mod tests {
         assert_eq!(history.depth(&p("/e")), 1);
     }
 
-    fn memory_table() -> Arc<CompositeBackend> {
-        Arc::new(CompositeBackend::new(Vec::new(), || {
+    fn memory_table() -> Arc<dyn Router> {
+        Arc::new(crate::backend::CompositeBackend::new(Vec::new(), || {
             Arc::new(crate::backend::StateBackend::new())
         }))
     }

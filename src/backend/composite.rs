@@ -18,7 +18,7 @@ use async_trait::async_trait;
 
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Version, WriteMode,
+    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Router, Version, WriteMode,
     WriteOutcome,
 };
 use crate::path::VirtualPath;
@@ -87,24 +87,6 @@ impl CompositeBackend {
         Self { mounts, root }
     }
 
-    /// The mounts, longest prefix first.
-    pub fn mounts(&self) -> &[Mount] {
-        &self.mounts
-    }
-
-    /// The mount owning `path` and the path in its coordinates.
-    pub fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath) {
-        self.mounts
-            .iter()
-            .find_map(|m| path.strip_prefix(&m.prefix).map(|inner| (m, inner)))
-            .unwrap_or((&self.root, path.clone()))
-    }
-
-    /// Whether `path` is a mount root or an ancestor of one (and so cannot be removed).
-    pub fn holds_mount_root(&self, path: &VirtualPath) -> bool {
-        self.mounts.iter().any(|m| m.prefix.starts_with(path))
-    }
-
     /// Mounts strictly below `dir` (not the owner of `dir` itself).
     fn mounts_below<'a>(&'a self, dir: &'a VirtualPath) -> impl Iterator<Item = &'a Mount> + 'a {
         self.mounts
@@ -128,11 +110,39 @@ impl CompositeBackend {
     }
 }
 
-impl CompositeBackend {
-    /// [`Backend::glob`] over the owner of `query.dir` and every mount below it, where a mount
-    /// below that fails is skipped and returned beside the files found; an error of the owner
-    /// fails the call.
-    pub async fn glob_noting(&self, query: &GlobQuery) -> Result<(Vec<Entry>, Vec<SkippedMount>)> {
+/// A mount below a search that failed with `error`, logged and kept for the answer.
+fn skip(mount: &Mount, error: Error) -> SkippedMount {
+    let error = error.map_path(outward(&mount.prefix));
+    tracing::warn!(mount = %mount.prefix, %error, "a mount below the searched path was skipped");
+    SkippedMount {
+        prefix: mount.prefix.clone(),
+        error,
+    }
+}
+
+fn outward(prefix: &VirtualPath) -> impl Fn(&VirtualPath) -> VirtualPath + '_ {
+    move |p| p.under(prefix)
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Router for CompositeBackend {
+    fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath) {
+        self.mounts
+            .iter()
+            .find_map(|m| path.strip_prefix(&m.prefix).map(|inner| (m, inner)))
+            .unwrap_or((&self.root, path.clone()))
+    }
+
+    fn holds_mount_root(&self, path: &VirtualPath) -> bool {
+        self.mounts.iter().any(|m| m.prefix.starts_with(path))
+    }
+
+    async fn glob_noting(&self, query: &GlobQuery) -> Result<(Vec<Entry>, Vec<SkippedMount>)> {
         let (owner, inner) = self.route(&query.dir);
         let mut out = Vec::new();
         let mut skipped = Vec::new();
@@ -179,21 +189,8 @@ impl CompositeBackend {
     }
 }
 
-/// A mount below a search that failed with `error`, logged and kept for the answer.
-fn skip(mount: &Mount, error: Error) -> SkippedMount {
-    let error = error.map_path(outward(&mount.prefix));
-    tracing::warn!(mount = %mount.prefix, %error, "a mount below the searched path was skipped");
-    SkippedMount {
-        prefix: mount.prefix.clone(),
-        error,
-    }
-}
-
-fn outward(prefix: &VirtualPath) -> impl Fn(&VirtualPath) -> VirtualPath + '_ {
-    move |p| p.under(prefix)
-}
-
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl Backend for CompositeBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
         let (mount, inner) = self.route(path);
@@ -402,8 +399,13 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
+    /// None: the mounts have their own (`execute` asks each through [`Router::mounts`]).
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Strict: a mount below that fails fails the call (the `glob` tool uses
-    /// [`CompositeBackend::glob_noting`] to skip it with a note instead).
+    /// [`Router::glob_noting`] to skip it with a note instead).
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         let (found, skipped) = self.glob_noting(query).await?;
         match skipped.into_iter().next() {

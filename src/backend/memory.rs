@@ -14,8 +14,9 @@ use async_trait::async_trait;
 
 use super::whole_file::{self, key_prefix};
 use super::{
-    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, GlobQuery, GrepFile,
-    GrepQuery, GrepResults, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
+    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
+    GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
+    Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 
@@ -162,6 +163,54 @@ impl Backend for StateBackend {
             }
         }
         self.read(path).await.map(BoundedRead::Whole)
+    }
+
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        Ok(self.read(path).await?.into_view(window))
+    }
+
+    /// Nothing is kept outside memory here: undo keeps the content itself.
+    async fn set_aside(
+        &self,
+        _path: &VirtualPath,
+        _version: &Version,
+    ) -> Result<Option<AsideFile>> {
+        Ok(None)
+    }
+
+    /// Nothing is kept outside memory here: undo keeps the content itself.
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+
+    /// No permission bits are kept.
+    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
+        Ok(None)
+    }
+
+    /// No permission bits are kept: nothing to set.
+    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
+        Ok(None)
+    }
+
+    /// A path names one file only: no links, no case folding.
+    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// There are no symbolic links here.
+    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// No directory on disk is behind these files.
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
     }
 
     async fn write(

@@ -9,6 +9,12 @@
 //! Paths given to a backend are in its own coordinates (a mount's root is `/`); the
 //! [`composite`] router strips and restores mount prefixes, including in errors.
 //! The shared conformance suite in `tests/conformance` enforces these rules on every backend.
+//!
+//! No method has a default (after `object_store`): a wrapper such as the [`composite`] router
+//! or an overlay states what each one does, and carries `#[deny(clippy::missing_trait_methods)]`
+//! so that a method added later cannot be silently inherited. Backends that hold files whole
+//! answer windows and bounded reads with [`FileBytes::into_view`] and [`FileBytes::at_most`].
+//! Tools see the file system through [`Router`], never the concrete [`CompositeBackend`].
 
 pub mod composite;
 pub mod filesystem;
@@ -136,6 +142,27 @@ pub struct FileBytes {
     pub created: Option<SystemTime>,
     /// Modification time, when known.
     pub modified: Option<SystemTime>,
+}
+
+impl FileBytes {
+    /// The window of lines of this whole content (the view every backend gives; see
+    /// [`Backend::read_window`]), for backends that hold files whole.
+    pub fn into_view(self, window: LineWindow) -> FileView {
+        whole_file::view_of_bytes(&self.content, self.version, window).with_modified(self.modified)
+    }
+
+    /// This content as [`Backend::read_at_most`] answers for it: whole if it has at most
+    /// `max_bytes` bytes, else only its size and version.
+    pub fn at_most(self, max_bytes: u64) -> BoundedRead {
+        let size = self.content.len() as u64;
+        if size > max_bytes {
+            return BoundedRead::TooLarge {
+                size,
+                version: self.version,
+            };
+        }
+        BoundedRead::Whole(self)
+    }
 }
 
 /// What [`Backend::read_at_most`] found.
@@ -641,29 +668,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The whole file if it has at most `max_bytes` bytes, else only its size and version:
     /// memory never grows with the file beyond `max_bytes` (plus, on disk, the 8 MiB a
-    /// content-hash version reads). `NotFound`, or `IsADirectory`, as [`Backend::read`]. The
-    /// default reads the whole file, for backends that already hold it in memory.
-    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
-        let file = self.read(path).await?;
-        let size = file.content.len() as u64;
-        if size > max_bytes {
-            return Ok(BoundedRead::TooLarge {
-                size,
-                version: file.version,
-            });
-        }
-        Ok(BoundedRead::Whole(file))
-    }
+    /// content-hash version reads). `NotFound`, or `IsADirectory`, as [`Backend::read`]. A
+    /// backend that holds files whole can answer with [`FileBytes::at_most`].
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead>;
 
     /// A window of lines of a text file, or the head of a binary one. Memory proportional to
-    /// the window, not the file, where the backend can (disk). The default reads the whole file.
-    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
-        let file = self.read(path).await?;
-        Ok(
-            whole_file::view_of_bytes(&file.content, file.version, window)
-                .with_modified(file.modified),
-        )
-    }
+    /// the window, not the file, where the backend can (disk); a backend that holds files whole
+    /// answers with [`FileBytes::into_view`].
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView>;
 
     /// Writes the whole file under `mode`, creating parent directories. `IsADirectory` if a
     /// directory is there, `NotADirectory` if a parent is a file.
@@ -680,25 +692,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Removes the file at `path` if it has `version` (else [`Error::VersionMismatch`]),
     /// keeping its content aside outside memory for undo. `Ok(None)` when this backend cannot
     /// keep content aside (or not for this file): then nothing was changed.
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        Ok(None)
-    }
+    async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>>;
 
     /// Replaces the file at `path`, which must have `version`, with `content`, keeping the
     /// replaced content aside outside memory for undo. `Ok(None)` when this backend cannot:
     /// then nothing was changed.
     async fn write_keeping_aside(
         &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
-    }
+        path: &VirtualPath,
+        content: &[u8],
+        version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>>;
 
     /// Renames the file or directory at `from` to `to` within this backend, in place: contents,
     /// times and (on disk) mode, owner and inode are kept, a directory moves whole, and memory
@@ -707,45 +711,33 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// is at `to`, `NotADirectory` if a parent of `to` is a file.
     ///
     /// `Ok(None)` when this backend cannot rename in place (the caller then copies and
-    /// deletes): nothing was changed. The default.
+    /// deletes): nothing was changed.
     async fn rename(
         &self,
-        _from: &VirtualPath,
-        _to: &VirtualPath,
-        _options: &RenameOptions,
-    ) -> Result<Option<Renamed>> {
-        Ok(None)
-    }
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>>;
 
     /// A file's permission bits (`0o7777`), on backends that keep them (disk); `None` elsewhere.
-    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
-        Ok(None)
-    }
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>>;
 
     /// Sets a file's permission bits where this backend keeps them (a cross-mount move keeps
     /// the source's mode); returns the file's version afterwards when setting them changed it.
     /// Backends without modes do nothing.
-    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
-        Ok(None)
-    }
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>>;
 
     /// Whether `a` and `b` name one and the same file or directory (a symlink, a hard link, a
     /// case-insensitive file system). Backends without aliases answer `false`.
-    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool>;
 
     /// Whether `path` itself is a symbolic link (not what it leads to).
-    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool>;
 
     /// The real directory behind this backend's root, where `execute` runs commands and what its
     /// sandbox lets them write: disk backends only. Never shown to agents (answers speak
     /// virtual paths).
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
+    fn host_dir(&self) -> Option<&std::path::Path>;
 
     /// Files (never directories) below `query.dir` whose relative path matches, in any order.
     /// A `query.dir` that does not exist gives an empty answer; a file gives itself if it matches
@@ -755,6 +747,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Files below `query.dir` (or the file `query.dir` itself) with at least one matching line,
     /// in any order. Binary files are skipped.
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>>;
+}
+
+/// The file system a session sees: a [`Backend`] over a table of mounts, that tools also ask
+/// which mount owns a path (is it read-only, where is it mounted), whether a path holds a mount
+/// root, and for a `glob` that skips a failing mount with a note instead of failing. Tools and
+/// sessions hold a `dyn Router`, never the concrete [`CompositeBackend`], so that an overlay or a
+/// test double can stand in for it. Like [`Backend`], it has no default methods: a wrapper
+/// states what each one does (`#[deny(clippy::missing_trait_methods)]` on its impls).
+#[async_trait]
+pub trait Router: Backend {
+    /// The mounts, longest prefix first; the last one is `/`.
+    fn mounts(&self) -> &[Mount];
+
+    /// The mount owning `path` and the path in its coordinates.
+    fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath);
+
+    /// Whether `path` is a mount root or an ancestor of one (and so cannot be removed).
+    fn holds_mount_root(&self, path: &VirtualPath) -> bool;
+
+    /// [`Backend::glob`] over the owner of `query.dir` and every mount below it, where a mount
+    /// below that fails is skipped and returned beside the files found; an error of the owner
+    /// fails the call.
+    async fn glob_noting(&self, query: &GlobQuery) -> Result<(Vec<Entry>, Vec<SkippedMount>)>;
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
+    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, Router, StateBackend,
     StoreBackend, WriteMode,
 };
 use mountfs::path::VirtualPath;

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use mountfs::backend::{
-    Backend, CompositeBackend, DeleteOptions, EntryKind, Error, GlobQuery, GrepCollect, GrepQuery,
-    Mount, StateBackend, WriteMode,
+    AsideFile, Backend, BoundedRead, CompositeBackend, DeleteOptions, EntryKind, Error, FileView,
+    GlobQuery, GrepCollect, GrepQuery, LineWindow, Mount, RenameOptions, Renamed, Router,
+    StateBackend, Version, WriteMode,
 };
 use mountfs::config::parse_table;
 use mountfs::mounts::MountTable;
@@ -400,6 +401,12 @@ impl Backend for Unreadable {
     async fn read(&self, path: &VirtualPath) -> Result<mountfs::backend::FileBytes, Error> {
         Err(Self::denied(path))
     }
+    async fn read_at_most(&self, path: &VirtualPath, _max: u64) -> Result<BoundedRead, Error> {
+        Err(Self::denied(path))
+    }
+    async fn read_window(&self, path: &VirtualPath, _w: LineWindow) -> Result<FileView, Error> {
+        Err(Self::denied(path))
+    }
     async fn write(
         &self,
         path: &VirtualPath,
@@ -410,6 +417,40 @@ impl Backend for Unreadable {
     }
     async fn delete(&self, path: &VirtualPath, _options: &DeleteOptions) -> Result<(), Error> {
         Err(Self::denied(path))
+    }
+    async fn set_aside(&self, _: &VirtualPath, _: &Version) -> Result<Option<AsideFile>, Error> {
+        Ok(None)
+    }
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(mountfs::backend::WriteOutcome, AsideFile)>, Error> {
+        Ok(None)
+    }
+    async fn rename(
+        &self,
+        _from: &VirtualPath,
+        _to: &VirtualPath,
+        _options: &RenameOptions,
+    ) -> Result<Option<Renamed>, Error> {
+        Ok(None)
+    }
+    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>, Error> {
+        Ok(None)
+    }
+    async fn set_permissions(&self, _: &VirtualPath, _: u32) -> Result<Option<Version>, Error> {
+        Ok(None)
+    }
+    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool, Error> {
+        Ok(false)
+    }
+    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool, Error> {
+        Ok(false)
+    }
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
     }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<mountfs::backend::Entry>, Error> {
         Err(Self::denied(&query.dir))

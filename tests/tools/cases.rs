@@ -3,7 +3,6 @@
 
 use std::process::Command;
 
-use mountfs::backend::Backend;
 use serde_json::{Value, json};
 
 use crate::fixtures::Fixture;

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use mountfs::backend::{
-    Backend, DeleteOptions, Entry, Error, FileBytes, GlobQuery, GrepFile, GrepQuery, Result,
-    StateBackend, WriteMode, WriteOutcome,
+    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, StateBackend, Version,
+    WriteMode, WriteOutcome,
 };
 use mountfs::path::VirtualPath;
 use serde_json::json;
@@ -39,6 +40,7 @@ impl FaultyBackend {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl Backend for FaultyBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
         self.inner.stat(path).await
@@ -51,6 +53,14 @@ impl Backend for FaultyBackend {
             panic!("injected panic while reading {path}");
         }
         self.inner.read(path).await
+    }
+    /// Through [`Backend::read`] above, so its trap holds for every read.
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        Ok(self.read(path).await?.at_most(max_bytes))
+    }
+    /// Through [`Backend::read`] above, so its trap holds for every read.
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        Ok(self.read(path).await?.into_view(window))
     }
     async fn write(
         &self,
@@ -68,6 +78,45 @@ impl Backend for FaultyBackend {
             return Err(self.failure(path));
         }
         self.inner.delete(path, options).await
+    }
+    async fn set_aside(
+        &self,
+        _path: &VirtualPath,
+        _version: &Version,
+    ) -> Result<Option<AsideFile>> {
+        Ok(None)
+    }
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+    /// Never in place: a move copies and deletes, through the faults above.
+    async fn rename(
+        &self,
+        _from: &VirtualPath,
+        _to: &VirtualPath,
+        _options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        Ok(None)
+    }
+    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
+        Ok(None)
+    }
+    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
+        Ok(None)
+    }
+    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
     }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         self.inner.glob(query).await

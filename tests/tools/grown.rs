@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use mountfs::backend::{
-    Backend, BoundedRead, DeleteOptions, Entry, FileBytes, FileView, GlobQuery, GrepFile,
-    GrepQuery, LineWindow, Result, StateBackend, WriteMode, WriteOutcome,
+    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, StateBackend, Version,
+    WriteMode, WriteOutcome,
 };
 use mountfs::path::VirtualPath;
 use serde_json::json;
@@ -32,6 +33,7 @@ fn grows(path: &VirtualPath) -> bool {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl Backend for GrowingBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
         self.inner.stat(path).await
@@ -74,6 +76,45 @@ impl Backend for GrowingBackend {
     }
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
         self.inner.delete(path, options).await
+    }
+    async fn set_aside(
+        &self,
+        _path: &VirtualPath,
+        _version: &Version,
+    ) -> Result<Option<AsideFile>> {
+        Ok(None)
+    }
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+    /// Never in place: a move copies and deletes.
+    async fn rename(
+        &self,
+        _from: &VirtualPath,
+        _to: &VirtualPath,
+        _options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        Ok(None)
+    }
+    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
+        Ok(None)
+    }
+    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
+        Ok(None)
+    }
+    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
+        Ok(false)
+    }
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
     }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         self.inner.glob(query).await
