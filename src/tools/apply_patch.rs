@@ -21,7 +21,7 @@ use super::editing::{
     check_edit_size, decode_for_edit, decode_text, encode_for_file, load_checked, lock_files,
 };
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{Backend, Version};
+use crate::backend::Version;
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;

@@ -26,7 +26,7 @@ use std::borrow::Cow;
 
 use super::ToolError;
 use super::editing::fits_undo;
-use crate::backend::{self, AsideFile, Backend, DeleteOptions, FileBytes, Version, WriteMode};
+use crate::backend::{self, AsideFile, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
 

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::change::{Before, Change};
 use super::editing::{check_not_stale, fits_undo, lock_files};
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, FileBytes, GlobQuery};
+use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes, GlobQuery};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::Session;

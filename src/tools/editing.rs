@@ -18,7 +18,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::change::report::{describe_change, list_ranges};
 use super::change::{Before, Change};
 use super::{ToolError, ToolReply};
-use crate::backend::{Backend, BoundedRead, FileBytes, Version};
+use crate::backend::{BoundedRead, FileBytes, Version};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{SeenFile, Session};

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow};
+use crate::backend::{self, BoundedRead, FileView, LineWindow};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, Backend, GlobQuery};
+use crate::backend::{self, GlobQuery};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::Session;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{
-    self, Backend, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, entry_chars, trim_to_window,
+    self, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, entry_chars, trim_to_window,
 };
 use crate::path::VirtualPath;
 use crate::search::{GlobMatcher, GrepPattern};

@@ -6,7 +6,7 @@
 //! `offset`/`head_limit` cap their own answers. Without a writable `/scratch/` mount the answer is cut with the usual
 //! notice (`text::truncate`).
 
-use crate::backend::{Backend, Error as BackendError, WriteMode};
+use crate::backend::{Error as BackendError, WriteMode};
 use crate::path::VirtualPath;
 use crate::session::Session;
 use crate::text::truncate::{RESULT_CHAR_LIMIT, cap_result};

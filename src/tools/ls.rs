@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::file_info::format_time;
 use super::{CallContext, ToolError, ToolReply, counted};
-use crate::backend::{Backend, Entry};
+use crate::backend::Entry;
 use crate::path::VirtualPath;
 use crate::session::Session;
 

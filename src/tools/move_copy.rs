@@ -17,7 +17,7 @@ use super::change::{Before, Change, record_move};
 use super::editing::{check_not_stale, read_for_copy};
 use super::move_file::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, GlobQuery, Version};
+use crate::backend::{self, BoundedRead, DeleteOptions, GlobQuery, Version};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
 use crate::session::Session;

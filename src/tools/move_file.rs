@@ -23,9 +23,7 @@ use super::change::{After, Applied, Before, Change, record_move, stale_or};
 use super::editing::{check_not_stale, lock_files};
 use super::move_copy;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{
-    self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions, Renamed, Version,
-};
+use crate::backend::{self, AsideFile, BoundedRead, FileBytes, RenameOptions, Renamed, Version};
 use crate::path::VirtualPath;
 use crate::session::Session;
 

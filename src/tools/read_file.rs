@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, Backend, BoundedRead, FileView, LineWindow, TextWindow};
+use crate::backend::{self, BoundedRead, FileView, LineWindow, TextWindow};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{LEDGER_TEXT_MAX_FILE_BYTES, Session};

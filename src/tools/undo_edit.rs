@@ -18,7 +18,7 @@ use super::change::{Applied, Change, record_move_undone};
 use super::editing::{decode_text, lock_files};
 use super::move_copy;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, AsideFile, Backend, BoundedRead, FileBytes, RenameOptions};
+use crate::backend::{self, AsideFile, BoundedRead, FileBytes, RenameOptions};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};

@@ -11,7 +11,7 @@ use super::editing::{
     refuse_new_control_names,
 };
 use super::{CallContext, ToolError, ToolReply, counted};
-use crate::backend::{self, Backend, BoundedRead, Version};
+use crate::backend::{self, BoundedRead, Version};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::session::Session;
