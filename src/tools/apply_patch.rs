@@ -20,6 +20,7 @@ use super::change::{ApplyAllFailure, Before, Change, apply_all};
 use super::editing::{
     check_edit_size, decode_for_edit, decode_text, encode_for_file, load_checked, lock_files,
 };
+use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::Version;
 use crate::content;
@@ -74,6 +75,10 @@ struct Planned {
 }
 
 /// Runs the tool.
+///
+/// With a progress token the call reports each file checked, then each file changed; when the
+/// client cancels it, it stops before its next file: while checking, nothing was changed yet;
+/// while changing, the files changed so far are put back (every file as it was before).
 pub async fn run(
     args: Args,
     session: &Session,
@@ -82,14 +87,23 @@ pub async fn run(
     let targets = targets(patch::parse(&args.patch)?)?;
     let paths = targets.iter().map(|(p, _, _)| p.clone()).collect();
     let _guards = lock_files(session, paths, context.turn.as_deref()).await;
+    let files = targets.len() as u64;
+    let mut steps = ChangeSteps::new("apply_patch", context, 2 * files);
+    steps.phase("checked", files).await;
     let mut plans = Vec::with_capacity(targets.len());
     let mut changes = Vec::with_capacity(targets.len());
     for (path, action, file_patch) in targets {
+        if steps.cancelled() {
+            return Err(steps.cancellation("Nothing was changed."));
+        }
         let (planned, change) = plan(session, path, action, &file_patch.hunks).await?;
         plans.push(planned);
         changes.push(change);
+        steps.step().await;
     }
-    let applied = apply_all(session, &changes).await.map_err(failure)?;
+    let applied = apply_all(session, &changes, &mut steps)
+        .await
+        .map_err(failure)?;
     let versions: Vec<Option<Version>> = applied.iter().map(|a| a.version.clone()).collect();
     for (change, applied) in changes.into_iter().zip(applied) {
         change.record(session, applied, None);
@@ -115,6 +129,9 @@ fn failure(failed: ApplyAllFailure) -> ToolError {
             left.join(", ")
         )
     };
+    if let ToolError::ChangeCancelled { tool, .. } = failed.error {
+        return ToolError::ChangeCancelled { tool, state };
+    }
     ToolError::PartialFailure {
         message: format!(
             "Error: apply_patch could not write {}: {}\n{state}",

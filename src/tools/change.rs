@@ -26,6 +26,7 @@ use std::borrow::Cow;
 
 use super::ToolError;
 use super::editing::fits_undo;
+use super::steps::ChangeSteps;
 use crate::backend::{self, AsideFile, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
@@ -332,17 +333,29 @@ pub struct ApplyAllFailure {
     pub not_reverted: Vec<(VirtualPath, backend::Error)>,
 }
 
-/// Applies `changes` in order, all or none: when one fails, those applied before it are taken
-/// back in reverse order ([`Change::revert`]). Nothing is recorded; on success the caller
-/// records each change with what it left.
+/// Applies `changes` in order, all or none: when one fails, or the call is cancelled before
+/// the last one (`steps`: one step per change, phase "changed"), those applied before it are
+/// taken back in reverse order ([`Change::revert`]); a cancelled call's failure carries
+/// [`ToolError::ChangeCancelled`]. Nothing is recorded; on success the caller records each change
+/// with what it left.
 pub async fn apply_all(
     session: &Session,
     changes: &[Change<'_>],
+    steps: &mut ChangeSteps<'_>,
 ) -> Result<Vec<Applied>, ApplyAllFailure> {
     let mut applied: Vec<Applied> = Vec::with_capacity(changes.len());
+    steps.phase("changed", changes.len() as u64).await;
     for change in changes {
-        match change.apply(session).await {
-            Ok(done) => applied.push(done),
+        let outcome = if steps.cancelled() {
+            Err(steps.cancellation("The changes made were taken back."))
+        } else {
+            change.apply(session).await
+        };
+        match outcome {
+            Ok(done) => {
+                applied.push(done);
+                steps.step().await;
+            }
             Err(error) => {
                 let mut not_reverted = Vec::new();
                 for (done, left) in changes.iter().zip(&applied).rev() {
@@ -618,7 +631,11 @@ mod tests {
             Change::write(b.clone(), Before::Absent, b"b".as_slice()),
             Change::write(c.clone(), Before::Read(c_seen), b"c2".as_slice()),
         ];
-        let failure = apply_all(&session, &changes).await.unwrap_err();
+        let context = crate::tools::CallContext::default();
+        let mut steps = ChangeSteps::new("apply_patch", &context, 3);
+        let failure = apply_all(&session, &changes, &mut steps)
+            .await
+            .unwrap_err();
         assert_eq!(failure.at, c);
         assert!(matches!(failure.error, ToolError::Stale { .. }));
         assert_eq!(failure.applied_before, 2);

@@ -11,8 +11,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::{Before, Change};
+use super::change::{Applied, Before, Change};
 use super::editing::{check_not_stale, fits_undo, lock_files};
+use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes, GlobQuery};
 use crate::path::VirtualPath;
@@ -83,7 +84,7 @@ pub async fn run(
         }));
         return Ok(reply);
     }
-    delete_tree(session, &path, context.turn.as_deref()).await
+    delete_tree(session, &path, context).await
 }
 
 async fn delete_file(
@@ -131,10 +132,17 @@ async fn delete_file(
 /// A recursive delete: every file is read (staleness, undo content) and deleted one by one,
 /// conditional on its version; then the directory itself goes (with anything `glob` does not
 /// show, such as ignored files on disk).
+///
+/// With a progress token the call reports each file checked, then each file deleted. A
+/// cancelled call stops before its next file and deletes nothing: while checking, nothing was
+/// deleted yet; while deleting, the files deleted so far are written back from the contents
+/// read for undo. The files whose content is kept go first; the first file that could not be
+/// written back (no undo content: a directory too large for undo, or a file that grew past the
+/// bound) is the commit point, from which the delete runs to its end.
 async fn delete_tree(
     session: &Session,
     dir: &VirtualPath,
-    turn: Option<&Turn>,
+    context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let mut entries = session
         .backend()
@@ -149,10 +157,17 @@ async fn delete_tree(
     let keep_undo = entries.len() <= MAX_UNDOABLE_FILES
         && usize::try_from(total_bytes).is_ok_and(|b| fits_undo(session, b));
     let paths = entries.iter().map(|e| e.path.clone()).collect();
-    let guards = lock_files(session, paths, turn).await;
+    let guards = lock_files(session, paths, context.turn.as_deref()).await;
+    let files = entries.len() as u64;
+    let mut steps = ChangeSteps::new("delete", context, 2 * files);
+    steps.phase("checked", files).await;
     // Check every file before deleting any, so a stale one stops the whole delete.
     let mut removals = Vec::new();
     for entry in &entries {
+        if steps.cancelled() {
+            return Err(steps.cancellation("Nothing was deleted."));
+        }
+        steps.step().await;
         if !keep_undo && session.ledger.seen(&entry.path).is_none() {
             continue;
         }
@@ -178,12 +193,27 @@ async fn delete_tree(
         check_not_stale(session, &entry.path, &version)?;
         removals.push(Change::removal(entry.path.clone(), before));
     }
-    let mut deleted: Vec<VirtualPath> = Vec::new();
+    // Those that can be written back first, in path order (the sort is stable).
+    removals.sort_by_key(|removal| !restorable(removal));
+    steps.set_total(files + removals.len() as u64);
+    steps.phase("deleted", removals.len() as u64).await;
+    let mut done: Vec<(Change<'_>, Applied)> = Vec::with_capacity(removals.len());
     for removal in removals {
-        let path = removal.path.clone();
-        let applied = match removal.apply(session).await {
-            Ok(applied) => applied,
+        if restorable(&removal) && steps.cancelled() {
+            let state = put_back(session, done).await;
+            return Err(steps.cancellation(state));
+        }
+        match removal.apply(session).await {
+            Ok(applied) => {
+                done.push((removal, applied));
+                steps.step().await;
+            }
             Err(error) => {
+                let path = removal.path;
+                let deleted: Vec<VirtualPath> = done.iter().map(|(r, _)| r.path.clone()).collect();
+                for (removal, applied) in done {
+                    removal.record(session, applied, None);
+                }
                 return Err(ToolError::PartialFailure {
                     message: format!(
                         "Error: Deleting {dir} stopped at {path}: {error}\nDeleted before it ({}): {}. Nothing else was deleted; undo_edit restores each deleted file",
@@ -192,9 +222,10 @@ async fn delete_tree(
                     ),
                 });
             }
-        };
+        }
+    }
+    for (removal, applied) in done {
         removal.record(session, applied, None);
-        deleted.push(path);
     }
     match session
         .backend()
@@ -238,6 +269,35 @@ async fn delete_tree(
         image: None,
         file: None,
     })
+}
+
+/// Whether a removal can be taken back: the file's content was read.
+fn restorable(removal: &Change<'_>) -> bool {
+    matches!(removal.before, Before::Read(_))
+}
+
+/// Writes back the files a cancelled delete removed (newest first); what it left, in sentences.
+/// A file that cannot be written back keeps its undo step.
+async fn put_back(session: &Session, done: Vec<(Change<'_>, Applied)>) -> String {
+    let count = done.len();
+    let mut left = Vec::new();
+    for (removal, applied) in done.into_iter().rev() {
+        if let Err(error) = removal.revert(session, &applied).await {
+            left.push(format!("{} ({error})", removal.path));
+            removal.record(session, applied, None);
+        }
+    }
+    match (count, left.is_empty()) {
+        (0, _) => "Nothing was deleted.".to_owned(),
+        (n, true) => format!(
+            "Nothing was deleted: the {} deleted before the cancel were written back.",
+            super::counted(n, "file")
+        ),
+        (_, false) => format!(
+            "Writing back the files deleted before the cancel failed for: {}; undo_edit on each restores it. The others were written back",
+            left.join(", ")
+        ),
+    }
 }
 
 fn list(paths: &[VirtualPath]) -> String {

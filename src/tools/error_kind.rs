@@ -179,7 +179,7 @@ impl ToolError {
             Self::Backend(error) => backend_kind(error),
             Self::Pattern(_) => ErrorKind::InvalidPattern,
             Self::Edit(_) | Self::MultiEdit(_) => ErrorKind::EditRefused,
-            Self::Cancelled { .. } => ErrorKind::Cancelled,
+            Self::Cancelled { .. } | Self::ChangeCancelled { .. } => ErrorKind::Cancelled,
             Self::NotRead { .. } => ErrorKind::NotRead,
             Self::Stale { .. } => ErrorKind::Stale,
             Self::OffsetPastEnd { .. } => ErrorKind::OffsetPastEnd,

@@ -20,6 +20,7 @@ mod move_copy;
 pub mod move_file;
 pub mod multi_edit;
 pub mod read_file;
+pub mod steps;
 pub mod undo_edit;
 pub mod write_file;
 
@@ -73,6 +74,15 @@ pub enum ToolError {
         tool: &'static str,
         /// Files looked at before it stopped.
         files: u64,
+    },
+    /// A multi-file change cancelled by the client (see `steps`): it stopped before its next
+    /// step and took back what it had done; `state` says so (or what could not be).
+    #[error("Error: {tool} was cancelled. {state}")]
+    ChangeCancelled {
+        /// The tool.
+        tool: &'static str,
+        /// What it left, in sentences: "Nothing was changed."
+        state: String,
     },
     /// Changing a file that this session has not read.
     #[error("Error: File has not been read yet: {path}. Read it with read_file first, then retry")]
@@ -282,8 +292,16 @@ impl ProgressReporter {
 
     /// Sends one notification; a client gone away is not the tool's failure.
     pub async fn report(&self, progress: f64, message: String) {
-        let param = rmcp::model::ProgressNotificationParam::new(self.token.clone(), progress)
+        self.report_of(progress, None, message).await;
+    }
+
+    /// [`ProgressReporter::report`] with the total the progress counts towards, when known.
+    pub async fn report_of(&self, progress: f64, total: Option<f64>, message: String) {
+        let mut param = rmcp::model::ProgressNotificationParam::new(self.token.clone(), progress)
             .with_message(message);
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
         if let Err(error) = self.peer.notify_progress(param).await {
             tracing::debug!(%error, "progress notification not sent");
         }
@@ -412,7 +430,8 @@ async fn call_with(
 }
 
 /// [`call`] with what the request brings beyond its arguments: `execute` (only listed with
-/// `--allow-exec`) uses the cancellation and progress of `context`.
+/// `--allow-exec`), the searches and the multi-file changes (`delete`, `move`, `apply_patch`)
+/// use the cancellation and progress of `context`.
 pub async fn call_in(
     name: &str,
     arguments: Value,

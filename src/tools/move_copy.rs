@@ -16,7 +16,8 @@ use serde_json::json;
 use super::change::{Before, Change, record_move};
 use super::editing::{check_not_stale, read_for_copy};
 use super::move_file::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
-use super::{ToolError, ToolReply};
+use super::steps::ChangeSteps;
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, BoundedRead, DeleteOptions, GlobQuery, Version};
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
@@ -186,10 +187,17 @@ struct Copied {
 
 /// Moves a directory file by file: every copy first (one file in memory at a time), then every
 /// delete; any failure takes back what was done, so the source stays whole.
+///
+/// With a progress token the call reports each file copied, then each source file removed. A
+/// cancelled call stops before its next file and takes the move back like a failed one: the
+/// sources removed so far are written back from their copies, then the copies and the
+/// directories made for them are removed, so the source is whole and the destination is not
+/// there. The last source file removed is the commit point.
 pub(super) async fn move_tree(
     session: &Session,
     source: &VirtualPath,
     destination: &VirtualPath,
+    context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let mut entries = session
         .backend()
@@ -229,12 +237,21 @@ pub(super) async fn move_tree(
             check_not_stale(session, from, &version)?;
         }
     }
+    // The directories the copies will create, topmost first: what taking the move back removes.
+    let made = topmost_missing(session, destination).await?;
+    let files = pairs.len() as u64;
+    let mut steps = ChangeSteps::new("move", context, 2 * files);
+    steps.phase("copied", files).await;
     let mut copies: Vec<Copied> = Vec::with_capacity(pairs.len());
     for (from, to) in &pairs {
+        if steps.cancelled() {
+            let left = take_back(session, &copies, 0, &made).await;
+            return Err(steps.cancellation(cancelled_note(&left, source, copies.len(), 0)));
+        }
         match copy_file(session, from, to).await {
             Ok(copied) => copies.push(copied),
             Err(error) => {
-                let left = remove_copies(session, &copies).await;
+                let left = take_back(session, &copies, 0, &made).await;
                 return Err(ToolError::PartialFailure {
                     message: format!(
                         "Error: Could not copy {from} to {to}: {error}\n{}",
@@ -243,25 +260,20 @@ pub(super) async fn move_tree(
                 });
             }
         }
+        steps.step().await;
     }
+    steps.phase("removed from the source", files).await;
     for (index, copied) in copies.iter().enumerate() {
+        if steps.cancelled() {
+            let left = take_back(session, &copies, index, &made).await;
+            return Err(steps.cancellation(cancelled_note(&left, source, copies.len(), index)));
+        }
         let removal = Change::removal(
             copied.from.clone(),
             Before::Version(copied.source_version.clone()),
         );
         if let Err(error) = removal.apply(session).await {
-            let mut left = Vec::new();
-            for earlier in &copies[..index] {
-                if let Err(e) = restore_source(session, earlier).await {
-                    left.push(format!(
-                        "{} could not be restored ({e}); its copy {} is kept",
-                        earlier.from, earlier.to
-                    ));
-                }
-            }
-            if left.is_empty() {
-                left = remove_copies(session, &copies).await;
-            }
+            let left = take_back(session, &copies, index, &made).await;
             return Err(ToolError::PartialFailure {
                 message: format!(
                     "Error: Could not remove {} while moving {source}: {}\n{}",
@@ -271,6 +283,7 @@ pub(super) async fn move_tree(
                 ),
             });
         }
+        steps.step().await;
     }
     let leftover = remove_empty_dirs(session, source).await;
     let total: u64 = copies.iter().map(|c| c.bytes).sum();
@@ -336,6 +349,67 @@ async fn restore_source(session: &Session, copied: &Copied) -> Result<(), ToolEr
         .await?;
     keep_mode(session, &copied.to, &copied.from, file.version).await;
     Ok(())
+}
+
+/// The topmost directory of `destination`'s path that does not exist (`destination` itself when
+/// its parent exists): everything a move there creates is under it.
+async fn topmost_missing(
+    session: &Session,
+    destination: &VirtualPath,
+) -> Result<VirtualPath, ToolError> {
+    let mut top = destination.clone();
+    while let Some(parent) = top.parent() {
+        if parent.is_root() || session.backend().stat(&parent).await?.is_some() {
+            break;
+        }
+        top = parent;
+    }
+    Ok(top)
+}
+
+/// Takes back a directory move that failed or was cancelled after copying `copies` and removing
+/// the first `removed` sources: writes those sources back from their copies, then (when all
+/// came back) removes every copy and the empty directories left under `made` (the topmost
+/// directory the move created, see [`topmost_missing`]). Returns what could not be taken back.
+async fn take_back(
+    session: &Session,
+    copies: &[Copied],
+    removed: usize,
+    made: &VirtualPath,
+) -> Vec<String> {
+    let mut left = Vec::new();
+    for earlier in &copies[..removed] {
+        if let Err(e) = restore_source(session, earlier).await {
+            left.push(format!(
+                "{} could not be restored ({e}); its copy {} is kept",
+                earlier.from, earlier.to
+            ));
+        }
+    }
+    if left.is_empty() {
+        left = remove_copies(session, copies).await;
+        if left.is_empty() && !copies.is_empty() {
+            remove_empty_dirs(session, made).await;
+        }
+    }
+    left
+}
+
+/// What a cancelled directory move left, in sentences.
+fn cancelled_note(left: &[String], source: &VirtualPath, copied: usize, removed: usize) -> String {
+    if !left.is_empty() {
+        return left_note(left, "");
+    }
+    let undone = match (copied, removed) {
+        (0, _) => String::new(),
+        (c, 0) => format!(" (the {} copied were removed)", super::counted(c, "file")),
+        (c, r) => format!(
+            " (the {} removed from {source} were written back and the {} copied removed)",
+            super::counted(r, "file"),
+            super::counted(c, "file")
+        ),
+    };
+    format!("Nothing was moved{undone}: {source} is as it was.")
 }
 
 /// Deletes copies made by a failed directory move; returns what could not be deleted.

@@ -22,6 +22,7 @@ use serde_json::json;
 use super::change::{After, Applied, Before, Change, record_move, stale_or};
 use super::editing::{check_not_stale, lock_files};
 use super::move_copy;
+use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, AsideFile, BoundedRead, FileBytes, RenameOptions, Renamed, Version};
 use crate::path::VirtualPath;
@@ -41,6 +42,9 @@ pub struct Args {
 }
 
 /// Runs the tool.
+///
+/// A directory move reports progress and can be cancelled (see [`rename_tree`] and
+/// [`move_copy::move_tree`]): a cancelled one leaves the source whole and no destination.
 pub async fn run(
     args: Args,
     session: &Session,
@@ -85,11 +89,11 @@ pub async fn run(
             context.turn.as_deref(),
         )
         .await;
-        if let Some(reply) = rename_tree(session, &source, &destination).await? {
+        if let Some(reply) = rename_tree(session, &source, &destination, context).await? {
             return Ok(reply);
         }
         drop(guards);
-        return move_copy::move_tree(session, &source, &destination).await;
+        return move_copy::move_tree(session, &source, &destination, context).await;
     }
     let _guards = lock_files(
         session,
@@ -358,11 +362,15 @@ async fn rename_one(
 }
 
 /// Moves a directory by renaming it in place, whole (locks held by the caller). `Ok(None)`
-/// when its backend cannot: nothing changed.
+/// when its backend cannot: nothing changed. The files this session read below it are checked
+/// first (a cancelled call stops there: nothing moved); the rename itself lands whole or not at
+/// all. No progress is reported: a rename is one step (and when the backend cannot rename,
+/// the copy reports from its start).
 async fn rename_tree(
     session: &Session,
     source: &VirtualPath,
     destination: &VirtualPath,
+    context: &CallContext,
 ) -> Result<Option<ToolReply>, ToolError> {
     let same_mount =
         session.backend().route(source).0.prefix == session.backend().route(destination).0.prefix;
@@ -371,7 +379,11 @@ async fn rename_tree(
     }
     // What this session read below the source must not have changed since (as for a file);
     // files it never read may move unseen, like `mv`.
+    let steps = ChangeSteps::new("move", context, 1);
     for (path, seen) in session.ledger.seen_under(source) {
+        if steps.cancelled() {
+            return Err(steps.cancellation("Nothing was moved."));
+        }
         match session.backend().read_at_most(&path, 0).await {
             Ok(BoundedRead::Whole(FileBytes { version, .. }))
             | Ok(BoundedRead::TooLarge { version, .. })
@@ -382,6 +394,9 @@ async fn rename_tree(
             Ok(_) | Err(backend::Error::NotFound { .. }) => {}
             Err(error) => return Err(error.into()),
         }
+    }
+    if steps.cancelled() {
+        return Err(steps.cancellation("Nothing was moved."));
     }
     let renamed = session
         .backend()
