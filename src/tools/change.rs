@@ -633,9 +633,7 @@ mod tests {
         ];
         let context = crate::tools::CallContext::default();
         let mut steps = ChangeSteps::new("apply_patch", &context, 3);
-        let failure = apply_all(&session, &changes, &mut steps)
-            .await
-            .unwrap_err();
+        let failure = apply_all(&session, &changes, &mut steps).await.unwrap_err();
         assert_eq!(failure.at, c);
         assert!(matches!(failure.error, ToolError::Stale { .. }));
         assert_eq!(failure.applied_before, 2);

@@ -233,7 +233,10 @@ fn call_until_phase(
             continue;
         }
         assert_eq!(message["params"]["progressToken"], token.as_str());
-        let text = message["params"]["message"].as_str().unwrap_or("").to_owned();
+        let text = message["params"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
         progress.push(message["params"].clone());
         let done_in_phase: u64 = text
             .split(' ')
@@ -255,7 +258,10 @@ fn assert_progress_grows(progress: &[Value]) {
         assert!(b > a, "progress must grow: {progress:?}");
     }
     for p in progress {
-        let (done, total) = (p["progress"].as_f64().unwrap(), p["total"].as_f64().unwrap());
+        let (done, total) = (
+            p["progress"].as_f64().unwrap(),
+            p["total"].as_f64().unwrap(),
+        );
         assert!(done <= total, "{p}");
     }
 }
@@ -284,7 +290,10 @@ fn cancel_and_check_answer(client: &mut StdioClient, id: u64, tool: &str) -> Ins
 fn time_until(since: Instant, mut done: impl FnMut() -> bool, what: &str) -> Duration {
     let deadline = since + Duration::from_secs(30);
     while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within 30 s of the cancel");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within 30 s of the cancel"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     since.elapsed()
@@ -311,7 +320,10 @@ fn a_cancelled_cross_mount_directory_move_leaves_the_source_whole_and_no_destina
     let mut client = StdioClient::start(&["--mount", &a, "--mount", &b]);
     let pid = client.pid();
     // Warm up: a small directory move across the mounts, and back.
-    client.ok("write_file", json!({"file_path": "/a/w/x.txt", "content": "x\n"}));
+    client.ok(
+        "write_file",
+        json!({"file_path": "/a/w/x.txt", "content": "x\n"}),
+    );
     client.ok("move", json!({"source": "/a/w", "destination": "/b/w"}));
     client.ok("move", json!({"source": "/b/w", "destination": "/a/w"}));
     std::thread::sleep(Duration::from_millis(300));
@@ -337,7 +349,10 @@ fn a_cancelled_cross_mount_directory_move_leaves_the_source_whole_and_no_destina
     assert!(!to_dir.join("moved").exists(), "no partial destination");
     resources_back_to(pid, before);
     // Nothing is locked or half-recorded: the move runs whole when asked again.
-    client.ok("move", json!({"source": "/a/src", "destination": "/b/moved/src"}));
+    client.ok(
+        "move",
+        json!({"source": "/a/src", "destination": "/b/moved/src"}),
+    );
     assert_eq!(tree_digest(&to_dir.join("moved/src")), {
         let mut moved = source_before.clone();
         moved.retain(|path, _| path.starts_with("src/"));
@@ -379,7 +394,10 @@ fn a_cancelled_apply_patch_leaves_every_file_as_it_was() {
     for n in 0..FILES {
         client.ok("read_file", json!({"file_path": format!("/p/f{n:04}.txt")}));
     }
-    client.ok("write_file", json!({"file_path": "/warm.txt", "content": "a\n"}));
+    client.ok(
+        "write_file",
+        json!({"file_path": "/warm.txt", "content": "a\n"}),
+    );
     client.ok(
         "apply_patch",
         json!({"patch": "--- a/warm.txt\n+++ b/warm.txt\n@@ -1 +1 @@\n-a\n+b\n"}),
@@ -420,7 +438,11 @@ fn a_cancelled_recursive_delete_deletes_nothing() {
     for n in 0..FILES {
         let sub = tree.join(format!("d{}", n % 10));
         std::fs::create_dir_all(&sub).unwrap();
-        std::fs::write(sub.join(format!("f{n:04}.md")), format!("note {n}\n").repeat(40)).unwrap();
+        std::fs::write(
+            sub.join(format!("f{n:04}.md")),
+            format!("note {n}\n").repeat(40),
+        )
+        .unwrap();
     }
     let original = tree_digest(&tree);
     let (disk, store) = (
@@ -430,9 +452,18 @@ fn a_cancelled_recursive_delete_deletes_nothing() {
     let mut client = StdioClient::start(&["--mount", &disk, "--mount", &store]);
     let pid = client.pid();
     // Into the store (one SQLite commit per file, each fsync'ed: the slow path).
-    client.ok("move", json!({"source": "/disk/tree", "destination": "/store/tree"}));
-    client.ok("write_file", json!({"file_path": "/store/w/x.md", "content": "x\n"}));
-    client.ok("delete", json!({"file_path": "/store/w", "recursive": true}));
+    client.ok(
+        "move",
+        json!({"source": "/disk/tree", "destination": "/store/tree"}),
+    );
+    client.ok(
+        "write_file",
+        json!({"file_path": "/store/w/x.md", "content": "x\n"}),
+    );
+    client.ok(
+        "delete",
+        json!({"file_path": "/store/w", "recursive": true}),
+    );
     std::thread::sleep(Duration::from_millis(300));
     let before = resources_of(pid);
 
@@ -456,7 +487,10 @@ fn a_cancelled_recursive_delete_deletes_nothing() {
     eprintln!("cancelled recursive delete: every file back {took:?} after the cancel");
     resources_back_to(pid, before);
     // Every byte is back: moved out to disk again, the tree is the original one.
-    client.ok("move", json!({"source": "/store/tree", "destination": "/disk/back"}));
+    client.ok(
+        "move",
+        json!({"source": "/store/tree", "destination": "/disk/back"}),
+    );
     assert_eq!(tree_digest(&disk_dir.join("back")), original);
     assert!(client.finish().success());
 }
