@@ -101,6 +101,24 @@ impl CompositeBackend {
         })
     }
 
+    /// [`Router::route`] for a file: a mount root is a directory, never a file.
+    fn file_route<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
+        let (mount, inner) = self.route(path);
+        if inner.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        Ok((mount, inner))
+    }
+
+    /// [`CompositeBackend::writable`] for a path that is changed in place (written, deleted,
+    /// set aside): never a mount root or a directory holding one.
+    fn changeable<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
+        if self.holds_mount_root(path) {
+            return Err(Error::MountRoot { path: path.clone() });
+        }
+        self.writable(path)
+    }
+
     fn writable<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
         let (mount, inner) = self.route(path);
         if mount.read_only {
@@ -243,10 +261,7 @@ impl Backend for CompositeBackend {
     }
 
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
-        let (mount, inner) = self.route(path);
-        if inner.is_root() {
-            return Err(Error::IsADirectory { path: path.clone() });
-        }
+        let (mount, inner) = self.file_route(path)?;
         mount
             .backend
             .read(&inner)
@@ -255,10 +270,7 @@ impl Backend for CompositeBackend {
     }
 
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
-        let (mount, inner) = self.route(path);
-        if inner.is_root() {
-            return Err(Error::IsADirectory { path: path.clone() });
-        }
+        let (mount, inner) = self.file_route(path)?;
         mount
             .backend
             .read_at_most(&inner, max_bytes)
@@ -267,10 +279,7 @@ impl Backend for CompositeBackend {
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
-        let (mount, inner) = self.route(path);
-        if inner.is_root() {
-            return Err(Error::IsADirectory { path: path.clone() });
-        }
+        let (mount, inner) = self.file_route(path)?;
         mount
             .backend
             .read_window(&inner, window)
@@ -284,10 +293,7 @@ impl Backend for CompositeBackend {
         content: &[u8],
         mode: WriteMode,
     ) -> Result<WriteOutcome> {
-        if self.holds_mount_root(path) {
-            return Err(Error::MountRoot { path: path.clone() });
-        }
-        let (mount, inner) = self.writable(path)?;
+        let (mount, inner) = self.changeable(path)?;
         mount
             .backend
             .write(&inner, content, mode)
@@ -296,10 +302,7 @@ impl Backend for CompositeBackend {
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
-        if self.holds_mount_root(path) {
-            return Err(Error::MountRoot { path: path.clone() });
-        }
-        let (mount, inner) = self.writable(path)?;
+        let (mount, inner) = self.changeable(path)?;
         mount
             .backend
             .delete(&inner, options)
@@ -308,10 +311,7 @@ impl Backend for CompositeBackend {
     }
 
     async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
-        if self.holds_mount_root(path) {
-            return Err(Error::MountRoot { path: path.clone() });
-        }
-        let (mount, inner) = self.writable(path)?;
+        let (mount, inner) = self.changeable(path)?;
         mount
             .backend
             .set_aside(&inner, version)
@@ -325,10 +325,7 @@ impl Backend for CompositeBackend {
         content: &[u8],
         version: &Version,
     ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        if self.holds_mount_root(path) {
-            return Err(Error::MountRoot { path: path.clone() });
-        }
-        let (mount, inner) = self.writable(path)?;
+        let (mount, inner) = self.changeable(path)?;
         mount
             .backend
             .write_keeping_aside(&inner, content, version)
