@@ -10,11 +10,17 @@
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks, and the escaped form
 //!   answers show names in.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
-//! - [`backend`]: the `Backend` trait and its implementations (`memory`, `filesystem`,
-//!   `store`, `composite`).
+//! - [`backend`]: the `Backend` trait (no default methods, so a wrapper states each one) and
+//!   `Router`, all that sessions and tools see of the mount table; one backend per grammar
+//!   name: `memory`, `disk` (a real directory: `resolve` containment, `version`s, streamed
+//!   `window`s with their `line_index`, `walk` for glob/grep, `write`, `rename`, `aside` for
+//!   undo, `temp` files and their sweep), `store` (a SQLite or PostgreSQL namespace); `composite`
+//!   routes and merges; `whole_file` holds what memory and store do alike (windows, grep).
 //! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
 //!   engines, which `backend::store` turns into files.
-//! - [`search`]: the shared glob matcher and grep pattern; [`content`]: binary/image sniffing.
+//! - [`search`]: what a `glob` or `grep` asks every backend (the queries, the glob matcher, the
+//!   grep pattern compiled once into the line matcher every engine uses, the answer's window,
+//!   cancellation); [`content`]: binary/image sniffing.
 //! - [`text`]: pure text functions (cat -n and its inverse, truncation, replacement, the
 //!   near-match search of a string not found, diffs, patches, line
 //!   endings, bytes decoded to LF text once (`text::encoding::decode_to_lf`), language by file

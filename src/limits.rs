@@ -7,7 +7,7 @@
 //!   between mounts. Bigger is refused with the limit named, before anything is read or written.
 //! - `--max-undo-memory-bytes`: earlier contents one session keeps for `undo_edit`, over all
 //!   files. A file over half of it is never read for undo: on disk it is set aside by rename (see
-//!   `backend::filesystem`), elsewhere the answer says the change cannot be undone.
+//!   `backend::disk`), elsewhere the answer says the change cannot be undone.
 //! - `--grep-max-line-bytes`: the longest line `grep` holds; a file with a longer line is
 //!   reported as skipped, with the reason (ripgrep's searcher heap limit on disk).
 //! - `--regex-size-limit` / `--regex-dfa-size-limit`: the compiled program of a `grep` pattern

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
-    StoreBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, StoreBackend,
 };
 use crate::changes::ChangeHub;
 use crate::config::{BackendSpec, MountSpec, display_prefix};
@@ -59,12 +58,11 @@ impl MountTable {
                 BackendSpec::Memory => Opened::PerSession,
                 BackendSpec::Disk { dir, no_ignore } => {
                     let dir = dir.clone();
-                    let options = FilesystemOptions {
+                    let options = DiskOptions {
                         no_ignore: *no_ignore,
                     };
                     let opened =
-                        tokio::task::spawn_blocking(move || FilesystemBackend::open(&dir, options))
-                            .await;
+                        tokio::task::spawn_blocking(move || DiskBackend::open(&dir, options)).await;
                     match opened {
                         Ok(Ok(backend)) => Opened::Shared(Arc::new(backend)),
                         Ok(Err(error)) => {
@@ -140,13 +138,13 @@ impl MountTable {
             .map(|(spec, opened)| Mount {
                 prefix: spec.prefix.clone(),
                 backend: match opened {
-                    Opened::PerSession => Arc::new(StateBackend::new()) as Arc<dyn Backend>,
+                    Opened::PerSession => Arc::new(MemoryBackend::new()) as Arc<dyn Backend>,
                     Opened::Shared(backend) => backend.clone(),
                 },
                 read_only: spec.read_only,
             })
             .collect();
-        CompositeBackend::new(mounts, || Arc::new(StateBackend::new()))
+        CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new()))
     }
 
     /// One line per mount, for the server's instructions and the start-up log.

@@ -37,10 +37,8 @@ use rmcp::model::Root;
 use rmcp::service::Peer;
 use tokio::sync::watch;
 
-use crate::backend::StateBackend;
-use crate::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, Router,
-};
+use crate::backend::MemoryBackend;
+use crate::backend::{Backend, CompositeBackend, DiskBackend, DiskOptions, Mount, Router};
 use crate::changes::{ChangeHub, SessionView, SessionWatch, session_origin_of};
 use crate::mounts::MountTable;
 use crate::path::VirtualPath;
@@ -260,7 +258,7 @@ impl RootsBase {
         if own_root {
             kept.push(Mount {
                 prefix: VirtualPath::root(),
-                backend: Arc::new(StateBackend::new()),
+                backend: Arc::new(MemoryBackend::new()),
                 read_only: false,
             });
         }
@@ -326,7 +324,7 @@ impl RootsBase {
             read_only: false,
         }));
         Arc::new(CompositeBackend::new(mounts, || {
-            Arc::new(StateBackend::new())
+            Arc::new(MemoryBackend::new())
         }))
     }
 }
@@ -584,10 +582,8 @@ fn warn_refused(error: &RootError) {
 
 async fn open_disk(dir: PathBuf) -> Result<Arc<dyn Backend>, RootError> {
     let shown = dir.display().to_string();
-    let opened = tokio::task::spawn_blocking(move || {
-        FilesystemBackend::open(&dir, FilesystemOptions::default())
-    })
-    .await;
+    let opened =
+        tokio::task::spawn_blocking(move || DiskBackend::open(&dir, DiskOptions::default())).await;
     match opened {
         Ok(Ok(backend)) => Ok(Arc::new(backend)),
         Ok(Err(error)) => Err(RootError::Open {

@@ -5,7 +5,7 @@
 //! ([`GrepCollect`], [`LineWindowBudget`]) and the cancellation it obeys ([`SearchControl`]).
 //!
 //! What a search finds (`backend::GrepFile` …) is the backend's; the in-memory search over a
-//! whole text is `backend::whole_file`'s, the streamed disk search `backend::filesystem`'s.
+//! whole text is `backend::whole_file`'s, the streamed disk search `backend::disk`'s.
 
 use std::sync::Arc;
 

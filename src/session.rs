@@ -487,7 +487,7 @@ mod tests {
 
     fn memory_table() -> Arc<dyn Router> {
         Arc::new(crate::backend::CompositeBackend::new(Vec::new(), || {
-            Arc::new(crate::backend::StateBackend::new())
+            Arc::new(crate::backend::MemoryBackend::new())
         }))
     }
 

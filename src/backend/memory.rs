@@ -1,4 +1,4 @@
-//! `StateBackend`: per-session scratch files held in memory, gone when the session ends.
+//! `MemoryBackend`: per-session scratch files held in memory, gone when the session ends.
 //!
 //! An ordered map (path → file) under one `RwLock`. Directories are implicit: a directory exists
 //! while a file lies under it (CONTRACT §3). Listing a directory seeks past each child
@@ -42,7 +42,7 @@ impl FileData {
 
 /// In-memory backend (see the module doc).
 #[derive(Debug, Default)]
-pub struct StateBackend {
+pub struct MemoryBackend {
     files: RwLock<BTreeMap<String, FileData>>,
 }
 
@@ -60,7 +60,7 @@ fn is_dir(files: &BTreeMap<String, FileData>, dir: &VirtualPath) -> bool {
     dir.is_root() || under(files, &key_prefix(dir)).next().is_some()
 }
 
-impl StateBackend {
+impl MemoryBackend {
     /// An empty backend.
     pub fn new() -> Self {
         Self::default()
@@ -91,7 +91,7 @@ impl StateBackend {
 }
 
 #[async_trait]
-impl Backend for StateBackend {
+impl Backend for MemoryBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
         let files = self.read_map();
         if let Some(file) = files.get(path.as_str()) {

@@ -17,7 +17,7 @@
 //! Tools see the file system through [`Router`], never the concrete [`CompositeBackend`].
 
 pub mod composite;
-pub mod filesystem;
+pub mod disk;
 pub mod memory;
 pub mod store;
 mod whole_file;
@@ -34,8 +34,8 @@ use crate::path::{PathError, VirtualPath};
 use crate::text::encoding::FileEncoding;
 
 pub use composite::{CompositeBackend, Mount, SkippedMount};
-pub use filesystem::{FilesystemBackend, FilesystemOptions};
-pub use memory::StateBackend;
+pub use disk::{DiskBackend, DiskOptions};
+pub use memory::MemoryBackend;
 pub use store::StoreBackend;
 // The query side of the trait's `glob` and `grep` lives in `search` (issue 16).
 pub use crate::search::{

@@ -1,7 +1,7 @@
 //! What the backends that hold each file whole (memory, store) do alike: a file is the value
 //! under its path as a key, so listings are key ranges under a directory's key prefix, a line
 //! window is cut from the whole content, and a grep decodes the content and searches it as one
-//! text. The disk backend streams instead (`filesystem`), and uses [`view_of_bytes`] only for
+//! text. The disk backend streams instead (`disk`), and uses [`view_of_bytes`] only for
 //! files small enough to read whole.
 
 use super::{

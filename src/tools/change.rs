@@ -470,7 +470,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::backend::{BoundedRead, CompositeBackend, StateBackend};
+    use crate::backend::{BoundedRead, CompositeBackend, MemoryBackend};
     use crate::limits::Limits;
     use crate::session::WriteOptions;
 
@@ -479,7 +479,7 @@ mod tests {
     }
 
     fn session_with(limits: Limits) -> Session {
-        let table = CompositeBackend::new(Vec::new(), || Arc::new(StateBackend::new()));
+        let table = CompositeBackend::new(Vec::new(), || Arc::new(MemoryBackend::new()));
         let options = WriteOptions {
             limits,
             ..WriteOptions::default()

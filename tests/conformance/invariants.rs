@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, Router, StateBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, Router,
     StoreBackend, WriteMode,
 };
 use mountfs::path::VirtualPath;
@@ -710,11 +710,11 @@ fn check_paths(cases: u32) {
                 .iter()
                 .map(|p| Mount {
                     prefix: VirtualPath::parse(p).unwrap(),
-                    backend: Arc::new(StateBackend::new()),
+                    backend: Arc::new(MemoryBackend::new()),
                     read_only: false,
                 })
                 .collect();
-            let table = CompositeBackend::new(mounts, || Arc::new(StateBackend::new()));
+            let table = CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new()));
             let (mount, inner) = table.route(&path);
             prop_assert_eq!(&inner.under(&mount.prefix), &path, "strip then put back");
             let longest = prefixes
@@ -800,18 +800,15 @@ fn check_glob(cases: u32) {
                 let disk_dir = tempfile::tempdir().unwrap();
                 let db_dir = tempfile::tempdir().unwrap();
                 let store = SqliteStore::open(db_dir.path().join("g.db")).await.unwrap();
-                let disk = FilesystemBackend::open_without_sweep(
-                    disk_dir.path(),
-                    FilesystemOptions::default(),
-                )
-                .unwrap();
+                let disk = DiskBackend::open_without_sweep(disk_dir.path(), DiskOptions::default())
+                    .unwrap();
                 let mount = |prefix: &str, backend: Arc<dyn Backend>| Mount {
                     prefix: VirtualPath::parse(prefix).unwrap(),
                     backend,
                     read_only: false,
                 };
                 let session = session_with(vec![
-                    mount("/mem", Arc::new(StateBackend::new())),
+                    mount("/mem", Arc::new(MemoryBackend::new())),
                     mount(
                         "/sq",
                         Arc::new(StoreBackend::new(

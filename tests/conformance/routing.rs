@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mountfs::backend::{
     AsideFile, Backend, BoundedRead, CompositeBackend, DeleteOptions, EntryKind, Error, FileView,
-    GlobQuery, GrepCollect, GrepQuery, LineWindow, Mount, RenameOptions, Renamed, Router,
-    StateBackend, Version, WriteMode,
+    GlobQuery, GrepCollect, GrepQuery, LineWindow, MemoryBackend, Mount, RenameOptions, Renamed,
+    Router, Version, WriteMode,
 };
 use mountfs::config::parse_table;
 use mountfs::mounts::MountTable;
@@ -20,7 +20,7 @@ fn p(s: &str) -> VirtualPath {
 
 struct Table {
     composite: CompositeBackend,
-    leaves: Vec<(String, Arc<StateBackend>)>,
+    leaves: Vec<(String, Arc<MemoryBackend>)>,
 }
 
 impl Table {
@@ -29,9 +29,9 @@ impl Table {
     }
 
     fn with_read_only(prefixes: &[&str], read_only: &[&str]) -> Self {
-        let leaves: Vec<(String, Arc<StateBackend>)> = prefixes
+        let leaves: Vec<(String, Arc<MemoryBackend>)> = prefixes
             .iter()
-            .map(|prefix| ((*prefix).to_owned(), Arc::new(StateBackend::new())))
+            .map(|prefix| ((*prefix).to_owned(), Arc::new(MemoryBackend::new())))
             .collect();
         let mounts = leaves
             .iter()
@@ -42,13 +42,13 @@ impl Table {
             })
             .collect();
         Self {
-            composite: CompositeBackend::new(mounts, || Arc::new(StateBackend::new())),
+            composite: CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new())),
             leaves,
         }
     }
 
     /// The leaf mounted at `prefix`.
-    fn leaf(&self, prefix: &str) -> &StateBackend {
+    fn leaf(&self, prefix: &str) -> &MemoryBackend {
         &self.leaves.iter().find(|(p, _)| p == prefix).unwrap().1
     }
 
@@ -462,8 +462,8 @@ impl Backend for Unreadable {
 
 #[tokio::test]
 async fn a_failing_mount_below_a_search_is_skipped_and_named() {
-    let root = Arc::new(StateBackend::new());
-    let other = Arc::new(StateBackend::new());
+    let root = Arc::new(MemoryBackend::new());
+    let other = Arc::new(MemoryBackend::new());
     let mounts = vec![
         Mount {
             prefix: p("/"),
@@ -481,7 +481,7 @@ async fn a_failing_mount_below_a_search_is_skipped_and_named() {
             read_only: false,
         },
     ];
-    let composite = CompositeBackend::new(mounts, || Arc::new(StateBackend::new()));
+    let composite = CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new()));
     for path in ["/a.txt", "/other/b.txt"] {
         composite
             .write(&p(path), b"needle\n", WriteMode::CreateOnly)

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, StateBackend, WriteMode};
+use mountfs::backend::{Backend, MemoryBackend, WriteMode};
 use mountfs::path::VirtualPath;
 use mountfs::session::{Session, WriteOptions};
 use mountfs::tools::ToolReply;
@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use crate::assert_text_eq;
 
 struct World {
-    backend: Arc<StateBackend>,
+    backend: Arc<MemoryBackend>,
 }
 
 impl World {
     fn new() -> Self {
         Self {
-            backend: Arc::new(StateBackend::new()),
+            backend: Arc::new(MemoryBackend::new()),
         }
     }
 

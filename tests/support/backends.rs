@@ -10,8 +10,7 @@
 use std::sync::{Arc, OnceLock};
 
 use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend,
-    StoreBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, StoreBackend,
 };
 use mountfs::path::VirtualPath;
 use mountfs::registry::Registry;
@@ -25,18 +24,18 @@ use super::PostgresNamespace;
 
 /// A fresh, empty memory backend.
 pub fn memory() -> Arc<dyn Backend> {
-    Arc::new(StateBackend::new())
+    Arc::new(MemoryBackend::new())
 }
 
 /// A disk backend over a fresh temporary directory.
 pub fn disk() -> (Arc<dyn Backend>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temporary directory");
-    (disk_at(dir.path(), FilesystemOptions::default()), dir)
+    (disk_at(dir.path(), DiskOptions::default()), dir)
 }
 
 /// A disk backend over `root` (which must exist), with `options`.
-pub fn disk_at(root: &std::path::Path, options: FilesystemOptions) -> Arc<dyn Backend> {
-    Arc::new(FilesystemBackend::open(root, options).expect("open the directory as a disk mount"))
+pub fn disk_at(root: &std::path::Path, options: DiskOptions) -> Arc<dyn Backend> {
+    Arc::new(DiskBackend::open(root, options).expect("open the directory as a disk mount"))
 }
 
 /// A SQLite store backend in a fresh temporary file (its parent directory made by the store).

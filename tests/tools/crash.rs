@@ -1,5 +1,5 @@
 //! Crash safety of disk writes: a child process rewrites a set of files as fast as it can
-//! through `FilesystemBackend::write` and is killed with SIGKILL at random moments, several
+//! through `DiskBackend::write` and is killed with SIGKILL at random moments, several
 //! times over. After each kill every file must hold exactly one complete version (never a mix,
 //! never a truncation), and after the next start no temporary file may survive.
 //!
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use mountfs::backend::{Backend, FilesystemBackend, FilesystemOptions, WriteMode};
+use mountfs::backend::{Backend, DiskBackend, DiskOptions, WriteMode};
 use mountfs::path::VirtualPath;
 
 const FILES: usize = 8;
@@ -55,9 +55,7 @@ fn crash_writer_child() {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let backend =
-        FilesystemBackend::open_without_sweep(Path::new(&dir), FilesystemOptions::default())
-            .unwrap();
+    let backend = DiskBackend::open_without_sweep(Path::new(&dir), DiskOptions::default()).unwrap();
     let start: u64 = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
@@ -110,7 +108,7 @@ fn temp_files(dir: &Path) -> Vec<PathBuf> {
             } else if path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(mountfs::backend::filesystem::TEMP_PREFIX))
+                .is_some_and(|n| n.starts_with(mountfs::backend::disk::TEMP_PREFIX))
             {
                 found.push(path);
             }
@@ -183,7 +181,7 @@ fn writes_survive_sigkill_at_random_moments() {
     assert!(writes_seen > 0, "the child never wrote anything");
 
     // The next start removes whatever temporary files the kills left.
-    let _backend = FilesystemBackend::open(dir.path(), FilesystemOptions::default()).unwrap();
+    let _backend = DiskBackend::open(dir.path(), DiskOptions::default()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !temp_files(dir.path()).is_empty() {
         assert!(

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use mountfs::backend::{
-    Backend, CompositeBackend, FilesystemBackend, FilesystemOptions, Mount, StateBackend, WriteMode,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, WriteMode,
 };
 use mountfs::path::VirtualPath;
 use mountfs::session::{Session, WriteOptions};
@@ -25,18 +25,18 @@ use crate::support::stdio::{StdioClient, text_of};
 
 struct Disk {
     dir: tempfile::TempDir,
-    backend: Arc<FilesystemBackend>,
+    backend: Arc<DiskBackend>,
     session: Session,
 }
 
 impl Disk {
     fn new() -> Self {
-        Self::with(FilesystemOptions::default(), WriteOptions::default())
+        Self::with(DiskOptions::default(), WriteOptions::default())
     }
 
-    fn with(options: FilesystemOptions, write: WriteOptions) -> Self {
+    fn with(options: DiskOptions, write: WriteOptions) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Arc::new(FilesystemBackend::open(dir.path(), options).unwrap());
+        let backend = Arc::new(DiskBackend::open(dir.path(), options).unwrap());
         let session = session_over(backend.clone(), write);
         Self {
             dir,
@@ -109,10 +109,7 @@ async fn gitignore_is_honoured_by_glob_and_grep_but_not_by_ls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_ignore_mount_option_searches_ignored_files() {
-    let d = Disk::with(
-        FilesystemOptions { no_ignore: true },
-        WriteOptions::default(),
-    );
+    let d = Disk::with(DiskOptions { no_ignore: true }, WriteOptions::default());
     d.put(".gitignore", "ignored/\n*.log\n");
     d.put("ignored/a.rs", "needle\n");
     d.put("x.log", "needle\n");
@@ -123,7 +120,7 @@ async fn no_ignore_mount_option_searches_ignored_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_directory_is_never_listed_or_searched() {
     for no_ignore in [false, true] {
-        let d = Disk::with(FilesystemOptions { no_ignore }, WriteOptions::default());
+        let d = Disk::with(DiskOptions { no_ignore }, WriteOptions::default());
         d.put(".git/config", "needle\n");
         d.put("sub/.git/HEAD", "needle\n");
         d.put("a.txt", "needle\n");
@@ -287,12 +284,12 @@ async fn a_move_between_disk_mounts_keeps_the_mode_and_undo_copies_it_back() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mount = |prefix: &str, dir: &Path| Mount {
         prefix: p(prefix),
-        backend: Arc::new(FilesystemBackend::open(dir, FilesystemOptions::default()).unwrap()),
+        backend: Arc::new(DiskBackend::open(dir, DiskOptions::default()).unwrap()),
         read_only: false,
     };
     let composite =
         CompositeBackend::new(vec![mount("/", a.path()), mount("/b", b.path())], || {
-            Arc::new(StateBackend::new())
+            Arc::new(MemoryBackend::new())
         });
     let session = Session::new(Arc::new(composite), WriteOptions::default());
     std::fs::write(a.path().join("run.sh"), "#!/bin/sh\n").unwrap();
@@ -386,7 +383,7 @@ async fn crlf_bom_and_missing_final_newline_survive_edits_on_disk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ensure_final_newline_applies_on_disk() {
     let d = Disk::with(
-        FilesystemOptions::default(),
+        DiskOptions::default(),
         WriteOptions {
             ensure_final_newline: true,
             ..WriteOptions::default()
@@ -442,7 +439,7 @@ async fn an_in_place_change_to_a_big_file_is_detected() {
     use std::os::unix::fs::FileExt;
     let d = Disk::new();
     let line = "0123456789 abcdefghij 0123456789 abcdefghij 0123456789\n";
-    let big = line.repeat((mountfs::backend::filesystem::HASHED_SIZE_LIMIT as usize) / 50);
+    let big = line.repeat((mountfs::backend::disk::HASHED_SIZE_LIMIT as usize) / 50);
     d.put("big.log", &big);
     let text = d
         .ok(
@@ -581,7 +578,7 @@ async fn build_tree(backend: &dyn Backend) {
 async fn search_answers_equal_the_memory_backends() {
     let d = Disk::new();
     build_tree(&*d.backend).await;
-    let memory = Arc::new(StateBackend::new());
+    let memory = Arc::new(MemoryBackend::new());
     build_tree(&*memory).await;
     let memory_session = session_over(memory, WriteOptions::default());
     let greps = [

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use mountfs::backend::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, StateBackend, Version,
+    GrepFile, GrepQuery, LineWindow, MemoryBackend, RenameOptions, Renamed, Result, Version,
     WriteMode, WriteOutcome,
 };
 use mountfs::path::VirtualPath;
@@ -19,7 +19,7 @@ use crate::fixtures::{Fixture, memory_mount, mount};
 /// A memory backend whose deletes and writes of paths containing `trap` fail while armed.
 #[derive(Debug, Default)]
 struct FaultyBackend {
-    inner: StateBackend,
+    inner: MemoryBackend,
     fail_deletes: AtomicBool,
     fail_writes: AtomicBool,
     panic_reads: AtomicBool,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use mountfs::backend::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, StateBackend, Version,
+    GrepFile, GrepQuery, LineWindow, MemoryBackend, RenameOptions, Renamed, Result, Version,
     WriteMode, WriteOutcome,
 };
 use mountfs::path::VirtualPath;
@@ -24,7 +24,7 @@ const GROWN: u64 = 6 * 1024 * 1024 * 1024;
 /// look (`read_window` still sees them small): a whole read of one counts as the failure.
 #[derive(Debug, Default)]
 struct GrowingBackend {
-    inner: StateBackend,
+    inner: MemoryBackend,
     whole_reads_of_grown: AtomicUsize,
 }
 

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, FilesystemBackend, FilesystemOptions, WriteMode};
+use mountfs::backend::{Backend, DiskBackend, DiskOptions, WriteMode};
 use mountfs::path::{VirtualPath, is_hidden_or_control};
 use mountfs::server::MountfsServer;
 use mountfs::session::Session;
@@ -67,8 +67,7 @@ impl Names {
                     std::fs::write(dir.path().join(name), CONTENT).unwrap();
                 }
                 let backend =
-                    FilesystemBackend::open_without_sweep(dir.path(), FilesystemOptions::default())
-                        .unwrap();
+                    DiskBackend::open_without_sweep(dir.path(), DiskOptions::default()).unwrap();
                 (Arc::new(backend), Some(dir))
             }
         };

@@ -20,8 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mountfs::backend::{
-    Backend, CompositeBackend, DeleteOptions, FilesystemBackend, FilesystemOptions, Mount,
-    StateBackend,
+    Backend, CompositeBackend, DeleteOptions, DiskBackend, DiskOptions, MemoryBackend, Mount,
 };
 use mountfs::path::VirtualPath;
 use mountfs::session::{Session, WriteOptions};
@@ -34,7 +33,7 @@ const OUTSIDE_MARK: &str = "outside-only-name";
 struct Harness {
     base: tempfile::TempDir,
     session: Session,
-    backend: Arc<FilesystemBackend>,
+    backend: Arc<DiskBackend>,
     before: BTreeMap<PathBuf, String>,
 }
 
@@ -119,16 +118,15 @@ impl Harness {
             0,
         )
         .unwrap();
-        let backend = Arc::new(
-            FilesystemBackend::open_without_sweep(&r, FilesystemOptions::default()).unwrap(),
-        );
+        let backend =
+            Arc::new(DiskBackend::open_without_sweep(&r, DiskOptions::default()).unwrap());
         let composite = CompositeBackend::new(
             vec![Mount {
                 prefix: VirtualPath::root(),
                 backend: backend.clone(),
                 read_only: false,
             }],
-            || Arc::new(StateBackend::new()),
+            || Arc::new(MemoryBackend::new()),
         );
         let session = Session::new(Arc::new(composite), WriteOptions::default());
         let before = snapshot(b);

@@ -217,7 +217,7 @@ fn next_line(reader: &mut BufReader<std::fs::File>) -> io::Result<Option<Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::filesystem::line_index::{BLOCK_BYTES, Checkpoint};
+    use crate::backend::disk::line_index::{BLOCK_BYTES, Checkpoint};
     use std::io::Write;
 
     fn stat_of(file: &std::fs::File) -> Stat {

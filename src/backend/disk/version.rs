@@ -9,7 +9,7 @@
 //! rename), and any in-place change by another program moves `ctime` (which user space cannot
 //! set back), so a changed big file gets a new version; the one blind spot is two in-place
 //! changes of a big file within one timestamp tick of the file system that keep its size, which
-//! is documented in the module doc of `filesystem`.
+//! is documented in the module doc of `disk`.
 //!
 //! Reading windows is `window`'s; writing is `write`'s (both take their versions from here).
 

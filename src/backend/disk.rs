@@ -1,4 +1,4 @@
-//! `FilesystemBackend`: a real directory (`disk:DIR`) with no way out, streaming reads, atomic
+//! `DiskBackend`: a real directory (`disk:DIR`) with no way out, streaming reads, atomic
 //! writes and ripgrep-speed search (CONTRACT §3 "disk", issue 3).
 //!
 //! # Containment
@@ -76,7 +76,7 @@ pub use version::HASHED_SIZE_LIMIT;
 
 /// Mount options of a disk backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FilesystemOptions {
+pub struct DiskOptions {
     /// Do not honour `.gitignore`, `.ignore` and `.git/info/exclude` in glob and grep.
     pub no_ignore: bool,
 }
@@ -96,7 +96,7 @@ pub enum OpenError {
 
 /// The disk backend (see the module doc).
 #[derive(Debug, Clone)]
-pub struct FilesystemBackend {
+pub struct DiskBackend {
     inner: Arc<Inner>,
 }
 
@@ -106,7 +106,7 @@ struct Inner {
     /// Where walks start: `/proc/self/fd/N` of `root`, or its canonical host path where
     /// `/proc` is missing.
     pinned_root: PathBuf,
-    options: FilesystemOptions,
+    options: DiskOptions,
     /// The root's canonical host path, for `execute` (its working directory and sandbox).
     host_root: PathBuf,
     /// Where lines start in big files, learnt while reading windows.
@@ -120,10 +120,10 @@ struct Inner {
     aside: aside::AsideDir,
 }
 
-impl FilesystemBackend {
+impl DiskBackend {
     /// Opens `dir` as a mount root and starts removing stale temporary files in the
     /// background, after a delay (see [`temp::SWEEP_DELAY`]; they are invisible meanwhile).
-    pub fn open(dir: &Path, options: FilesystemOptions) -> std::result::Result<Self, OpenError> {
+    pub fn open(dir: &Path, options: DiskOptions) -> std::result::Result<Self, OpenError> {
         let backend = Self::open_without_sweep(dir, options)?;
         let sweeper = backend.clone();
         temp::sweep_later(move || sweeper.sweep_stale_temp_files());
@@ -133,7 +133,7 @@ impl FilesystemBackend {
     /// Opens `dir` without sweeping (tests that watch the sweep call it themselves).
     pub fn open_without_sweep(
         dir: &Path,
-        options: FilesystemOptions,
+        options: DiskOptions,
     ) -> std::result::Result<Self, OpenError> {
         let fail = |reason: String| OpenError::Open {
             dir: dir.display().to_string(),
@@ -186,7 +186,7 @@ impl FilesystemBackend {
     }
 }
 
-impl FilesystemBackend {
+impl DiskBackend {
     /// The handle undo keeps for a content set aside from `path`.
     fn kept(&self, path: VirtualPath, entry: aside::Entry) -> AsideFile {
         AsideFile(Arc::new(DiskAside {
@@ -203,7 +203,7 @@ impl FilesystemBackend {
 /// was restored.
 #[derive(Debug)]
 struct DiskAside {
-    backend: FilesystemBackend,
+    backend: DiskBackend,
     path: VirtualPath,
     entry: std::ffi::OsString,
     size: u64,
@@ -373,9 +373,9 @@ impl Inner {
     }
 }
 
-/// Largest file [`FilesystemBackend::read_window`] reads without leaving the async worker.
+/// Largest file [`DiskBackend::read_window`] reads without leaving the async worker.
 const INLINE_READ_BYTES: u64 = 256 * 1024;
-/// Largest directory (its own size) [`FilesystemBackend::ls`] lists without leaving the async
+/// Largest directory (its own size) [`DiskBackend::ls`] lists without leaving the async
 /// worker: a few hundred entries on ext4.
 const INLINE_LIST_BYTES: u64 = 16 * 1024;
 
@@ -417,7 +417,7 @@ fn entry_of(path: VirtualPath, meta: &cap_std::fs::Metadata) -> Entry {
 }
 
 #[async_trait]
-impl Backend for FilesystemBackend {
+impl Backend for DiskBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
         let path = path.clone();
         self.blocking(move |inner| inner.stat(&path)).await
