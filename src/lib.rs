@@ -37,6 +37,8 @@
 //!   turn to the tool call as an argument (`tools::CallContext::turn`).
 //! - [`roots`]: the client's MCP roots mounted in place of the default table's working
 //!   directory.
+//! - [`audit`]: the audit log of every change (SQLite or PostgreSQL), read by `history` and
+//!   `mountfs log`.
 //! - [`http`]: Streamable HTTP with bearer tokens; [`workspace`]: whose session state a
 //!   request uses when one server serves many agents.
 
@@ -48,6 +50,7 @@
     clippy::print_stderr
 )]
 
+pub mod audit;
 pub mod backend;
 pub mod changes;
 pub mod config;
@@ -97,10 +100,7 @@ pub async fn serve_stdio(
     write_options: WriteOptions,
     max_message_bytes: usize,
 ) -> Result<(), ServeError> {
-    let session = Arc::new(Session::new(
-        Arc::new(table.session_backend()),
-        write_options,
-    ));
+    let session = Arc::new(table.new_session(write_options));
     let (stdin, stdout) = transport::stdio();
     let wire =
         transport::StdioTransport::new(stdin, stdout, session.arrival.clone(), max_message_bytes);
@@ -117,7 +117,10 @@ where
     T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let registry = Arc::new(Registry::load_with_exec(session.write_options.exec)?);
+    let registry = Arc::new(Registry::load_for(
+        session.write_options.exec,
+        session.audit().is_some(),
+    )?);
     let instructions = instructions(table);
     let server = MountfsServer::new(registry, session, instructions, table.changes().clone())
         .with_roots(roots::RootsFollower::for_table(table));

@@ -89,6 +89,16 @@ struct Cli {
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true, global = true)]
     allow_exec: Option<mountfs::exec::ExecMode>,
 
+    /// Where every change made through the tools is logged: sqlite:FILE, postgres:URL (one
+    /// log shared by every instance), or off. Default: sqlite:{data}/mountfs/audit.db, beside
+    /// the default /memories/ store. `mountfs log` reads it; the history tool shows it.
+    #[arg(long, value_name = "TARGET", global = true)]
+    audit: Option<String>,
+
+    /// Delete audit log entries older than DAYS (at start-up, then hourly). Default: keep all.
+    #[arg(long, value_name = "DAYS", global = true)]
+    audit_keep: Option<u32>,
+
     #[command(subcommand)]
     command: Option<Command>,
 
@@ -108,6 +118,25 @@ enum Command {
         /// json: the `tools` array of a tools/list answer; xml: a system-prompt section.
         #[arg(long, value_enum, default_value = "json")]
         format: mountfs::prompt::PromptFormat,
+    },
+    /// Print the audit log (--audit, or the default file): one line per change, newest first,
+    /// like the history tool; --json prints one JSON object per line (for jq).
+    Log {
+        /// Only changes to this file or under this directory.
+        #[arg(long, value_name = "PATH", default_value = "/")]
+        path: String,
+        /// Only changes at or after TIME: 2026-11-23, 2026-11-23T12:00:00Z, or an age (90m, 6h, 2d).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// At most this many entries, newest first.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: usize,
+        /// Show this one entry in full, with its diff.
+        #[arg(long, value_name = "ID")]
+        id: Option<i64>,
+        /// One JSON object per entry and line, as the history tool's structured result.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -151,8 +180,34 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let Some(Command::Tools { format }) = cli.command {
-        return print_tools(cli.allow_exec, format);
+    let audit_target = match audit_target(cli.audit.as_deref()) {
+        Ok(target) => target,
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Some(Command::Tools { format }) => {
+            return print_tools(cli.allow_exec, audit_target.is_some(), format);
+        }
+        Some(Command::Log {
+            path,
+            since,
+            limit,
+            id,
+            json,
+        }) => {
+            let request = mountfs::audit::cli::LogRequest {
+                path,
+                since,
+                limit,
+                id,
+                json,
+            };
+            return print_log(audit_target, cli.audit_keep, &request);
+        }
+        None => {}
     }
     if cli.allow_exec == Some(mountfs::exec::ExecMode::Sandboxed)
         && let Err(error) = mountfs::exec::sandbox::probe()
@@ -183,11 +238,25 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
+        let audit = match audit_target {
+            Some(target) => match mountfs::audit::AuditLog::open(&target, cli.audit_keep).await {
+                Ok(log) => log.map(std::sync::Arc::new),
+                Err(error) => {
+                    eprintln!("mountfs: {error}");
+                    return ExitCode::from(2);
+                }
+            },
+            None => None,
+        };
+        if let Some(log) = &audit {
+            tracing::info!(log = %log.describe(), "audit log on");
+            mountfs::audit::spawn_pruning(log);
+        }
         let table = match MountTable::open(specs).await {
             // Client roots replace the working directory of the default table only: never
             // widen a table the operator gave.
-            Ok(table) if default_table => table.follow_client_roots(),
-            Ok(table) => table,
+            Ok(table) if default_table => table.follow_client_roots().with_audit(audit),
+            Ok(table) => table.with_audit(audit),
             Err(error) => {
                 eprintln!("mountfs: {error}");
                 return ExitCode::from(2);
@@ -212,12 +281,66 @@ fn main() -> ExitCode {
     })
 }
 
+/// Where the audit log is (`--audit`, else the default file in the data directory); `None`:
+/// off. Without a data directory the default log is left out with a warning.
+fn audit_target(
+    flag: Option<&str>,
+) -> Result<Option<mountfs::audit::AuditTarget>, mountfs::audit::AuditError> {
+    use mountfs::audit::{AuditError, AuditTarget};
+    let target = match flag {
+        Some(text) => AuditTarget::parse(text)?,
+        None => match AuditTarget::default_in(dirs::data_dir().as_deref()) {
+            Ok(target) => target,
+            Err(AuditError::NoDataDir) => {
+                tracing::warn!(
+                    "no user data directory found; the audit log is off (give --audit sqlite:FILE to keep one)"
+                );
+                AuditTarget::Off
+            }
+            Err(error) => return Err(error),
+        },
+    };
+    Ok((target != AuditTarget::Off).then_some(target))
+}
+
+/// `mountfs log`: the audit log on stdout.
+fn print_log(
+    target: Option<mountfs::audit::AuditTarget>,
+    keep_days: Option<u32>,
+    request: &mountfs::audit::cli::LogRequest,
+) -> ExitCode {
+    let output = tokio::runtime::Runtime::new()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+        .and_then(|runtime| {
+            runtime
+                .block_on(mountfs::audit::cli::log_output(target, keep_days, request))
+                .map_err(|e| e.to_string())
+        });
+    match output {
+        Ok(text) => {
+            use std::io::Write as _;
+            match std::io::stdout().lock().write_all(text.as_bytes()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("mountfs: cannot write the log: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// `mountfs tools`: the tool definitions on stdout.
 fn print_tools(
     exec: Option<mountfs::exec::ExecMode>,
+    audit: bool,
     format: mountfs::prompt::PromptFormat,
 ) -> ExitCode {
-    let printed = mountfs::registry::Registry::load_with_exec(exec)
+    let printed = mountfs::registry::Registry::load_for(exec, audit)
         .map_err(|e| e.to_string())
         .and_then(|registry| {
             mountfs::prompt::tools_prompt(&registry, format).map_err(|e| e.to_string())

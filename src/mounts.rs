@@ -45,6 +45,8 @@ pub struct MountTable {
     follows_client_roots: bool,
     /// Where every change of these mounts is announced.
     changes: Arc<ChangeHub>,
+    /// Where every change through a tool is logged (`--audit`), when anywhere.
+    audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 impl MountTable {
@@ -101,6 +103,7 @@ impl MountTable {
             mounts,
             follows_client_roots: false,
             changes,
+            audit: None,
         })
     }
 
@@ -123,6 +126,27 @@ impl MountTable {
             .filter(|(spec, _)| matches!(spec.backend, BackendSpec::Disk { .. }))
             .map(|(spec, _)| spec.prefix.clone())
             .collect()
+    }
+
+    /// Logs every change through a tool to `audit` (`--audit`; `None`: off).
+    pub fn with_audit(mut self, audit: Option<Arc<crate::audit::AuditLog>>) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// The audit log, when the changes are logged.
+    pub fn audit(&self) -> Option<&Arc<crate::audit::AuditLog>> {
+        self.audit.as_ref()
+    }
+
+    /// A new session over this table: its own view ([`MountTable::session_backend`]) with the
+    /// table's audit log.
+    pub fn new_session(
+        &self,
+        write_options: crate::session::WriteOptions,
+    ) -> crate::session::Session {
+        crate::session::Session::new(Arc::new(self.session_backend()), write_options)
+            .with_audit(self.audit.clone())
     }
 
     /// The hub announcing changes of these mounts to subscribers.

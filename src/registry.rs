@@ -96,6 +96,16 @@ pub const EXECUTE_OUTPUT_SCHEMA_FILE: (&str, &str) = (
     include_str!("../schemas/execute.output.json"),
 );
 
+/// The schemas of `history`, served only while the audit log is on (`--audit`, issue 14).
+pub const HISTORY_SCHEMA_FILE: (&str, &str) =
+    ("history.json", include_str!("../schemas/history.json"));
+
+/// The output schema of `history`.
+pub const HISTORY_OUTPUT_SCHEMA_FILE: (&str, &str) = (
+    "history.output.json",
+    include_str!("../schemas/history.output.json"),
+);
+
 /// How an output schema's file name ends; the rest is its input schema's file stem.
 pub const OUTPUT_SUFFIX: &str = ".output.json";
 
@@ -213,8 +223,9 @@ pub fn parse_allow_list(text: &str) -> Result<BTreeSet<String>, UnknownToolsErro
     let mut all = Registry::from_files(SCHEMA_FILES)
         .map(|r| r.tools().map(|t| t.name().to_owned()).collect::<Vec<_>>())
         .unwrap_or_default();
-    // Served only with --allow-exec, but a name --tools may keep.
+    // Served only with --allow-exec / the audit log, but names --tools may keep.
     all.push("execute".to_owned());
+    all.push("history".to_owned());
     let names: BTreeSet<String> = text
         .split(',')
         .map(str::trim)
@@ -288,6 +299,28 @@ impl Registry {
         registry
             .tools
             .push(Self::definition(file, value, (output_file, output))?);
+        Ok(registry)
+    }
+
+    /// [`Registry::load_with_exec`], with `history` when the audit log is on (and the `--tools`
+    /// allow-list, if any, keeps it).
+    pub fn load_for(
+        exec: Option<crate::exec::ExecMode>,
+        audit: bool,
+    ) -> Result<Self, DefinitionError> {
+        let mut registry = Self::load_with_exec(exec)?;
+        let allowed = ALLOWED_TOOLS
+            .get()
+            .is_none_or(|allowed| allowed.contains("history"));
+        if audit && allowed {
+            let (file, text) = HISTORY_SCHEMA_FILE;
+            let value = parse_file(file, text)?;
+            let (output_file, output_text) = HISTORY_OUTPUT_SCHEMA_FILE;
+            let output = parse_file(output_file, output_text)?;
+            registry
+                .tools
+                .push(Self::definition(file, value, (output_file, output))?);
+        }
         Ok(registry)
     }
 

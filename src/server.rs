@@ -209,7 +209,26 @@ impl MountfsServer {
         let origin = session_origin(&session);
         let linked = linked_file(name, &arguments).map(|path| (path, session.backend()));
         let tool = name.to_owned();
-        let run = async move { tools::call_in(&tool, arguments, &session, &context).await };
+        let audit = session.audit().cloned().map(|log| {
+            let logged = crate::audit::record::CHANGING_TOOLS
+                .contains(&name)
+                .then(|| arguments.clone());
+            (log, logged, context.origin.clone())
+        });
+        // The files the call changes are collected and logged (see `audit::record`) in the
+        // call's own task: a client that stops waiting cannot leave a change unlogged.
+        let run = async move {
+            let call = tools::call_in(&tool, arguments, &session, &context);
+            let (outcome, files, more_files) = crate::audit::record::collect(call).await;
+            let mut reply = outcome?;
+            if let Some((log, Some(arguments), origin)) = audit {
+                log_change(
+                    &log, &tool, &arguments, &mut reply, files, more_files, &origin,
+                )
+                .await;
+            }
+            Ok::<ToolReply, tools::ToolError>(reply)
+        };
         let task = tokio::spawn(run);
         let outcome = match task.await {
             Ok(outcome) => outcome,
@@ -252,6 +271,32 @@ impl MountfsServer {
                 failure(error.kind(), error.to_string())
             }
         })
+    }
+}
+
+/// Appends the change a successful call made to the audit log. A failure to log never fails
+/// the call, whose change has landed: it is a warning on stderr, a counter, and a note in the
+/// answer saying the change was not logged.
+async fn log_change(
+    log: &crate::audit::AuditLog,
+    tool: &str,
+    arguments: &Value,
+    reply: &mut ToolReply,
+    files: Vec<crate::audit::FileChange>,
+    more_files: u64,
+    origin: &crate::audit::record::Origin,
+) {
+    let Some(change) =
+        crate::audit::record::change_of(tool, arguments, reply, files, more_files, origin)
+    else {
+        return;
+    };
+    if let Err(error) = log.append(&change).await {
+        let failures = log.count_failure();
+        tracing::warn!(tool, %error, failures, "change made but not written to the audit log");
+        reply.text.push_str(&format!(
+            "\nNote: the change was made, but it could not be written to the audit log ({error}); {failures} change(s) not logged since the server started."
+        ));
     }
 }
 
@@ -360,7 +405,42 @@ fn call_context(
         progress: token.map(|token| ProgressReporter::new(token, context.peer.clone())),
         request_id: Some(context.id.to_string()),
         turn: turn_of(&context.extensions),
+        origin: origin_of(context),
     }
+}
+
+/// Who sends a request, for the audit log: the HTTP principal and MCP session (or the stdio
+/// process), and the client as it named itself in the request's `_meta` (`server/discover`,
+/// stateless MCP) or at `initialize`.
+fn origin_of(context: &RequestContext<RoleServer>) -> crate::audit::record::Origin {
+    let mut origin = crate::audit::record::Origin {
+        request_id: context.id.to_string(),
+        ..Default::default()
+    };
+    let client = context.meta.client_info().or_else(|| {
+        context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.clone())
+    });
+    if let Some(client) = client {
+        origin.client = crate::audit::ClientInfo {
+            name: client.name,
+            version: client.version,
+        };
+    }
+    let parts = context.extensions.get::<http::request::Parts>();
+    if let Some(principal) = parts.and_then(|parts| parts.extensions.get::<Principal>()) {
+        origin.principal = principal.to_string();
+        origin.workspace = match parts
+            .and_then(|parts| parts.headers.get(crate::http::gate::SESSION_HEADER))
+            .and_then(|id| id.to_str().ok())
+        {
+            Some(session) => format!("session {session}"),
+            None => format!("principal {principal}"),
+        };
+    }
+    origin
 }
 
 /// The JSON-RPC error of a resource request: unknown files are MCP's resource-not-found, bad

@@ -365,6 +365,8 @@ pub struct Session {
     pub write_options: WriteOptions,
     /// Arrival order of calls per file.
     pub arrival: Arc<ArrivalOrder>,
+    /// Where this session's changes are logged (`--audit`), when anywhere.
+    audit: Option<Arc<crate::audit::AuditLog>>,
     locks: Mutex<HashMap<VirtualPath, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -379,8 +381,20 @@ impl Session {
             ),
             write_options,
             arrival: Arc::new(ArrivalOrder::default()),
+            audit: None,
             locks: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This session with its changes logged to `audit` (none: not logged).
+    pub fn with_audit(mut self, audit: Option<Arc<crate::audit::AuditLog>>) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// The audit log this session's changes go to, if any.
+    pub fn audit(&self) -> Option<&Arc<crate::audit::AuditLog>> {
+        self.audit.as_ref()
     }
 
     /// The file system as this session sees it: inside [`Session::with_table_snapshot`] (every

@@ -103,10 +103,7 @@ impl Workspaces {
     /// backend with fresh memory mounts, ledger, undo history, arrival order), so a per-session
     /// mount table (client roots) attaches by giving that session another backend.
     fn fresh_session(&self) -> Arc<Session> {
-        Arc::new(Session::new(
-            Arc::new(self.table.session_backend()),
-            self.write_options,
-        ))
+        Arc::new(self.table.new_session(self.write_options))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, Entry>> {

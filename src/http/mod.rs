@@ -231,7 +231,10 @@ impl HttpServer {
         write_options: WriteOptions,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), HttpError> {
-        let registry = Arc::new(Registry::load_with_exec(write_options.exec)?);
+        let registry = Arc::new(Registry::load_for(
+            write_options.exec,
+            table.audit().is_some(),
+        )?);
         let instructions = crate::instructions(&table);
         let limits = WorkspaceLimits {
             idle_timeout: self.args.idle_timeout,

@@ -126,7 +126,7 @@ impl PostgresStore {
         Ok(store)
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Client> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client> {
         self.pool.get().await.map_err(|e| match e {
             PoolError::Backend(e) => self.map_error(e),
             PoolError::Timeout(_) => Error::Unavailable(format!(
@@ -139,7 +139,7 @@ impl PostgresStore {
 
     /// Connection-level failures (refused, closed, SQLSTATE class 08, shutdown, too many
     /// connections) are `Unavailable`; anything else is a failed statement.
-    fn map_error(&self, error: tokio_postgres::Error) -> Error {
+    pub(crate) fn map_error(&self, error: tokio_postgres::Error) -> Error {
         match error.as_db_error() {
             Some(db) => {
                 let code = db.code().code();

@@ -112,7 +112,7 @@ fn connect(file: &Path) -> Result<Connection> {
 
 /// Folds rusqlite's errors into the store's: anything about reaching or using the file is
 /// `Unavailable`; the message is SQLite's own, which never names the file.
-fn map_error(error: rusqlite::Error) -> Error {
+pub(crate) fn map_error(error: rusqlite::Error) -> Error {
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Unavailable(
             "SQLite database is locked by another writer for too long".to_owned(),
@@ -221,7 +221,7 @@ impl SqliteStore {
     }
 
     /// Runs `work` with a pooled connection on the blocking pool.
-    async fn run<T, F>(&self, work: F) -> Result<T>
+    pub(crate) async fn run<T, F>(&self, work: F) -> Result<T>
     where
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,

@@ -197,6 +197,9 @@ impl ToolError {
             Self::Undecodable { .. } => ErrorKind::Undecodable,
             Self::Unencodable { .. } => ErrorKind::Unencodable,
             Self::Binary { .. } => ErrorKind::Binary,
+            Self::Audit(_) => ErrorKind::Unavailable,
+            Self::AuditOff => ErrorKind::Unsupported,
+            Self::NoSuchAuditEntry { .. } => ErrorKind::NotFound,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod error_kind;
 pub mod file_info;
 pub mod glob;
 pub mod grep;
+pub mod history;
 pub mod large_result;
 pub mod ls;
 mod move_copy;
@@ -223,6 +224,22 @@ pub enum ToolError {
         /// The encoding and the first character it cannot hold.
         error: crate::text::encoding::Unencodable,
     },
+    /// The audit log could not be read.
+    #[error("Error: cannot read the {0}")]
+    Audit(#[from] crate::audit::AuditError),
+    /// `history` while the audit log is off.
+    #[error(
+        "Error: the audit log is off on this server, so there is no history. Start mountfs with --audit sqlite:FILE or --audit postgres:URL to log changes"
+    )]
+    AuditOff,
+    /// `history {id}` of an entry that is not in the log.
+    #[error(
+        "Error: no audit log entry #{id}: it was never written, or pruned (--audit-keep). Call history without id to list the entries"
+    )]
+    NoSuchAuditEntry {
+        /// The id asked for.
+        id: i64,
+    },
     /// Editing a binary file as text.
     #[error(
         "Error: {path} is a binary file; edit_file and multi_edit change text files only. Use write_file to replace it whole"
@@ -275,6 +292,8 @@ pub struct CallContext {
     /// The call's place in the arrival order of the file it names, issued by the transport as the
     /// request was read; redeemed when the tool locks that file ([`Session::lock_file`]).
     pub turn: Option<Arc<Turn>>,
+    /// Who made the call, for the audit log.
+    pub origin: crate::audit::record::Origin,
 }
 
 /// Sends `notifications/progress` for one request's progress token.
@@ -381,6 +400,7 @@ pub fn is_known(name: &str) -> bool {
             | "undo_edit"
             | "apply_patch"
             | "execute"
+            | "history"
     )
 }
 
@@ -422,6 +442,7 @@ async fn call_with(
         "file_info" => file_info::run(parse(name, arguments)?, session).await,
         "undo_edit" => undo_edit::run(parse(name, arguments)?, session, context).await,
         "apply_patch" => apply_patch::run(parse(name, arguments)?, session, context).await,
+        "history" => history::run(parse(name, arguments)?, session).await,
         other => Err(ToolError::Arguments {
             tool: other.to_owned(),
             reason: "no such tool".into(),
@@ -554,6 +575,22 @@ mod tests {
         let file = Value::Object((*registry.get("execute").unwrap().schema).clone());
         assert_eq!(shape(&derived, &derived), shape(&file, &file));
         assert!(Registry::load().unwrap().get("execute").is_none());
+    }
+
+    #[test]
+    fn history_args_and_its_schema_file_agree() {
+        let registry = Registry::load_for(None, true).unwrap();
+        let derived = schemars::schema_for!(super::history::Args)
+            .as_value()
+            .clone();
+        let file = Value::Object((*registry.get("history").unwrap().schema).clone());
+        assert_eq!(shape(&derived, &derived), shape(&file, &file));
+        assert!(
+            Registry::load_for(None, false)
+                .unwrap()
+                .get("history")
+                .is_none()
+        );
     }
 
     #[test]

@@ -241,10 +241,15 @@ impl McpServer {
         let mut stderr_pipe = child.stderr.take().expect("stderr");
         let stderr = Arc::new(Mutex::new(String::new()));
         let stderr_sink = stderr.clone();
+        // Kept as it arrives, so a running server's log can be checked.
         tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = stderr_pipe.read_to_string(&mut text).await;
-            stderr_sink.lock().unwrap().push_str(&text);
+            let mut chunk = vec![0u8; 8192];
+            while let Ok(read @ 1..) = stderr_pipe.read(&mut chunk).await {
+                stderr_sink
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..read]));
+            }
         });
         let pending: Pending = Arc::default();
         let routes = pending.clone();

@@ -1,0 +1,244 @@
+//! The audit log in PostgreSQL, shared by every instance: one ordered log (ids from one
+//! `BIGSERIAL`), on the store's PostgreSQL engine ([`PostgresStore`]: its pool, timeouts and
+//! error mapping).
+//!
+//! The log's tables are new tables with their own schema version (`mountfs_audit_schema`,
+//! migrated under an advisory lock of their own), so adding or migrating them never changes the
+//! store's `mountfs_schema`: an instance built before the log keeps working on the same
+//! database. An append is one statement (the entry and its paths in one CTE), so it is atomic
+//! and costs one round trip.
+
+use std::time::SystemTime;
+
+use tokio_postgres::Row;
+
+use super::{AuditError, Change, ClientInfo, Entry, FileChange, Query};
+use crate::store::{Error, PostgresStore, Result, Store, from_micros, to_micros};
+
+/// Key of the advisory lock taken while migrating the log's tables ("mfsaudit" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6d66_7361_7564_6974;
+
+/// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE mountfs_audit (
+        id             BIGSERIAL PRIMARY KEY,
+        at             BIGINT  NOT NULL,
+        principal      TEXT    NOT NULL,
+        workspace      TEXT    NOT NULL,
+        client_name    TEXT    NOT NULL,
+        client_version TEXT    NOT NULL,
+        tool           TEXT    NOT NULL,
+        request_id     TEXT    NOT NULL,
+        files          TEXT    NOT NULL,
+        more_files     BIGINT  NOT NULL,
+        lines_added    BIGINT  NOT NULL,
+        lines_removed  BIGINT  NOT NULL,
+        summary        TEXT    NOT NULL,
+        command        TEXT,
+        exit_code      BIGINT,
+        diff_truncated BOOLEAN NOT NULL,
+        diff           TEXT    NOT NULL
+    );
+    CREATE INDEX mountfs_audit_at ON mountfs_audit (at);
+    CREATE TABLE mountfs_audit_paths (
+        path     TEXT COLLATE "C" NOT NULL,
+        entry_id BIGINT NOT NULL REFERENCES mountfs_audit (id) ON DELETE CASCADE,
+        PRIMARY KEY (path, entry_id)
+    );
+    CREATE INDEX mountfs_audit_paths_entry ON mountfs_audit_paths (entry_id);
+"#];
+
+/// Every column but the diff, which comes last: a listing reads `''` in its place.
+const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
+
+/// The log in one PostgreSQL database.
+#[derive(Debug)]
+pub(crate) struct PostgresAudit {
+    store: PostgresStore,
+}
+
+impl PostgresAudit {
+    /// Connects to `url` and creates or migrates the log's tables.
+    pub(crate) async fn connect(url: &str) -> Result<Self, AuditError> {
+        let fail = |engine: String| move |error| AuditError::Store { engine, error };
+        let store = PostgresStore::connect(url)
+            .await
+            .map_err(fail("PostgreSQL".to_owned()))?;
+        let log = Self { store };
+        log.migrate().await.map_err(fail(log.describe()))?;
+        Ok(log)
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        self.store.describe()
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let map = |e| self.store.map_error(e);
+        let mut client = self.store.client().await?;
+        let tx = client.transaction().await.map_err(map)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(map)?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS mountfs_audit_schema (version INTEGER NOT NULL)",
+        )
+        .await
+        .map_err(map)?;
+        let row = tx
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0) FROM mountfs_audit_schema",
+                &[],
+            )
+            .await
+            .map_err(map)?;
+        let current: i32 = row.try_get(0).map_err(map)?;
+        let known = MIGRATIONS.len();
+        let current = usize::try_from(current).unwrap_or(0);
+        if current > known {
+            return Err(Error::Schema(format!(
+                "the audit log at {} has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs",
+                self.describe()
+            )));
+        }
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+            tx.batch_execute(sql).await.map_err(map)?;
+            let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            tx.execute(
+                "INSERT INTO mountfs_audit_schema (version) VALUES ($1)",
+                &[&version],
+            )
+            .await
+            .map_err(map)?;
+        }
+        tx.commit().await.map_err(map)
+    }
+
+    pub(crate) async fn append(&self, change: &Change) -> Result<i64> {
+        let map = |e| self.store.map_error(e);
+        let files = serde_json::to_string(&change.files)
+            .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
+        let paths: Vec<&str> = change.files.iter().map(|f| f.path.as_str()).collect();
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let client = self.store.client().await?;
+        let statement = client
+            .prepare_cached(
+                "WITH entry AS (
+                     INSERT INTO mountfs_audit (at, principal, workspace, client_name,
+                         client_version, tool, request_id, files, more_files, lines_added,
+                         lines_removed, summary, command, exit_code, diff_truncated, diff)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                     RETURNING id
+                 ), paths AS (
+                     INSERT INTO mountfs_audit_paths (path, entry_id)
+                     SELECT DISTINCT path, (SELECT id FROM entry) FROM unnest($17::TEXT[]) AS path
+                 )
+                 SELECT id FROM entry",
+            )
+            .await
+            .map_err(map)?;
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &to_micros(change.time),
+                    &change.principal,
+                    &change.workspace,
+                    &change.client.name,
+                    &change.client.version,
+                    &change.tool,
+                    &change.request_id,
+                    &files,
+                    &count(change.more_files),
+                    &count(change.lines_added),
+                    &count(change.lines_removed),
+                    &change.summary,
+                    &change.command,
+                    &change.exit_code,
+                    &change.diff_truncated,
+                    &change.diff,
+                    &paths,
+                ],
+            )
+            .await
+            .map_err(map)?;
+        row.try_get(0).map_err(map)
+    }
+
+    pub(crate) async fn query(&self, query: &Query) -> Result<Vec<Entry>> {
+        let map = |e| self.store.map_error(e);
+        let since = query.since.map(to_micros);
+        let (exact, lower, upper) = match query.path_range() {
+            Some((exact, lower, upper)) => (Some(exact), Some(lower), upper),
+            None => (None, None, None),
+        };
+        let limit = query.sql_limit();
+        let client = self.store.client().await?;
+        let sql = format!(
+            "SELECT {COLUMNS}, ''::TEXT FROM mountfs_audit
+             WHERE ($1::BIGINT IS NULL OR at >= $1)
+               AND ($2::TEXT IS NULL OR id IN (
+                   SELECT entry_id FROM mountfs_audit_paths
+                   WHERE path = $2 OR (path >= $3::TEXT AND ($4::TEXT IS NULL OR path < $4))))
+             ORDER BY id DESC LIMIT $5"
+        );
+        let statement = client.prepare_cached(&sql).await.map_err(map)?;
+        let rows = client
+            .query(&statement, &[&since, &exact, &lower, &upper, &limit])
+            .await
+            .map_err(map)?;
+        rows.iter()
+            .map(|row| entry_of_row(row).map_err(map))
+            .collect()
+    }
+
+    pub(crate) async fn get(&self, id: i64) -> Result<Option<Entry>> {
+        let map = |e| self.store.map_error(e);
+        let client = self.store.client().await?;
+        let sql = format!("SELECT {COLUMNS}, diff FROM mountfs_audit WHERE id = $1");
+        let statement = client.prepare_cached(&sql).await.map_err(map)?;
+        let row = client.query_opt(&statement, &[&id]).await.map_err(map)?;
+        row.as_ref().map(entry_of_row).transpose().map_err(map)
+    }
+
+    pub(crate) async fn prune(&self, cutoff: SystemTime) -> Result<u64> {
+        let map = |e| self.store.map_error(e);
+        let client = self.store.client().await?;
+        // The paths go with their entries (ON DELETE CASCADE).
+        client
+            .execute(
+                "DELETE FROM mountfs_audit WHERE at < $1",
+                &[&to_micros(cutoff)],
+            )
+            .await
+            .map_err(map)
+    }
+}
+
+fn entry_of_row(row: &Row) -> std::result::Result<Entry, tokio_postgres::Error> {
+    let files: String = row.try_get(8)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(Entry {
+        id: row.try_get(0)?,
+        change: Change {
+            time: from_micros(row.try_get(1)?),
+            principal: row.try_get(2)?,
+            workspace: row.try_get(3)?,
+            client: ClientInfo {
+                name: row.try_get(4)?,
+                version: row.try_get(5)?,
+            },
+            tool: row.try_get(6)?,
+            request_id: row.try_get(7)?,
+            files: serde_json::from_str::<Vec<FileChange>>(&files).unwrap_or_default(),
+            more_files: count(row.try_get(9)?),
+            lines_added: count(row.try_get(10)?),
+            lines_removed: count(row.try_get(11)?),
+            summary: row.try_get(12)?,
+            command: row.try_get(13)?,
+            exit_code: row.try_get(14)?,
+            diff_truncated: row.try_get(15)?,
+            diff: row.try_get(16)?,
+        },
+    })
+}

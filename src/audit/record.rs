@@ -1,0 +1,452 @@
+//! Recording a change: the one place a finished tool call becomes an audit entry.
+//!
+//! Two halves meet here. While a call runs, the change primitive (`tools::change`) tells
+//! [`note`] each file it changed with its versions before and after; the notes gather in the
+//! call's [`Trail`] (a task-local scoped around the call by [`collect`], so concurrent calls of
+//! one session never mix). When the call has succeeded, the server hands the trail, the answer
+//! and the call's [`Origin`] to [`change_of`], which builds the one entry: the diff is the one
+//! the tool already made for its answer (no second diff, no second read of a huge file), cut at
+//! 64 KiB.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::{Change, ClientInfo, FileChange, MAX_FILES_PER_ENTRY, cap_diff, count_diff_lines};
+use crate::backend::Version;
+use crate::path::VirtualPath;
+use crate::tools::ToolReply;
+
+/// The tools whose successful calls are changes, each logged as one entry.
+pub const CHANGING_TOOLS: &[&str] = &[
+    "write_file",
+    "edit_file",
+    "multi_edit",
+    "apply_patch",
+    "delete",
+    "move",
+    "undo_edit",
+    "execute",
+    "commit",
+    "discard",
+];
+
+/// Who made a call, as the entry names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The bearer token's name over HTTP; `stdio` for a stdio process.
+    pub principal: String,
+    /// The MCP session, the principal (stateless), or the stdio process.
+    pub workspace: String,
+    /// The client, from `initialize` or the request's `_meta`.
+    pub client: ClientInfo,
+    /// The JSON-RPC request id.
+    pub request_id: String,
+}
+
+impl Default for Origin {
+    /// A call from this process's own stdio client (or an in-process caller).
+    fn default() -> Self {
+        Self {
+            principal: "stdio".to_owned(),
+            workspace: format!("stdio pid {}", std::process::id()),
+            client: ClientInfo::default(),
+            request_id: String::new(),
+        }
+    }
+}
+
+/// The files one call changed so far, in order.
+#[derive(Debug, Default)]
+pub struct Trail {
+    files: Mutex<Vec<FileChange>>,
+    /// Files noted beyond [`MAX_FILES_PER_ENTRY`].
+    more: Mutex<u64>,
+}
+
+tokio::task_local! {
+    static TRAIL: Trail;
+}
+
+/// Runs `call` collecting the files it changes ([`note`]); returns its output and the files.
+pub async fn collect<F: std::future::Future>(call: F) -> (F::Output, Vec<FileChange>, u64) {
+    let (output, trail) = TRAIL
+        .scope(Trail::default(), async move {
+            let output = call.await;
+            let files = TRAIL.try_with(|trail| trail.take()).unwrap_or_default();
+            (output, files)
+        })
+        .await;
+    (output, trail.0, trail.1)
+}
+
+impl Trail {
+    fn take(&self) -> (Vec<FileChange>, u64) {
+        let files = std::mem::take(&mut *self.files.lock().unwrap_or_else(PoisonError::into_inner));
+        let more = std::mem::take(&mut *self.more.lock().unwrap_or_else(PoisonError::into_inner));
+        (files, more)
+    }
+
+    fn add(&self, path: &str, before: Option<&Version>, after: Option<&Version>) {
+        let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        let after = after.map(|v| v.as_str().to_owned());
+        // A file changed twice in one call (a patch's rename, a move's copy then removal of
+        // one path) is one change: from its first version to its last.
+        if let Some(seen) = files.iter_mut().find(|f| f.path == path) {
+            seen.after = after;
+            return;
+        }
+        if files.len() >= MAX_FILES_PER_ENTRY {
+            *self.more.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+            return;
+        }
+        files.push(FileChange {
+            path: path.to_owned(),
+            before: before.map(|v| v.as_str().to_owned()),
+            after,
+        });
+    }
+}
+
+/// Tells the running call's trail that `path` went from `before` to `after` (`None`: absent).
+/// Called by the change primitive for every change it records; outside a collected call (a
+/// test driving tools directly) it does nothing.
+pub fn note(path: &VirtualPath, before: Option<&Version>, after: Option<&Version>) {
+    let _ = TRAIL.try_with(|trail| trail.add(path.as_str(), before, after));
+}
+
+/// The entry of a successful call of `tool`, or `None` when the tool changes nothing.
+/// `files`/`more_files`: the call's trail; when it noted nothing (a directory removed or
+/// moved whole), the paths the arguments name stand in, without versions.
+pub fn change_of(
+    tool: &str,
+    arguments: &Value,
+    reply: &ToolReply,
+    mut files: Vec<FileChange>,
+    more_files: u64,
+    origin: &Origin,
+) -> Option<Change> {
+    if !CHANGING_TOOLS.contains(&tool) {
+        return None;
+    }
+    let structured = reply.structured.as_ref();
+    if files.is_empty() {
+        files = answered_paths(structured);
+    }
+    if files.is_empty() {
+        files = named_paths(tool, arguments);
+    }
+    let diff = structured
+        .and_then(|s| s.get("diff"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let cut_by_tool = structured
+        .and_then(|s| s.get("diff_truncated"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let created = structured
+        .and_then(|s| s.get("created"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    let content = arguments.get("content").and_then(Value::as_str);
+    let (diff, diff_truncated, counts) = match (tool, created, content, files.first()) {
+        // A file write_file created: its content as added lines (the tool shows no diff).
+        ("write_file", true, Some(content), Some(file)) if diff.is_empty() => {
+            let (diff, cut) = creation_diff(&file.path, content);
+            let lines = content.lines().count() as u64;
+            (diff, cut, Some((lines, 0)))
+        }
+        _ => {
+            let (diff, cut) = cap_diff(diff, cut_by_tool);
+            (diff, cut, line_counts(structured))
+        }
+    };
+    let (lines_added, lines_removed) = counts.unwrap_or_else(|| count_diff_lines(&diff));
+    let (command, exit_code) = if tool == "execute" {
+        (
+            arguments
+                .get("command")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            structured
+                .and_then(|s| s.get("exit_code"))
+                .and_then(Value::as_i64),
+        )
+    } else {
+        (None, None)
+    };
+    Some(Change {
+        time: SystemTime::now(),
+        principal: origin.principal.clone(),
+        workspace: origin.workspace.clone(),
+        client: origin.client.clone(),
+        tool: tool.to_owned(),
+        request_id: origin.request_id.clone(),
+        files,
+        more_files,
+        lines_added,
+        lines_removed,
+        summary: reply.text.lines().next().unwrap_or_default().to_owned(),
+        command,
+        exit_code,
+        diff,
+        diff_truncated,
+    })
+}
+
+/// The unified diff of creating `path` with `content` (every line added), built only as far
+/// as the entry keeps it ([`super::MAX_DIFF_BYTES`]).
+fn creation_diff(path: &str, content: &str) -> (String, bool) {
+    let lines = content.lines().count();
+    let mut diff = format!("--- /dev/null\n+++ {path}\n@@ -0,0 +1,{lines} @@\n");
+    for line in content.lines() {
+        if diff.len() > super::MAX_DIFF_BYTES {
+            break;
+        }
+        diff.push('+');
+        diff.push_str(line);
+        diff.push('\n');
+    }
+    if !content.is_empty() && !content.ends_with('\n') && diff.len() <= super::MAX_DIFF_BYTES {
+        diff.push_str("\\ No newline at end of file\n");
+    }
+    let total = diff.len();
+    let (diff, cut) = cap_diff(&diff, false);
+    (diff, cut || total > super::MAX_DIFF_BYTES)
+}
+
+/// Lines added and removed as the answer counts them: at its top level, or summed over its
+/// `files` (apply_patch).
+fn line_counts(structured: Option<&Value>) -> Option<(u64, u64)> {
+    let structured = structured?;
+    let pair = |v: &Value| {
+        Some((
+            v.get("lines_added")?.as_u64()?,
+            v.get("lines_removed")?.as_u64()?,
+        ))
+    };
+    if let Some(counts) = pair(structured) {
+        return Some(counts);
+    }
+    let files = structured.get("files")?.as_array()?;
+    files.iter().map(pair).try_fold((0, 0), |(a, r), counts| {
+        counts.map(|(added, removed)| (a + added, r + removed))
+    })
+}
+
+/// The files an answer lists (`files: [{path, version}]`, apply_patch), without versions
+/// before.
+fn answered_paths(structured: Option<&Value>) -> Vec<FileChange> {
+    let Some(files) = structured
+        .and_then(|s| s.get("files"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    files
+        .iter()
+        .filter_map(|file| {
+            Some(FileChange {
+                path: file.get("path")?.as_str()?.to_owned(),
+                before: None,
+                after: file
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            })
+        })
+        .take(MAX_FILES_PER_ENTRY)
+        .collect()
+}
+
+/// The paths a call's arguments name (`file_path`; `source` and `destination`; an
+/// `execute`'s `cwd`, `/` by default), without versions.
+fn named_paths(tool: &str, arguments: &Value) -> Vec<FileChange> {
+    let fields: &[&str] = match tool {
+        "move" => &["source", "destination"],
+        "execute" => &["cwd"],
+        "commit" | "discard" => &["path"],
+        _ => &["file_path"],
+    };
+    let mut paths: Vec<FileChange> = fields
+        .iter()
+        .filter_map(|field| arguments.get(*field).and_then(Value::as_str))
+        .filter_map(|text| VirtualPath::parse(text).ok())
+        .map(|path| FileChange {
+            path: path.as_str().to_owned(),
+            before: None,
+            after: None,
+        })
+        .collect();
+    if paths.is_empty() && matches!(tool, "execute" | "commit" | "discard") {
+        paths.push(FileChange {
+            path: "/".to_owned(),
+            before: None,
+            after: None,
+        });
+    }
+    paths
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn version(text: &str) -> Version {
+        Version::from_raw(text)
+    }
+
+    #[tokio::test]
+    async fn a_call_collects_each_file_once_from_first_to_last_version() {
+        let a = VirtualPath::parse("/a").unwrap();
+        let b = VirtualPath::parse("/b").unwrap();
+        let ((), files, more) = collect(async {
+            note(&a, None, Some(&version("1")));
+            note(&b, Some(&version("7")), None);
+            note(&a, Some(&version("1")), Some(&version("2")));
+        })
+        .await;
+        assert_eq!(more, 0);
+        assert_eq!(
+            files,
+            vec![
+                FileChange {
+                    path: "/a".into(),
+                    before: None,
+                    after: Some("2".into())
+                },
+                FileChange {
+                    path: "/b".into(),
+                    before: Some("7".into()),
+                    after: None
+                },
+            ]
+        );
+        // Outside a collected call, nothing is noted and nothing fails.
+        note(&a, None, None);
+    }
+
+    #[tokio::test]
+    async fn concurrent_calls_keep_their_own_trails() {
+        let one = tokio::spawn(collect(async {
+            note(&VirtualPath::parse("/one").unwrap(), None, None);
+            tokio::task::yield_now().await;
+        }));
+        let two = tokio::spawn(collect(async {
+            tokio::task::yield_now().await;
+            note(&VirtualPath::parse("/two").unwrap(), None, None);
+        }));
+        assert_eq!(one.await.unwrap().1[0].path, "/one");
+        assert_eq!(two.await.unwrap().1.len(), 1);
+    }
+
+    #[test]
+    fn an_entry_reuses_the_answers_diff_and_counts() {
+        let reply = ToolReply {
+            text: "Edited /a (1 occurrence).\nmore".into(),
+            structured: Some(json!({
+                "path": "/a", "version": "2", "lines_added": 1, "lines_removed": 1,
+                "diff": "--- /a\n+++ /a\n@@ -1 +1 @@\n-x\n+y\n", "diff_truncated": false
+            })),
+            image: None,
+            file: None,
+        };
+        let files = vec![FileChange {
+            path: "/a".into(),
+            before: Some("1".into()),
+            after: Some("2".into()),
+        }];
+        let origin = Origin {
+            request_id: "5".into(),
+            ..Origin::default()
+        };
+        let change = change_of("edit_file", &json!({}), &reply, files.clone(), 0, &origin)
+            .expect("edit_file is a change");
+        assert_eq!(change.files, files);
+        assert_eq!(change.summary, "Edited /a (1 occurrence).");
+        assert_eq!((change.lines_added, change.lines_removed), (1, 1));
+        assert!(change.diff.contains("-x\n+y"));
+        assert_eq!(change.request_id, "5");
+        assert!(change_of("read_file", &json!({}), &reply, vec![], 0, &origin).is_none());
+    }
+
+    #[test]
+    fn execute_is_one_entry_with_its_command_and_exit_code() {
+        let reply = ToolReply {
+            text: "exit code 3".into(),
+            structured: Some(json!({"exit_code": 3, "stdout": "", "stderr": ""})),
+            image: None,
+            file: None,
+        };
+        let change = change_of(
+            "execute",
+            &json!({"command": "make test", "cwd": "/src"}),
+            &reply,
+            vec![],
+            0,
+            &Origin::default(),
+        )
+        .unwrap();
+        assert_eq!(change.command.as_deref(), Some("make test"));
+        assert_eq!(change.exit_code, Some(3));
+        assert_eq!(change.files[0].path, "/src");
+        assert!(change.diff.is_empty());
+    }
+
+    #[test]
+    fn a_created_file_is_logged_as_every_line_added_within_the_cap() {
+        let reply = ToolReply {
+            text: "Created /n.txt (2 lines, 4 bytes).".into(),
+            structured: Some(
+                json!({"path": "/n.txt", "version": "1", "created": true, "bytes": 4}),
+            ),
+            image: None,
+            file: None,
+        };
+        let files = vec![FileChange {
+            path: "/n.txt".into(),
+            before: None,
+            after: Some("1".into()),
+        }];
+        let arguments = json!({"file_path": "/n.txt", "content": "a\nb"});
+        let change = change_of(
+            "write_file",
+            &arguments,
+            &reply,
+            files.clone(),
+            0,
+            &Origin::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            change.diff,
+            "--- /dev/null\n+++ /n.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n\\ No newline at end of file\n"
+        );
+        assert_eq!((change.lines_added, change.lines_removed), (2, 0));
+        let huge = "line\n".repeat(1_000_000);
+        let arguments = json!({"file_path": "/n.txt", "content": huge});
+        let change = change_of(
+            "write_file",
+            &arguments,
+            &reply,
+            files,
+            0,
+            &Origin::default(),
+        )
+        .unwrap();
+        assert!(change.diff_truncated);
+        assert!(change.diff.len() <= crate::audit::MAX_DIFF_BYTES);
+        assert_eq!(change.lines_added, 1_000_000);
+    }
+
+    #[test]
+    fn apply_patch_counts_are_summed_over_its_files() {
+        let structured = json!({"files": [
+            {"lines_added": 2, "lines_removed": 1}, {"lines_added": 0, "lines_removed": 4}
+        ]});
+        assert_eq!(line_counts(Some(&structured)), Some((2, 5)));
+    }
+}

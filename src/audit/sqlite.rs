@@ -1,0 +1,267 @@
+//! The audit log in a SQLite file, on the store's SQLite engine ([`SqliteStore`]: its pool of
+//! WAL connections on the blocking pool, its error mapping). The log's tables have their own
+//! schema version (`mountfs_audit_schema`), so a log kept in a store's file never touches the
+//! store's `user_version`.
+//!
+//! Each append is one `BEGIN IMMEDIATE` transaction: the entry and one row per path
+//! (`mountfs_audit_paths`, the index `history {path}` reads). Appends use
+//! `synchronous = NORMAL`: in WAL mode a commit survives a crash of the process, and only a
+//! power loss can drop the last entries — the price of not doubling every edit's fsyncs
+//! (BENCHMARKS.md). The busy timeout is short ([`BUSY_TIMEOUT`]): a log locked by someone else
+//! makes the answer say "not logged" quickly rather than hold the edit's answer for long.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{AuditError, Change, ClientInfo, Entry, FileChange, Query};
+use crate::store::sqlite::map_error;
+use crate::store::{Error, Result, SqliteStore, from_micros, to_micros};
+
+/// How long an append waits for another writer of the file.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE mountfs_audit (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        at             INTEGER NOT NULL,
+        principal      TEXT    NOT NULL,
+        workspace      TEXT    NOT NULL,
+        client_name    TEXT    NOT NULL,
+        client_version TEXT    NOT NULL,
+        tool           TEXT    NOT NULL,
+        request_id     TEXT    NOT NULL,
+        files          TEXT    NOT NULL,
+        more_files     INTEGER NOT NULL,
+        lines_added    INTEGER NOT NULL,
+        lines_removed  INTEGER NOT NULL,
+        summary        TEXT    NOT NULL,
+        command        TEXT,
+        exit_code      INTEGER,
+        diff_truncated INTEGER NOT NULL,
+        diff           TEXT    NOT NULL
+    );
+    CREATE INDEX mountfs_audit_at ON mountfs_audit (at);
+    CREATE TABLE mountfs_audit_paths (
+        path     TEXT    NOT NULL,
+        entry_id INTEGER NOT NULL,
+        PRIMARY KEY (path, entry_id)
+    ) WITHOUT ROWID;
+"];
+
+/// Every column but the diff, which comes last: a listing reads `''` in its place.
+const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
+
+/// The log in one SQLite file.
+#[derive(Debug)]
+pub(crate) struct SqliteAudit {
+    store: SqliteStore,
+    file: PathBuf,
+}
+
+impl SqliteAudit {
+    /// Opens (creating it, its directory and its tables) the log at `file`.
+    pub(crate) async fn open(file: &Path) -> Result<Self, AuditError> {
+        let fail = |error| AuditError::Store {
+            engine: format!("SQLite {}", file.display()),
+            error,
+        };
+        let store = SqliteStore::open(file).await.map_err(fail)?;
+        store.run(migrate).await.map_err(fail)?;
+        Ok(Self {
+            store,
+            file: file.to_owned(),
+        })
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!("SQLite {}", self.file.display())
+    }
+
+    pub(crate) async fn append(&self, change: &Change) -> Result<i64> {
+        let change = change.clone();
+        self.store
+            .run(move |conn| {
+                conn.busy_timeout(BUSY_TIMEOUT).map_err(map_error)?;
+                conn.pragma_update(None, "synchronous", "NORMAL")
+                    .map_err(map_error)?;
+                let files = serde_json::to_string(&change.files)
+                    .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(map_error)?;
+                tx.prepare_cached(
+                    "INSERT INTO mountfs_audit (at, principal, workspace, client_name,
+                         client_version, tool, request_id, files, more_files, lines_added,
+                         lines_removed, summary, command, exit_code, diff_truncated, diff)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                )
+                .and_then(|mut insert| {
+                    insert.execute(params![
+                        to_micros(change.time),
+                        change.principal,
+                        change.workspace,
+                        change.client.name,
+                        change.client.version,
+                        change.tool,
+                        change.request_id,
+                        files,
+                        i64::try_from(change.more_files).unwrap_or(i64::MAX),
+                        i64::try_from(change.lines_added).unwrap_or(i64::MAX),
+                        i64::try_from(change.lines_removed).unwrap_or(i64::MAX),
+                        change.summary,
+                        change.command,
+                        change.exit_code,
+                        change.diff_truncated,
+                        change.diff,
+                    ])
+                })
+                .map_err(map_error)?;
+                let id = tx.last_insert_rowid();
+                {
+                    let mut path_row = tx
+                        .prepare_cached(
+                            "INSERT OR IGNORE INTO mountfs_audit_paths (path, entry_id) VALUES (?1, ?2)",
+                        )
+                        .map_err(map_error)?;
+                    for file in &change.files {
+                        path_row.execute(params![file.path, id]).map_err(map_error)?;
+                    }
+                }
+                tx.commit().map_err(map_error)?;
+                Ok(id)
+            })
+            .await
+    }
+
+    pub(crate) async fn query(&self, query: &Query) -> Result<Vec<Entry>> {
+        let since = query.since.map(to_micros);
+        let range = query.path_range();
+        let limit = query.sql_limit();
+        self.store
+            .run(move |conn| {
+                let mut sql = format!(
+                    "SELECT {COLUMNS}, '' FROM mountfs_audit WHERE (?1 IS NULL OR at >= ?1)"
+                );
+                let (exact, lower, upper) = match range {
+                    Some((exact, lower, upper)) => {
+                        sql.push_str(
+                            " AND id IN (SELECT entry_id FROM mountfs_audit_paths
+                               WHERE path = ?2 OR (path >= ?3 AND (?4 IS NULL OR path < ?4)))",
+                        );
+                        (Some(exact), Some(lower), upper)
+                    }
+                    None => {
+                        sql.push_str(" AND ?2 IS NULL AND ?3 IS NULL AND ?4 IS NULL");
+                        (None, None, None)
+                    }
+                };
+                sql.push_str(" ORDER BY id DESC LIMIT ?5");
+                let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+                let rows = stmt
+                    .query_map(params![since, exact, lower, upper, limit], entry_of_row)
+                    .map_err(map_error)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(map_error)
+            })
+            .await
+    }
+
+    pub(crate) async fn get(&self, id: i64) -> Result<Option<Entry>> {
+        self.store
+            .run(move |conn| {
+                let sql = format!("SELECT {COLUMNS}, diff FROM mountfs_audit WHERE id = ?1");
+                conn.prepare_cached(&sql)
+                    .and_then(|mut stmt| stmt.query_row(params![id], entry_of_row).optional())
+                    .map_err(map_error)
+            })
+            .await
+    }
+
+    pub(crate) async fn prune(&self, cutoff: SystemTime) -> Result<u64> {
+        let cutoff = to_micros(cutoff);
+        self.store
+            .run(move |conn| {
+                conn.busy_timeout(BUSY_TIMEOUT).map_err(map_error)?;
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(map_error)?;
+                tx.execute(
+                    "DELETE FROM mountfs_audit_paths WHERE entry_id IN
+                         (SELECT id FROM mountfs_audit WHERE at < ?1)",
+                    params![cutoff],
+                )
+                .map_err(map_error)?;
+                let pruned = tx
+                    .execute("DELETE FROM mountfs_audit WHERE at < ?1", params![cutoff])
+                    .map_err(map_error)?;
+                tx.commit().map_err(map_error)?;
+                Ok(pruned as u64)
+            })
+            .await
+    }
+}
+
+/// Brings the log's tables up to date, under the write lock (two servers opening one new file
+/// migrate it one after the other).
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_error)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS mountfs_audit_schema (version INTEGER NOT NULL)")
+        .map_err(map_error)?;
+    let current: i64 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM mountfs_audit_schema",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(map_error)?;
+    let known = MIGRATIONS.len();
+    let current = usize::try_from(current).unwrap_or(usize::MAX);
+    if current > known {
+        return Err(Error::Schema(format!(
+            "the audit log has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs"
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.execute_batch(sql).map_err(map_error)?;
+        let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT INTO mountfs_audit_schema (version) VALUES (?1)",
+            params![version],
+        )
+        .map_err(map_error)?;
+    }
+    tx.commit().map_err(map_error)
+}
+
+fn entry_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    let files: String = row.get(8)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(Entry {
+        id: row.get(0)?,
+        change: Change {
+            time: from_micros(row.get(1)?),
+            principal: row.get(2)?,
+            workspace: row.get(3)?,
+            client: ClientInfo {
+                name: row.get(4)?,
+                version: row.get(5)?,
+            },
+            tool: row.get(6)?,
+            request_id: row.get(7)?,
+            files: serde_json::from_str::<Vec<FileChange>>(&files).unwrap_or_default(),
+            more_files: count(row.get(9)?),
+            lines_added: count(row.get(10)?),
+            lines_removed: count(row.get(11)?),
+            summary: row.get(12)?,
+            command: row.get(13)?,
+            exit_code: row.get(14)?,
+            diff_truncated: row.get(15)?,
+            diff: row.get(16)?,
+        },
+    })
+}

@@ -1,0 +1,64 @@
+//! `history`: the audit log read back (issue 14) — the entries under a path, newest first, one
+//! line each, or one entry with its diff. Offered only while the log is on; the log itself and
+//! how entries are shown live in `crate::audit` (shared with `mountfs log`).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ToolError, ToolReply};
+use crate::audit::{DEFAULT_LIMIT, Entry, Query, listing_text};
+use crate::path::VirtualPath;
+use crate::session::Session;
+use crate::text::truncate;
+
+/// Arguments of `history` (schemas/history.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Only changes to this file or under this directory (default `/`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// How many entries (default 20, at most 1000).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    /// One entry, with its diff.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub id: Option<i64>,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let Some(log) = session.audit() else {
+        return Err(ToolError::AuditOff);
+    };
+    if let Some(id) = args.id {
+        let Some(entry) = log.get(id).await? else {
+            return Err(ToolError::NoSuchAuditEntry { id });
+        };
+        return Ok(ToolReply {
+            text: truncate::cap_result(entry.detail()),
+            structured: Some(entry.full()),
+            image: None,
+            file: None,
+        });
+    }
+    let under = VirtualPath::parse(args.path.as_deref().unwrap_or("/"))?;
+    let query = Query {
+        under: under.as_str().to_owned(),
+        since: None,
+        limit: args.limit.unwrap_or(DEFAULT_LIMIT),
+    };
+    let entries = log.query(&query).await?;
+    Ok(ToolReply {
+        text: truncate::cap_result(listing_text(&entries, &query, log.failures())),
+        structured: Some(json!({
+            "entries": entries.iter().map(Entry::listed).collect::<Vec<_>>(),
+            "not_logged": log.failures(),
+        })),
+        image: None,
+        file: None,
+    })
+}

@@ -1,0 +1,648 @@
+//! The audit log (issue 14) through real `mountfs` processes over stdio, and its two engines
+//! through the library: one entry per change with its versions and diff over memory, disk,
+//! SQLite and PostgreSQL mounts; `history` and `mountfs log --json` agreeing; two instances
+//! sharing one ordered PostgreSQL log; a log that cannot be written leaving the change landed
+//! and the answer saying so; pruning; `history` offered only while the log is on.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use mountfs::audit::{
+    AuditLog, AuditTarget, Change, ClientInfo, DIFF_CUT_NOTE, FileChange, MAX_DIFF_BYTES, Query,
+};
+use serde_json::{Value, json};
+use support::{McpServer, PostgresNamespace, postgres_url, unique};
+
+fn args(mounts: &[String], audit: &str) -> Vec<String> {
+    let mut args: Vec<String> = mounts
+        .iter()
+        .flat_map(|spec| ["--mount".to_owned(), spec.clone()])
+        .collect();
+    args.extend(["--audit".to_owned(), audit.to_owned()]);
+    args
+}
+
+/// Every entry of the log under `path`, newest first, as `history` lists them.
+async fn history(server: &McpServer, path: &str) -> Vec<Value> {
+    let answer = server
+        .ok("history", json!({"path": path, "limit": 1000}))
+        .await;
+    answer.structured["entries"].as_array().unwrap().clone()
+}
+
+/// `mountfs log` with these arguments: its stdout.
+fn log_command(args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .arg("log")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "mountfs log {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// What the scripted session expects of one change's entry.
+#[derive(Debug)]
+struct Expected {
+    tool: &'static str,
+    /// (path, version after) as the answer reported it; `None` after: removed.
+    files: Vec<(String, Option<String>)>,
+    /// The answer's diff (empty: none).
+    diff: String,
+}
+
+/// One change per changing tool on the mount at `m` (a prefix like `/disk`), plus refused
+/// changes that must not be logged. Returns what each logged entry must hold, oldest first.
+async fn scripted_session(server: &McpServer, m: &str) -> Vec<Expected> {
+    let a = format!("{m}/a.txt");
+    let b = format!("{m}/b.txt");
+    let c = format!("{m}/c.txt");
+    let version =
+        |answer: &support::ToolAnswer| answer.structured["version"].as_str().map(str::to_owned);
+    let diff = |answer: &support::ToolAnswer| {
+        answer.structured["diff"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut expected = Vec::new();
+
+    let created = server
+        .ok(
+            "write_file",
+            json!({"file_path": a, "content": "one\ntwo\nthree\n"}),
+        )
+        .await;
+    expected.push(Expected {
+        tool: "write_file",
+        files: vec![(a.clone(), version(&created))],
+        diff: format!("--- /dev/null\n+++ {a}\n@@ -0,0 +1,3 @@\n+one\n+two\n+three\n"),
+    });
+    let edited = server
+        .ok(
+            "edit_file",
+            json!({"file_path": a, "old_string": "two", "new_string": "2"}),
+        )
+        .await;
+    expected.push(Expected {
+        tool: "edit_file",
+        files: vec![(a.clone(), version(&edited))],
+        diff: diff(&edited),
+    });
+    // Refused: nothing changed, nothing logged.
+    let refused = server
+        .call(
+            "edit_file",
+            json!({"file_path": a, "old_string": "absent", "new_string": "x"}),
+        )
+        .await;
+    assert!(refused.is_error, "{}", refused.text);
+    let multi = server
+        .ok(
+            "multi_edit",
+            json!({"file_path": a, "edits": [
+                {"old_string": "one", "new_string": "1"},
+                {"old_string": "three", "new_string": "3"}
+            ]}),
+        )
+        .await;
+    expected.push(Expected {
+        tool: "multi_edit",
+        files: vec![(a.clone(), version(&multi))],
+        diff: diff(&multi),
+    });
+    let patch = format!(
+        "--- {a}\n+++ {a}\n@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+bee\n"
+    );
+    let patched = server.ok("apply_patch", json!({"patch": patch})).await;
+    let patched_files: Vec<(String, Option<String>)> = patched.structured["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["version"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    expected.push(Expected {
+        tool: "apply_patch",
+        files: patched_files,
+        diff: diff(&patched),
+    });
+    let moved = server
+        .ok("move", json!({"source": b, "destination": c}))
+        .await;
+    expected.push(Expected {
+        tool: "move",
+        files: vec![(b.clone(), None), (c.clone(), version(&moved))],
+        diff: String::new(),
+    });
+    let undone = server.ok("undo_edit", json!({"file_path": c})).await;
+    expected.push(Expected {
+        tool: "undo_edit",
+        files: vec![(c.clone(), None), (b.clone(), version(&undone))],
+        diff: diff(&undone),
+    });
+    server.ok("delete", json!({"file_path": b})).await;
+    expected.push(Expected {
+        tool: "delete",
+        files: vec![(b.clone(), None)],
+        diff: String::new(),
+    });
+    expected
+}
+
+/// Checks the logged entries of one mount's session against what its answers said: one entry
+/// per change, in order, each file's version after as answered and its version before equal to
+/// the previous entry's version after for that file; the diff as answered.
+fn check_entries(mount: &str, entries: &[Value], expected: &[Expected]) {
+    let oldest_first: Vec<&Value> = entries.iter().rev().collect();
+    let tools: Vec<&str> = oldest_first
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    let wanted: Vec<&str> = expected.iter().map(|e| e.tool).collect();
+    assert_eq!(tools, wanted, "{mount}: one entry per change, in order");
+    let mut last_version: HashMap<String, Option<String>> = HashMap::new();
+    for (entry, want) in oldest_first.iter().zip(expected) {
+        let files = entry["files"].as_array().unwrap();
+        for (path, after) in &want.files {
+            let file = files
+                .iter()
+                .find(|f| f["path"] == path.as_str())
+                .unwrap_or_else(|| panic!("{mount} {}: no {path} in {entry}", want.tool));
+            if want.tool != "move" && want.tool != "undo_edit" {
+                assert_eq!(
+                    file["after"].as_str().map(str::to_owned),
+                    *after,
+                    "{mount} {}: version after of {path}",
+                    want.tool
+                );
+            }
+            let before = last_version.get(path).cloned().flatten();
+            if want.tool != "move" && want.tool != "undo_edit" {
+                assert_eq!(
+                    file["before"].as_str().map(str::to_owned),
+                    before,
+                    "{mount} {}: version before of {path} is the last one logged",
+                    want.tool
+                );
+            }
+            last_version.insert(path.clone(), file["after"].as_str().map(str::to_owned));
+        }
+        assert!(entry.get("diff").is_none(), "listings leave the diff out");
+    }
+    // The diffs, entry by entry.
+    let _ = expected;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_over_every_kind_of_mount_logs_one_entry_per_change_with_versions_and_diffs() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let audit_db = dir.path().join("audit.db");
+    let mut mounts = vec![
+        "/=memory".to_owned(),
+        format!("/disk/=disk:{}", disk.display()),
+        format!(
+            "/lite/=store:sqlite:{}",
+            dir.path().join("store.db").display()
+        ),
+    ];
+    let pg = postgres_url("audit: PostgreSQL mount in the scripted session")
+        .map(|url| PostgresNamespace::new(&url, "audit"));
+    if let Some(ns) = &pg {
+        mounts.push(format!(
+            "/pg/=store:postgres:{},namespace={}",
+            ns.url, ns.name
+        ));
+    }
+    let server = McpServer::start(&args(&mounts, &format!("sqlite:{}", audit_db.display()))).await;
+    let mut prefixes = vec!["/mem", "/disk", "/lite"];
+    if pg.is_some() {
+        prefixes.push("/pg");
+    }
+    let mut all_expected = Vec::new();
+    for prefix in &prefixes {
+        let expected = scripted_session(&server, prefix).await;
+        let entries = history(&server, prefix).await;
+        check_entries(prefix, &entries, &expected);
+        // Each entry's diff is the one its answer showed.
+        for (entry, want) in entries.iter().rev().zip(&expected) {
+            let id = entry["id"].as_i64().unwrap();
+            let full = server.ok("history", json!({"id": id})).await;
+            assert_eq!(
+                full.structured["diff"].as_str().unwrap(),
+                want.diff,
+                "{prefix} {}",
+                want.tool
+            );
+            assert!(full.text.contains(&want.diff), "{}", full.text);
+        }
+        all_expected.extend(expected);
+    }
+    // The whole log holds exactly these changes.
+    let everything = history(&server, "/").await;
+    assert_eq!(everything.len(), all_expected.len());
+    for entry in &everything {
+        assert_eq!(entry["client"]["name"], "mountfs-test-client");
+        assert_eq!(entry["principal"], "stdio");
+        assert!(!entry["request_id"].as_str().unwrap().is_empty());
+    }
+
+    // `mountfs log --json` prints the same entries, newest first.
+    let printed = log_command(&[
+        "--audit",
+        &format!("sqlite:{}", audit_db.display()),
+        "--json",
+        "--limit",
+        "1000",
+    ]);
+    let printed: Vec<Value> = printed
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(printed, everything);
+    let under_disk = log_command(&[
+        "--audit",
+        &format!("sqlite:{}", audit_db.display()),
+        "--json",
+        "--path",
+        "/disk",
+    ]);
+    assert_eq!(
+        under_disk.lines().count(),
+        history(&server, "/disk").await.len()
+    );
+    // And the human listing has one line per entry plus its heading.
+    let listing = server
+        .ok("history", json!({"path": "/lite", "limit": 3}))
+        .await;
+    assert_eq!(
+        listing.text.lines().filter(|l| l.starts_with('#')).count(),
+        3
+    );
+    assert!(
+        listing.text.contains("delete /lite/b.txt"),
+        "{}",
+        listing.text
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_diff_is_logged_cut_at_64_kib_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_db = dir.path().join("audit.db");
+    let server = McpServer::start(&args(
+        &["/=memory".to_owned()],
+        &format!("sqlite:{}", audit_db.display()),
+    ))
+    .await;
+    let content: String = (0..20_000).map(|i| format!("line {i} x\n")).collect();
+    server
+        .ok(
+            "write_file",
+            json!({"file_path": "/big.txt", "content": content}),
+        )
+        .await;
+    server
+        .ok(
+            "edit_file",
+            json!({"file_path": "/big.txt", "old_string": " x\n", "new_string": " y\n", "replace_all": true}),
+        )
+        .await;
+    let entries = history(&server, "/big.txt").await;
+    assert_eq!(entries.len(), 2);
+    for entry in &entries {
+        let full = server.ok("history", json!({"id": entry["id"]})).await;
+        let diff = full.structured["diff"].as_str().unwrap();
+        assert!(diff.len() <= MAX_DIFF_BYTES, "{}", diff.len());
+        assert_eq!(full.structured["diff_truncated"], true);
+        assert!(
+            diff.lines().last().unwrap().starts_with(DIFF_CUT_NOTE),
+            "{}",
+            diff.lines().last().unwrap()
+        );
+    }
+    assert_eq!(entries[0]["lines_added"], 20_000);
+    assert_eq!(entries[0]["lines_removed"], 20_000);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_cannot_be_written_leaves_the_change_landed_and_the_answer_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let audit_db = dir.path().join("audit.db");
+    let server = McpServer::start(&args(
+        &[format!("/=disk:{}", disk.display())],
+        &format!("sqlite:{}", audit_db.display()),
+    ))
+    .await;
+    server
+        .ok(
+            "write_file",
+            json!({"file_path": "/a.txt", "content": "old\n"}),
+        )
+        .await;
+    // Another program holds the log's write lock longer than an append waits.
+    let locker = rusqlite::Connection::open(&audit_db).unwrap();
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let edited = server
+        .ok(
+            "edit_file",
+            json!({"file_path": "/a.txt", "old_string": "old", "new_string": "new"}),
+        )
+        .await;
+    assert!(
+        edited
+            .text
+            .contains("Note: the change was made, but it could not be written to the audit log"),
+        "{}",
+        edited.text
+    );
+    assert!(
+        edited.text.contains("1 change(s) not logged"),
+        "{}",
+        edited.text
+    );
+    assert_eq!(
+        std::fs::read_to_string(disk.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    locker.execute_batch("ROLLBACK").unwrap();
+    drop(locker);
+    // The log works again; the listing says one change was not logged.
+    server
+        .ok(
+            "write_file",
+            json!({"file_path": "/b.txt", "content": "b\n"}),
+        )
+        .await;
+    let listing = server.ok("history", json!({})).await;
+    let tools: Vec<&str> = listing.structured["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["write_file", "write_file"]);
+    assert_eq!(listing.structured["not_logged"], 1);
+    assert!(
+        listing
+            .text
+            .contains("1 change(s) since this server started could not be logged"),
+        "{}",
+        listing.text
+    );
+    let stderr = server.stderr();
+    server.stop().await;
+    assert!(
+        stderr.contains("change made but not written to the audit log"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_postgresql_log_write_one_ordered_log() {
+    let Some(url) = postgres_url("audit: two instances sharing a PostgreSQL log") else {
+        return;
+    };
+    // Paths no other test uses, in each instance's own memory mount.
+    let prefix = format!("/{}", unique("audit2"));
+    let mounts = vec![format!("{prefix}/=memory")];
+    let first = McpServer::start(&args(&mounts, &format!("postgres:{url}"))).await;
+    let second = McpServer::start(&args(&mounts, &format!("postgres:{url}"))).await;
+    let mut written = Vec::new();
+    for round in 0..3 {
+        for (name, server) in [("first", &first), ("second", &second)] {
+            let path = format!("{prefix}/{name}-{round}.txt");
+            server
+                .ok(
+                    "write_file",
+                    json!({"file_path": path, "content": format!("{round}\n")}),
+                )
+                .await;
+            written.push(path);
+        }
+    }
+    // Either instance sees the one log, in the order the changes were made.
+    for server in [&first, &second] {
+        let entries = history(server, &prefix).await;
+        let paths: Vec<&str> = entries
+            .iter()
+            .rev()
+            .map(|e| e["files"][0]["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(paths, written);
+        let ids: Vec<i64> = entries
+            .iter()
+            .rev()
+            .map(|e| e["id"].as_i64().unwrap())
+            .collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        let workspaces: std::collections::BTreeSet<&str> = entries
+            .iter()
+            .map(|e| e["workspace"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            workspaces.len(),
+            2,
+            "each instance is named: {workspaces:?}"
+        );
+    }
+    let printed = log_command(&[
+        "--audit",
+        &format!("postgres:{url}"),
+        "--json",
+        "--path",
+        &prefix,
+    ]);
+    let printed: Vec<Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(printed, history(&first, &prefix).await);
+    first.stop().await;
+    second.stop().await;
+}
+
+async fn names(server: &McpServer) -> Vec<String> {
+    let listed = server.request("tools/list", json!({})).await;
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_is_offered_only_while_the_log_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let off = McpServer::start(&args(&["/=memory".to_owned()], "off")).await;
+    assert!(!names(&off).await.contains(&"history".to_owned()));
+    off.ok("write_file", json!({"file_path": "/a", "content": "a"}))
+        .await;
+    off.stop().await;
+    let on = McpServer::start(&args(
+        &["/=memory".to_owned()],
+        &format!("sqlite:{}", dir.path().join("a.db").display()),
+    ))
+    .await;
+    assert!(names(&on).await.contains(&"history".to_owned()));
+    on.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_log_lives_in_the_data_directory() {
+    let data = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let env: [(&str, &Path); 2] = [("XDG_DATA_HOME", data.path()), ("HOME", data.path())];
+    let server = McpServer::start_with_env(
+        &[
+            "--mount".to_owned(),
+            format!("/=disk:{}", work.path().display()),
+        ],
+        &env,
+    )
+    .await;
+    server
+        .ok(
+            "write_file",
+            json!({"file_path": "/a.txt", "content": "a\n"}),
+        )
+        .await;
+    server.stop().await;
+    let db = data.path().join("mountfs/audit.db");
+    let printed = log_command(&["--audit", &format!("sqlite:{}", db.display()), "--json"]);
+    assert_eq!(printed.lines().count(), 1, "{printed}");
+}
+
+fn change_at(time: SystemTime, path: &str) -> Change {
+    Change {
+        time,
+        principal: "p".into(),
+        workspace: "w".into(),
+        client: ClientInfo {
+            name: "c".into(),
+            version: "1".into(),
+        },
+        tool: "write_file".into(),
+        request_id: "1".into(),
+        files: vec![FileChange {
+            path: path.into(),
+            before: None,
+            after: Some("v1".into()),
+        }],
+        more_files: 0,
+        lines_added: 1,
+        lines_removed: 0,
+        summary: "Created".into(),
+        command: None,
+        exit_code: None,
+        diff: "+x\n".into(),
+        diff_truncated: false,
+    }
+}
+
+/// Append, query by path and time, get, and `--audit-keep` pruning, on one engine.
+async fn engine_keeps_entries_and_prunes_old_ones(target: AuditTarget, root: &str) {
+    let log = AuditLog::open(&target, None).await.unwrap().unwrap();
+    let old = SystemTime::now() - Duration::from_secs(10 * 86_400);
+    let now = SystemTime::now();
+    let first = log
+        .append(&change_at(old, &format!("{root}/src/a.rs")))
+        .await
+        .unwrap();
+    let second = log
+        .append(&change_at(now, &format!("{root}/src/b.rs")))
+        .await
+        .unwrap();
+    let third = log
+        .append(&change_at(now, &format!("{root}/srcx/c.rs")))
+        .await
+        .unwrap();
+    assert!(first < second && second < third);
+    let query = |under: String, since: Option<SystemTime>| Query {
+        under,
+        since,
+        limit: 100,
+    };
+    let ids =
+        |entries: Vec<mountfs::audit::Entry>| entries.iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(log
+            .query(&query(format!("{root}/src"), None))
+            .await
+            .unwrap()),
+        [second, first]
+    );
+    assert_eq!(
+        ids(log
+            .query(&query(format!("{root}/src/a.rs"), None))
+            .await
+            .unwrap()),
+        [first]
+    );
+    assert_eq!(
+        ids(log.query(&query(root.to_owned(), None)).await.unwrap()),
+        [third, second, first]
+    );
+    assert_eq!(
+        ids(log
+            .query(&query(root.to_owned(), Some(now - Duration::from_secs(60))))
+            .await
+            .unwrap()),
+        [third, second]
+    );
+    let got = log.get(second).await.unwrap().unwrap();
+    assert_eq!(got.change.diff, "+x\n");
+    assert_eq!(got.change.files[0].path, format!("{root}/src/b.rs"));
+    // Listings leave the diff out of what they read.
+    assert_eq!(
+        log.query(&query(root.to_owned(), None)).await.unwrap()[0]
+            .change
+            .diff,
+        ""
+    );
+    drop(log);
+    // Reopened with --audit-keep 7: the ten-day-old entry goes.
+    let kept = AuditLog::open(&target, Some(7)).await.unwrap().unwrap();
+    assert!(kept.get(first).await.unwrap().is_none());
+    assert_eq!(
+        ids(kept.query(&query(root.to_owned(), None)).await.unwrap()),
+        [third, second]
+    );
+}
+
+#[tokio::test]
+async fn sqlite_log_keeps_entries_and_prunes_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    engine_keeps_entries_and_prunes_old_ones(
+        AuditTarget::Sqlite(dir.path().join("log/audit.db")),
+        "/r",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_log_keeps_entries_and_prunes_old_ones() {
+    let Some(url) = postgres_url("audit: PostgreSQL engine") else {
+        return;
+    };
+    let root = format!("/{}", unique("auditlib"));
+    engine_keeps_entries_and_prunes_old_ones(AuditTarget::Postgres(url), &root).await;
+}
