@@ -20,7 +20,7 @@ use crate::store::sqlite::map_error;
 use crate::store::{Error, Result, SqliteStore, from_micros, to_micros};
 
 /// How long an append waits for another writer of the file.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &["

@@ -493,6 +493,12 @@ fn every_tool_answers_every_shape_within_its_output_schema() {
         "exec_failed",
     );
 
+    // history (the audit log is on by default): a listing, one entry, an unknown id.
+    let listing = c.expect("history", json!({"path": "/"}), "listing");
+    let id = listing["entries"][0]["id"].clone();
+    c.expect("history", json!({"id": id}), "entry");
+    c.error("history", json!({"id": 999_999_999}), "not_found");
+
     // Every tool served was called, and every shape its schema declares was answered.
     for (tool, served) in &c.served {
         let seen = c.seen.get(tool).cloned().unwrap_or_default();
@@ -502,6 +508,6 @@ fn every_tool_answers_every_shape_within_its_output_schema() {
             "{tool}: shapes answered vs declared in its outputSchema"
         );
     }
-    assert_eq!(c.served.len(), 13, "{:?}", c.served.keys());
+    assert_eq!(c.served.len(), 14, "{:?}", c.served.keys());
     assert!(c.client.finish().success());
 }
