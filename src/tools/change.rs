@@ -27,6 +27,7 @@ use std::borrow::Cow;
 use super::ToolError;
 use super::editing::fits_undo;
 use super::steps::ChangeSteps;
+use crate::audit::record as audit;
 use crate::backend::{self, AsideFile, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
@@ -280,17 +281,19 @@ impl<'a> Change<'a> {
             Some(version) => Seen::Version(version.clone(), seen_text),
             None => Seen::Gone,
         };
+        let was = self.before.version().cloned();
+        let was = was.as_ref();
         let before = match self.before {
             Before::Read(file) if fits_undo(session, file.content.len()) => Some(file.content),
             Before::Read(_) | Before::Version(_) if applied.aside.is_none() => {
-                record(session, &self.path, seen, History::Keep);
+                record(session, &self.path, was, seen, History::Keep);
                 return false;
             }
             Before::Read(_) | Before::Version(_) | Before::Absent => None,
         };
         if before.is_none() && applied.aside.is_none() && applied.version.is_none() {
             // Nothing was there and nothing is: no step to take back.
-            record(session, &self.path, seen, History::Keep);
+            record(session, &self.path, was, seen, History::Keep);
             return true;
         }
         let step = UndoStep {
@@ -299,7 +302,7 @@ impl<'a> Change<'a> {
             aside: applied.aside,
             moved_from: None,
         };
-        record(session, &self.path, seen, History::Push(step));
+        record(session, &self.path, was, seen, History::Push(step));
         true
     }
 
@@ -314,6 +317,7 @@ impl<'a> Change<'a> {
         record(
             session,
             &self.path,
+            self.before.version(),
             seen,
             History::Rebase(applied.version.clone()),
         );
@@ -387,6 +391,7 @@ pub fn record_move(
     record(
         session,
         to,
+        None,
         Seen::Moved {
             from,
             version: version.cloned(),
@@ -411,6 +416,7 @@ pub fn record_move_undone(
     record(
         session,
         back_to,
+        None,
         Seen::Moved {
             from: moved,
             version: version.cloned(),
@@ -451,7 +457,26 @@ enum History {
 /// Every change a session makes to a file is recorded here and only here, after it landed: the
 /// read ledger and the undo history. The audit log and the overlay of issue 14 ("overlay &
 /// audit") hook in at this point, once, not in each tool.
-fn record(session: &Session, path: &VirtualPath, seen: Seen<'_>, history: History) {
+///
+/// `before`: the file's version before the change (`None`: it was absent, or is not known for
+/// a move's destination). The audit log learns each change here ([`crate::audit::record::note`]:
+/// the path with its versions before and after; a move as its source gone and its destination
+/// arrived); it is written once per tool call, when the call has succeeded.
+fn record(
+    session: &Session,
+    path: &VirtualPath,
+    before: Option<&Version>,
+    seen: Seen<'_>,
+    history: History,
+) {
+    match &seen {
+        Seen::Version(version, _) => audit::note(path, before, Some(version)),
+        Seen::Gone => audit::note(path, before, None),
+        Seen::Moved { from, version } => {
+            audit::note(from, version.as_ref(), None);
+            audit::note(path, before, version.as_ref());
+        }
+    }
     match seen {
         Seen::Version(version, Some(text)) => session.ledger.record_text(path, &version, text),
         Seen::Version(version, None) => session.ledger.record(path, &version),

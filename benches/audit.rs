@@ -1,0 +1,135 @@
+//! What the audit log costs an edit (issue 14; target: at most 10% of the edit): sequential
+//! `edit_file` calls over stdio to real server processes, one with `--audit off` and one with
+//! each log (`--audit sqlite:FILE`, and `--audit postgres:URL` when PostgreSQL answers), on the
+//! same kind of mount, in one run. The servers take turns in rounds of [`ROUND`] edits so that
+//! drift of a shared machine hits every configuration alike; the figure is the mean time per
+//! edit and each log's overhead over `off`.
+//!
+//! Run: `cargo bench --bench audit` (`-- --edits N --mount disk|memory`).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::McpServer;
+
+/// Edits per configuration before the next one takes its turn.
+const ROUND: usize = 50;
+
+/// One server and the time its edits took.
+struct Config {
+    name: String,
+    server: McpServer,
+    spent: Duration,
+    edits: usize,
+}
+
+/// One edit of `/f.txt`, flipping line 50 between two texts.
+async fn edit(server: &McpServer, i: usize) {
+    let (old, new) = if i % 2 == 0 {
+        ("line 50 alpha", "line 50 beta")
+    } else {
+        ("line 50 beta", "line 50 alpha")
+    };
+    server
+        .ok(
+            "edit_file",
+            json!({"file_path": "/f.txt", "old_string": old, "new_string": new}),
+        )
+        .await;
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let edits: usize = flag("--edits").and_then(|n| n.parse().ok()).unwrap_or(1000);
+    let kind = flag("--mount").unwrap_or_else(|| "disk".to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let mut targets = vec![
+        ("off".to_owned(), "off".to_owned()),
+        (
+            "sqlite".to_owned(),
+            format!("sqlite:{}", dir.path().join("audit.db").display()),
+        ),
+    ];
+    if let Some(url) = support::postgres_url("audit bench: PostgreSQL log") {
+        targets.push(("postgres".to_owned(), format!("postgres:{url}")));
+    }
+    let content: String = (1..=100)
+        .map(|n| {
+            if n == 50 {
+                "line 50 alpha\n".to_owned()
+            } else {
+                format!("line {n} of a file being edited\n")
+            }
+        })
+        .collect();
+    let mut configs = Vec::new();
+    for (name, target) in targets {
+        let mount = match kind.as_str() {
+            "memory" => "/=memory".to_owned(),
+            _ => {
+                let root = dir.path().join(format!("disk-{name}"));
+                std::fs::create_dir(&root).unwrap();
+                format!("/=disk:{}", root.display())
+            }
+        };
+        let server = McpServer::start(&[
+            "--mount".to_owned(),
+            mount,
+            "--audit".to_owned(),
+            target,
+        ])
+        .await;
+        server
+            .ok(
+                "write_file",
+                json!({"file_path": "/f.txt", "content": content}),
+            )
+            .await;
+        // Warm-up: connections, caches, the first WAL pages.
+        for i in 0..20 {
+            edit(&server, i).await;
+        }
+        configs.push(Config {
+            name,
+            server,
+            spent: Duration::ZERO,
+            edits: 20,
+        });
+    }
+    let mut done = 0;
+    while done < edits {
+        for config in &mut configs {
+            let started = Instant::now();
+            for i in 0..ROUND {
+                edit(&config.server, config.edits + i).await;
+            }
+            config.spent += started.elapsed();
+            config.edits += ROUND;
+        }
+        done += ROUND;
+    }
+    let mean = |config: &Config| config.spent.as_secs_f64() * 1e6 / done as f64;
+    let base = mean(&configs[0]);
+    println!("audit log cost per edit_file on a {kind} mount, {done} sequential edits each, stdio:");
+    for config in &configs {
+        let us = mean(config);
+        println!(
+            "  --audit {:<8} {us:>8.1} us/edit  ({:+.1}% vs off)",
+            config.name,
+            (us / base - 1.0) * 100.0
+        );
+    }
+    for config in configs {
+        config.server.stop().await;
+    }
+}
