@@ -28,7 +28,7 @@ struct Config {
 
 /// One edit of `/f.txt`, flipping line 50 between two texts.
 async fn edit(server: &McpServer, i: usize) {
-    let (old, new) = if i % 2 == 0 {
+    let (old, new) = if i.is_multiple_of(2) {
         ("line 50 alpha", "line 50 beta")
     } else {
         ("line 50 beta", "line 50 alpha")
@@ -82,13 +82,8 @@ async fn main() {
                 format!("/=disk:{}", root.display())
             }
         };
-        let server = McpServer::start(&[
-            "--mount".to_owned(),
-            mount,
-            "--audit".to_owned(),
-            target,
-        ])
-        .await;
+        let server =
+            McpServer::start(&["--mount".to_owned(), mount, "--audit".to_owned(), target]).await;
         server
             .ok(
                 "write_file",
@@ -120,7 +115,9 @@ async fn main() {
     }
     let mean = |config: &Config| config.spent.as_secs_f64() * 1e6 / done as f64;
     let base = mean(&configs[0]);
-    println!("audit log cost per edit_file on a {kind} mount, {done} sequential edits each, stdio:");
+    println!(
+        "audit log cost per edit_file on a {kind} mount, {done} sequential edits each, stdio:"
+    );
     for config in &configs {
         let us = mean(config);
         println!(

@@ -5,12 +5,14 @@
 //! wire.rs the answer to every malformed line, and arrival tickets that never leak; corpus.rs
 //! the malformed-input corpus in corpus/. http/ drives the binary with `--http`; memory.rs and
 //! grep_memory.rs bound a server's peak memory; store_servers.rs runs store mounts through real
-//! server processes (persistence, two servers on one PostgreSQL namespace).
+//! server processes (persistence, two servers on one PostgreSQL namespace); audit.rs the audit
+//! log (one entry per change over every kind of mount, `history` = `mountfs log --json`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod allow_list;
+mod audit;
 mod cancel;
 mod clients;
 mod corpus;

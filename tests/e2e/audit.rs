@@ -4,17 +4,15 @@
 //! sharing one ordered PostgreSQL log; a log that cannot be written leaving the change landed
 //! and the answer saying so; pruning; `history` offered only while the log is on.
 
-mod support;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use crate::support::{self, McpServer, PostgresNamespace, postgres_url, unique};
 use mountfs::audit::{
     AuditLog, AuditTarget, Change, ClientInfo, DIFF_CUT_NOTE, FileChange, MAX_DIFF_BYTES, Query,
 };
 use serde_json::{Value, json};
-use support::{McpServer, PostgresNamespace, postgres_url, unique};
 
 fn args(mounts: &[String], audit: &str) -> Vec<String> {
     let mut args: Vec<String> = mounts
@@ -251,8 +249,13 @@ async fn a_session_over_every_kind_of_mount_logs_one_entry_per_change_with_versi
     // The whole log holds exactly these changes.
     let everything = history(&server, "/").await;
     assert_eq!(everything.len(), all_expected.len());
+    let client = support::initialize_params(json!({}))["clientInfo"].clone();
     for entry in &everything {
-        assert_eq!(entry["client"]["name"], "mountfs-test-client");
+        assert_eq!(
+            entry["client"]["name"], client["name"],
+            "the client named at initialize"
+        );
+        assert_eq!(entry["client"]["version"], client["version"]);
         assert_eq!(entry["principal"], "stdio");
         assert!(!entry["request_id"].as_str().unwrap().is_empty());
     }
