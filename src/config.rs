@@ -1,7 +1,7 @@
 //! The mount grammar (CONTRACT §2): `--mount PREFIX=SPEC` text → validated [`MountSpec`]s.
 //!
 //! ```text
-//! PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]
+//! PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore][,overlay[=sqlite:FILE]]
 //! SPEC  = memory | disk:DIR | store:sqlite:FILE | store:postgres:URL
 //! ```
 //! Prefixes are normalised to `/x/` form; two mounts at one prefix is an error. Building the
@@ -15,14 +15,17 @@ use crate::path::VirtualPath;
 
 /// The grammar, shown with every mount error and in `--help`.
 pub const MOUNT_GRAMMAR: &str = "\
-mount grammar: --mount PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]
+mount grammar: --mount PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore][,overlay[=sqlite:FILE]]
   SPEC is one of:
     memory                  per-session scratch files, gone when the session ends
     disk:DIR                a real directory (DIR relative to the working directory)
     store:sqlite:FILE       files persisted in an embedded SQLite database
     store:postgres:URL      files persisted in PostgreSQL (shared by many servers)
-  options: ro (read-only), namespace=NAME (stores only), no-ignore (disk: ignore .gitignore)
-  examples: --mount /=disk:. --mount /memories/=store:sqlite:mem.db --mount /scratch/=memory";
+  options: ro (read-only), namespace=NAME (stores only), no-ignore (disk: ignore .gitignore),
+    overlay (disk: changes go to a per-workspace layer, reviewed with changes/commit/discard;
+    overlay=sqlite:FILE keeps the layers in FILE across restarts)
+  examples: --mount /=disk:. --mount /memories/=store:sqlite:mem.db --mount /scratch/=memory
+    --mount /=disk:.,overlay";
 
 /// A mount spec that could not be parsed. Display quotes it and shows the grammar.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -45,6 +48,8 @@ pub enum BackendSpec {
         dir: PathBuf,
         /// Do not honour `.gitignore` in glob/grep.
         no_ignore: bool,
+        /// Keep changes in a per-workspace layer instead of writing the directory.
+        overlay: Option<OverlaySpec>,
     },
     /// An SQLite store file.
     Sqlite {
@@ -60,6 +65,15 @@ pub enum BackendSpec {
         /// The namespace inside the store.
         namespace: String,
     },
+}
+
+/// Where an overlay mount keeps its layers (`,overlay` / `,overlay=sqlite:FILE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverlaySpec {
+    /// In memory: a workspace's layer ends with it.
+    Memory,
+    /// In a SQLite file, one layer per workspace name, kept across restarts.
+    Sqlite(PathBuf),
 }
 
 /// One parsed mount.
@@ -124,10 +138,25 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
     let mut read_only = false;
     let mut namespace: Option<String> = None;
     let mut no_ignore = false;
+    let mut overlay: Option<OverlaySpec> = None;
     while let Some((head, option)) = body.rsplit_once(',') {
         match option {
             "ro" => read_only = true,
             "no-ignore" => no_ignore = true,
+            "overlay" => overlay = Some(OverlaySpec::Memory),
+            _ if option.starts_with("overlay=") => {
+                let Some(file) = option["overlay=".len()..].strip_prefix("sqlite:") else {
+                    return Err(fail(
+                        "overlay= takes sqlite:FILE (e.g. overlay=sqlite:layers.db), or write overlay alone for layers in memory",
+                    ));
+                };
+                if file.is_empty() {
+                    return Err(fail(
+                        "overlay=sqlite: needs a database file, e.g. overlay=sqlite:layers.db",
+                    ));
+                }
+                overlay = Some(OverlaySpec::Sqlite(PathBuf::from(file)));
+            }
             _ if option.starts_with("namespace=") => {
                 let name = &option["namespace=".len()..];
                 if !valid_namespace(name) {
@@ -142,7 +171,7 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-') =>
             {
                 return Err(fail(&format!(
-                    "unknown option '{option}' (known: ro, namespace=NAME, no-ignore)"
+                    "unknown option '{option}' (known: ro, namespace=NAME, no-ignore, overlay, overlay=sqlite:FILE)"
                 )));
             }
             _ => break,
@@ -159,6 +188,7 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
         BackendSpec::Disk {
             dir: PathBuf::from(dir),
             no_ignore,
+            overlay: overlay.clone(),
         }
     } else if let Some(file) = body.strip_prefix("store:sqlite:") {
         if file.is_empty() {
@@ -197,6 +227,14 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
     }
     if no_ignore && !matches!(backend, BackendSpec::Disk { .. }) {
         return Err(fail("no-ignore applies only to disk mounts"));
+    }
+    if overlay.is_some() && !matches!(backend, BackendSpec::Disk { .. }) {
+        return Err(fail("overlay applies only to disk mounts"));
+    }
+    if overlay.is_some() && read_only {
+        return Err(fail(
+            "overlay and ro exclude each other: an overlay mount takes changes into its layer",
+        ));
     }
     Ok(MountSpec {
         prefix,
@@ -240,7 +278,26 @@ mod tests {
             parse_mount("/=disk:.,no-ignore").unwrap().backend,
             BackendSpec::Disk {
                 dir: PathBuf::from("."),
-                no_ignore: true
+                no_ignore: true,
+                overlay: None,
+            }
+        );
+        assert_eq!(
+            parse_mount("/=disk:.,overlay").unwrap().backend,
+            BackendSpec::Disk {
+                dir: PathBuf::from("."),
+                no_ignore: false,
+                overlay: Some(OverlaySpec::Memory),
+            }
+        );
+        assert_eq!(
+            parse_mount("/=disk:src,no-ignore,overlay=sqlite:/tmp/layers.db")
+                .unwrap()
+                .backend,
+            BackendSpec::Disk {
+                dir: PathBuf::from("src"),
+                no_ignore: true,
+                overlay: Some(OverlaySpec::Sqlite(PathBuf::from("/tmp/layers.db"))),
             }
         );
         assert_eq!(
@@ -268,6 +325,9 @@ mod tests {
             "/x=memory,bogus",
             "/x=disk:",
             "/x=memory,namespace=a",
+            "/x=memory,overlay",
+            "/x=disk:.,overlay=postgres:x",
+            "/x=disk:.,overlay,ro",
             "/x=store:sqlite:f,namespace=bad name",
             "/a/../b=memory",
         ] {

@@ -4,17 +4,23 @@
 //!
 //! Store mounts naming the same database file or URL share one opened store (one connection
 //! pool), each mount seeing its own namespace.
+//!
+//! A disk mount with `,overlay` gives each workspace its own [`OverlayBackend`] over the one
+//! shared disk backend: a fresh memory layer per workspace, or, with `,overlay=sqlite:FILE`, the
+//! layer of the workspace's name in FILE (one overlay per name, shared by the workspaces of that
+//! name in this process, so two of them never hold diverging copies of one layer).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use thiserror::Error;
 
 use crate::backend::{
-    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, StoreBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, Mount, OverlayBackend,
+    MemoryBackend, StoreBackend,
 };
 use crate::changes::ChangeHub;
-use crate::config::{BackendSpec, MountSpec, display_prefix};
+use crate::config::{BackendSpec, MountSpec, OverlaySpec, display_prefix};
 use crate::path::VirtualPath;
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 
@@ -34,7 +40,30 @@ enum Opened {
     PerSession,
     /// One backend shared by every session.
     Shared(Arc<dyn Backend>),
+    /// A shared base with one layer per workspace.
+    Overlay {
+        /// The disk backend every layer lies over.
+        base: Arc<dyn Backend>,
+        /// Where the layers are kept.
+        layers: LayerHome,
+    },
 }
+
+/// Where the layers of one overlay mount live.
+#[derive(Debug, Clone)]
+enum LayerHome {
+    /// A fresh memory layer per workspace.
+    Memory,
+    /// Persistent layers in a SQLite file, one per workspace name; the overlays open now, by
+    /// name.
+    Sqlite {
+        store: Arc<dyn Store>,
+        open: Arc<Mutex<HashMap<String, Weak<OverlayBackend>>>>,
+    },
+}
+
+/// The name a workspace's layers are kept under when no HTTP principal names it (stdio).
+pub const LOCAL_WORKSPACE: &str = "local";
 
 /// The opened mount table.
 #[derive(Debug, Clone)]
@@ -58,7 +87,11 @@ impl MountTable {
         for spec in specs {
             let opened = match &spec.backend {
                 BackendSpec::Memory => Opened::PerSession,
-                BackendSpec::Disk { dir, no_ignore } => {
+                BackendSpec::Disk {
+                    dir,
+                    no_ignore,
+                    overlay,
+                } => {
                     let dir = dir.clone();
                     let options = DiskOptions {
                         no_ignore: *no_ignore,
@@ -66,7 +99,18 @@ impl MountTable {
                     let opened =
                         tokio::task::spawn_blocking(move || DiskBackend::open(&dir, options)).await;
                     match opened {
-                        Ok(Ok(backend)) => Opened::Shared(Arc::new(backend)),
+                        Ok(Ok(backend)) => match overlay {
+                            None => Opened::Shared(Arc::new(backend)),
+                            Some(layers) => Opened::Overlay {
+                                base: Arc::new(backend),
+                                layers: open_layers(layers, &mut stores).await.map_err(
+                                    |error| OpenError {
+                                        prefix: spec.display_prefix(),
+                                        reason: format!("overlay layers: {error}"),
+                                    },
+                                )?,
+                            },
+                        },
                         Ok(Err(error)) => {
                             return Err(OpenError {
                                 prefix: spec.display_prefix(),
@@ -145,7 +189,17 @@ impl MountTable {
         &self,
         write_options: crate::session::WriteOptions,
     ) -> crate::session::Session {
-        crate::session::Session::new(Arc::new(self.session_backend()), write_options)
+        self.new_workspace_session(LOCAL_WORKSPACE, write_options)
+    }
+
+    /// [`Self::new_session`] for the workspace named `workspace`: its overlay mounts get that
+    /// workspace's layer (see [`Self::workspace_backend`]).
+    pub fn new_workspace_session(
+        &self,
+        workspace: &str,
+        write_options: crate::session::WriteOptions,
+    ) -> crate::session::Session {
+        crate::session::Session::new(Arc::new(self.workspace_backend(workspace)), write_options)
             .with_audit(self.audit.clone())
     }
 
@@ -154,8 +208,16 @@ impl MountTable {
         &self.changes
     }
 
-    /// A new session's view: fresh memory mounts, shared everything else.
+    /// A new session's view: fresh memory mounts, shared everything else; overlay mounts with
+    /// the layer of the workspace [`LOCAL_WORKSPACE`].
     pub fn session_backend(&self) -> CompositeBackend {
+        self.workspace_backend(LOCAL_WORKSPACE)
+    }
+
+    /// A new workspace's view: fresh memory mounts, shared everything else, and for each
+    /// overlay mount the layer of the workspace named `workspace` (a fresh one in memory).
+    pub fn workspace_backend(&self, workspace: &str) -> CompositeBackend {
+        let mut overlays = Vec::new();
         let mounts = self
             .mounts
             .iter()
@@ -164,11 +226,23 @@ impl MountTable {
                 backend: match opened {
                     Opened::PerSession => Arc::new(MemoryBackend::new()) as Arc<dyn Backend>,
                     Opened::Shared(backend) => backend.clone(),
+                    Opened::Overlay { base, layers } => {
+                        let overlay = layers.overlay(base, &spec.prefix, workspace);
+                        overlays.push((spec.prefix.clone(), overlay.clone()));
+                        overlay as Arc<dyn Backend>
+                    }
                 },
                 read_only: spec.read_only,
             })
             .collect();
-        CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new()))
+        CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new())).with_overlays(overlays)
+    }
+
+    /// Whether any mount is an overlay (the review tools are served then).
+    pub fn has_overlay(&self) -> bool {
+        self.mounts
+            .iter()
+            .any(|(_, opened)| matches!(opened, Opened::Overlay { .. }))
     }
 
     /// One line per mount, for the server's instructions and the start-up log.
@@ -187,6 +261,88 @@ impl MountTable {
             .collect();
         lines.sort();
         lines.join("\n")
+    }
+}
+
+impl LayerHome {
+    /// The overlay of `base` (mounted at `prefix`) for the workspace `workspace`.
+    fn overlay(
+        &self,
+        base: &Arc<dyn Backend>,
+        prefix: &VirtualPath,
+        workspace: &str,
+    ) -> Arc<OverlayBackend> {
+        match self {
+            Self::Memory => Arc::new(OverlayBackend::in_memory(base.clone())),
+            Self::Sqlite { store, open } => {
+                let (files, marks) = match layer_namespaces(prefix, workspace) {
+                    Ok(names) => names,
+                    Err(error) => {
+                        // Not reached: the names are built from valid parts.
+                        tracing::error!(%error, "overlay layer name; this workspace's layer is kept in memory");
+                        return Arc::new(OverlayBackend::in_memory(base.clone()));
+                    }
+                };
+                let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(overlay) = open.get(files.as_str()).and_then(Weak::upgrade) {
+                    return overlay;
+                }
+                open.retain(|_, overlay| overlay.strong_count() > 0);
+                let overlay = Arc::new(OverlayBackend::persistent(
+                    base.clone(),
+                    store.clone(),
+                    files.clone(),
+                    marks,
+                ));
+                open.insert(files.as_str().to_owned(), Arc::downgrade(&overlay));
+                overlay
+            }
+        }
+    }
+}
+
+/// The store namespaces of one workspace's layer of the overlay mounted at `prefix`: its files
+/// and its marks. Readable when the workspace name is a valid namespace part, else a hash of it.
+fn layer_namespaces(
+    prefix: &VirtualPath,
+    workspace: &str,
+) -> Result<(Namespace, Namespace), store::Error> {
+    use sha2::{Digest, Sha256};
+    let mount = hex::encode(&Sha256::digest(prefix.as_str().as_bytes())[..4]);
+    let name = if workspace.len() <= 40 && crate::config::valid_namespace(workspace) {
+        workspace.to_owned()
+    } else {
+        format!(
+            "h{}",
+            hex::encode(&Sha256::digest(workspace.as_bytes())[..12])
+        )
+    };
+    let namespace = |kind: &str| Namespace::new(&format!("overlay-{kind}-{mount}.{name}"));
+    Ok((namespace("files")?, namespace("marks")?))
+}
+
+/// Opens where an overlay mount's layers live.
+async fn open_layers(
+    spec: &OverlaySpec,
+    stores: &mut HashMap<String, Arc<dyn Store>>,
+) -> Result<LayerHome, store::Error> {
+    match spec {
+        OverlaySpec::Memory => Ok(LayerHome::Memory),
+        OverlaySpec::Sqlite(file) => {
+            let identity = format!("sqlite:{}", file.display());
+            let store = match stores.get(&identity) {
+                Some(store) => store.clone(),
+                None => {
+                    let opened: Arc<dyn Store> = Arc::new(SqliteStore::open(file).await?);
+                    stores.insert(identity, opened.clone());
+                    opened
+                }
+            };
+            Ok(LayerHome::Sqlite {
+                store,
+                open: Arc::default(),
+            })
+        }
     }
 }
 
@@ -222,7 +378,15 @@ async fn open_store_mount(
 fn kind(spec: &BackendSpec) -> &'static str {
     match spec {
         BackendSpec::Memory => "memory (per session)",
-        BackendSpec::Disk { .. } => "disk",
+        BackendSpec::Disk { overlay: None, .. } => "disk",
+        BackendSpec::Disk {
+            overlay: Some(OverlaySpec::Memory),
+            ..
+        } => "disk, overlay (changes kept per workspace in memory until commit)",
+        BackendSpec::Disk {
+            overlay: Some(OverlaySpec::Sqlite(_)),
+            ..
+        } => "disk, overlay (changes kept per workspace in SQLite until commit)",
         BackendSpec::Sqlite { .. } => "SQLite store",
         BackendSpec::Postgres { .. } => "PostgreSQL store",
     }

@@ -102,8 +102,11 @@ impl Workspaces {
     /// A new workspace's state. Everything per workspace lives in the one [`Session`] (its
     /// backend with fresh memory mounts, ledger, undo history, arrival order), so a per-session
     /// mount table (client roots) attaches by giving that session another backend.
-    fn fresh_session(&self) -> Arc<Session> {
-        Arc::new(self.table.new_session(self.write_options))
+    ///
+    /// Overlay mounts with persistent layers give it the layer named after `owner`: sessions
+    /// of one principal share it, and it outlives them (and the server).
+    fn fresh_session(&self, owner: &Principal) -> Arc<Session> {
+        Arc::new(self.table.new_workspace_session(&owner.0, self.write_options))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, Entry>> {
@@ -124,7 +127,7 @@ impl Workspaces {
     /// refused when the limit was reached meanwhile (initializations racing past
     /// [`Workspaces::check_session_room`]), and the caller closes the session again.
     pub fn open_session(&self, id: &str, owner: &Principal) -> Result<(), WorkspaceError> {
-        let session = self.fresh_session();
+        let session = self.fresh_session(owner);
         let mut entries = self.lock();
         let sessions = entries
             .keys()
@@ -160,7 +163,7 @@ impl Workspaces {
         let entry = entries
             .entry(WorkspaceKey::Principal(principal.clone()))
             .or_insert_with(|| Entry {
-                session: self.fresh_session(),
+                session: self.fresh_session(principal),
                 owner: principal.clone(),
                 last_used: Instant::now(),
             });

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::overlay::OverlayBackend;
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
     GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Router, Version, WriteMode,
@@ -62,6 +63,8 @@ pub struct CompositeBackend {
     mounts: Vec<Mount>,
     /// The mount at `/` (also the last of `mounts`), which claims every path.
     root: Mount,
+    /// The overlay mounts among `mounts` (prefix, overlay), for `changes`/`commit`/`discard`.
+    overlays: Vec<(VirtualPath, Arc<OverlayBackend>)>,
 }
 
 impl CompositeBackend {
@@ -84,7 +87,23 @@ impl CompositeBackend {
             }
         };
         mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.as_str().len()));
-        Self { mounts, root }
+        Self {
+            mounts,
+            root,
+            overlays: Vec::new(),
+        }
+    }
+
+    /// The same router, told which of its mounts are overlays (each also given as a mount's
+    /// backend), so that the review tools can reach their layers.
+    pub fn with_overlays(mut self, overlays: Vec<(VirtualPath, Arc<OverlayBackend>)>) -> Self {
+        self.overlays = overlays;
+        self
+    }
+
+    /// The overlay mounts (prefix, overlay).
+    pub fn overlays(&self) -> &[(VirtualPath, Arc<OverlayBackend>)] {
+        &self.overlays
     }
 
     /// Mounts strictly below `dir` (not the owner of `dir` itself).

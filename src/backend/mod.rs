@@ -19,6 +19,7 @@
 pub mod composite;
 pub mod disk;
 pub mod memory;
+pub mod overlay;
 pub mod store;
 mod whole_file;
 
@@ -36,6 +37,7 @@ use crate::text::encoding::FileEncoding;
 pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use disk::{DiskBackend, DiskOptions};
 pub use memory::MemoryBackend;
+pub use overlay::OverlayBackend;
 pub use store::StoreBackend;
 // The query side of the trait's `glob` and `grep` lives in `search` (issue 16).
 pub use crate::search::{

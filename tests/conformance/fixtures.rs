@@ -180,3 +180,43 @@ pub async fn composite_disk() -> Option<Fixture> {
         _guard: Some(Box::new((work_dir, workshop_dir))),
     })
 }
+
+/// An overlay over an empty disk directory with its layer in memory: every case runs in the
+/// layer over the real directory, which must stay empty.
+pub async fn overlay() -> Option<Fixture> {
+    let (backend, dir) = backends::overlay();
+    Some(Fixture {
+        backend,
+        base: VirtualPath::root(),
+        caps: IMPLICIT,
+        _guard: Some(Box::new(EmptyOnDrop(dir))),
+    })
+}
+
+/// An overlay over an empty disk directory with its layer in a SQLite file.
+pub async fn overlay_sqlite() -> Option<Fixture> {
+    let (backend, dir, layers) = backends::overlay_sqlite().await;
+    Some(Fixture {
+        backend,
+        base: VirtualPath::root(),
+        caps: IMPLICIT,
+        _guard: Some(Box::new((EmptyOnDrop(dir), layers))),
+    })
+}
+
+/// A base directory that must still be empty when the case ends: an overlay never writes it.
+struct EmptyOnDrop(tempfile::TempDir);
+
+impl Drop for EmptyOnDrop {
+    fn drop(&mut self) {
+        let left: Vec<_> = std::fs::read_dir(self.0.path())
+            .expect("read the base directory")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .filter(|name| name != ".mountfs-aside")
+            .collect();
+        if !std::thread::panicking() {
+            assert!(left.is_empty(), "the overlay wrote its base: {left:?}");
+        }
+    }
+}

@@ -134,3 +134,5 @@ conformance!(composite_stores);
 conformance!(composite_postgres);
 conformance!(disk);
 conformance!(composite_disk);
+conformance!(overlay);
+conformance!(overlay_sqlite);

@@ -10,7 +10,8 @@
 use std::sync::{Arc, OnceLock};
 
 use mountfs::backend::{
-    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, StoreBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, Mount, OverlayBackend,
+    MemoryBackend, StoreBackend,
 };
 use mountfs::path::VirtualPath;
 use mountfs::registry::Registry;
@@ -36,6 +37,29 @@ pub fn disk() -> (Arc<dyn Backend>, tempfile::TempDir) {
 /// A disk backend over `root` (which must exist), with `options`.
 pub fn disk_at(root: &std::path::Path, options: DiskOptions) -> Arc<dyn Backend> {
     Arc::new(DiskBackend::open(root, options).expect("open the directory as a disk mount"))
+}
+
+/// An overlay (`disk:DIR,overlay`) over a fresh, empty temporary directory, its layer in memory.
+pub fn overlay() -> (Arc<dyn Backend>, tempfile::TempDir) {
+    let (base, dir) = disk();
+    (Arc::new(OverlayBackend::in_memory(base)), dir)
+}
+
+/// An overlay (`disk:DIR,overlay=sqlite:FILE`) over a fresh, empty temporary directory, its layer
+/// in a SQLite file in the second directory returned.
+pub async fn overlay_sqlite() -> (Arc<dyn Backend>, tempfile::TempDir, tempfile::TempDir) {
+    let (base, dir) = disk();
+    let layers = tempfile::tempdir().expect("temporary directory");
+    let store = SqliteStore::open(layers.path().join("layers.db"))
+        .await
+        .expect("open a SQLite store");
+    let overlay = OverlayBackend::persistent(
+        base,
+        Arc::new(store),
+        Namespace::new("overlay-files").expect("namespace"),
+        Namespace::new("overlay-marks").expect("namespace"),
+    );
+    (Arc::new(overlay), dir, layers)
 }
 
 /// A SQLite store backend in a fresh temporary file (its parent directory made by the store).

@@ -278,3 +278,28 @@ pub async fn disk_mixed() -> Option<Fixture> {
     fixture._guard = Some(Box::new((disk_dir, ro_dir, sqlite_dir)));
     Some(fixture)
 }
+
+/// An overlay mount (`disk:DIR,overlay`, layer in memory) at `/` over an empty directory, which
+/// every case must leave empty: the whole toolset runs in the layer.
+pub async fn overlay() -> Option<Fixture> {
+    let (backend, dir) = backends::overlay();
+    let mut fixture = Fixture::over(vec![mount("/", backend, false)], "/work", "/elsewhere");
+    fixture._guard = Some(Box::new(BaseStaysEmpty(dir)));
+    Some(fixture)
+}
+
+/// A base directory that must still be empty when the case ends.
+struct BaseStaysEmpty(tempfile::TempDir);
+
+impl Drop for BaseStaysEmpty {
+    fn drop(&mut self) {
+        let left: Vec<_> = std::fs::read_dir(self.0.path())
+            .expect("read the base directory")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect();
+        if !std::thread::panicking() {
+            assert!(left.is_empty(), "the overlay wrote its base: {left:?}");
+        }
+    }
+}

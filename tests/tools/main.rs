@@ -6,6 +6,8 @@
 //!   through the MCP server's `run_tool` (schema validation, dispatch, `isError`) on each fixture.
 //! - names.rs: names that could forge an answer; disk_behaviour.rs: what the disk backend does
 //!   beyond the conformance suite; security.rs: containment attacks; crash.rs: SIGKILLed writers.
+//! - overlay_review.rs: overlay mounts (issue 14) over a populated directory: the base never written,
+//!   layers per workspace, SQLite layers across restarts, and `changes`/`commit`/`discard`.
 //! - layout.rs: every file under `tests/` is compiled by one of the test binaries.
 //!
 //! Every case is written once in `cases.rs` and run once per fixture by [`toolset!`]; a new
@@ -24,6 +26,7 @@ mod fixtures;
 mod grown;
 mod layout;
 mod names;
+mod overlay_review;
 mod security;
 
 /// One `#[tokio::test]` per case for the fixture `$fixture`.
@@ -88,3 +91,4 @@ toolset!(sqlite);
 toolset!(stores);
 toolset!(disk);
 toolset!(disk_mixed);
+toolset!(overlay);

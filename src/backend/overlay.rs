@@ -1,0 +1,1166 @@
+//! `OverlayBackend`: a copy-on-write view of a base backend (a disk mount with `,overlay`) in
+//! which every change goes to a layer that belongs to one workspace, and the base is never
+//! written until `commit` (issue 14).
+//!
+//! The layer is two things: a files backend holding the content of every file the workspace
+//! created or changed (a [`MemoryBackend`] in memory, or a [`StoreBackend`] namespace of a SQLite
+//! file for `,overlay=sqlite:FILE`), and a book of **marks**, one per path the layer touched:
+//! - `Changed`: the layer holds the file's content (it shadows the base file, if any);
+//! - `Deleted`: the base file is hidden (a whiteout);
+//! - an **opaque** directory: a base directory deleted as a whole, hidden with everything below.
+//!
+//! Each file mark remembers the base file's version when the layer first shadowed or hid it
+//! (`None`: there was no base file), which is what `commit` checks for conflicts.
+//!
+//! Reads go to the layer for marked paths and to the base for the rest, so reading a big base
+//! file through the overlay reads the base directly (nothing is copied). `glob`/`grep` run the
+//! base's own search (streaming and bounded as the base does) and drop the hidden paths, then
+//! add the layer's matches. The marks are held in memory (their number follows the changes made,
+//! not the tree) and, with a SQLite layer, written through to a namespace of that file so the
+//! layer survives restarts. Writes and deletes are serialised by one lock per overlay.
+//!
+//! `rename` moves layer files inside the layer (times kept) and copies base files into it
+//! (leaving a whiteout at the old path). What the overlay does not do: contents are never kept
+//! aside for undo (undo keeps them in memory within its budget); `set_permissions` changes
+//! nothing (the mode stays the base's). Commands run by `execute` see the base directory
+//! ([`Backend::host_dir`]), not the layer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use tokio::sync::OnceCell;
+
+use super::{
+    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Version, WriteMode,
+    WriteOutcome,
+};
+use crate::path::VirtualPath;
+use crate::search::GlobMatcher;
+use crate::store::{ListQuery, ListStart, Namespace, PutCondition, Store};
+
+/// What the layer holds for one file path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkState {
+    /// The layer holds the file's content.
+    Changed,
+    /// The base file is hidden.
+    Deleted,
+}
+
+/// One file path the layer touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// Shadowed or hidden.
+    pub state: MarkState,
+    /// The base file's version when the layer first touched the path; `None` when the base had
+    /// no file there.
+    pub base: Option<Version>,
+}
+
+impl Mark {
+    fn encode(&self) -> String {
+        let state = match self.state {
+            MarkState::Changed => "changed",
+            MarkState::Deleted => "deleted",
+        };
+        match &self.base {
+            Some(version) => format!("{state} {version}"),
+            None => state.to_owned(),
+        }
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let (state, base) = match text.split_once(' ') {
+            Some((state, version)) => (state, Some(Version::from_raw(version))),
+            None => (text, None),
+        };
+        let state = match state {
+            "changed" => MarkState::Changed,
+            "deleted" => MarkState::Deleted,
+            _ => return None,
+        };
+        Some(Self { state, base })
+    }
+}
+
+/// Key prefixes of the persisted book: file marks and opaque directories.
+const FILE_KEY: &str = "f:";
+const OPAQUE_KEY: &str = "d:";
+/// The content of a persisted opaque-directory key.
+const OPAQUE_TEXT: &str = "opaque";
+
+/// The marks of one layer (see the module doc).
+#[derive(Debug, Default, Clone)]
+struct Book {
+    files: BTreeMap<String, Mark>,
+    opaque: BTreeSet<String>,
+}
+
+/// `"/a/b"` → `"/a/b/"`, `"/"` → `"/"`.
+fn dir_prefix(dir: &VirtualPath) -> String {
+    if dir.is_root() {
+        "/".to_owned()
+    } else {
+        format!("{}/", dir.as_str())
+    }
+}
+
+impl Book {
+    fn mark(&self, path: &VirtualPath) -> Option<&Mark> {
+        self.files.get(path.as_str())
+    }
+
+    fn marks_under<'a>(
+        &'a self,
+        dir: &VirtualPath,
+    ) -> impl Iterator<Item = (&'a String, &'a Mark)> {
+        let own = self.files.get_key_value(dir.as_str());
+        let prefix = dir_prefix(dir);
+        let below = self
+            .files
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(move |(key, _)| key.starts_with(&prefix));
+        own.into_iter().chain(below)
+    }
+
+    /// The layer holds a file at `path`.
+    fn layer_file(&self, path: &VirtualPath) -> bool {
+        self.mark(path)
+            .is_some_and(|m| m.state == MarkState::Changed)
+    }
+
+    /// The layer holds a file below `path` (so `path` is a directory in the layer).
+    fn layer_dir(&self, path: &VirtualPath) -> bool {
+        let prefix = dir_prefix(path);
+        self.files
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .any(|(_, mark)| mark.state == MarkState::Changed)
+    }
+
+    /// A deleted base directory covers `path` (itself or an ancestor).
+    fn opaque_covers(&self, path: &VirtualPath) -> bool {
+        if self.opaque.is_empty() {
+            return false;
+        }
+        let mut at = Some(path.clone());
+        while let Some(dir) = at {
+            if self.opaque.contains(dir.as_str()) {
+                return true;
+            }
+            at = dir.parent();
+        }
+        false
+    }
+
+    /// The base's entry at `path` is not part of the view.
+    fn base_hidden(&self, path: &VirtualPath) -> bool {
+        self.files.contains_key(path.as_str()) || self.opaque_covers(path)
+    }
+
+    /// Reads of `path` go to the layer.
+    fn routes_to_layer(&self, path: &VirtualPath) -> bool {
+        self.layer_file(path) || self.base_hidden(path) || self.layer_dir(path)
+    }
+}
+
+/// Where the marks of a SQLite layer are written through.
+#[derive(Debug, Clone)]
+struct Persist {
+    store: Arc<dyn Store>,
+    namespace: Namespace,
+}
+
+/// How many persisted marks one page loads.
+const LOAD_PAGE: usize = 1000;
+
+/// One changed path under a reviewed directory, as `changes` and `commit` see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerChange {
+    /// The path, in the overlay's coordinates.
+    pub path: VirtualPath,
+    /// Added, modified or deleted relative to the base.
+    pub kind: ChangeKind,
+    /// The base file's version when the layer first touched it.
+    pub base_version: Option<Version>,
+}
+
+/// How a file differs from the base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// The base had no file here.
+    Added,
+    /// The layer holds another content for a base file.
+    Modified,
+    /// The base file is hidden.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// `added` / `modified` / `deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Modified => "modified",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// A base file that changed since the layer first touched it: `commit` refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitConflict {
+    /// The path.
+    pub path: VirtualPath,
+    /// What happened to it in the base.
+    pub reason: &'static str,
+}
+
+/// What a `commit` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// Every change was written to the base and left the layer.
+    Committed {
+        /// The files written or deleted, in path order.
+        files: Vec<LayerChange>,
+        /// Deleted directories left in the base because they still hold files the layer did
+        /// not delete.
+        kept_dirs: Vec<VirtualPath>,
+    },
+    /// Nothing was written: these base files changed since the layer took them.
+    Conflicts(Vec<CommitConflict>),
+}
+
+/// The overlay backend (see the module doc).
+#[derive(Debug)]
+pub struct OverlayBackend {
+    base: Arc<dyn Backend>,
+    layer: Arc<dyn Backend>,
+    book: Mutex<Book>,
+    persist: Option<Persist>,
+    loaded: OnceCell<()>,
+    /// Serialises changes (write, delete, commit, discard) so that a mark and the layer's file
+    /// always change together.
+    changing: tokio::sync::Mutex<()>,
+}
+
+impl OverlayBackend {
+    /// An overlay of `base` whose layer lives in memory.
+    pub fn in_memory(base: Arc<dyn Backend>) -> Self {
+        Self::with_layer(base, Arc::new(super::MemoryBackend::new()), None)
+    }
+
+    /// An overlay of `base` whose layer's files are in `files` (a store namespace) and whose
+    /// marks are written through to `marks` of `store`, loaded on first use.
+    pub fn persistent(
+        base: Arc<dyn Backend>,
+        store: Arc<dyn Store>,
+        files: Namespace,
+        marks: Namespace,
+    ) -> Self {
+        let layer = Arc::new(super::StoreBackend::new(store.clone(), files));
+        Self::with_layer(
+            base,
+            layer,
+            Some(Persist {
+                store,
+                namespace: marks,
+            }),
+        )
+    }
+
+    fn with_layer(
+        base: Arc<dyn Backend>,
+        layer: Arc<dyn Backend>,
+        persist: Option<Persist>,
+    ) -> Self {
+        Self {
+            base,
+            layer,
+            book: Mutex::new(Book::default()),
+            persist,
+            loaded: OnceCell::new(),
+            changing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The base backend.
+    pub fn base(&self) -> &Arc<dyn Backend> {
+        &self.base
+    }
+
+    fn lock_book(&self) -> MutexGuard<'_, Book> {
+        // Every update of the book is one insert or remove: a panic cannot half-update it.
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The book, loaded from the layer's store on first use.
+    async fn book(&self) -> Result<MutexGuard<'_, Book>> {
+        self.loaded
+            .get_or_try_init(|| async {
+                let Some(persist) = &self.persist else {
+                    return Ok(());
+                };
+                let loaded = load_book(persist).await?;
+                *self.lock_book() = loaded;
+                Ok::<(), Error>(())
+            })
+            .await?;
+        Ok(self.lock_book())
+    }
+
+    async fn save_mark(&self, path: &VirtualPath, mark: Option<Mark>) -> Result<()> {
+        {
+            let mut book = self.lock_book();
+            match &mark {
+                Some(mark) => book.files.insert(path.as_str().to_owned(), mark.clone()),
+                None => book.files.remove(path.as_str()),
+            };
+        }
+        let Some(persist) = &self.persist else {
+            return Ok(());
+        };
+        let key = format!("{FILE_KEY}{path}");
+        let done = match mark {
+            Some(mark) => persist
+                .store
+                .put(
+                    &persist.namespace,
+                    &key,
+                    mark.encode().as_bytes(),
+                    PutCondition::Overwrite,
+                )
+                .await
+                .map(|_| ()),
+            None => persist
+                .store
+                .delete(&persist.namespace, &key, None)
+                .await
+                .map(|_| ()),
+        };
+        done.map_err(|e| layer_failure(path, &e))
+    }
+
+    async fn save_opaque(&self, dir: &VirtualPath, opaque: bool) -> Result<()> {
+        {
+            let mut book = self.lock_book();
+            if opaque {
+                book.opaque.insert(dir.as_str().to_owned());
+            } else {
+                book.opaque.remove(dir.as_str());
+            }
+        }
+        let Some(persist) = &self.persist else {
+            return Ok(());
+        };
+        let key = format!("{OPAQUE_KEY}{dir}");
+        let done = if opaque {
+            persist
+                .store
+                .put(
+                    &persist.namespace,
+                    &key,
+                    OPAQUE_TEXT.as_bytes(),
+                    PutCondition::Overwrite,
+                )
+                .await
+                .map(|_| ())
+        } else {
+            persist
+                .store
+                .delete(&persist.namespace, &key, None)
+                .await
+                .map(|_| ())
+        };
+        done.map_err(|e| layer_failure(dir, &e))
+    }
+
+    /// The version of the base file at `path`, `None` when the base has no file there.
+    async fn base_version(&self, path: &VirtualPath) -> Result<Option<Version>> {
+        match self.base.stat(path).await? {
+            Some(entry) if !entry.is_dir() => match self.base.read_at_most(path, 0).await? {
+                BoundedRead::Whole(file) => Ok(Some(file.version)),
+                BoundedRead::TooLarge { version, .. } => Ok(Some(version)),
+            },
+            _ => Ok(None),
+        }
+    }
+
+    /// The version of the file the view shows at `path`: from the layer or the base, with
+    /// whether it came from the base. `IsADirectory` for a directory.
+    async fn current(&self, path: &VirtualPath) -> Result<Option<(Version, bool)>> {
+        let (layer_file, layer_dir, hidden) = {
+            let book = self.book().await?;
+            (
+                book.layer_file(path),
+                book.layer_dir(path),
+                book.base_hidden(path),
+            )
+        };
+        if layer_file {
+            return Ok(Some((
+                version_of(self.layer.read_at_most(path, 0).await?),
+                false,
+            )));
+        }
+        if layer_dir || path.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        if hidden {
+            return Ok(None);
+        }
+        match self.base.stat(path).await? {
+            Some(entry) if entry.is_dir() => Err(Error::IsADirectory { path: path.clone() }),
+            Some(_) => Ok(Some((
+                version_of(self.base.read_at_most(path, 0).await?),
+                true,
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    /// Refuses a new file at `path` whose parent directories the view shows as a file.
+    async fn check_parents(&self, path: &VirtualPath) -> Result<()> {
+        let mut at = path.parent();
+        while let Some(dir) = at {
+            if dir.is_root() {
+                return Ok(());
+            }
+            let (layer_file, layer_dir, hidden) = {
+                let book = self.book().await?;
+                (
+                    book.layer_file(&dir),
+                    book.layer_dir(&dir),
+                    book.base_hidden(&dir),
+                )
+            };
+            if layer_file {
+                return Err(Error::NotADirectory { path: dir });
+            }
+            if layer_dir {
+                return Ok(());
+            }
+            if !hidden {
+                match self.base.stat(&dir).await? {
+                    Some(entry) if entry.is_dir() => return Ok(()),
+                    Some(_) => return Err(Error::NotADirectory { path: dir }),
+                    None => {}
+                }
+            }
+            at = dir.parent();
+        }
+        Ok(())
+    }
+
+    /// The files the view shows below `dir`, each with whether it is the layer's.
+    async fn files_below(&self, dir: &VirtualPath) -> Result<Vec<(VirtualPath, bool)>> {
+        let covered = self.book().await?.opaque_covers(dir);
+        let mut out = Vec::new();
+        if !covered && self.base.stat(dir).await?.is_some_and(|e| e.is_dir()) {
+            let query = GlobQuery {
+                dir: dir.clone(),
+                matcher: GlobMatcher::new("*").map_err(|e| Error::Unavailable {
+                    message: e.to_string(),
+                })?,
+                control: super::SearchControl::default(),
+            };
+            let found = self.base.glob(&query).await?;
+            let book = self.book().await?;
+            out.extend(
+                found
+                    .into_iter()
+                    .filter(|e| !book.base_hidden(&e.path))
+                    .map(|e| (e.path, false)),
+            );
+        }
+        let book = self.book().await?;
+        for (key, mark) in book.marks_under(dir) {
+            if mark.state == MarkState::Changed && key != dir.as_str() {
+                out.push((VirtualPath::parse_raw(key)?, true));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The changed files under `dir` (in the overlay's coordinates), in path order.
+    pub async fn changes(&self, dir: &VirtualPath) -> Result<Vec<LayerChange>> {
+        let book = self.book().await?;
+        book.marks_under(dir)
+            .map(|(key, mark)| {
+                Ok(LayerChange {
+                    path: VirtualPath::parse_raw(key)?,
+                    kind: match (&mark.state, &mark.base) {
+                        (MarkState::Deleted, _) => ChangeKind::Deleted,
+                        (MarkState::Changed, None) => ChangeKind::Added,
+                        (MarkState::Changed, Some(_)) => ChangeKind::Modified,
+                    },
+                    base_version: mark.base.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The layer's content of a changed file (what the agent sees).
+    pub async fn layer_read_at_most(&self, path: &VirtualPath, max: u64) -> Result<BoundedRead> {
+        self.layer.read_at_most(path, max).await
+    }
+
+    /// The base's content of a file (what `commit` would replace).
+    pub async fn base_read_at_most(&self, path: &VirtualPath, max: u64) -> Result<BoundedRead> {
+        self.base.read_at_most(path, max).await
+    }
+
+    /// Writes the layer's changes under `dir` into the base, each file atomically as the base
+    /// writes; nothing is written when any base file changed since the layer first took it.
+    pub async fn commit(&self, dir: &VirtualPath) -> Result<CommitOutcome> {
+        let _changing = self.changing.lock().await;
+        let changes = self.changes(dir).await?;
+        let mut conflicts = Vec::new();
+        for change in &changes {
+            let now = self.base_version(&change.path).await?;
+            let reason = match (&change.base_version, &now) {
+                (Some(then), Some(now)) if then != now => "changed in the base since",
+                (Some(_), None) => "deleted from the base since",
+                (None, Some(_)) => "created in the base since",
+                _ => continue,
+            };
+            conflicts.push(CommitConflict {
+                path: change.path.clone(),
+                reason,
+            });
+        }
+        if !conflicts.is_empty() {
+            return Ok(CommitOutcome::Conflicts(conflicts));
+        }
+        for change in &changes {
+            match change.kind {
+                ChangeKind::Added | ChangeKind::Modified => {
+                    let file = self.layer.read(&change.path).await?;
+                    let mode = match &change.base_version {
+                        Some(version) => WriteMode::IfVersion(version.clone()),
+                        None => WriteMode::CreateOnly,
+                    };
+                    self.base.write(&change.path, &file.content, mode).await?;
+                    self.layer
+                        .delete(&change.path, &DeleteOptions::default())
+                        .await?;
+                }
+                ChangeKind::Deleted => {
+                    if let Some(version) = &change.base_version {
+                        let options = DeleteOptions::file_if_version(version.clone());
+                        match self.base.delete(&change.path, &options).await {
+                            Ok(()) | Err(Error::NotFound { .. }) => {}
+                            Err(error) => return Err(error),
+                        }
+                    }
+                }
+            }
+            self.save_mark(&change.path, None).await?;
+        }
+        let kept_dirs = self.commit_opaque(dir).await?;
+        Ok(CommitOutcome::Committed {
+            files: changes,
+            kept_dirs,
+        })
+    }
+
+    /// Removes the base directories deleted whole under `dir`, deepest first, unless they still
+    /// hold files the layer did not delete (created since by someone else): those are kept.
+    async fn commit_opaque(&self, dir: &VirtualPath) -> Result<Vec<VirtualPath>> {
+        let opaque: Vec<String> = {
+            let book = self.book().await?;
+            let prefix = dir_prefix(dir);
+            book.opaque
+                .iter()
+                .filter(|d| d.as_str() == dir.as_str() || d.starts_with(&prefix))
+                .cloned()
+                .collect()
+        };
+        let mut kept = Vec::new();
+        for key in opaque.iter().rev() {
+            let path = VirtualPath::parse_raw(key)?;
+            if self.base.stat(&path).await?.is_some_and(|e| e.is_dir()) {
+                let query = GlobQuery {
+                    dir: path.clone(),
+                    matcher: GlobMatcher::new("*").map_err(|e| Error::Unavailable {
+                        message: e.to_string(),
+                    })?,
+                    control: super::SearchControl::default(),
+                };
+                if self.base.glob(&query).await?.is_empty() {
+                    let options = DeleteOptions {
+                        recursive: true,
+                        if_version: None,
+                    };
+                    match self.base.delete(&path, &options).await {
+                        Ok(()) | Err(Error::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
+                    }
+                } else {
+                    kept.push(path.clone());
+                }
+            }
+            self.save_opaque(&path, false).await?;
+        }
+        Ok(kept)
+    }
+
+    /// Drops the layer's changes under `dir`: the view shows the base there again. Returns the
+    /// files whose changes were dropped.
+    pub async fn discard(&self, dir: &VirtualPath) -> Result<Vec<LayerChange>> {
+        let _changing = self.changing.lock().await;
+        let changes = self.changes(dir).await?;
+        for change in &changes {
+            if change.kind != ChangeKind::Deleted {
+                match self
+                    .layer
+                    .delete(&change.path, &DeleteOptions::default())
+                    .await
+                {
+                    Ok(()) | Err(Error::NotFound { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            self.save_mark(&change.path, None).await?;
+        }
+        let opaque: Vec<String> = {
+            let book = self.book().await?;
+            let prefix = dir_prefix(dir);
+            book.opaque
+                .iter()
+                .filter(|d| d.as_str() == dir.as_str() || d.starts_with(&prefix))
+                .cloned()
+                .collect()
+        };
+        for key in opaque {
+            self.save_opaque(&VirtualPath::parse_raw(&key)?, false)
+                .await?;
+        }
+        Ok(changes)
+    }
+}
+
+/// The version a bounded read found.
+fn version_of(read: BoundedRead) -> Version {
+    match read {
+        BoundedRead::Whole(file) => file.version,
+        BoundedRead::TooLarge { version, .. } => version,
+    }
+}
+
+/// A failure of the layer's store, as the agent reads it.
+fn layer_failure(path: &VirtualPath, error: &crate::store::Error) -> Error {
+    Error::Unavailable {
+        message: format!("the overlay layer could not record the change to {path}: {error}"),
+    }
+}
+
+/// Loads every persisted mark of a SQLite layer, page by page.
+async fn load_book(persist: &Persist) -> Result<Book> {
+    let mut book = Book::default();
+    let mut start = ListStart::Beginning;
+    loop {
+        let query = ListQuery {
+            prefix: String::new(),
+            start: start.clone(),
+            limit: LOAD_PAGE,
+        };
+        let page = persist
+            .store
+            .scan(&persist.namespace, &query)
+            .await
+            .map_err(|e| Error::Unavailable {
+                message: format!("the overlay layer's marks could not be loaded: {e}"),
+            })?;
+        let Some(last) = page.last() else { break };
+        start = ListStart::After(last.meta.key.clone());
+        let full = page.len() >= LOAD_PAGE;
+        for item in page {
+            let text = String::from_utf8_lossy(&item.content);
+            if let Some(path) = item.meta.key.strip_prefix(FILE_KEY) {
+                if let Some(mark) = Mark::decode(&text) {
+                    book.files.insert(path.to_owned(), mark);
+                }
+            } else if let Some(dir) = item.meta.key.strip_prefix(OPAQUE_KEY) {
+                book.opaque.insert(dir.to_owned());
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok(book)
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Backend for OverlayBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        let (layer_file, layer_dir, hidden) = {
+            let book = self.book().await?;
+            (
+                book.layer_file(path),
+                book.layer_dir(path),
+                book.base_hidden(path),
+            )
+        };
+        if layer_file {
+            return self.layer.stat(path).await;
+        }
+        if hidden {
+            return Ok((layer_dir || path.is_root()).then(|| Entry::directory(path.clone())));
+        }
+        match self.base.stat(path).await? {
+            Some(entry) if entry.is_dir() || !layer_dir => Ok(Some(entry)),
+            _ if layer_dir => Ok(Some(Entry::directory(path.clone()))),
+            other => Ok(other),
+        }
+    }
+
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        match self.stat(dir).await? {
+            None => return Err(Error::NotFound { path: dir.clone() }),
+            Some(entry) if !entry.is_dir() => {
+                return Err(Error::NotADirectory { path: dir.clone() });
+            }
+            Some(_) => {}
+        }
+        let (hidden, layer_dir) = {
+            let book = self.book().await?;
+            (book.base_hidden(dir), book.layer_dir(dir))
+        };
+        let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
+        if !hidden && self.base.stat(dir).await?.is_some_and(|e| e.is_dir()) {
+            let listed = self.base.ls(dir).await?;
+            let book = self.book().await?;
+            for entry in listed {
+                if !book.base_hidden(&entry.path) {
+                    entries.insert(entry.path.as_str().to_owned(), entry);
+                }
+            }
+        }
+        if layer_dir {
+            for entry in self.layer.ls(dir).await? {
+                match entries.get(entry.path.as_str()) {
+                    Some(base) if base.is_dir() && entry.is_dir() => {}
+                    _ => {
+                        entries.insert(entry.path.as_str().to_owned(), entry);
+                    }
+                }
+            }
+        }
+        Ok(entries.into_values().collect())
+    }
+
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        if self.book().await?.routes_to_layer(path) {
+            self.layer.read(path).await
+        } else {
+            self.base.read(path).await
+        }
+    }
+
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        if self.book().await?.routes_to_layer(path) {
+            self.layer.read_at_most(path, max_bytes).await
+        } else {
+            self.base.read_at_most(path, max_bytes).await
+        }
+    }
+
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        if self.book().await?.routes_to_layer(path) {
+            self.layer.read_window(path, window).await
+        } else {
+            self.base.read_window(path, window).await
+        }
+    }
+
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        let _changing = self.changing.lock().await;
+        let current = self.current(path).await?;
+        match (&mode, &current) {
+            (WriteMode::CreateOnly, Some(_)) => {
+                return Err(Error::AlreadyExists { path: path.clone() });
+            }
+            (WriteMode::IfVersion(expected), Some((version, _))) if version != expected => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            (WriteMode::IfVersion(_), None) => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            _ => {}
+        }
+        self.check_parents(path).await?;
+        let outcome = self
+            .layer
+            .write(path, content, WriteMode::Overwrite)
+            .await?;
+        let base = match self.book().await?.mark(path) {
+            Some(mark) => mark.base.clone(),
+            None => match &current {
+                Some((version, true)) => Some(version.clone()),
+                _ => None,
+            },
+        };
+        let mark = Mark {
+            state: MarkState::Changed,
+            base,
+        };
+        self.save_mark(path, Some(mark)).await?;
+        Ok(WriteOutcome {
+            version: outcome.version,
+            created: current.is_none(),
+        })
+    }
+
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        let _changing = self.changing.lock().await;
+        let Some(entry) = self.stat(path).await? else {
+            return Err(Error::NotFound { path: path.clone() });
+        };
+        if !entry.is_dir() {
+            let Some((version, from_base)) = self.current(path).await? else {
+                return Err(Error::NotFound { path: path.clone() });
+            };
+            if options.if_version.as_ref().is_some_and(|v| *v != version) {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            return self.hide_file(path, version, from_base).await;
+        }
+        let files = self.files_below(path).await?;
+        if !files.is_empty() && !options.recursive {
+            return Err(Error::DirectoryNotEmpty { path: path.clone() });
+        }
+        for (file, in_layer) in files {
+            let version = if in_layer {
+                version_of(self.layer.read_at_most(&file, 0).await?)
+            } else {
+                version_of(self.base.read_at_most(&file, 0).await?)
+            };
+            self.hide_file(&file, version, !in_layer).await?;
+        }
+        let base_dir = {
+            let hidden = self.book().await?.base_hidden(path);
+            !hidden && self.base.stat(path).await?.is_some_and(|e| e.is_dir())
+        };
+        if base_dir {
+            self.save_opaque(path, true).await?;
+        }
+        Ok(())
+    }
+
+    async fn set_aside(
+        &self,
+        _path: &VirtualPath,
+        _version: &Version,
+    ) -> Result<Option<AsideFile>> {
+        // The layer keeps no content outside memory: undo keeps the earlier content itself.
+        Ok(None)
+    }
+
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        let _changing = self.changing.lock().await;
+        if from.is_root() {
+            return Err(Error::MountRoot { path: from.clone() });
+        }
+        if to.is_root() {
+            return Err(Error::MountRoot { path: to.clone() });
+        }
+        let Some(source) = self.stat(from).await? else {
+            return Err(Error::NotFound { path: from.clone() });
+        };
+        if to.starts_with(from) {
+            return Err(Error::Unsupported {
+                path: to.clone(),
+                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
+            });
+        }
+        let source_version = if source.is_dir() {
+            None
+        } else {
+            self.current(from).await?
+        };
+        if let Some(expected) = &options.if_version
+            && source_version.as_ref().is_none_or(|(v, _)| v != expected)
+        {
+            return Err(Error::VersionMismatch { path: from.clone() });
+        }
+        let destination = match self.stat(to).await? {
+            Some(entry) if entry.is_dir() => return Err(Error::IsADirectory { path: to.clone() }),
+            Some(_) => self.current(to).await?,
+            None => None,
+        };
+        self.check_parents(to).await?;
+        match (&destination, &options.replacing) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(Error::VersionMismatch { path: to.clone() }),
+            (Some(_), None) => return Err(Error::AlreadyExists { path: to.clone() }),
+            (Some(_), Some(_)) if source.is_dir() => {
+                return Err(Error::AlreadyExists { path: to.clone() });
+            }
+            (Some((existing, _)), Some(expected)) if existing != expected => {
+                return Err(Error::VersionMismatch { path: to.clone() });
+            }
+            (Some(_), Some(_)) => {}
+        }
+        if let Some((version, from_base)) = source_version {
+            let version = self
+                .move_file(from, to, version, from_base, destination)
+                .await?;
+            return Ok(Some(Renamed {
+                kind: super::EntryKind::File,
+                version: Some(version),
+            }));
+        }
+        let base_dir = {
+            let hidden = self.book().await?.base_hidden(from);
+            !hidden && self.base.stat(from).await?.is_some_and(|e| e.is_dir())
+        };
+        for (file, in_layer) in self.files_below(from).await? {
+            let Some(relative) = file.relative_to(from) else {
+                continue;
+            };
+            let target = to.join_relative(relative)?;
+            let version = if in_layer {
+                version_of(self.layer.read_at_most(&file, 0).await?)
+            } else {
+                version_of(self.base.read_at_most(&file, 0).await?)
+            };
+            let replaced = self.current(&target).await?;
+            self.move_file(&file, &target, version, !in_layer, replaced)
+                .await?;
+        }
+        if base_dir {
+            self.save_opaque(from, true).await?;
+        }
+        Ok(Some(Renamed {
+            kind: super::EntryKind::Directory,
+            version: None,
+        }))
+    }
+
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        if self.book().await?.routes_to_layer(path) {
+            return Ok(None);
+        }
+        self.base.permissions(path).await
+    }
+
+    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
+        // The base is never written before commit; a committed file keeps the base's mode.
+        Ok(None)
+    }
+
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        let layered = {
+            let book = self.book().await?;
+            book.routes_to_layer(a) || book.routes_to_layer(b)
+        };
+        if layered {
+            return Ok(a == b);
+        }
+        self.base.same_file(a, b).await
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        if self.book().await?.routes_to_layer(path) {
+            return Ok(false);
+        }
+        self.base.is_symlink(path).await
+    }
+
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        // `execute` runs in the base directory: its commands see the base, not the layer.
+        self.base.host_dir()
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let (covered, layer) = {
+            let book = self.book().await?;
+            (
+                book.opaque_covers(&query.dir),
+                book.layer_file(&query.dir) || book.layer_dir(&query.dir),
+            )
+        };
+        let mut out = Vec::new();
+        if !covered {
+            let found = self.base.glob(query).await?;
+            let book = self.book().await?;
+            out.extend(found.into_iter().filter(|e| !book.base_hidden(&e.path)));
+        }
+        if layer {
+            out.extend(self.layer.glob(query).await?);
+        }
+        Ok(out)
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let (covered, layer) = {
+            let book = self.book().await?;
+            (
+                book.opaque_covers(&query.dir),
+                book.layer_file(&query.dir) || book.layer_dir(&query.dir),
+            )
+        };
+        let mut out = Vec::new();
+        if !covered {
+            let found = self.base.grep(query).await?;
+            let book = self.book().await?;
+            out.extend(found.into_iter().filter(|f| !book.base_hidden(&f.path)));
+        }
+        if layer {
+            out.extend(self.layer.grep(query).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl OverlayBackend {
+    /// Moves the file at `from` (which has `version`, from the base or the layer) to `to`,
+    /// over `replaced` (the file there, checked by the caller). A layer file is renamed inside
+    /// the layer (content and times kept); a base file is copied into the layer. Returns the
+    /// version at `to`.
+    async fn move_file(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        version: Version,
+        from_base: bool,
+        replaced: Option<(Version, bool)>,
+    ) -> Result<Version> {
+        let target_mark = self.book().await?.mark(to).cloned();
+        let target_base = match (&target_mark, &replaced) {
+            (Some(mark), _) => mark.base.clone(),
+            (None, Some((version, true))) => Some(version.clone()),
+            (None, _) => None,
+        };
+        let layer_target = replaced
+            .as_ref()
+            .filter(|(_, in_base)| !in_base)
+            .map(|(version, _)| version.clone());
+        let moved = if from_base {
+            None
+        } else {
+            let options = RenameOptions {
+                if_version: None,
+                replacing: layer_target.clone(),
+            };
+            self.layer.rename(from, to, &options).await?
+        };
+        let new_version = match moved {
+            Some(Renamed {
+                version: Some(version),
+                ..
+            }) => version,
+            _ => {
+                let file = if from_base {
+                    self.base.read(from).await?
+                } else {
+                    self.layer.read(from).await?
+                };
+                let written = self
+                    .layer
+                    .write(to, &file.content, WriteMode::Overwrite)
+                    .await?;
+                if !from_base {
+                    self.layer.delete(from, &DeleteOptions::default()).await?;
+                }
+                written.version
+            }
+        };
+        self.save_mark(
+            to,
+            Some(Mark {
+                state: MarkState::Changed,
+                base: target_base,
+            }),
+        )
+        .await?;
+        let source_mark = self.book().await?.mark(from).cloned();
+        let source_base = match source_mark {
+            Some(mark) => mark.base,
+            None if from_base => Some(version),
+            None => None,
+        };
+        let mark = source_base.map(|base| Mark {
+            state: MarkState::Deleted,
+            base: Some(base),
+        });
+        self.save_mark(from, mark).await?;
+        Ok(new_version)
+    }
+
+    /// Hides the file at `path` (which has `version`, from the base or the layer).
+    async fn hide_file(&self, path: &VirtualPath, version: Version, from_base: bool) -> Result<()> {
+        let existing = self.book().await?.mark(path).cloned();
+        if !from_base {
+            self.layer.delete(path, &DeleteOptions::default()).await?;
+        }
+        let base = match existing {
+            Some(mark) => mark.base,
+            None if from_base => Some(version),
+            None => None,
+        };
+        let mark = base.map(|base| Mark {
+            state: MarkState::Deleted,
+            base: Some(base),
+        });
+        self.save_mark(path, mark).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_round_trip_through_their_stored_text() {
+        for mark in [
+            Mark {
+                state: MarkState::Changed,
+                base: None,
+            },
+            Mark {
+                state: MarkState::Deleted,
+                base: Some(Version::from_raw("abc123")),
+            },
+        ] {
+            assert_eq!(Mark::decode(&mark.encode()), Some(mark));
+        }
+        assert_eq!(Mark::decode("bogus"), None);
+    }
+
+    #[test]
+    fn an_opaque_directory_hides_everything_below_it() {
+        let mut book = Book::default();
+        book.opaque.insert("/d".into());
+        let p = |s: &str| VirtualPath::parse(s).unwrap();
+        assert!(book.base_hidden(&p("/d")));
+        assert!(book.base_hidden(&p("/d/x/y")));
+        assert!(!book.base_hidden(&p("/dx")));
+        assert!(!book.base_hidden(&p("/")));
+    }
+}

