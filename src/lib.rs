@@ -117,10 +117,11 @@ where
     T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let registry = Arc::new(Registry::load_for(
-        session.write_options.exec,
-        session.audit().is_some(),
-    )?);
+    let mut registry = Registry::load_for(session.write_options.exec, session.audit().is_some())?;
+    if table.has_overlay() {
+        registry = registry.with_review_tools()?;
+    }
+    let registry = Arc::new(registry);
     let instructions = instructions(table);
     let server = MountfsServer::new(registry, session, instructions, table.changes().clone())
         .with_roots(roots::RootsFollower::for_table(table));

@@ -109,6 +109,29 @@ pub const HISTORY_OUTPUT_SCHEMA_FILE: (&str, &str) = (
 /// How an output schema's file name ends; the rest is its input schema's file stem.
 pub const OUTPUT_SUFFIX: &str = ".output.json";
 
+/// The schemas of the review tools, served only when an overlay mount exists (issue 14).
+/// Each is `(input file, input text, output file, output text)`.
+pub const REVIEW_SCHEMA_FILES: &[(&str, &str, &str, &str)] = &[
+    (
+        "changes.json",
+        include_str!("../schemas/changes.json"),
+        "changes.output.json",
+        include_str!("../schemas/changes.output.json"),
+    ),
+    (
+        "commit.json",
+        include_str!("../schemas/commit.json"),
+        "commit.output.json",
+        include_str!("../schemas/commit.output.json"),
+    ),
+    (
+        "discard.json",
+        include_str!("../schemas/discard.json"),
+        "discard.output.json",
+        include_str!("../schemas/discard.output.json"),
+    ),
+];
+
 /// A tool definition that cannot be served. The server refuses to start with it.
 #[derive(Debug, Error)]
 pub enum DefinitionError {
@@ -226,6 +249,8 @@ pub fn parse_allow_list(text: &str) -> Result<BTreeSet<String>, UnknownToolsErro
     // Served only with --allow-exec / the audit log, but names --tools may keep.
     all.push("execute".to_owned());
     all.push("history".to_owned());
+    // Served only with an overlay mount, likewise.
+    all.extend(["changes", "commit", "discard"].map(str::to_owned));
     let names: BTreeSet<String> = text
         .split(',')
         .map(str::trim)
@@ -326,6 +351,26 @@ impl Registry {
 
     /// Builds and checks a registry from `(file name, JSON text)` pairs: each tool's input
     /// schema `<tool>.json` and its output schema `<tool>.output.json`, both required.
+
+    /// This registry with the review tools `changes`, `commit` and `discard` added (those the
+    /// `--tools` allow-list keeps): for servers with an overlay mount.
+    pub fn with_review_tools(mut self) -> Result<Self, DefinitionError> {
+        for (file, text, output_file, output_text) in REVIEW_SCHEMA_FILES {
+            let value = parse_file(file, text)?;
+            let output = parse_file(output_file, output_text)?;
+            let definition = Self::definition(file, value, (output_file, output))?;
+            if ALLOWED_TOOLS
+                .get()
+                .is_some_and(|allowed| !allowed.contains(definition.name()))
+            {
+                continue;
+            }
+            self.tools.push(definition);
+        }
+        Ok(self)
+    }
+
+    /// Builds and checks a registry from `(file name, JSON text)` pairs.
     pub fn from_files(files: &[(&str, &str)]) -> Result<Self, DefinitionError> {
         let mut tools: Vec<ToolDefinition> = Vec::new();
         let outputs: Vec<(&str, &str)> = files

@@ -513,10 +513,9 @@ impl OverlayBackend {
         self.base.read_at_most(path, max).await
     }
 
-    /// Writes the layer's changes under `dir` into the base, each file atomically as the base
-    /// writes; nothing is written when any base file changed since the layer first took it.
-    pub async fn commit(&self, dir: &VirtualPath) -> Result<CommitOutcome> {
-        let _changing = self.changing.lock().await;
+    /// The base files under `dir` that changed since the layer first took them (another
+    /// program wrote, deleted or created them): `commit` writes nothing while there are any.
+    pub async fn conflicts(&self, dir: &VirtualPath) -> Result<Vec<CommitConflict>> {
         let changes = self.changes(dir).await?;
         let mut conflicts = Vec::new();
         for change in &changes {
@@ -532,9 +531,18 @@ impl OverlayBackend {
                 reason,
             });
         }
+        Ok(conflicts)
+    }
+
+    /// Writes the layer's changes under `dir` into the base, each file atomically as the base
+    /// writes; nothing is written when any base file changed since the layer first took it.
+    pub async fn commit(&self, dir: &VirtualPath) -> Result<CommitOutcome> {
+        let _changing = self.changing.lock().await;
+        let conflicts = self.conflicts(dir).await?;
         if !conflicts.is_empty() {
             return Ok(CommitOutcome::Conflicts(conflicts));
         }
+        let changes = self.changes(dir).await?;
         for change in &changes {
             match change.kind {
                 ChangeKind::Added | ChangeKind::Modified => {

@@ -231,10 +231,11 @@ impl HttpServer {
         write_options: WriteOptions,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), HttpError> {
-        let registry = Arc::new(Registry::load_for(
-            write_options.exec,
-            table.audit().is_some(),
-        )?);
+        let mut registry = Registry::load_for(write_options.exec, table.audit().is_some())?;
+        if table.has_overlay() {
+            registry = registry.with_review_tools()?;
+        }
+        let registry = Arc::new(registry);
         let instructions = crate::instructions(&table);
         let limits = WorkspaceLimits {
             idle_timeout: self.args.idle_timeout,

@@ -200,6 +200,8 @@ impl ToolError {
             Self::Audit(_) => ErrorKind::Unavailable,
             Self::AuditOff => ErrorKind::Unsupported,
             Self::NoSuchAuditEntry { .. } => ErrorKind::NotFound,
+            Self::NoOverlay { .. } => ErrorKind::Unsupported,
+            Self::CommitConflicts { .. } => ErrorKind::VersionMismatch,
         }
     }
 

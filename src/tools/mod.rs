@@ -7,7 +7,10 @@
 
 pub mod apply_patch;
 pub mod change;
+pub mod changes;
+pub mod commit;
 pub mod delete;
+pub mod discard;
 pub mod edit_file;
 pub mod editing;
 pub mod error_kind;
@@ -84,6 +87,26 @@ pub enum ToolError {
         tool: &'static str,
         /// What it left, in sentences: "Nothing was changed."
         state: String,
+    },
+    /// `changes`/`commit`/`discard` on a path no overlay mount reaches.
+    #[error(
+        "Error: No overlay mount at or under {path}: changes, commit and discard review the layer of a disk mount given with ,overlay (e.g. --mount /=disk:.,overlay). Give a path inside such a mount"
+    )]
+    NoOverlay {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// `commit` refused: base files changed since the layer took them.
+    #[error(
+        "Error: commit refused: {count} base file(s) under {path} changed since this workspace's layer took them, so nothing was written:\n{list}\nTo keep the other version, run discard on that file and make your change again; to see yours, run changes on it. Then commit again"
+    )]
+    CommitConflicts {
+        /// The committed path.
+        path: VirtualPath,
+        /// How many conflicts.
+        count: usize,
+        /// One line per conflicting file: its path and what happened to it.
+        list: String,
     },
     /// Changing a file that this session has not read.
     #[error("Error: File has not been read yet: {path}. Read it with read_file first, then retry")]
@@ -443,6 +466,9 @@ async fn call_with(
         "undo_edit" => undo_edit::run(parse(name, arguments)?, session, context).await,
         "apply_patch" => apply_patch::run(parse(name, arguments)?, session, context).await,
         "history" => history::run(parse(name, arguments)?, session).await,
+        "changes" => changes::run(parse(name, arguments)?, session).await,
+        "commit" => commit::run(parse(name, arguments)?, session).await,
+        "discard" => discard::run(parse(name, arguments)?, session).await,
         other => Err(ToolError::Arguments {
             tool: other.to_owned(),
             reason: "no such tool".into(),
@@ -485,6 +511,9 @@ pub fn derived_schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("file_info", schemars::schema_for!(file_info::Args)),
         ("undo_edit", schemars::schema_for!(undo_edit::Args)),
         ("apply_patch", schemars::schema_for!(apply_patch::Args)),
+        ("changes", schemars::schema_for!(changes::Args)),
+        ("commit", schemars::schema_for!(commit::Args)),
+        ("discard", schemars::schema_for!(discard::Args)),
     ]
 }
 
@@ -595,7 +624,7 @@ mod tests {
 
     #[test]
     fn typed_args_and_schema_files_agree() {
-        let registry = Registry::load().unwrap();
+        let registry = Registry::load().unwrap().with_review_tools().unwrap();
         let derived = super::derived_schemas();
         assert_eq!(
             derived.len(),

@@ -99,16 +99,40 @@ impl Overlay {
     async fn err(&self, tool: &str, args: Value) -> String {
         match mountfs::tools::call(tool, args.clone(), &self.session).await {
             Ok(reply) => panic!("{tool}({args}) should fail, said: {}", reply.text),
-            Err(e) => e.to_string(),
+            Err(e) => {
+                let text = e.to_string();
+                check_output(tool, Some(&e.kind().structured(&text)));
+                text
+            }
         }
     }
 }
 
 async fn ok_in(session: &Session, tool: &str, args: Value) -> String {
     match mountfs::tools::call(tool, args.clone(), session).await {
-        Ok(reply) => reply.text,
+        Ok(reply) => {
+            check_output(tool, reply.structured.as_ref());
+            reply.text
+        }
         Err(e) => panic!("{tool}({args}) failed: {e}"),
     }
+}
+
+/// A review tool's structured answer satisfies its output schema.
+fn check_output(tool: &str, structured: Option<&Value>) {
+    if !["changes", "commit", "discard"].contains(&tool) {
+        return;
+    }
+    let registry = mountfs::registry::Registry::load()
+        .unwrap()
+        .with_review_tools()
+        .unwrap();
+    let structured = structured.unwrap_or_else(|| panic!("{tool} gave no structured content"));
+    assert_eq!(
+        registry.get(tool).unwrap().validate_output(structured),
+        Ok(()),
+        "{tool}: {structured}"
+    );
 }
 
 /// Every tool that changes files, used once over base files and layer files alike.
@@ -276,4 +300,260 @@ async fn reading_a_big_base_file_copies_nothing_into_the_layer() {
     let overlay = o.session.backend().overlays()[0].1.clone();
     let root = mountfs::path::VirtualPath::root();
     assert!(overlay.changes(&root).await.unwrap().is_empty());
+}
+
+/// The changes `changes` lists: `(kind, path)` from its structured result.
+async fn listed(o: &Overlay, path: &str) -> Vec<(String, String)> {
+    let reply = mountfs::tools::call("changes", json!({"path": path}), &o.session)
+        .await
+        .unwrap();
+    check_output("changes", reply.structured.as_ref());
+    reply.structured.unwrap()["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().to_owned(),
+                f["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The view of the whole tree: every file the overlay shows and its bytes.
+async fn view(o: &Overlay) -> BTreeMap<String, Vec<u8>> {
+    use mountfs::backend::Backend;
+    let backend = o.session.backend();
+    let query = mountfs::backend::GlobQuery {
+        dir: mountfs::path::VirtualPath::root(),
+        matcher: mountfs::search::GlobMatcher::new("*").unwrap(),
+        control: Default::default(),
+    };
+    let mut out = BTreeMap::new();
+    for entry in backend.glob(&query).await.unwrap() {
+        let bytes = backend.read(&entry.path).await.unwrap().content;
+        out.insert(
+            entry.path.as_str().trim_start_matches('/').to_owned(),
+            bytes,
+        );
+    }
+    out
+}
+
+fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    digest(dir)
+        .into_iter()
+        .filter_map(|(path, (bytes, _))| bytes.map(|b| (path, b)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_lists_exactly_the_changed_files_with_diffs() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    assert!(listed(&o, "/").await.is_empty());
+    whole_toolset_session(&o).await;
+    // An edit taken back is no change.
+    o.ok("read_file", json!({"file_path": "/src/main.rs"}))
+        .await;
+    assert_eq!(
+        listed(&o, "/").await,
+        [
+            ("modified", "/README.md"),
+            ("modified", "/crlf.txt"),
+            ("deleted", "/docs/deep/notes.txt"),
+            ("deleted", "/docs/guide.md"),
+            ("added", "/guide.md"),
+            ("added", "/new/added.txt"),
+            ("deleted", "/src/lib.rs"),
+            ("modified", "/src/main.rs"),
+        ]
+        .map(|(k, p)| (k.to_owned(), p.to_owned()))
+    );
+    assert_eq!(
+        listed(&o, "/src").await,
+        [("deleted", "/src/lib.rs"), ("modified", "/src/main.rs")]
+            .map(|(k, p)| (k.to_owned(), p.to_owned()))
+    );
+    let text = o.ok("changes", json!({"path": "/README.md"})).await;
+    assert!(
+        text.starts_with("1 changed file under /README.md"),
+        "{text}"
+    );
+    assert!(text.contains("-# project\n+# overlay project\n"), "{text}");
+    // Edited back to the base's bytes: not listed.
+    o.ok("read_file", json!({"file_path": "/README.md"})).await;
+    o.ok(
+        "edit_file",
+        json!({"file_path": "/README.md", "old_string": "# overlay project", "new_string": "# project"}),
+    )
+    .await;
+    assert!(listed(&o, "/README.md").await.is_empty());
+    assert_eq!(
+        o.ok("changes", json!({"path": "/nowhere"})).await,
+        "No changes under /nowhere: the overlay shows the base directory as it is."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_makes_the_base_what_the_agent_saw_and_empties_the_layer() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let mode_before = digest(o.dir.path())["src/main.rs"].1;
+    whole_toolset_session(&o).await;
+    let seen = view(&o).await;
+    let text = o.ok("commit", json!({"path": "/"})).await;
+    assert!(
+        text.starts_with("Committed 8 files under / to the base directory:"),
+        "{text}"
+    );
+    assert_eq!(files_of(o.dir.path()), seen);
+    assert!(
+        !o.dir.path().join("docs").exists(),
+        "a deleted directory goes"
+    );
+    assert_eq!(
+        digest(o.dir.path())["src/main.rs"].1,
+        mode_before,
+        "the mode stays"
+    );
+    assert!(listed(&o, "/").await.is_empty());
+    assert_eq!(view(&o).await, seen);
+    // The agent keeps editing what it committed, in the layer again.
+    o.ok("read_file", json!({"file_path": "/guide.md"})).await;
+    o.ok(
+        "edit_file",
+        json!({"file_path": "/guide.md", "old_string": "guide", "new_string": "manual"}),
+    )
+    .await;
+    assert_eq!(o.base_file("guide.md").as_deref(), Some("guide\nneedle\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_of_a_path_writes_only_under_it() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    whole_toolset_session(&o).await;
+    o.ok("commit", json!({"path": "/src"})).await;
+    assert!(!o.dir.path().join("src/lib.rs").exists());
+    assert!(o.base_file("src/main.rs").unwrap().contains("pub fn main"));
+    assert_eq!(
+        o.base_file("README.md").as_deref(),
+        Some("# project\nneedle in the readme\n")
+    );
+    assert_eq!(listed(&o, "/src").await, vec![]);
+    assert_eq!(listed(&o, "/").await.len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discard_restores_the_base_view() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let before = digest(o.dir.path());
+    let base_view = view(&o).await;
+    whole_toolset_session(&o).await;
+    assert_ne!(view(&o).await, base_view);
+    let text = o.ok("discard", json!({"path": "/docs"})).await;
+    assert!(
+        text.starts_with("Discarded 2 changes under /docs"),
+        "{text}"
+    );
+    assert!(
+        o.ok("read_file", json!({"file_path": "/docs/deep/notes.txt"}))
+            .await
+            .contains("notes")
+    );
+    o.ok("discard", json!({})).await;
+    assert_eq!(view(&o).await, base_view);
+    assert!(listed(&o, "/").await.is_empty());
+    assert_eq!(digest(o.dir.path()), before);
+    // Edits after a discard need a fresh read of the base's file.
+    let stale = o
+        .err(
+            "edit_file",
+            json!({"file_path": "/README.md", "old_string": "needle", "new_string": "pin"}),
+        )
+        .await;
+    assert!(stale.contains("has not been read"), "{stale}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_refuses_when_another_program_changed_a_base_file_and_writes_nothing() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    whole_toolset_session(&o).await;
+    // Another program changes a file the layer copied, after the copy.
+    std::fs::write(o.dir.path().join("README.md"), "# theirs\n").unwrap();
+    let before = digest(o.dir.path());
+    let error = o.err("commit", json!({"path": "/"})).await;
+    assert!(
+        error.starts_with("Error: commit refused: 1 base file(s) under / changed since"),
+        "{error}"
+    );
+    assert!(
+        error.contains("  /README.md: changed in the base since"),
+        "{error}"
+    );
+    assert!(error.contains("run discard on that file"), "{error}");
+    assert_eq!(digest(o.dir.path()), before, "nothing was written");
+    assert_eq!(listed(&o, "/").await.len(), 8, "the layer keeps everything");
+    // Taking their version, the rest commits.
+    o.ok("discard", json!({"path": "/README.md"})).await;
+    o.ok("commit", json!({})).await;
+    assert_eq!(o.base_file("README.md").as_deref(), Some("# theirs\n"));
+    assert!(o.base_file("new/added.txt").is_some());
+}
+
+#[tokio::test]
+async fn review_tools_are_listed_only_with_an_overlay_mount() {
+    let plain = mountfs::registry::Registry::load().unwrap();
+    assert!(plain.get("changes").is_none());
+    let with = plain.with_review_tools().unwrap();
+    for name in ["changes", "commit", "discard"] {
+        assert!(with.get(name).is_some(), "{name}");
+    }
+    let o = Overlay::new("disk:DIR,overlay").await;
+    assert!(o.table.has_overlay());
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("/=disk:{}", dir.path().display());
+    let table = MountTable::open(parse_table(&[spec]).unwrap())
+        .await
+        .unwrap();
+    assert!(!table.has_overlay());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_tools_refuse_paths_no_overlay_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = [
+        "/=memory".to_owned(),
+        format!("/work=disk:{},overlay", dir.path().display()),
+    ];
+    let table = MountTable::open(parse_table(&specs).unwrap())
+        .await
+        .unwrap();
+    let session = Session::new(
+        Arc::new(table.workspace_backend("w")),
+        WriteOptions::default(),
+    );
+    for tool in ["changes", "commit", "discard"] {
+        let error = mountfs::tools::call(tool, json!({"path": "/notes"}), &session)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("Error: No overlay mount at or under /notes: "),
+            "{error}"
+        );
+    }
+    // `/` reaches the overlay mounted below it.
+    ok_in(
+        &session,
+        "write_file",
+        json!({"file_path": "/work/a.txt", "content": "a\n"}),
+    )
+    .await;
+    let text = ok_in(&session, "changes", json!({})).await;
+    assert!(
+        text.contains("  added    /work/a.txt (2 bytes, +1 -0)"),
+        "{text}"
+    );
+    ok_in(&session, "commit", json!({})).await;
+    assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), b"a\n");
 }

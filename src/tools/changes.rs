@@ -1,0 +1,274 @@
+//! `changes`: the files an overlay mount's layer changed under a path (added, modified, deleted,
+//! with sizes) and a unified diff of each against the base (issue 14). Read only.
+//!
+//! Also owns finding the overlay mounts a path reaches ([`overlays_at`]), which `commit` and
+//! `discard` share. The layer itself (marks, base versions) is `backend::overlay`'s.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ToolError, ToolReply};
+use crate::backend::overlay::{ChangeKind, LayerChange};
+use crate::backend::{BoundedRead, OverlayBackend};
+use crate::content;
+use crate::path::VirtualPath;
+use crate::session::Session;
+use crate::text::{diff, encoding, truncate};
+
+/// Largest file (each side) whose diff `changes` shows; bigger ones are listed with sizes only.
+pub const DIFF_MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Arguments of `changes` (schemas/changes.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The directory (or file) whose changes to show.
+    #[serde(default = "root")]
+    pub path: String,
+}
+
+pub(super) fn root() -> String {
+    "/".to_owned()
+}
+
+/// One overlay mount reached by a reviewed path.
+#[derive(Debug, Clone)]
+pub(super) struct Reached {
+    /// Where the overlay is mounted.
+    pub prefix: VirtualPath,
+    /// The overlay.
+    pub overlay: Arc<OverlayBackend>,
+    /// The reviewed path in the overlay's coordinates.
+    pub inner: VirtualPath,
+}
+
+impl Reached {
+    /// A path of the overlay, as the agent sees it.
+    pub(super) fn outer(&self, inner: &VirtualPath) -> VirtualPath {
+        inner.under(&self.prefix)
+    }
+}
+
+/// The overlay mounts at or below `path`: the one owning it, and those mounted under it.
+pub(super) fn overlays_at(
+    session: &Session,
+    path: &VirtualPath,
+) -> Result<Vec<Reached>, ToolError> {
+    let backend = session.backend();
+    let reached: Vec<Reached> = backend
+        .overlays()
+        .iter()
+        .filter_map(|(prefix, overlay)| {
+            let inner = match path.strip_prefix(prefix) {
+                Some(inner) => inner,
+                None if prefix.starts_with(path) => VirtualPath::root(),
+                None => return None,
+            };
+            Some(Reached {
+                prefix: prefix.clone(),
+                overlay: overlay.clone(),
+                inner,
+            })
+        })
+        .collect();
+    if reached.is_empty() {
+        return Err(ToolError::NoOverlay { path: path.clone() });
+    }
+    Ok(reached)
+}
+
+/// A change with the sizes and diff `changes` shows.
+struct Shown {
+    path: VirtualPath,
+    kind: ChangeKind,
+    base_size: Option<u64>,
+    size: Option<u64>,
+    diff: Option<String>,
+    added: usize,
+    removed: usize,
+    note: Option<&'static str>,
+}
+
+/// The content of one side, when small enough and text: `(size, Some(text))`.
+fn side(read: Option<BoundedRead>) -> (Option<u64>, Option<Vec<u8>>) {
+    match read {
+        None => (None, None),
+        Some(BoundedRead::Whole(file)) => (Some(file.content.len() as u64), Some(file.content)),
+        Some(BoundedRead::TooLarge { size, .. }) => (Some(size), None),
+    }
+}
+
+async fn show(reached: &Reached, change: &LayerChange) -> Result<Option<Shown>, ToolError> {
+    let overlay = &reached.overlay;
+    let base = match change.kind {
+        ChangeKind::Added => None,
+        _ => match overlay
+            .base_read_at_most(&change.path, DIFF_MAX_FILE_BYTES)
+            .await
+        {
+            Ok(read) => Some(read),
+            Err(crate::backend::Error::NotFound { .. }) => None,
+            Err(error) => return Err(error.map_path(|p| p.under(&reached.prefix)).into()),
+        },
+    };
+    let layer = match change.kind {
+        ChangeKind::Deleted => None,
+        _ => Some(
+            overlay
+                .layer_read_at_most(&change.path, DIFF_MAX_FILE_BYTES)
+                .await
+                .map_err(|e| e.map_path(|p| p.under(&reached.prefix)))?,
+        ),
+    };
+    let (base_size, old) = side(base);
+    let (size, new) = side(layer);
+    if change.kind == ChangeKind::Modified && old.is_some() && old == new {
+        // Changed, then changed back: nothing to review.
+        return Ok(None);
+    }
+    let outer = reached.outer(&change.path);
+    let empty = Vec::new();
+    let (old_bytes, new_bytes) = match (&change.kind, &old, &new) {
+        (ChangeKind::Added, _, Some(new)) => (&empty, new),
+        (ChangeKind::Deleted, Some(old), _) => (old, &empty),
+        (_, Some(old), Some(new)) => (old, new),
+        _ => {
+            return Ok(Some(Shown {
+                path: outer,
+                kind: change.kind,
+                base_size,
+                size,
+                diff: None,
+                added: 0,
+                removed: 0,
+                note: Some("over 1 MiB: no diff shown"),
+            }));
+        }
+    };
+    if content::looks_binary(old_bytes) || content::looks_binary(new_bytes) {
+        return Ok(Some(Shown {
+            path: outer,
+            kind: change.kind,
+            base_size,
+            size,
+            diff: None,
+            added: 0,
+            removed: 0,
+            note: Some("binary: no diff shown"),
+        }));
+    }
+    let (old_text, new_text) = (
+        encoding::decode_lossy(old_bytes),
+        encoding::decode_lossy(new_bytes),
+    );
+    let stats = diff::diff_stats(&old_text, &new_text);
+    let unified = diff::unified_diff_within(
+        outer.as_str(),
+        &old_text,
+        &new_text,
+        truncate::RESULT_CHAR_LIMIT * 4,
+    );
+    Ok(Some(Shown {
+        path: outer,
+        kind: change.kind,
+        base_size,
+        size,
+        diff: Some(unified),
+        added: stats.added,
+        removed: stats.removed,
+        note: None,
+    }))
+}
+
+fn sizes(shown: &Shown) -> String {
+    match (shown.kind, shown.base_size, shown.size) {
+        (ChangeKind::Modified, Some(old), Some(new)) => format!("{old} -> {new} bytes"),
+        (_, _, Some(new)) => format!("{new} bytes"),
+        (_, Some(old), None) => format!("{old} bytes"),
+        _ => "size unknown".to_owned(),
+    }
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.path)?;
+    let mut shown = Vec::new();
+    for reached in overlays_at(session, &path)? {
+        let changes = reached
+            .overlay
+            .changes(&reached.inner)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&reached.prefix)))?;
+        for change in &changes {
+            if let Some(one) = show(&reached, change).await? {
+                shown.push(one);
+            }
+        }
+    }
+    shown.sort_by(|a, b| a.path.cmp(&b.path));
+    if shown.is_empty() {
+        return Ok(ToolReply {
+            structured: Some(json!({"files": []})),
+            ..ToolReply::text(format!(
+                "No changes under {path}: the overlay shows the base directory as it is."
+            ))
+        });
+    }
+    let mut text = format!(
+        "{} changed file{} under {path} (not yet in the base directory; commit writes them, discard drops them):\n",
+        shown.len(),
+        if shown.len() == 1 { "" } else { "s" }
+    );
+    for one in &shown {
+        let counts = if one.diff.is_some() {
+            format!(", +{} -{}", one.added, one.removed)
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "  {:<8} {} ({}{counts})\n",
+            one.kind.as_str(),
+            one.path,
+            sizes(one)
+        ));
+    }
+    for one in &shown {
+        match (&one.diff, one.note) {
+            (Some(diff), _) => {
+                text.push('\n');
+                text.push_str(diff);
+            }
+            (None, Some(note)) => text.push_str(&format!("\n{}: {note}\n", one.path)),
+            (None, None) => {}
+        }
+    }
+    let files: Vec<_> = shown
+        .iter()
+        .map(|one| {
+            json!({
+                "path": one.path.as_str(),
+                "kind": one.kind.as_str(),
+                "base_size": one.base_size,
+                "size": one.size,
+                "added": one.added,
+                "removed": one.removed,
+            })
+        })
+        .collect();
+    let notice = format!(
+        "{}; narrow the path (e.g. changes {{\"path\": \"{}\"}}) to see the other diffs",
+        truncate::TRUNCATION_GUIDANCE,
+        shown[0].path
+    );
+    Ok(ToolReply {
+        structured: Some(json!({ "files": files })),
+        ..ToolReply::text(truncate::cap_result_with(
+            text,
+            truncate::RESULT_CHAR_LIMIT,
+            &notice,
+        ))
+    })
+}

@@ -1,0 +1,112 @@
+//! `commit`: writes an overlay layer's changes under a path into the base directory, each file
+//! atomically as the disk mount writes (temp file, fsync, rename), all or nothing against other
+//! programs' changes: when any base file changed since the layer first took it, nothing is
+//! written and the conflicts are listed (issue 14). Committed changes leave the layer.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::changes::overlays_at;
+use super::{ToolError, ToolReply};
+use crate::backend::overlay::CommitOutcome;
+use crate::path::VirtualPath;
+use crate::session::Session;
+
+/// Arguments of `commit` (schemas/commit.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The directory (or file) whose changes to write to the base.
+    #[serde(default = "super::changes::root")]
+    pub path: String,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.path)?;
+    let reached = overlays_at(session, &path)?;
+    // Every overlay is checked before any is written: a conflict anywhere writes nothing.
+    let mut conflicts = Vec::new();
+    for one in &reached {
+        for conflict in one
+            .overlay
+            .conflicts(&one.inner)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&one.prefix)))?
+        {
+            conflicts.push(format!(
+                "  {}: {}",
+                one.outer(&conflict.path),
+                conflict.reason
+            ));
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(ToolError::CommitConflicts {
+            path,
+            count: conflicts.len(),
+            list: conflicts.join("\n"),
+        });
+    }
+    let mut written = Vec::new();
+    let mut kept = Vec::new();
+    for one in &reached {
+        let outcome = one
+            .overlay
+            .commit(&one.inner)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&one.prefix)))?;
+        match outcome {
+            CommitOutcome::Committed { files, kept_dirs } => {
+                written.extend(
+                    files
+                        .iter()
+                        .map(|change| (one.outer(&change.path), change.kind)),
+                );
+                kept.extend(kept_dirs.iter().map(|dir| one.outer(dir)));
+            }
+            CommitOutcome::Conflicts(found) => {
+                // Another program changed a base file between the check and the write.
+                let list: Vec<String> = found
+                    .iter()
+                    .map(|c| format!("  {}: {}", one.outer(&c.path), c.reason))
+                    .collect();
+                return Err(ToolError::CommitConflicts {
+                    path,
+                    count: list.len(),
+                    list: list.join("\n"),
+                });
+            }
+        }
+    }
+    written.sort_by(|a, b| a.0.cmp(&b.0));
+    let files: Vec<_> = written
+        .iter()
+        .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
+        .collect();
+    let mut text = if written.is_empty() {
+        format!("Nothing to commit under {path}: the layer holds no changes there.")
+    } else {
+        let mut text = format!(
+            "Committed {} file{} under {path} to the base directory:\n",
+            written.len(),
+            if written.len() == 1 { "" } else { "s" }
+        );
+        for (p, kind) in &written {
+            text.push_str(&format!("  {:<8} {p}\n", kind.as_str()));
+        }
+        text
+    };
+    for dir in &kept {
+        text.push_str(&format!(
+            "Kept directory {dir} in the base: it holds files created there by someone else since it was deleted here.\n"
+        ));
+    }
+    Ok(ToolReply {
+        structured: Some(
+            json!({ "files": files, "kept_directories": kept.iter().map(|d| d.as_str()).collect::<Vec<_>>() }),
+        ),
+        ..ToolReply::text(crate::text::truncate::cap_result(text))
+    })
+}

@@ -1,0 +1,65 @@
+//! `discard`: drops an overlay layer's changes under a path, so the view shows the base
+//! directory there again (issue 14). The base is not touched.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::changes::overlays_at;
+use super::{ToolError, ToolReply};
+use crate::path::VirtualPath;
+use crate::session::Session;
+
+/// Arguments of `discard` (schemas/discard.json).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The directory (or file) whose changes to drop.
+    #[serde(default = "super::changes::root")]
+    pub path: String,
+}
+
+/// Runs the tool.
+pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+    let path = VirtualPath::parse(&args.path)?;
+    let mut dropped = Vec::new();
+    for reached in overlays_at(session, &path)? {
+        let changes = reached
+            .overlay
+            .discard(&reached.inner)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&reached.prefix)))?;
+        for change in changes {
+            let outer = reached.outer(&change.path);
+            // What this session read of the layer's version no longer holds.
+            session.ledger.forget(&outer);
+            dropped.push((outer, change.kind));
+        }
+    }
+    dropped.sort_by(|a, b| a.0.cmp(&b.0));
+    let files: Vec<_> = dropped
+        .iter()
+        .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
+        .collect();
+    let text = if dropped.is_empty() {
+        format!("Nothing to discard under {path}: the layer holds no changes there.")
+    } else {
+        let mut text = format!(
+            "Discarded {} change{} under {path}; the base directory's files show again (read them before editing):\n",
+            dropped.len(),
+            if dropped.len() == 1 { "" } else { "s" }
+        );
+        for (p, kind) in &dropped {
+            text.push_str(&format!("  {:<8} {p}\n", kind.as_str()));
+        }
+        text
+    };
+    Ok(ToolReply {
+        structured: Some(json!({ "files": files })),
+        ..ToolReply::text(truncate(text))
+    })
+}
+
+fn truncate(text: String) -> String {
+    crate::text::truncate::cap_result(text)
+}
