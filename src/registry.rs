@@ -349,9 +349,6 @@ impl Registry {
         Ok(registry)
     }
 
-    /// Builds and checks a registry from `(file name, JSON text)` pairs: each tool's input
-    /// schema `<tool>.json` and its output schema `<tool>.output.json`, both required.
-
     /// This registry with the review tools `changes`, `commit` and `discard` added (those the
     /// `--tools` allow-list keeps): for servers with an overlay mount.
     pub fn with_review_tools(mut self) -> Result<Self, DefinitionError> {
@@ -370,7 +367,8 @@ impl Registry {
         Ok(self)
     }
 
-    /// Builds and checks a registry from `(file name, JSON text)` pairs.
+    /// Builds and checks a registry from `(file name, JSON text)` pairs: each tool's input
+    /// schema `<tool>.json` and its output schema `<tool>.output.json`, both required.
     pub fn from_files(files: &[(&str, &str)]) -> Result<Self, DefinitionError> {
         let mut tools: Vec<ToolDefinition> = Vec::new();
         let outputs: Vec<(&str, &str)> = files
