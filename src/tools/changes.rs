@@ -21,6 +21,10 @@ use crate::text::{diff, encoding, truncate};
 /// Largest file (each side) whose diff `changes` shows; bigger ones are listed with sizes only.
 pub const DIFF_MAX_FILE_BYTES: u64 = 1024 * 1024;
 
+/// Most files the structured answers of `changes`, `commit` and `discard` list (`total` counts
+/// them all).
+pub const MAX_LISTED: usize = 1000;
+
 /// Arguments of `changes` (schemas/changes.json).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -101,8 +105,15 @@ fn side(read: Option<BoundedRead>) -> (Option<u64>, Option<Vec<u8>>) {
     }
 }
 
-async fn show(reached: &Reached, change: &LayerChange) -> Result<Option<Shown>, ToolError> {
+/// Sizes, and the diff when `with_diff` (once the answer is full, later files are listed with
+/// their sizes only, so memory follows the answer, not the number of changes).
+async fn show(
+    reached: &Reached,
+    change: &LayerChange,
+    with_diff: bool,
+) -> Result<Option<Shown>, ToolError> {
     let overlay = &reached.overlay;
+    let max = if with_diff { DIFF_MAX_FILE_BYTES } else { 0 };
     let base = match change.kind {
         ChangeKind::Added => None,
         _ => match overlay
@@ -118,13 +129,25 @@ async fn show(reached: &Reached, change: &LayerChange) -> Result<Option<Shown>, 
         ChangeKind::Deleted => None,
         _ => Some(
             overlay
-                .layer_read_at_most(&change.path, DIFF_MAX_FILE_BYTES)
+                .layer_read_at_most(&change.path, max)
                 .await
                 .map_err(|e| e.map_path(|p| p.under(&reached.prefix)))?,
         ),
     };
     let (base_size, old) = side(base);
     let (size, new) = side(layer);
+    if !with_diff {
+        return Ok(Some(Shown {
+            path: reached.outer(&change.path),
+            kind: change.kind,
+            base_size,
+            size,
+            diff: None,
+            added: 0,
+            removed: 0,
+            note: None,
+        }));
+    }
     if change.kind == ChangeKind::Modified && old.is_some() && old == new {
         // Changed, then changed back: nothing to review.
         return Ok(None);
@@ -196,6 +219,7 @@ fn sizes(shown: &Shown) -> String {
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.path)?;
     let mut shown = Vec::new();
+    let mut diff_chars = 0usize;
     for reached in overlays_at(session, &path)? {
         let changes = reached
             .overlay
@@ -203,7 +227,9 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             .await
             .map_err(|e| e.map_path(|p| p.under(&reached.prefix)))?;
         for change in &changes {
-            if let Some(one) = show(&reached, change).await? {
+            let with_diff = diff_chars <= truncate::RESULT_CHAR_LIMIT;
+            if let Some(one) = show(&reached, change, with_diff).await? {
+                diff_chars += one.diff.as_ref().map_or(0, String::len);
                 shown.push(one);
             }
         }
@@ -211,7 +237,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     shown.sort_by(|a, b| a.path.cmp(&b.path));
     if shown.is_empty() {
         return Ok(ToolReply {
-            structured: Some(json!({"files": []})),
+            structured: Some(json!({"files": [], "total": 0})),
             ..ToolReply::text(format!(
                 "No changes under {path}: the overlay shows the base directory as it is."
             ))
@@ -247,6 +273,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     }
     let files: Vec<_> = shown
         .iter()
+        .take(MAX_LISTED)
         .map(|one| {
             json!({
                 "path": one.path.as_str(),
@@ -264,7 +291,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         shown[0].path
     );
     Ok(ToolReply {
-        structured: Some(json!({ "files": files })),
+        structured: Some(json!({ "files": files, "total": shown.len() })),
         ..ToolReply::text(truncate::cap_result_with(
             text,
             truncate::RESULT_CHAR_LIMIT,

@@ -83,6 +83,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     written.sort_by(|a, b| a.0.cmp(&b.0));
     let files: Vec<_> = written
         .iter()
+        .take(super::changes::MAX_LISTED)
         .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
         .collect();
     let mut text = if written.is_empty() {
@@ -105,7 +106,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     }
     Ok(ToolReply {
         structured: Some(
-            json!({ "files": files, "kept_directories": kept.iter().map(|d| d.as_str()).collect::<Vec<_>>() }),
+            json!({ "files": files, "total": written.len(), "kept_directories": kept.iter().map(|d| d.as_str()).collect::<Vec<_>>() }),
         ),
         ..ToolReply::text(crate::text::truncate::cap_result(text))
     })

@@ -39,6 +39,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     dropped.sort_by(|a, b| a.0.cmp(&b.0));
     let files: Vec<_> = dropped
         .iter()
+        .take(super::changes::MAX_LISTED)
         .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
         .collect();
     let text = if dropped.is_empty() {
@@ -55,7 +56,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         text
     };
     Ok(ToolReply {
-        structured: Some(json!({ "files": files })),
+        structured: Some(json!({ "files": files, "total": dropped.len() })),
         ..ToolReply::text(truncate(text))
     })
 }
