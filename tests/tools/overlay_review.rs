@@ -557,3 +557,97 @@ async fn review_tools_refuse_paths_no_overlay_reaches() {
     ok_in(&session, "commit", json!({})).await;
     assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), b"a\n");
 }
+
+const COMMIT_FILES: usize = 200;
+const COMMIT_DIR_VAR: &str = "MOUNTFS_COMMIT_CRASH_DIR";
+
+fn old_content(i: usize) -> String {
+    format!("old {i}\n").repeat(50)
+}
+
+fn new_content(i: usize) -> String {
+    format!("new {i}\n").repeat(80)
+}
+
+/// The child: changes 200 files in an overlay over the directory, says so, and commits them
+/// until killed (run only by the parent test).
+#[test]
+#[ignore = "child process of a_commit_killed_midway_leaves_each_base_file_old_or_new"]
+fn commit_crash_child() {
+    use mountfs::backend::{
+        Backend, FilesystemBackend, FilesystemOptions, OverlayBackend, WriteMode,
+    };
+    let Some(dir) = std::env::var_os(COMMIT_DIR_VAR) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let base = Path::new(&dir).join("base");
+    let disk = FilesystemBackend::open(&base, FilesystemOptions::default()).unwrap();
+    let overlay = OverlayBackend::in_memory(Arc::new(disk));
+    runtime.block_on(async {
+        for i in 0..COMMIT_FILES {
+            let path = mountfs::path::VirtualPath::parse(&format!("/d{}/f{i}.txt", i % 7)).unwrap();
+            overlay
+                .write(&path, new_content(i).as_bytes(), WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+        std::fs::write(Path::new(&dir).join("ready"), "").unwrap();
+        overlay
+            .commit(&mountfs::path::VirtualPath::root())
+            .await
+            .unwrap();
+        std::fs::write(Path::new(&dir).join("done"), "").unwrap();
+    });
+}
+
+#[test]
+fn a_commit_killed_midway_leaves_each_base_file_old_or_new() {
+    let mut mixed_rounds = 0;
+    for round in 0..8u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base");
+        for i in 0..COMMIT_FILES {
+            let path = base.join(format!("d{}/f{i}.txt", i % 7));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, old_content(i)).unwrap();
+        }
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "overlay_review::commit_crash_child",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(COMMIT_DIR_VAR, dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !dir.path().join("ready").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Kill at a different moment of the commit each round.
+        std::thread::sleep(std::time::Duration::from_millis(20 + round * 60));
+        child.kill().unwrap(); // SIGKILL on Unix
+        child.wait().unwrap();
+        let (mut old, mut new) = (0, 0);
+        for i in 0..COMMIT_FILES {
+            let content =
+                std::fs::read_to_string(base.join(format!("d{}/f{i}.txt", i % 7))).unwrap();
+            if content == old_content(i) {
+                old += 1;
+            } else if content == new_content(i) {
+                new += 1;
+            } else {
+                panic!("round {round}: f{i}.txt is neither old nor new: {content:?}");
+            }
+        }
+        if old > 0 && new > 0 {
+            mixed_rounds += 1;
+        }
+        eprintln!("round {round}: {new} files new, {old} old");
+    }
+    eprintln!("{mixed_rounds} of 8 kills landed mid-commit");
+}
