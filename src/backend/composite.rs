@@ -101,11 +101,6 @@ impl CompositeBackend {
         self
     }
 
-    /// The overlay mounts (prefix, overlay).
-    pub fn overlays(&self) -> &[(VirtualPath, Arc<OverlayBackend>)] {
-        &self.overlays
-    }
-
     /// Mounts strictly below `dir` (not the owner of `dir` itself).
     fn mounts_below<'a>(&'a self, dir: &'a VirtualPath) -> impl Iterator<Item = &'a Mount> + 'a {
         self.mounts
@@ -166,6 +161,10 @@ fn outward(prefix: &VirtualPath) -> impl Fn(&VirtualPath) -> VirtualPath + '_ {
 impl Router for CompositeBackend {
     fn mounts(&self) -> &[Mount] {
         &self.mounts
+    }
+
+    fn overlays(&self) -> &[(VirtualPath, Arc<OverlayBackend>)] {
+        &self.overlays
     }
 
     fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath) {

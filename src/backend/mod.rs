@@ -768,6 +768,9 @@ pub trait Router: Backend {
     /// Whether `path` is a mount root or an ancestor of one (and so cannot be removed).
     fn holds_mount_root(&self, path: &VirtualPath) -> bool;
 
+    /// The overlay mounts among the mounts (prefix, overlay), for `changes`/`commit`/`discard`.
+    fn overlays(&self) -> &[(VirtualPath, Arc<OverlayBackend>)];
+
     /// [`Backend::glob`] over the owner of `query.dir` and every mount below it, where a mount
     /// below that fails is skipped and returned beside the files found; an error of the owner
     /// fails the call.

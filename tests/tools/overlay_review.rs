@@ -323,7 +323,6 @@ async fn listed(o: &Overlay, path: &str) -> Vec<(String, String)> {
 
 /// The view of the whole tree: every file the overlay shows and its bytes.
 async fn view(o: &Overlay) -> BTreeMap<String, Vec<u8>> {
-    use mountfs::backend::Backend;
     let backend = o.session.backend();
     let query = mountfs::backend::GlobQuery {
         dir: mountfs::path::VirtualPath::root(),
