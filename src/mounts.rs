@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use thiserror::Error;
 
 use crate::backend::{
-    Backend, CompositeBackend, DiskBackend, DiskOptions, Mount, OverlayBackend,
-    MemoryBackend, StoreBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, OverlayBackend,
+    StoreBackend,
 };
 use crate::changes::ChangeHub;
 use crate::config::{BackendSpec, MountSpec, OverlaySpec, display_prefix};

@@ -10,8 +10,8 @@
 use std::sync::{Arc, OnceLock};
 
 use mountfs::backend::{
-    Backend, CompositeBackend, DiskBackend, DiskOptions, Mount, OverlayBackend,
-    MemoryBackend, StoreBackend,
+    Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, OverlayBackend,
+    StoreBackend,
 };
 use mountfs::path::VirtualPath;
 use mountfs::registry::Registry;

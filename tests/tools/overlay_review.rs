@@ -573,15 +573,13 @@ fn new_content(i: usize) -> String {
 #[test]
 #[ignore = "child process of a_commit_killed_midway_leaves_each_base_file_old_or_new"]
 fn commit_crash_child() {
-    use mountfs::backend::{
-        Backend, FilesystemBackend, FilesystemOptions, OverlayBackend, WriteMode,
-    };
+    use mountfs::backend::{Backend, DiskBackend, DiskOptions, OverlayBackend, WriteMode};
     let Some(dir) = std::env::var_os(COMMIT_DIR_VAR) else {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let base = Path::new(&dir).join("base");
-    let disk = FilesystemBackend::open(&base, FilesystemOptions::default()).unwrap();
+    let disk = DiskBackend::open(&base, DiskOptions::default()).unwrap();
     let overlay = OverlayBackend::in_memory(Arc::new(disk));
     runtime.block_on(async {
         for i in 0..COMMIT_FILES {
