@@ -106,7 +106,10 @@ impl Workspaces {
     /// Overlay mounts with persistent layers give it the layer named after `owner`: sessions
     /// of one principal share it, and it outlives them (and the server).
     fn fresh_session(&self, owner: &Principal) -> Arc<Session> {
-        Arc::new(self.table.new_workspace_session(&owner.0, self.write_options))
+        Arc::new(
+            self.table
+                .new_workspace_session(&owner.0, self.write_options),
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WorkspaceKey, Entry>> {
