@@ -227,6 +227,12 @@ pub async fn commit_large(
 /// refused because the file changed between its read and its write is tried again on the new
 /// content, under the same rule, this many times at most.
 pub const EDIT_WRITE_ATTEMPTS: usize = 25;
+/// Beyond [`EDIT_WRITE_ATTEMPTS`], a write that keeps losing races is tried again while the edit
+/// has run for less than this: on a loaded machine each attempt is slower, so a fixed count runs
+/// out while many writers take turns on one file (seen: 16 sessions on one PostgreSQL row).
+const EDIT_RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+/// Most attempts in any case, however fast they fail.
+const EDIT_WRITE_ATTEMPTS_MAX: usize = 200;
 /// Longest pause, in milliseconds, before the n-th new attempt is this times n: a random pause
 /// (jitter) so that writers racing for one file do not collide again in lock step.
 const EDIT_RETRY_PAUSE_MS: u64 = 4;
@@ -243,8 +249,9 @@ const EDIT_RETRY_PAUSE_MAX_MS: u64 = 50;
 /// [`crate::session::ReadLedger`]), and `apply` runs with [`Matching::Exact`]; any failure is
 /// [`ToolError::Stale`], today's answer. The
 /// result is written conditional on the version just read, so nothing written in between is
-/// lost; a write refused because the file changed again starts over on the new content, at most
-/// [`EDIT_WRITE_ATTEMPTS`] times. `headline` names the change; the answer adds the lines changed
+/// lost; a write refused because the file changed again starts over on the new content,
+/// [`EDIT_WRITE_ATTEMPTS`] times, then on while the edit has run for less than
+/// [`EDIT_RETRY_BUDGET`] (at most [`EDIT_WRITE_ATTEMPTS_MAX`] attempts). `headline` names the change; the answer adds the lines changed
 /// from outside, when there were any.
 pub async fn edit_text(
     session: &Session,
@@ -254,6 +261,7 @@ pub async fn edit_text(
     headline: impl Fn(&Replaced) -> String,
 ) -> Result<ToolReply, ToolError> {
     let mut attempt = 0usize;
+    let started = std::time::Instant::now();
     loop {
         attempt += 1;
         // One mount table for the read and the conditional write of this attempt.
@@ -301,7 +309,11 @@ pub async fn edit_text(
         let change = Change::write(path.clone(), Before::Read(loaded.file), bytes);
         let applied = match change.apply(session).await {
             Ok(applied) => applied,
-            Err(ToolError::Stale { .. }) if attempt < EDIT_WRITE_ATTEMPTS => {
+            Err(ToolError::Stale { .. })
+                if attempt < EDIT_WRITE_ATTEMPTS
+                    || (attempt < EDIT_WRITE_ATTEMPTS_MAX
+                        && started.elapsed() < EDIT_RETRY_BUDGET) =>
+            {
                 tracing::debug!(%path, attempt, "file changed during the edit; trying again");
                 let most = (EDIT_RETRY_PAUSE_MS * attempt as u64).min(EDIT_RETRY_PAUSE_MAX_MS);
                 let pause = rand::random_range(0..=most);
