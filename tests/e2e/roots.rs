@@ -313,6 +313,11 @@ fn another_program_s_changes_under_a_root_are_announced_and_the_watch_follows_th
         .notify("notifications/roots/list_changed", json!({}));
     c.answer_roots(json!([{"uri": uri(&beta), "name": "beta"}]));
     subscribe(&mut c, "mountfs:///a.txt");
+    // The old root's watcher is dropped on the hub's own thread: wait for it (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while inotify_instances(pid) != watching && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(
         inotify_instances(pid),
         watching,
