@@ -232,6 +232,45 @@ pub enum CommitOutcome {
     },
     /// Nothing was written: these base files changed since the layer took them.
     Conflicts(Vec<CommitConflict>),
+    /// Writing one file failed part-way: the files written before it were put back as they
+    /// were, and the layer keeps all its changes.
+    Failed {
+        /// The file (or deleted directory) whose change failed.
+        path: VirtualPath,
+        /// Why.
+        error: Error,
+        /// Files written before the failure and put back.
+        restored: Vec<VirtualPath>,
+        /// Files written before the failure that could not be put back, with why (the base then
+        /// holds the layer's version of them).
+        not_restored: Vec<(VirtualPath, Error)>,
+    },
+}
+
+/// Most bytes of one base file a commit holds in memory to put it back on failure, when the
+/// base cannot keep it aside on disk.
+pub const MAX_ROLLBACK_IN_MEMORY: u64 = 64 * 1024 * 1024;
+
+/// A base file a commit changed, and how to put it back.
+#[derive(Debug)]
+struct Written {
+    path: VirtualPath,
+    /// Its version now (`None`: deleted).
+    now: Option<Version>,
+    before: Before,
+    /// Parent directories the write created, nearest to the root first.
+    created_dirs: Vec<VirtualPath>,
+}
+
+/// What a base file was before a commit changed it.
+#[derive(Debug)]
+enum Before {
+    /// No file.
+    Absent,
+    /// Kept aside on disk by the base.
+    Aside(AsideFile),
+    /// Held in memory (at most [`MAX_ROLLBACK_IN_MEMORY`] bytes).
+    Content(Vec<u8>),
 }
 
 /// The overlay backend (see the module doc).
@@ -536,6 +575,13 @@ impl OverlayBackend {
 
     /// Writes the layer's changes under `dir` into the base, each file atomically as the base
     /// writes; nothing is written when any base file changed since the layer first took it.
+    ///
+    /// All or nothing against failures too: each base file replaced or deleted is first kept
+    /// aside on disk (the disk mount's undo mechanism: a hard link or rename into its private
+    /// directory, never through memory), so that when writing a later file fails (a directory
+    /// in the way, no space, no permission) every file already written is put back as it was
+    /// (renamed back: atomic), files created are removed, and the layer keeps all its changes
+    /// ([`CommitOutcome::Failed`]). The layer is emptied only once the base holds everything.
     pub async fn commit(&self, dir: &VirtualPath) -> Result<CommitOutcome> {
         let _changing = self.changing.lock().await;
         let conflicts = self.conflicts(dir).await?;
@@ -543,54 +589,225 @@ impl OverlayBackend {
             return Ok(CommitOutcome::Conflicts(conflicts));
         }
         let changes = self.changes(dir).await?;
+        let mut done: Vec<Written> = Vec::new();
+        let mut failure = None;
         for change in &changes {
-            match change.kind {
-                ChangeKind::Added | ChangeKind::Modified => {
-                    let file = self.layer.read(&change.path).await?;
-                    let mode = match &change.base_version {
-                        Some(version) => WriteMode::IfVersion(version.clone()),
-                        None => WriteMode::CreateOnly,
-                    };
-                    self.base.write(&change.path, &file.content, mode).await?;
-                    self.layer
-                        .delete(&change.path, &DeleteOptions::default())
-                        .await?;
+            match self.commit_one(change).await {
+                Ok(Some(written)) => done.push(written),
+                Ok(None) => {}
+                Err(error) => {
+                    failure = Some((change.path.clone(), error));
+                    break;
                 }
-                ChangeKind::Deleted => {
-                    if let Some(version) = &change.base_version {
-                        let options = DeleteOptions::file_if_version(version.clone());
-                        match self.base.delete(&change.path, &options).await {
-                            Ok(()) | Err(Error::NotFound { .. }) => {}
-                            Err(error) => return Err(error),
-                        }
-                    }
+            }
+        }
+        let kept_dirs = match failure {
+            Some(failure) => Err(failure),
+            None => self
+                .commit_opaque(dir)
+                .await
+                .map_err(|error| (dir.clone(), error)),
+        };
+        let kept_dirs = match kept_dirs {
+            Ok(kept) => kept,
+            Err((path, error)) => {
+                let (restored, not_restored) = self.roll_back(done).await;
+                return Ok(CommitOutcome::Failed {
+                    path,
+                    error,
+                    restored,
+                    not_restored,
+                });
+            }
+        };
+        // The base holds every change: now they leave the layer.
+        for change in &changes {
+            if change.kind != ChangeKind::Deleted {
+                match self
+                    .layer
+                    .delete(&change.path, &DeleteOptions::default())
+                    .await
+                {
+                    Ok(()) | Err(Error::NotFound { .. }) => {}
+                    Err(error) => return Err(error),
                 }
             }
             self.save_mark(&change.path, None).await?;
         }
-        let kept_dirs = self.commit_opaque(dir).await?;
+        for opaque in self.opaque_under(dir).await? {
+            self.save_opaque(&opaque, false).await?;
+        }
         Ok(CommitOutcome::Committed {
             files: changes,
             kept_dirs,
         })
     }
 
+    /// Writes one change into the base, keeping what it replaces so that it can be put back.
+    /// `None` when there was nothing to do (a deleted file already gone from the base).
+    async fn commit_one(&self, change: &LayerChange) -> Result<Option<Written>> {
+        match (change.kind, &change.base_version) {
+            (ChangeKind::Added | ChangeKind::Modified, base_version) => {
+                let file = self.layer.read(&change.path).await?;
+                let Some(old) = base_version else {
+                    let created_dirs = self.missing_parents(&change.path).await?;
+                    let outcome = self
+                        .base
+                        .write(&change.path, &file.content, WriteMode::CreateOnly)
+                        .await?;
+                    return Ok(Some(Written {
+                        path: change.path.clone(),
+                        now: Some(outcome.version),
+                        before: Before::Absent,
+                        created_dirs,
+                    }));
+                };
+                if let Some((outcome, aside)) = self
+                    .base
+                    .write_keeping_aside(&change.path, &file.content, old)
+                    .await?
+                {
+                    return Ok(Some(Written {
+                        path: change.path.clone(),
+                        now: Some(outcome.version),
+                        before: Before::Aside(aside),
+                        created_dirs: Vec::new(),
+                    }));
+                }
+                // The base cannot keep this file aside (another file system): keep it in
+                // memory, within a bound.
+                let before = self.before_in_memory(&change.path).await?;
+                let outcome = self
+                    .base
+                    .write(
+                        &change.path,
+                        &file.content,
+                        WriteMode::IfVersion(old.clone()),
+                    )
+                    .await?;
+                Ok(Some(Written {
+                    path: change.path.clone(),
+                    now: Some(outcome.version),
+                    before,
+                    created_dirs: Vec::new(),
+                }))
+            }
+            (ChangeKind::Deleted, None) => Ok(None),
+            (ChangeKind::Deleted, Some(old)) => {
+                if self.base.stat(&change.path).await?.is_none() {
+                    return Ok(None);
+                }
+                if let Some(aside) = self.base.set_aside(&change.path, old).await? {
+                    return Ok(Some(Written {
+                        path: change.path.clone(),
+                        now: None,
+                        before: Before::Aside(aside),
+                        created_dirs: Vec::new(),
+                    }));
+                }
+                let before = self.before_in_memory(&change.path).await?;
+                let options = DeleteOptions::file_if_version(old.clone());
+                match self.base.delete(&change.path, &options).await {
+                    Ok(()) => Ok(Some(Written {
+                        path: change.path.clone(),
+                        now: None,
+                        before,
+                        created_dirs: Vec::new(),
+                    })),
+                    Err(Error::NotFound { .. }) => Ok(None),
+                    Err(error) => Err(error),
+                }
+            }
+        }
+    }
+
+    /// The base file's content, held in memory to put it back if the commit fails; refused
+    /// over [`MAX_ROLLBACK_IN_MEMORY`] bytes (then nothing of this file was written).
+    async fn before_in_memory(&self, path: &VirtualPath) -> Result<Before> {
+        match self.base.read_at_most(path, MAX_ROLLBACK_IN_MEMORY).await? {
+            BoundedRead::Whole(file) => Ok(Before::Content(file.content)),
+            BoundedRead::TooLarge { size, .. } => Err(Error::Unsupported {
+                path: path.clone(),
+                reason: format!(
+                    "it is {size} bytes on another file system than the mount root, so its old content cannot be kept aside (on disk) or in memory (at most {MAX_ROLLBACK_IN_MEMORY} bytes) to put it back should the commit fail; commit the other files first (commit a narrower path) and copy this one by hand"
+                ),
+            }),
+        }
+    }
+
+    /// The parent directories of `path` the base lacks, nearest to the root first.
+    async fn missing_parents(&self, path: &VirtualPath) -> Result<Vec<VirtualPath>> {
+        let mut missing = Vec::new();
+        let mut at = path.parent();
+        while let Some(dir) = at {
+            if dir.is_root() || self.base.stat(&dir).await?.is_some() {
+                break;
+            }
+            at = dir.parent();
+            missing.push(dir);
+        }
+        missing.reverse();
+        Ok(missing)
+    }
+
+    /// Puts back every base file a failed commit wrote, last written first: returns the files
+    /// put back and those that could not be, with why.
+    async fn roll_back(&self, done: Vec<Written>) -> (Vec<VirtualPath>, Vec<(VirtualPath, Error)>) {
+        let mut restored = Vec::new();
+        let mut not_restored = Vec::new();
+        for written in done.into_iter().rev() {
+            let result = match &written.before {
+                Before::Aside(aside) => aside.0.restore(written.now.as_ref()).await.map(|_| ()),
+                Before::Content(content) => {
+                    let mode = match &written.now {
+                        Some(now) => WriteMode::IfVersion(now.clone()),
+                        None => WriteMode::CreateOnly,
+                    };
+                    self.base
+                        .write(&written.path, content, mode)
+                        .await
+                        .map(|_| ())
+                }
+                Before::Absent => {
+                    let options = match &written.now {
+                        Some(now) => DeleteOptions::file_if_version(now.clone()),
+                        None => DeleteOptions::default(),
+                    };
+                    match self.base.delete(&written.path, &options).await {
+                        Ok(()) | Err(Error::NotFound { .. }) => Ok(()),
+                        Err(error) => Err(error),
+                    }
+                }
+            };
+            match result {
+                Ok(()) => {
+                    // Directories the commit created for this file go too, when left empty.
+                    for dir in written.created_dirs.iter().rev() {
+                        if self
+                            .base
+                            .delete(dir, &DeleteOptions::default())
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    restored.push(written.path);
+                }
+                Err(error) => not_restored.push((written.path, error)),
+            }
+        }
+        restored.reverse();
+        (restored, not_restored)
+    }
+
     /// Removes the base directories deleted whole under `dir`, deepest first, unless they still
     /// hold files the layer did not delete (created since by someone else): those are kept.
+    /// The layer's marks of them stay (the caller drops them once the whole commit is done).
     async fn commit_opaque(&self, dir: &VirtualPath) -> Result<Vec<VirtualPath>> {
-        let opaque: Vec<String> = {
-            let book = self.book().await?;
-            let prefix = dir_prefix(dir);
-            book.opaque
-                .iter()
-                .filter(|d| d.as_str() == dir.as_str() || d.starts_with(&prefix))
-                .cloned()
-                .collect()
-        };
         let mut kept = Vec::new();
-        for key in opaque.iter().rev() {
-            let path = VirtualPath::parse_raw(key)?;
-            if self.base.stat(&path).await?.is_some_and(|e| e.is_dir()) {
+        for path in self.opaque_under(dir).await?.iter().rev() {
+            if self.base.stat(path).await?.is_some_and(|e| e.is_dir()) {
                 let query = GlobQuery {
                     dir: path.clone(),
                     matcher: GlobMatcher::new("*").map_err(|e| Error::Unavailable {
@@ -603,7 +820,7 @@ impl OverlayBackend {
                         recursive: true,
                         if_version: None,
                     };
-                    match self.base.delete(&path, &options).await {
+                    match self.base.delete(path, &options).await {
                         Ok(()) | Err(Error::NotFound { .. }) => {}
                         Err(error) => return Err(error),
                     }
@@ -611,9 +828,19 @@ impl OverlayBackend {
                     kept.push(path.clone());
                 }
             }
-            self.save_opaque(&path, false).await?;
         }
         Ok(kept)
+    }
+
+    /// The deleted base directories at or under `dir`.
+    async fn opaque_under(&self, dir: &VirtualPath) -> Result<Vec<VirtualPath>> {
+        let book = self.book().await?;
+        let prefix = dir_prefix(dir);
+        book.opaque
+            .iter()
+            .filter(|d| d.as_str() == dir.as_str() || d.starts_with(&prefix))
+            .map(|d| Ok(VirtualPath::parse_raw(d)?))
+            .collect()
     }
 
     /// Drops the layer's changes under `dir`: the view shows the base there again. Returns the

@@ -66,6 +66,26 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                 );
                 kept.extend(kept_dirs.iter().map(|dir| one.outer(dir)));
             }
+            CommitOutcome::Failed {
+                path: failed,
+                error,
+                restored,
+                not_restored,
+            } => {
+                return Err(ToolError::PartialFailure {
+                    message: failure_message(
+                        &path,
+                        &one.outer(&failed),
+                        &error.map_path(|p| p.under(&one.prefix)),
+                        &restored.iter().map(|p| one.outer(p)).collect::<Vec<_>>(),
+                        &not_restored
+                            .iter()
+                            .map(|(p, e)| (one.outer(p), e.to_string()))
+                            .collect::<Vec<_>>(),
+                        &written,
+                    ),
+                });
+            }
             CommitOutcome::Conflicts(found) => {
                 // Another program changed a base file between the check and the write.
                 let list: Vec<String> = found
@@ -110,4 +130,56 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         ),
         ..ToolReply::text(crate::text::truncate::cap_result(text))
     })
+}
+
+/// The answer to a commit that failed part-way: which file, why, what was put back, and what
+/// to do. `earlier` lists files other overlay mounts committed before this one failed.
+fn failure_message(
+    path: &VirtualPath,
+    failed: &VirtualPath,
+    error: &crate::backend::Error,
+    restored: &[VirtualPath],
+    not_restored: &[(VirtualPath, String)],
+    earlier: &[(VirtualPath, crate::backend::overlay::ChangeKind)],
+) -> String {
+    let cause = error.to_string();
+    let cause = cause.strip_prefix("Error: ").unwrap_or(&cause);
+    let mut text = format!(
+        "Error: commit under {path} failed at {failed}: {cause}
+"
+    );
+    if not_restored.is_empty() {
+        text.push_str(&format!(
+            "Nothing was committed: the {} base file(s) written before it were put back as they were, and the layer keeps all its changes (see changes).
+",
+            restored.len()
+        ));
+    } else {
+        text.push_str(&format!(
+            "{} base file(s) written before it were put back; these could not be and now hold the layer's version:
+",
+            restored.len()
+        ));
+        for (p, why) in not_restored {
+            text.push_str(&format!(
+                "  {p}: {why}
+"
+            ));
+        }
+        text.push_str(
+            "The layer keeps all its changes (see changes).
+",
+        );
+    }
+    if !earlier.is_empty() {
+        text.push_str(&format!(
+            "{} file(s) of other overlay mounts under {path} were committed before it and stay committed.
+",
+            earlier.len()
+        ));
+    }
+    text.push_str(&format!(
+        "Fix the cause in the base directory (e.g. remove what is in the way of {failed}, free space, or give write permission), then run commit again; or run discard on {failed} and commit the rest."
+    ));
+    crate::text::truncate::cap_result(text)
 }

@@ -499,6 +499,45 @@ async fn commit_refuses_when_another_program_changed_a_base_file_and_writes_noth
     assert!(o.base_file("new/added.txt").is_some());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_failing_midway_puts_back_every_file_it_wrote_and_keeps_the_layer() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    whole_toolset_session(&o).await;
+    o.ok(
+        "write_file",
+        json!({"file_path": "/a/b/made.txt", "content": "made\n"}),
+    )
+    .await;
+    // Another program puts a directory where the layer's new file goes: no base file changed
+    // (no conflict), but writing it fails, as root too. Files before it in path order (a
+    // modified, a created in new directories, a moved away, deleted ones) are written first.
+    std::fs::create_dir_all(o.dir.path().join("new/added.txt")).unwrap();
+    let before = digest(o.dir.path());
+    let seen = view(&o).await;
+    let error = o.err("commit", json!({"path": "/"})).await;
+    assert!(
+        error.starts_with("Error: commit under / failed at /new/added.txt: "),
+        "{error}"
+    );
+    assert!(
+        error.contains("Nothing was committed: the 6 base file(s) written before it were put back as they were, and the layer keeps all its changes"),
+        "{error}"
+    );
+    assert!(error.contains("then run commit again"), "{error}");
+    // The disk mount's private directory of kept contents (hidden from every listing, empty
+    // now, removed when the process is gone) is the only difference.
+    let mut after = digest(o.dir.path());
+    after.retain(|name, _| !name.starts_with(".mountfs-tmp-"));
+    assert_eq!(after, before, "every byte put back");
+    assert_eq!(listed(&o, "/").await.len(), 9, "the layer keeps everything");
+    assert_eq!(view(&o).await, seen);
+    // Once the obstacle is gone, the same commit goes through.
+    std::fs::remove_dir(o.dir.path().join("new/added.txt")).unwrap();
+    o.ok("commit", json!({})).await;
+    assert_eq!(files_of(o.dir.path()), seen);
+    assert!(listed(&o, "/").await.is_empty());
+}
+
 #[tokio::test]
 async fn review_tools_are_listed_only_with_an_overlay_mount() {
     let plain = mountfs::registry::Registry::load().unwrap();
