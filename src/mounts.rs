@@ -44,6 +44,8 @@ enum Opened {
     Overlay {
         /// The disk backend every layer lies over.
         base: Arc<dyn Backend>,
+        /// The disk mount's `no-ignore`: layer files follow the same rule.
+        no_ignore: bool,
         /// Where the layers are kept.
         layers: LayerHome,
     },
@@ -103,6 +105,7 @@ impl MountTable {
                             None => Opened::Shared(Arc::new(backend)),
                             Some(layers) => Opened::Overlay {
                                 base: Arc::new(backend),
+                                no_ignore: *no_ignore,
                                 layers: open_layers(layers, &mut stores).await.map_err(
                                     |error| OpenError {
                                         prefix: spec.display_prefix(),
@@ -226,8 +229,12 @@ impl MountTable {
                 backend: match opened {
                     Opened::PerSession => Arc::new(MemoryBackend::new()) as Arc<dyn Backend>,
                     Opened::Shared(backend) => backend.clone(),
-                    Opened::Overlay { base, layers } => {
-                        let overlay = layers.overlay(base, &spec.prefix, workspace);
+                    Opened::Overlay {
+                        base,
+                        layers,
+                        no_ignore,
+                    } => {
+                        let overlay = layers.overlay(base, &spec.prefix, workspace, *no_ignore);
                         overlays.push((spec.prefix.clone(), overlay.clone()));
                         overlay as Arc<dyn Backend>
                     }
@@ -271,16 +278,21 @@ impl LayerHome {
         base: &Arc<dyn Backend>,
         prefix: &VirtualPath,
         workspace: &str,
+        no_ignore: bool,
     ) -> Arc<OverlayBackend> {
         match self {
-            Self::Memory => Arc::new(OverlayBackend::in_memory(base.clone())),
+            Self::Memory => {
+                Arc::new(OverlayBackend::in_memory(base.clone()).with_no_ignore(no_ignore))
+            }
             Self::Sqlite { store, open } => {
                 let (files, marks) = match layer_namespaces(prefix, workspace) {
                     Ok(names) => names,
                     Err(error) => {
                         // Not reached: the names are built from valid parts.
                         tracing::error!(%error, "overlay layer name; this workspace's layer is kept in memory");
-                        return Arc::new(OverlayBackend::in_memory(base.clone()));
+                        return Arc::new(
+                            OverlayBackend::in_memory(base.clone()).with_no_ignore(no_ignore),
+                        );
                     }
                 };
                 let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
@@ -288,12 +300,10 @@ impl LayerHome {
                     return overlay;
                 }
                 open.retain(|_, overlay| overlay.strong_count() > 0);
-                let overlay = Arc::new(OverlayBackend::persistent(
-                    base.clone(),
-                    store.clone(),
-                    files.clone(),
-                    marks,
-                ));
+                let overlay = Arc::new(
+                    OverlayBackend::persistent(base.clone(), store.clone(), files.clone(), marks)
+                        .with_no_ignore(no_ignore),
+                );
                 open.insert(files.as_str().to_owned(), Arc::downgrade(&overlay));
                 overlay
             }

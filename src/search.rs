@@ -279,6 +279,31 @@ pub struct GlobQuery {
 pub struct SearchControl {
     cancel: Option<tokio_util::sync::CancellationToken>,
     counts: Arc<SearchCounts>,
+    view: Option<Arc<dyn SearchView>>,
+}
+
+/// What an overlay shows of the directory a disk search walks (issue 14): which of its files
+/// and directories are hidden (deleted in the layer), and which ignore files the layer changed.
+/// The disk walk skips hidden paths before it counts or windows anything (so pages of matches
+/// are whole), and reads `.gitignore`/`.ignore`/`.git/info/exclude` as the view has them.
+pub trait SearchView: Send + Sync + std::fmt::Debug {
+    /// The base's file or directory at `path` (the walked backend's coordinates) is not part
+    /// of the view, with everything below it.
+    fn hides(&self, path: &VirtualPath) -> bool;
+
+    /// The ignore file at `path` as the view has it.
+    fn ignore_file(&self, path: &VirtualPath) -> ViewedFile;
+}
+
+/// An ignore file as a [`SearchView`] has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewedFile {
+    /// As on disk.
+    Base,
+    /// Not there (deleted in the layer).
+    Absent,
+    /// The layer's content.
+    Content(Arc<[u8]>),
 }
 
 /// Files looked at and files that matched so far.
@@ -294,7 +319,29 @@ impl SearchControl {
         Self {
             cancel: Some(cancel),
             counts: Arc::default(),
+            view: None,
         }
+    }
+
+    /// The same search, walking the base of an overlay whose layer shows it as `view`.
+    pub fn with_view(&self, view: Arc<dyn SearchView>) -> Self {
+        Self {
+            view: Some(view),
+            ..self.clone()
+        }
+    }
+
+    /// The same search without a view (for the overlay's layer).
+    pub fn without_view(&self) -> Self {
+        Self {
+            view: None,
+            ..self.clone()
+        }
+    }
+
+    /// The overlay view the walk obeys, if any.
+    pub fn view(&self) -> Option<&Arc<dyn SearchView>> {
+        self.view.as_ref()
     }
 
     /// Whether the search must stop now.

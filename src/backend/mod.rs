@@ -18,6 +18,7 @@
 
 pub mod composite;
 pub mod disk;
+mod ignore_rules;
 pub mod memory;
 pub mod overlay;
 pub mod store;

@@ -278,7 +278,11 @@ enum Before {
 pub struct OverlayBackend {
     base: Arc<dyn Backend>,
     layer: Arc<dyn Backend>,
-    book: Mutex<Book>,
+    /// Replaced as a whole on change, so a search can hold a snapshot while the book moves on.
+    book: Mutex<Arc<Book>>,
+    /// Whether the base honours ignore files (not `no-ignore`): layer files are then filtered
+    /// by them as disk files in the same place would be.
+    ignore_files: bool,
     persist: Option<Persist>,
     loaded: OnceCell<()>,
     /// Serialises changes (write, delete, commit, discard) so that a mark and the layer's file
@@ -319,11 +323,19 @@ impl OverlayBackend {
         Self {
             base,
             layer,
-            book: Mutex::new(Book::default()),
+            book: Mutex::new(Arc::new(Book::default())),
+            ignore_files: true,
             persist,
             loaded: OnceCell::new(),
             changing: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The same overlay over a base mounted with `no-ignore` when `no_ignore`: layer files are
+    /// then never hidden by ignore files either.
+    pub fn with_no_ignore(mut self, no_ignore: bool) -> Self {
+        self.ignore_files = !no_ignore;
+        self
     }
 
     /// The base backend.
@@ -331,20 +343,20 @@ impl OverlayBackend {
         &self.base
     }
 
-    fn lock_book(&self) -> MutexGuard<'_, Book> {
+    fn lock_book(&self) -> MutexGuard<'_, Arc<Book>> {
         // Every update of the book is one insert or remove: a panic cannot half-update it.
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The book, loaded from the layer's store on first use.
-    async fn book(&self) -> Result<MutexGuard<'_, Book>> {
+    async fn book(&self) -> Result<MutexGuard<'_, Arc<Book>>> {
         self.loaded
             .get_or_try_init(|| async {
                 let Some(persist) = &self.persist else {
                     return Ok(());
                 };
                 let loaded = load_book(persist).await?;
-                *self.lock_book() = loaded;
+                *self.lock_book() = Arc::new(loaded);
                 Ok::<(), Error>(())
             })
             .await?;
@@ -353,7 +365,8 @@ impl OverlayBackend {
 
     async fn save_mark(&self, path: &VirtualPath, mark: Option<Mark>) -> Result<()> {
         {
-            let mut book = self.lock_book();
+            let mut guard = self.lock_book();
+            let book = Arc::make_mut(&mut guard);
             match &mark {
                 Some(mark) => book.files.insert(path.as_str().to_owned(), mark.clone()),
                 None => book.files.remove(path.as_str()),
@@ -385,7 +398,8 @@ impl OverlayBackend {
 
     async fn save_opaque(&self, dir: &VirtualPath, opaque: bool) -> Result<()> {
         {
-            let mut book = self.lock_book();
+            let mut guard = self.lock_book();
+            let book = Arc::make_mut(&mut guard);
             if opaque {
                 book.opaque.insert(dir.as_str().to_owned());
             } else {
@@ -1233,44 +1247,260 @@ impl Backend for OverlayBackend {
     }
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let (covered, layer) = {
-            let book = self.book().await?;
-            (
-                book.opaque_covers(&query.dir),
-                book.layer_file(&query.dir) || book.layer_dir(&query.dir),
-            )
-        };
+        let plan = self.search_plan(&query.dir).await?;
         let mut out = Vec::new();
-        if !covered {
-            let found = self.base.glob(query).await?;
-            let book = self.book().await?;
-            out.extend(found.into_iter().filter(|e| !book.base_hidden(&e.path)));
+        if plan.base {
+            let base_query = GlobQuery {
+                control: plan.base_control(&query.control),
+                ..query.clone()
+            };
+            let found = self.base.glob(&base_query).await?;
+            out.extend(
+                found
+                    .into_iter()
+                    .filter(|e| !plan.book.base_hidden(&e.path)),
+            );
         }
-        if layer {
-            out.extend(self.layer.glob(query).await?);
+        if plan.layer {
+            let layer_query = GlobQuery {
+                control: query.control.without_view(),
+                ..query.clone()
+            };
+            let found = self.layer.glob(&layer_query).await?;
+            out.extend(self.drop_ignored(&query.dir, found, |e| &e.path).await?);
         }
         Ok(out)
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let (covered, layer) = {
-            let book = self.book().await?;
-            (
-                book.opaque_covers(&query.dir),
-                book.layer_file(&query.dir) || book.layer_dir(&query.dir),
-            )
-        };
+        let plan = self.search_plan(&query.dir).await?;
         let mut out = Vec::new();
-        if !covered {
-            let found = self.base.grep(query).await?;
-            let book = self.book().await?;
-            out.extend(found.into_iter().filter(|f| !book.base_hidden(&f.path)));
+        if plan.base {
+            // The base's walk skips the hidden paths before it counts lines, so the lines it
+            // keeps for the answer's page are the view's, not cut short by files it hides.
+            let base_query = GrepQuery {
+                control: plan.base_control(&query.control),
+                ..query.clone()
+            };
+            let found = self.base.grep(&base_query).await?;
+            out.extend(
+                found
+                    .into_iter()
+                    .filter(|f| !plan.book.base_hidden(&f.path)),
+            );
         }
-        if layer {
-            out.extend(self.layer.grep(query).await?);
+        if plan.layer {
+            let layer_query = GrepQuery {
+                control: query.control.without_view(),
+                ..query.clone()
+            };
+            let found = self.layer.grep(&layer_query).await?;
+            out.extend(self.drop_ignored(&query.dir, found, |f| &f.path).await?);
         }
         Ok(out)
     }
+}
+
+/// How one glob or grep through the overlay runs.
+struct SearchPlan {
+    /// The book when the search began.
+    book: Arc<Book>,
+    /// Search the base (the searched directory is not wholly hidden).
+    base: bool,
+    /// Search the layer (it holds files there).
+    layer: bool,
+    /// What the base's walk must skip and read as the layer has it; `None` when the layer
+    /// changes nothing the walk sees.
+    view: Option<Arc<dyn crate::search::SearchView>>,
+}
+
+impl SearchPlan {
+    fn base_control(&self, control: &super::SearchControl) -> super::SearchControl {
+        match &self.view {
+            Some(view) => control.with_view(view.clone()),
+            None => control.clone(),
+        }
+    }
+}
+
+/// The overlay's [`crate::search::SearchView`]: a snapshot of the book and the content of every
+/// ignore file the layer holds.
+#[derive(Debug)]
+struct LayerView {
+    book: Arc<Book>,
+    ignore_files: BTreeMap<String, Arc<[u8]>>,
+}
+
+impl crate::search::SearchView for LayerView {
+    fn hides(&self, path: &VirtualPath) -> bool {
+        self.book.base_hidden(path)
+    }
+
+    fn ignore_file(&self, path: &VirtualPath) -> crate::search::ViewedFile {
+        use crate::search::ViewedFile;
+        if let Some(content) = self.ignore_files.get(path.as_str()) {
+            return ViewedFile::Content(content.clone());
+        }
+        if self.book.base_hidden(path) {
+            ViewedFile::Absent
+        } else {
+            ViewedFile::Base
+        }
+    }
+}
+
+/// Whether `path` names an ignore file (`.ignore`, `.gitignore`, `.git/info/exclude`).
+fn is_ignore_file(path: &str) -> bool {
+    super::ignore_rules::IGNORE_FILES
+        .iter()
+        .any(|name| path.ends_with(&format!("/{name}")))
+}
+
+impl OverlayBackend {
+    /// What a search of `dir` reads: the base (unless wholly hidden), the layer (when it holds
+    /// files there), and the view the base's walk obeys.
+    async fn search_plan(&self, dir: &VirtualPath) -> Result<SearchPlan> {
+        let book = self.book().await?.clone();
+        let base = !book.opaque_covers(dir);
+        let layer = book.layer_file(dir) || book.layer_dir(dir);
+        let view = if book.files.is_empty() && book.opaque.is_empty() {
+            None
+        } else {
+            let mut ignore_files = BTreeMap::new();
+            for (path, mark) in &book.files {
+                if mark.state == MarkState::Changed && is_ignore_file(path) {
+                    let path = VirtualPath::parse_raw(path)?;
+                    if let BoundedRead::Whole(file) = self
+                        .layer
+                        .read_at_most(&path, super::ignore_rules::MAX_IGNORE_FILE_BYTES)
+                        .await?
+                    {
+                        ignore_files.insert(path.as_str().to_owned(), Arc::from(file.content));
+                    }
+                }
+            }
+            Some(Arc::new(LayerView {
+                book: book.clone(),
+                ignore_files,
+            }) as Arc<dyn crate::search::SearchView>)
+        };
+        Ok(SearchPlan {
+            book,
+            base,
+            layer,
+            view,
+        })
+    }
+
+    /// Drops from `found` (layer files of a search of `dir`) what the disk walk would not
+    /// report for a disk file in the same place: files below a `.git` directory, and, unless
+    /// the mount is `no-ignore`, files that the ignore files (as the view has them) ignore, or
+    /// that lie in an ignored directory below `dir`.
+    async fn drop_ignored<T>(
+        &self,
+        dir: &VirtualPath,
+        found: Vec<T>,
+        path_of: impl Fn(&T) -> &VirtualPath,
+    ) -> Result<Vec<T>> {
+        let mut rules = LayerIgnoreRules::default();
+        let mut kept = Vec::with_capacity(found.len());
+        for item in found {
+            let path = path_of(&item);
+            let Some(relative) = path.relative_to(dir) else {
+                kept.push(item);
+                continue;
+            };
+            let relative = relative.to_owned();
+            if relative.split('/').any(|part| part == ".git") {
+                continue;
+            }
+            if self.ignore_files && !relative.is_empty() {
+                // Each step below `dir`, as the walk meets it: a directory, then the file.
+                let mut ignored = false;
+                let mut at = dir.clone();
+                let parts: Vec<&str> = relative.split('/').collect();
+                for (i, part) in parts.iter().enumerate() {
+                    at = at.join_relative(part)?;
+                    let is_dir = i + 1 < parts.len();
+                    if self.ignored_in_view(&mut rules, &at, is_dir).await? {
+                        ignored = true;
+                        break;
+                    }
+                }
+                if ignored {
+                    continue;
+                }
+            }
+            kept.push(item);
+        }
+        Ok(kept)
+    }
+
+    /// Whether the ignore files of `path`'s ancestors, read through this overlay's view, ignore it.
+    async fn ignored_in_view(
+        &self,
+        rules: &mut LayerIgnoreRules,
+        path: &VirtualPath,
+        is_dir: bool,
+    ) -> Result<bool> {
+        let mut levels = Vec::new();
+        let mut at = path.parent();
+        while let Some(dir) = at {
+            levels.push(self.matchers_in_view(rules, &dir).await?);
+            at = dir.parent();
+        }
+        Ok(super::ignore_rules::is_ignored(
+            &levels,
+            std::path::Path::new(path.as_str()),
+            is_dir,
+        ))
+    }
+
+    /// The ignore matchers of `dir` as the view has its ignore files, cached in `rules`.
+    async fn matchers_in_view(
+        &self,
+        rules: &mut LayerIgnoreRules,
+        dir: &VirtualPath,
+    ) -> Result<super::ignore_rules::Matchers> {
+        if let Some(found) = rules.dirs.get(dir.as_str()) {
+            return Ok(found.clone());
+        }
+        let root = std::path::Path::new(dir.as_str());
+        let mut found: [Option<ignore::gitignore::Gitignore>; 3] = [None, None, None];
+        for (slot, name) in found
+            .iter_mut()
+            .zip(super::ignore_rules::IGNORE_FILES.iter())
+        {
+            if name.starts_with(".git/") {
+                let git = dir.join_relative(".git")?;
+                if !self
+                    .stat(&git)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|e| e.is_dir())
+                {
+                    continue;
+                }
+            }
+            let file = dir.join_relative(name)?;
+            if let Ok(BoundedRead::Whole(content)) = self
+                .read_at_most(&file, super::ignore_rules::MAX_IGNORE_FILE_BYTES)
+                .await
+            {
+                *slot = super::ignore_rules::matcher(root, &content.content);
+            }
+        }
+        let found: super::ignore_rules::Matchers = Arc::new(found);
+        rules.dirs.insert(dir.as_str().to_owned(), found.clone());
+        Ok(found)
+    }
+}
+
+/// The ignore matchers read through the view during one search, per directory.
+#[derive(Default)]
+struct LayerIgnoreRules {
+    dirs: std::collections::HashMap<String, super::ignore_rules::Matchers>,
 }
 
 impl OverlayBackend {

@@ -8,6 +8,8 @@
 //!   beyond the conformance suite; security.rs: containment attacks; crash.rs: SIGKILLed writers.
 //! - overlay_review.rs: overlay mounts (issue 14) over a populated directory: the base never written,
 //!   layers per workspace, SQLite layers across restarts, and `changes`/`commit`/`discard`.
+//! - overlay_search.rs: glob, grep (every page) and ls through an overlay equal the plain disk
+//!   mount's on the same tree, ignore rules included.
 //! - layout.rs: every file under `tests/` is compiled by one of the test binaries.
 //!
 //! Every case is written once in `cases.rs` and run once per fixture by [`toolset!`]; a new
@@ -27,6 +29,7 @@ mod grown;
 mod layout;
 mod names;
 mod overlay_review;
+mod overlay_search;
 mod security;
 
 /// One `#[tokio::test]` per case for the fixture `$fixture`.

@@ -26,13 +26,14 @@ use ignore::{WalkBuilder, WalkState};
 use super::resolve::{self, Canonical, map_io};
 use super::temp::is_temp_name;
 use super::version;
+use crate::backend::ignore_rules::{self, IGNORE_FILES, MAX_IGNORE_FILE_BYTES, Matchers};
 use crate::backend::{
     Entry, EntryKind, GlobQuery, GrepCollect, GrepFile, GrepQuery, GrepResults, Result,
     SearchControl, WindowedLines, kept_line_text,
 };
 use crate::content;
 use crate::path::VirtualPath;
-use crate::search::{GlobMatcher, GrepPattern};
+use crate::search::{GlobMatcher, GrepPattern, SearchView, ViewedFile};
 use crate::text::encoding;
 
 /// Threads of one walk: one per core (the machine's own parallelism).
@@ -101,15 +102,19 @@ where
     // `ignore` would open ignore files itself, by host path: following symlinks out of the
     // mount, blocking on FIFOs, and chasing a `.git` file's `gitdir:` anywhere on the host.
     // So it reads none; [`IgnoreRules`] reads them through the root handle instead.
+    let view = control.view().cloned();
     let rules = if context.use_ignore_files {
         let root = context.root.try_clone().map_err(|e| map_io(e, dir))?;
         Some(std::sync::Arc::new(IgnoreRules::new(
             root,
             pinned_root.to_path_buf(),
+            view.clone(),
         )))
     } else {
         None
     };
+    let view_root = walk_root.clone();
+    let view_dir = dir.clone();
     builder
         .standard_filters(false)
         .hidden(false)
@@ -120,6 +125,19 @@ where
         .filter_entry(move |entry| {
             let name = entry.file_name();
             if entry.depth() > 0 && (name == ".git" || is_temp_name(name)) {
+                return false;
+            }
+            // What an overlay's layer deleted is skipped before anything counts it.
+            if let Some(view) = &view
+                && entry.depth() > 0
+                && let Some(path) = entry
+                    .path()
+                    .strip_prefix(&view_root)
+                    .ok()
+                    .and_then(Path::to_str)
+                    .and_then(|inner| view_dir.join_relative(inner).ok())
+                && view.hides(&path)
+            {
                 return false;
             }
             match &rules {
@@ -166,34 +184,40 @@ where
     Ok(())
 }
 
-/// Largest ignore file read; the rest is ignored (a `.gitignore` symlinked to a huge file, or
-/// grown without bound, cannot exhaust memory).
-const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
-
 /// `.ignore`, `.gitignore` and `.git/info/exclude` matchers per directory, each file opened
-/// beneath the root handle (non-blocking, regular files only, bounded), cached for one walk.
+/// beneath the root handle (non-blocking, regular files only, bounded), or as an overlay's
+/// view has it, cached for one walk.
 struct IgnoreRules {
     root: Dir,
     pinned_root: PathBuf,
-    cache: std::sync::Mutex<
-        std::collections::HashMap<
-            PathBuf,
-            std::sync::Arc<[Option<ignore::gitignore::Gitignore>; 3]>,
-        >,
-    >,
+    view: Option<std::sync::Arc<dyn SearchView>>,
+    cache: std::sync::Mutex<std::collections::HashMap<PathBuf, Matchers>>,
 }
 
 impl IgnoreRules {
-    fn new(root: Dir, pinned_root: PathBuf) -> Self {
+    fn new(root: Dir, pinned_root: PathBuf, view: Option<std::sync::Arc<dyn SearchView>>) -> Self {
         Self {
             root,
             pinned_root,
+            view,
             cache: std::sync::Mutex::default(),
         }
     }
 
-    /// The content of a regular file beneath the root, `None` for anything else.
+    /// The content of a regular file beneath the root (as the view has it), `None` for
+    /// anything else.
     fn read_regular(&self, relative: &Path) -> Option<Vec<u8>> {
+        if let Some(view) = &self.view {
+            let path = VirtualPath::root().join_relative(relative.to_str()?).ok()?;
+            match view.ignore_file(&path) {
+                ViewedFile::Base => {}
+                ViewedFile::Absent => return None,
+                ViewedFile::Content(content) => {
+                    let end = content.len().min(MAX_IGNORE_FILE_BYTES as usize);
+                    return Some(content[..end].to_vec());
+                }
+            }
+        }
         let meta = self.root.symlink_metadata(relative).ok()?;
         if !meta.is_file() {
             return None;
@@ -216,7 +240,7 @@ impl IgnoreRules {
 
     /// The matchers of one directory (root-relative), in kind order: `.ignore`, `.gitignore`,
     /// `.git/info/exclude` (only when `.git` is a real directory).
-    fn matchers(&self, dir: &Path) -> std::sync::Arc<[Option<ignore::gitignore::Gitignore>; 3]> {
+    fn matchers(&self, dir: &Path) -> Matchers {
         if let Some(found) = self
             .cache
             .lock()
@@ -227,21 +251,17 @@ impl IgnoreRules {
         }
         let build = |relative: PathBuf| {
             let content = self.read_regular(&relative)?;
-            let mut builder = ignore::gitignore::GitignoreBuilder::new(self.pinned_root.join(dir));
-            for line in String::from_utf8_lossy(&content).lines() {
-                let _ = builder.add_line(None, line);
-            }
-            builder.build().ok().filter(|m| !m.is_empty())
+            ignore_rules::matcher(&self.pinned_root.join(dir), &content)
         };
         let git_is_dir = self
             .root
             .symlink_metadata(dir.join(".git"))
             .is_ok_and(|m| m.is_dir());
         let found = std::sync::Arc::new([
-            build(dir.join(".ignore")),
-            build(dir.join(".gitignore")),
+            build(dir.join(IGNORE_FILES[0])),
+            build(dir.join(IGNORE_FILES[1])),
             git_is_dir
-                .then(|| build(dir.join(".git/info/exclude")))
+                .then(|| build(dir.join(IGNORE_FILES[2])))
                 .flatten(),
         ]);
         self.cache
@@ -263,18 +283,7 @@ impl IgnoreRules {
             levels.push(self.matchers(d));
             dir = d.parent();
         }
-        for kind in 0..3 {
-            for level in &levels {
-                if let Some(matcher) = &level[kind] {
-                    match matcher.matched(path, is_dir) {
-                        ignore::Match::Ignore(_) => return true,
-                        ignore::Match::Whitelist(_) => return false,
-                        ignore::Match::None => {}
-                    }
-                }
-            }
-        }
-        false
+        ignore_rules::is_ignored(&levels, path, is_dir)
     }
 }
 
