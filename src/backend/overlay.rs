@@ -86,9 +86,10 @@ impl Mark {
     }
 }
 
-/// Key prefixes of the persisted book: file marks and opaque directories.
+/// Key prefixes of the persisted book: file marks, opaque directories and paths shown again.
 const FILE_KEY: &str = "f:";
 const OPAQUE_KEY: &str = "d:";
+const SHOWN_KEY: &str = "s:";
 /// The content of a persisted opaque-directory key.
 const OPAQUE_TEXT: &str = "opaque";
 
@@ -97,6 +98,10 @@ const OPAQUE_TEXT: &str = "opaque";
 struct Book {
     files: BTreeMap<String, Mark>,
     opaque: BTreeSet<String>,
+    /// Paths below an opaque directory that `discard` showed again: the base's entry there
+    /// (and all below it) is part of the view, while the rest of the opaque directory stays
+    /// hidden. The nearest of an opaque or shown ancestor decides.
+    shown: BTreeSet<String>,
 }
 
 /// `"/a/b"` → `"/a/b/"`, `"/"` → `"/"`.
@@ -141,19 +146,44 @@ impl Book {
             .any(|(_, mark)| mark.state == MarkState::Changed)
     }
 
-    /// A deleted base directory covers `path` (itself or an ancestor).
+    /// A deleted base directory covers `path` (itself or an ancestor), and no path shown
+    /// again lies between.
     fn opaque_covers(&self, path: &VirtualPath) -> bool {
         if self.opaque.is_empty() {
             return false;
         }
         let mut at = Some(path.clone());
         while let Some(dir) = at {
+            if self.shown.contains(dir.as_str()) {
+                return false;
+            }
             if self.opaque.contains(dir.as_str()) {
                 return true;
             }
             at = dir.parent();
         }
         false
+    }
+
+    /// `path` or something below it was shown again by `discard` (so the base's directory at
+    /// `path` is partly in the view even when it is covered).
+    fn shown_within(&self, path: &VirtualPath) -> bool {
+        if self.shown.is_empty() {
+            return false;
+        }
+        if self.shown.contains(path.as_str()) {
+            return true;
+        }
+        let prefix = dir_prefix(path);
+        self.shown
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .next()
+            .is_some_and(|key| key.starts_with(&prefix))
+    }
+
+    /// The base's entry at `path`, or part of what lies below it, is in the view.
+    fn base_partly_shown(&self, path: &VirtualPath) -> bool {
+        !self.base_hidden(path) || self.shown_within(path)
     }
 
     /// The base's entry at `path` is not part of the view.
@@ -406,6 +436,12 @@ impl OverlayBackend {
                 book.opaque.remove(dir.as_str());
             }
         }
+        if opaque {
+            // Deleted whole again: what discard showed below it is hidden with the rest.
+            for shown in self.shown_under(dir).await? {
+                self.save_shown(&shown, false).await?;
+            }
+        }
         let Some(persist) = &self.persist else {
             return Ok(());
         };
@@ -429,6 +465,52 @@ impl OverlayBackend {
                 .map(|_| ())
         };
         done.map_err(|e| layer_failure(dir, &e))
+    }
+
+    async fn save_shown(&self, path: &VirtualPath, shown: bool) -> Result<()> {
+        {
+            let mut guard = self.lock_book();
+            let book = Arc::make_mut(&mut guard);
+            if shown {
+                book.shown.insert(path.as_str().to_owned());
+            } else {
+                book.shown.remove(path.as_str());
+            }
+        }
+        let Some(persist) = &self.persist else {
+            return Ok(());
+        };
+        let key = format!("{SHOWN_KEY}{path}");
+        let done = if shown {
+            persist
+                .store
+                .put(
+                    &persist.namespace,
+                    &key,
+                    OPAQUE_TEXT.as_bytes(),
+                    PutCondition::Overwrite,
+                )
+                .await
+                .map(|_| ())
+        } else {
+            persist
+                .store
+                .delete(&persist.namespace, &key, None)
+                .await
+                .map(|_| ())
+        };
+        done.map_err(|e| layer_failure(path, &e))
+    }
+
+    /// The paths shown again at or under `dir`.
+    async fn shown_under(&self, dir: &VirtualPath) -> Result<Vec<VirtualPath>> {
+        let book = self.book().await?;
+        let prefix = dir_prefix(dir);
+        book.shown
+            .iter()
+            .filter(|d| d.as_str() == dir.as_str() || d.starts_with(&prefix))
+            .map(|d| Ok(VirtualPath::parse_raw(d)?))
+            .collect()
     }
 
     /// The version of the base file at `path`, `None` when the base has no file there.
@@ -510,9 +592,9 @@ impl OverlayBackend {
 
     /// The files the view shows below `dir`, each with whether it is the layer's.
     async fn files_below(&self, dir: &VirtualPath) -> Result<Vec<(VirtualPath, bool)>> {
-        let covered = self.book().await?.opaque_covers(dir);
+        let shown = self.book().await?.base_partly_shown(dir);
         let mut out = Vec::new();
-        if !covered && self.base.stat(dir).await?.is_some_and(|e| e.is_dir()) {
+        if shown && self.base.stat(dir).await?.is_some_and(|e| e.is_dir()) {
             let query = GlobQuery {
                 dir: dir.clone(),
                 matcher: GlobMatcher::new("*").map_err(|e| Error::Unavailable {
@@ -649,6 +731,9 @@ impl OverlayBackend {
             self.save_mark(&change.path, None).await?;
         }
         for opaque in self.opaque_under(dir).await? {
+            for shown in self.shown_under(&opaque).await? {
+                self.save_shown(&shown, false).await?;
+            }
             self.save_opaque(&opaque, false).await?;
         }
         Ok(CommitOutcome::Committed {
@@ -821,6 +906,11 @@ impl OverlayBackend {
     async fn commit_opaque(&self, dir: &VirtualPath) -> Result<Vec<VirtualPath>> {
         let mut kept = Vec::new();
         for path in self.opaque_under(dir).await?.iter().rev() {
+            if self.book().await?.shown_within(path) {
+                // Part of it was shown again: remove only what lies beside the shown paths.
+                self.commit_partly_shown(path, &mut kept).await?;
+                continue;
+            }
             if self.base.stat(path).await?.is_some_and(|e| e.is_dir()) {
                 let query = GlobQuery {
                     dir: path.clone(),
@@ -844,6 +934,61 @@ impl OverlayBackend {
             }
         }
         Ok(kept)
+    }
+
+    /// Removes what the view hides of the base directory `dir`, deleted whole but with paths
+    /// below it shown again: every child directory beside the shown paths (when no one put
+    /// files there since: else it is kept, in `kept`), recursing towards the shown ones.
+    async fn commit_partly_shown(
+        &self,
+        dir: &VirtualPath,
+        kept: &mut Vec<VirtualPath>,
+    ) -> Result<()> {
+        let mut stack = vec![dir.clone()];
+        while let Some(at) = stack.pop() {
+            if !self.base.stat(&at).await?.is_some_and(|e| e.is_dir()) {
+                continue;
+            }
+            for child in self.base.ls(&at).await? {
+                if !child.is_dir() {
+                    continue;
+                }
+                let (shown_here, shown_below) = {
+                    let book = self.book().await?;
+                    (
+                        book.shown.contains(child.path.as_str()),
+                        book.shown_within(&child.path),
+                    )
+                };
+                if shown_here {
+                    continue;
+                }
+                if shown_below {
+                    stack.push(child.path);
+                    continue;
+                }
+                let query = GlobQuery {
+                    dir: child.path.clone(),
+                    matcher: GlobMatcher::new("*").map_err(|e| Error::Unavailable {
+                        message: e.to_string(),
+                    })?,
+                    control: super::SearchControl::default(),
+                };
+                if self.base.glob(&query).await?.is_empty() {
+                    let options = DeleteOptions {
+                        recursive: true,
+                        if_version: None,
+                    };
+                    match self.base.delete(&child.path, &options).await {
+                        Ok(()) | Err(Error::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
+                    }
+                } else {
+                    kept.push(child.path);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The deleted base directories at or under `dir`.
@@ -887,6 +1032,15 @@ impl OverlayBackend {
         for key in opaque {
             self.save_opaque(&VirtualPath::parse_raw(&key)?, false)
                 .await?;
+        }
+        for shown in self.shown_under(dir).await? {
+            self.save_shown(&shown, false).await?;
+        }
+        // Below a directory deleted whole: the base's entry here shows again, with the parents
+        // it needs, while the rest of that directory stays deleted.
+        let covered = self.book().await?.opaque_covers(dir);
+        if covered && self.base.stat(dir).await?.is_some() {
+            self.save_shown(dir, true).await?;
         }
         Ok(changes)
     }
@@ -935,6 +1089,8 @@ async fn load_book(persist: &Persist) -> Result<Book> {
                 }
             } else if let Some(dir) = item.meta.key.strip_prefix(OPAQUE_KEY) {
                 book.opaque.insert(dir.to_owned());
+            } else if let Some(path) = item.meta.key.strip_prefix(SHOWN_KEY) {
+                book.shown.insert(path.to_owned());
             }
         }
         if !full {
@@ -953,7 +1109,7 @@ impl Backend for OverlayBackend {
             (
                 book.layer_file(path),
                 book.layer_dir(path),
-                book.base_hidden(path),
+                !book.base_partly_shown(path),
             )
         };
         if layer_file {
@@ -979,14 +1135,14 @@ impl Backend for OverlayBackend {
         }
         let (hidden, layer_dir) = {
             let book = self.book().await?;
-            (book.base_hidden(dir), book.layer_dir(dir))
+            (!book.base_partly_shown(dir), book.layer_dir(dir))
         };
         let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
         if !hidden && self.base.stat(dir).await?.is_some_and(|e| e.is_dir()) {
             let listed = self.base.ls(dir).await?;
             let book = self.book().await?;
             for entry in listed {
-                if !book.base_hidden(&entry.path) {
+                if book.base_partly_shown(&entry.path) {
                     entries.insert(entry.path.as_str().to_owned(), entry);
                 }
             }
@@ -1098,8 +1254,8 @@ impl Backend for OverlayBackend {
             self.hide_file(&file, version, !in_layer).await?;
         }
         let base_dir = {
-            let hidden = self.book().await?.base_hidden(path);
-            !hidden && self.base.stat(path).await?.is_some_and(|e| e.is_dir())
+            let shown = self.book().await?.base_partly_shown(path);
+            shown && self.base.stat(path).await?.is_some_and(|e| e.is_dir())
         };
         if base_dir {
             self.save_opaque(path, true).await?;
@@ -1185,8 +1341,8 @@ impl Backend for OverlayBackend {
             }));
         }
         let base_dir = {
-            let hidden = self.book().await?.base_hidden(from);
-            !hidden && self.base.stat(from).await?.is_some_and(|e| e.is_dir())
+            let shown = self.book().await?.base_partly_shown(from);
+            shown && self.base.stat(from).await?.is_some_and(|e| e.is_dir())
         };
         for (file, in_layer) in self.files_below(from).await? {
             let Some(relative) = file.relative_to(from) else {
@@ -1333,7 +1489,7 @@ struct LayerView {
 
 impl crate::search::SearchView for LayerView {
     fn hides(&self, path: &VirtualPath) -> bool {
-        self.book.base_hidden(path)
+        !self.book.base_partly_shown(path)
     }
 
     fn ignore_file(&self, path: &VirtualPath) -> crate::search::ViewedFile {
@@ -1361,9 +1517,9 @@ impl OverlayBackend {
     /// files there), and the view the base's walk obeys.
     async fn search_plan(&self, dir: &VirtualPath) -> Result<SearchPlan> {
         let book = self.book().await?.clone();
-        let base = !book.opaque_covers(dir);
+        let base = !book.opaque_covers(dir) || book.shown_within(dir);
         let layer = book.layer_file(dir) || book.layer_dir(dir);
-        let view = if book.files.is_empty() && book.opaque.is_empty() {
+        let view = if book.files.is_empty() && book.opaque.is_empty() && book.shown.is_empty() {
             None
         } else {
             let mut ignore_files = BTreeMap::new();

@@ -538,6 +538,76 @@ async fn a_commit_failing_midway_puts_back_every_file_it_wrote_and_keeps_the_lay
     assert!(listed(&o, "/").await.is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discard_below_a_deleted_directory_brings_back_only_that_part() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    std::fs::create_dir_all(o.dir.path().join("docs/empty")).unwrap();
+    o.ok("delete", json!({"file_path": "/docs", "recursive": true}))
+        .await;
+    o.ok(
+        "write_file",
+        json!({"file_path": "/docs/new.md", "content": "new\n"}),
+    )
+    .await;
+    let text = o.ok("discard", json!({"path": "/docs/deep"})).await;
+    assert!(
+        text.starts_with("Discarded 1 change under /docs/deep"),
+        "{text}"
+    );
+    // The base's /docs/deep is back, with its parent; the rest of /docs stays deleted.
+    assert!(
+        o.ok("read_file", json!({"file_path": "/docs/deep/notes.txt"}))
+            .await
+            .contains("notes")
+    );
+    let gone = o
+        .err("read_file", json!({"file_path": "/docs/guide.md"}))
+        .await;
+    assert!(gone.contains("not found"), "{gone}");
+    let listing = o.ok("ls", json!({"path": "/docs"})).await;
+    assert!(listing.contains("deep/"), "{listing}");
+    assert!(listing.contains("new.md"), "{listing}");
+    assert!(
+        !listing.contains("guide.md") && !listing.contains("empty"),
+        "{listing}"
+    );
+    let seen = view(&o).await;
+    assert!(seen.contains_key("docs/deep/notes.txt"), "{seen:?}");
+    assert!(!seen.contains_key("docs/guide.md"), "{seen:?}");
+    let found = o
+        .ok("grep", json!({"pattern": "notes|needle", "path": "/docs"}))
+        .await;
+    assert_eq!(found, "/docs/deep/notes.txt", "{found}");
+    assert_eq!(
+        listed(&o, "/").await,
+        [("deleted", "/docs/guide.md"), ("added", "/docs/new.md")]
+            .map(|(k, p)| (k.to_owned(), p.to_owned()))
+    );
+    // Discarding a single file below it brings back just that file.
+    o.ok("discard", json!({"path": "/docs/guide.md"})).await;
+    assert!(
+        o.ok("read_file", json!({"file_path": "/docs/guide.md"}))
+            .await
+            .contains("guide")
+    );
+    // Deleted whole again, it is all gone again.
+    o.ok(
+        "delete",
+        json!({"file_path": "/docs/deep", "recursive": true}),
+    )
+    .await;
+    assert!(!view(&o).await.contains_key("docs/deep/notes.txt"));
+    o.ok("discard", json!({"path": "/docs/deep"})).await;
+    // Commit makes the base what the agent saw: the empty directory beside goes too.
+    o.ok("delete", json!({"file_path": "/docs/guide.md"})).await;
+    let seen = view(&o).await;
+    o.ok("commit", json!({})).await;
+    assert_eq!(files_of(o.dir.path()), seen);
+    assert!(!o.dir.path().join("docs/empty").exists());
+    assert!(listed(&o, "/").await.is_empty());
+    assert_eq!(view(&o).await, seen);
+}
+
 #[tokio::test]
 async fn review_tools_are_listed_only_with_an_overlay_mount() {
     let plain = mountfs::registry::Registry::load().unwrap();
