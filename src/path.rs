@@ -313,6 +313,11 @@ pub fn is_hidden_or_control(c: char) -> bool {
 }
 
 fn write_escaped(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
+    // Printable ASCII, most names, needs no escape; the scan below costs ~20 instructions a
+    // character, a third of a small `ls` (issue 15, callgrind).
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return out.write_str(text);
+    }
     let mut rest = text;
     while let Some(at) = rest.find(is_hidden_or_control) {
         out.write_str(&rest[..at])?;

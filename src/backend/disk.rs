@@ -353,7 +353,7 @@ impl Inner {
             // Read through the bound plus one byte: a file that grew since the fstat is
             // still never read past it.
             if let Some(content) =
-                version::read_at_most(&mut file, max_bytes).map_err(|e| map_io(e, path))?
+                version::read_at_most(&mut file, max_bytes, size).map_err(|e| map_io(e, path))?
             {
                 return Ok(BoundedRead::Whole(FileBytes {
                     version: version::version_of(&content, &stat),

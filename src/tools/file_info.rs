@@ -187,6 +187,25 @@ pub fn format_time(time: SystemTime) -> String {
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
+    if (0..=9999).contains(&year) {
+        // Digit by digit: `format!` with six padded fields was 8% of a small `ls`, which
+        // formats one time per entry (issue 15, callgrind).
+        let mut text = String::with_capacity(20);
+        let mut push = |value: i64, digits: u32, after: char| {
+            for place in (0..digits).rev() {
+                let digit = (value / 10_i64.pow(place)) % 10;
+                text.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+            }
+            text.push(after);
+        };
+        push(year, 4, '-');
+        push(month, 2, '-');
+        push(day, 2, 'T');
+        push(of_day / 3600, 2, ':');
+        push(of_day % 3600 / 60, 2, ':');
+        push(of_day % 60, 2, 'Z');
+        return text;
+    }
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         of_day / 3600,
@@ -219,6 +238,23 @@ mod tests {
     #[test]
     fn times_are_rfc3339_utc() {
         assert_eq!(format_time(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        // The digit-by-digit form agrees with `format!` across centuries and times of day.
+        for seconds in (0..253_402_300_799_u64)
+            .step_by(7_777_777_777)
+            .chain([86_399, 3_599])
+        {
+            let seconds = i64::try_from(seconds).unwrap();
+            let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+            let of_day = seconds.rem_euclid(86_400);
+            let expected = format!(
+                "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+                of_day / 3600,
+                of_day % 3600 / 60,
+                of_day % 60
+            );
+            let time = UNIX_EPOCH + Duration::from_secs(seconds.unsigned_abs());
+            assert_eq!(format_time(time), expected);
+        }
         assert_eq!(
             format_time(UNIX_EPOCH + Duration::from_secs(1_709_251_199)),
             "2024-02-29T23:59:59Z"

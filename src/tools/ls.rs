@@ -3,10 +3,12 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value, json};
 
 use super::file_info::format_time;
-use super::{CallContext, ToolError, ToolReply, counted};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::Entry;
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -65,49 +67,83 @@ pub struct Listing {
 }
 
 /// The listing of `dir` (shared with read_file on a directory).
+///
+/// Both forms are built directly, without `json!` or `format!` per entry: building the
+/// structured form through `json!` copied every entry's object once more (a `Vec<Value>` is
+/// converted, not moved), and with the per-entry `format!`s that was half of a small `ls`'s
+/// instructions (issue 15, callgrind).
 pub async fn listing(dir: &VirtualPath, session: &Session) -> Result<Listing, ToolError> {
     let mut entries = session.backend().ls(dir).await?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
-    let structured = json!({
-        "path": dir.as_str(),
-        "entries": entries
-            .iter()
-            .take(MAX_STRUCTURED_ENTRIES)
-            .map(entry_json)
-            .collect::<Vec<_>>(),
-        "total": entries.len(),
-        "truncated": entries.len() > MAX_STRUCTURED_ENTRIES,
-    });
+    let mut structured = Map::new();
+    structured.insert("path".into(), Value::String(dir.as_str().to_owned()));
+    structured.insert(
+        "entries".into(),
+        Value::Array(
+            entries
+                .iter()
+                .take(MAX_STRUCTURED_ENTRIES)
+                .map(entry_json)
+                .collect(),
+        ),
+    );
+    structured.insert("total".into(), Value::from(entries.len()));
+    structured.insert(
+        "truncated".into(),
+        Value::Bool(entries.len() > MAX_STRUCTURED_ENTRIES),
+    );
+    let structured = Value::Object(structured);
     if entries.is_empty() {
         return Ok(Listing {
             text: format!("Directory {dir} is empty."),
             structured,
         });
     }
-    let rows: Vec<String> = entries
-        .iter()
-        .map(|e| {
-            if e.is_dir() {
-                format!("{}/", e.path)
-            } else {
-                format!("{} ({})", e.path, counted(e.size as usize, "byte"))
-            }
-        })
-        .collect();
-    Ok(Listing {
-        text: rows.join("\n"),
-        structured,
-    })
+    let mut text = String::with_capacity(entries.len() * 48);
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{}", entry.path);
+        if entry.is_dir() {
+            text.push('/');
+        } else if entry.size == 1 {
+            text.push_str(" (1 byte)");
+        } else {
+            let _ = write!(text, " ({} bytes)", entry.size);
+        }
+    }
+    Ok(Listing { text, structured })
 }
 
 /// One entry of a structured listing: `{name, path, kind, size, modified}` (`size` is null for
 /// directories, `modified` when unknown).
 fn entry_json(entry: &Entry) -> Value {
-    json!({
-        "name": entry.path.file_name().unwrap_or_default(),
-        "path": entry.path.as_str(),
-        "kind": if entry.is_dir() { "directory" } else { "file" },
-        "size": (!entry.is_dir()).then_some(entry.size),
-        "modified": entry.modified.map(format_time),
-    })
+    let is_dir = entry.is_dir();
+    let mut object = Map::new();
+    object.insert(
+        "name".into(),
+        Value::String(entry.path.file_name().unwrap_or_default().to_owned()),
+    );
+    object.insert("path".into(), Value::String(entry.path.as_str().to_owned()));
+    object.insert(
+        "kind".into(),
+        Value::String(if is_dir { "directory" } else { "file" }.to_owned()),
+    );
+    object.insert(
+        "size".into(),
+        if is_dir {
+            Value::Null
+        } else {
+            Value::from(entry.size)
+        },
+    );
+    object.insert(
+        "modified".into(),
+        entry
+            .modified
+            .map_or(Value::Null, |time| Value::String(format_time(time))),
+    );
+    Value::Object(object)
 }

@@ -63,8 +63,16 @@ pub(super) fn version_of(content: &[u8], stat: &Stat) -> Version {
 }
 
 /// Reads at most `limit + 1` bytes: `Some(content)` when the file fits in `limit`.
-pub(super) fn read_at_most(file: &mut impl Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut content = Vec::new();
+/// `expected` is the size `fstat` gave: the buffer starts that big (plus the byte that shows the
+/// end), so a small file takes two `read`s; from an empty buffer, a 2 KiB file took eight
+/// (32, 32, 64, … 1024 bytes, then the end; issue 15, `strace`).
+pub(super) fn read_at_most(
+    file: &mut impl Read,
+    limit: u64,
+    expected: u64,
+) -> io::Result<Option<Vec<u8>>> {
+    let capacity = usize::try_from(expected.min(limit).saturating_add(1)).unwrap_or(0);
+    let mut content = Vec::with_capacity(capacity);
     file.take(limit.saturating_add(1))
         .read_to_end(&mut content)?;
     Ok((content.len() as u64 <= limit).then_some(content))
@@ -76,7 +84,7 @@ pub(super) fn current_version(file: &mut std::fs::File, stat: &Stat) -> io::Resu
     if size_of(stat) > HASHED_SIZE_LIMIT {
         return Ok(identity_version(stat));
     }
-    match read_at_most(file, HASHED_SIZE_LIMIT)? {
+    match read_at_most(file, HASHED_SIZE_LIMIT, size_of(stat))? {
         Some(content) => Ok(Version::of_content(&content)),
         None => Ok(identity_version(stat)),
     }

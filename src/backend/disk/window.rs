@@ -33,7 +33,7 @@ pub(super) fn view(
     let mut file = file;
     let modified = modified_of(stat);
     if size_of(stat) <= HASHED_SIZE_LIMIT
-        && let Some(content) = read_at_most(&mut file, HASHED_SIZE_LIMIT)?
+        && let Some(content) = read_at_most(&mut file, HASHED_SIZE_LIMIT, size_of(stat))?
     {
         let version = Version::of_content(&content);
         return Ok(view_of_bytes(&content, version, window).with_modified(modified));
