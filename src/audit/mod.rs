@@ -442,6 +442,20 @@ impl AuditLog {
         found.map_err(|error| self.error(error))
     }
 
+    /// The value of a PostgreSQL run-time parameter in the log's own sessions (`None`: the log
+    /// is not in PostgreSQL). For tests and diagnostics.
+    #[doc(hidden)]
+    pub async fn postgres_setting(&self, name: &str) -> Result<Option<String>, AuditError> {
+        match &self.engine {
+            Engine::Sqlite(_) => Ok(None),
+            Engine::Postgres(log) => log
+                .setting(name)
+                .await
+                .map(Some)
+                .map_err(|error| self.error(error)),
+        }
+    }
+
     /// Deletes the entries older than `cutoff`; returns how many.
     pub async fn prune(&self, cutoff: SystemTime) -> Result<u64, AuditError> {
         let pruned = match &self.engine {

@@ -18,6 +18,15 @@ use crate::store::{Error, PostgresStore, Result, Store, from_micros, to_micros};
 /// Key of the advisory lock taken while migrating the log's tables ("mfsaudit" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6d66_7361_7564_6974;
 
+/// Run-time parameters of the log's own sessions (never the store's). An append commits
+/// without waiting for PostgreSQL to flush its write-ahead log to disk (the WAL writer flushes it
+/// within `3 × wal_writer_delay`, 0.6 s by default): the flush was about nine tenths of what an
+/// append cost an edit (BENCHMARKS.md). The entry is still written, ordered and visible to every
+/// instance when the append returns, and a mountfs crash loses nothing; only a crash of
+/// PostgreSQL itself (or of its machine) may lose the entries of its last moments, as the README
+/// says. `?options=-c%20synchronous_commit%3Don` in the URL restores durable commits.
+const SESSION_SETTINGS: &str = "-c synchronous_commit=off";
+
 /// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[r#"
     CREATE TABLE mountfs_audit (
@@ -61,7 +70,7 @@ impl PostgresAudit {
     /// Connects to `url` and creates or migrates the log's tables.
     pub(crate) async fn connect(url: &str) -> Result<Self, AuditError> {
         let fail = |engine: String| move |error| AuditError::Store { engine, error };
-        let store = PostgresStore::connect(url)
+        let store = PostgresStore::connect_with_settings(url, SESSION_SETTINGS)
             .await
             .map_err(fail("PostgreSQL".to_owned()))?;
         let log = Self { store };
@@ -160,6 +169,17 @@ impl PostgresAudit {
                     &paths,
                 ],
             )
+            .await
+            .map_err(map)?;
+        row.try_get(0).map_err(map)
+    }
+
+    /// The value of a run-time parameter in the log's sessions (`SHOW name`).
+    pub(crate) async fn setting(&self, name: &str) -> Result<String> {
+        let map = |e| self.store.map_error(e);
+        let client = self.store.client().await?;
+        let row = client
+            .query_one("SELECT current_setting($1)", &[&name])
             .await
             .map_err(map)?;
         row.try_get(0).map_err(map)

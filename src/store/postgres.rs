@@ -100,10 +100,24 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://user@host:port/db`), creating or migrating the schema.
     /// Fails if the server cannot be reached now.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with_settings(url, "").await
+    }
+
+    /// [`Self::connect`], with `settings` (run-time parameters as `-c name=value`, space
+    /// separated) set on every session of the pool at connection start-up. The URL's own
+    /// `options` come after them, so a setting the operator gives in the URL wins.
+    pub async fn connect_with_settings(url: &str, settings: &str) -> Result<Self> {
         let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|e| Error::Unavailable(format!("PostgreSQL URL is not valid: {e}")))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if !settings.is_empty() {
+            let options = match config.get_options() {
+                Some(given) if !given.is_empty() => format!("{settings} {given}"),
+                _ => settings.to_owned(),
+            };
+            config.options(&options);
         }
         let label = label_of(&config);
         let manager = Manager::from_config(
