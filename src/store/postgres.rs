@@ -83,6 +83,22 @@ pub struct PostgresStore {
     label: String,
 }
 
+/// An error with what caused it (`error connecting to server: Connection refused (os error
+/// 111)`): tokio-postgres keeps the cause out of its own message.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
+}
+
 /// `host:port/db` of a connection config, never its password nor a socket's host path.
 fn label_of(config: &tokio_postgres::Config) -> String {
     let host = match config.get_hosts().first() {
@@ -164,7 +180,11 @@ impl PostgresStore {
                     Error::Query(text)
                 }
             }
-            None => Error::Unavailable(format!("PostgreSQL at {}: {error}", self.label)),
+            None => Error::Unavailable(format!(
+                "PostgreSQL at {}: {}",
+                self.label,
+                with_causes(&error)
+            )),
         }
     }
 

@@ -2,8 +2,9 @@
 //! through the library: one entry per change with its versions and diff over memory, disk,
 //! SQLite and PostgreSQL mounts; `history` and `mountfs log --json` agreeing; two instances
 //! sharing one ordered PostgreSQL log; a log that cannot be written leaving the change landed
-//! and the answer saying so; the log's PostgreSQL sessions committing asynchronously; pruning;
-//! `history` offered only while the log is on.
+//! and the answer saying so (a locked SQLite file; a PostgreSQL database lost mid-session, then
+//! back); an unreachable PostgreSQL log stopping start-up; the log's PostgreSQL sessions
+//! committing asynchronously; pruning; `history` offered only while the log is on.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -672,5 +673,130 @@ async fn postgres_log_sessions_commit_asynchronously_unless_the_url_says_otherwi
     assert_eq!(
         log.postgres_setting("synchronous_commit").await.unwrap(),
         Some("on".to_owned())
+    );
+}
+
+/// `--audit postgres:URL` naming a port nothing listens on stops start-up, as a store mount's
+/// database does: exit code 2, the database named (never its password), and what to do.
+#[tokio::test]
+async fn an_unreachable_postgresql_log_stops_start_up_with_a_clear_message() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let (code, stderr) = crate::store_servers::start_up_error(&args(
+        &["/=memory".to_owned()],
+        &format!("postgres://agent:hunter2@127.0.0.1:{port}/db"),
+    ))
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "mountfs: audit log (PostgreSQL): PostgreSQL at 127.0.0.1:{port}/db: "
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Connection refused"), "the cause: {stderr}");
+    assert!(
+        stderr.contains("Check the database, or start with --audit off"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// The log's database goes away mid-session (every connection dropped, the port closed): the
+/// edit still lands and its answer says it was not logged, stderr has one warning, the counter
+/// counts it, the server keeps serving, and logging resumes by itself once the database is
+/// reachable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_log_lost_mid_session_warns_once_and_logging_resumes_when_it_is_back() {
+    let Some(url) = postgres_url("audit: PostgreSQL log lost mid-session") else {
+        return;
+    };
+    let Some((relay, relayed, _db)) = crate::store_servers::relayed_postgres(&url).await else {
+        return;
+    };
+    let prefix = format!("/{}", unique("auditdown"));
+    let server = McpServer::start(&args(
+        &[format!("{prefix}/=memory")],
+        &format!("postgres:{relayed}"),
+    ))
+    .await;
+    let file = format!("{prefix}/a.txt");
+    server
+        .ok("write_file", json!({"file_path": file, "content": "old\n"}))
+        .await;
+
+    relay.cut();
+    let edited = server
+        .ok(
+            "edit_file",
+            json!({"file_path": file, "old_string": "old", "new_string": "new"}),
+        )
+        .await;
+    assert!(
+        edited
+            .text
+            .contains("Note: the change was made, but it could not be written to the audit log"),
+        "{}",
+        edited.text
+    );
+    assert!(
+        edited
+            .text
+            .contains(&format!("PostgreSQL at 127.0.0.1:{}/", relay.port)),
+        "the note names the database: {}",
+        edited.text
+    );
+    assert!(
+        edited.text.contains("1 change(s) not logged"),
+        "{}",
+        edited.text
+    );
+    // The change landed, and the server keeps serving.
+    let read = server.ok("read_file", json!({"file_path": file})).await;
+    assert!(read.text.contains("new"), "{}", read.text);
+    let down = server.call("history", json!({"path": prefix})).await;
+    assert!(down.is_error, "{}", down.text);
+    assert!(down.text.contains("audit log"), "{}", down.text);
+
+    // The database is reachable again on the same address: the next change is logged.
+    let restored = crate::store_servers::Relay::start(relay.target, relay.port).await;
+    let written = server
+        .ok(
+            "write_file",
+            json!({"file_path": format!("{prefix}/b.txt"), "content": "b\n"}),
+        )
+        .await;
+    assert!(!written.text.contains("Note:"), "{}", written.text);
+    let listing = server
+        .ok("history", json!({"path": prefix, "limit": 100}))
+        .await;
+    let logged: Vec<(&str, &str)> = listing.structured["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap(),
+                e["files"][0]["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let b = format!("{prefix}/b.txt");
+    assert_eq!(
+        logged,
+        [("write_file", b.as_str()), ("write_file", file.as_str())]
+    );
+    assert_eq!(listing.structured["not_logged"], 1);
+    let stderr = server.stderr();
+    server.stop().await;
+    restored.cut();
+    assert_eq!(
+        stderr
+            .matches("change made but not written to the audit log")
+            .count(),
+        1,
+        "{stderr}"
     );
 }

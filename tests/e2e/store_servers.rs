@@ -203,15 +203,16 @@ async fn two_servers_sharing_a_postgres_namespace_lose_no_update() {
 }
 
 /// A TCP relay to the test PostgreSQL server that can be cut (every connection dropped, the
-/// port closed) and restored on the same port: an outage after start-up.
-struct Relay {
-    port: u16,
-    target: SocketAddr,
+/// port closed) and restored on the same port: an outage after start-up. Also used by the
+/// audit log's outage test (audit.rs).
+pub(crate) struct Relay {
+    pub(crate) port: u16,
+    pub(crate) target: SocketAddr,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl Relay {
-    async fn start(target: SocketAddr, port: u16) -> Self {
+    pub(crate) async fn start(target: SocketAddr, port: u16) -> Self {
         let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
@@ -234,7 +235,7 @@ impl Relay {
         }
     }
 
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         for task in self.tasks.lock().unwrap().drain(..) {
             task.abort();
         }
@@ -325,7 +326,7 @@ async fn an_unreachable_database_is_a_tool_error_and_other_mounts_keep_working()
 
 /// A relay to the test PostgreSQL server and the URL reaching the database through it; `None`
 /// (with the skip recorded) when the server is not on TCP.
-async fn relayed_postgres(url: &str) -> Option<(Relay, String, String)> {
+pub(crate) async fn relayed_postgres(url: &str) -> Option<(Relay, String, String)> {
     let config: tokio_postgres::Config = url.parse().unwrap();
     let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first().cloned() else {
         crate::support::skips::record(
@@ -450,7 +451,8 @@ async fn a_search_over_several_mounts_skips_a_down_store_with_a_note() {
     server.stop().await;
 }
 
-async fn start_up_error(args: &[String]) -> (Option<i32>, String) {
+/// A `mountfs` run with `args` that must stop at start-up: its exit code and stderr.
+pub(crate) async fn start_up_error(args: &[String]) -> (Option<i32>, String) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
         .args(args)
         .stdin(std::process::Stdio::null())
