@@ -144,11 +144,10 @@ async fn main() {
     for i in 0..80 {
         let path = format!("/{}", file_path(i));
         overlay.ok("read_file", json!({"file_path": path})).await;
+        let mut content = std::fs::read_to_string(dir.path().join(file_path(i))).unwrap();
+        content.push_str("    // TODO(needle): changed\n");
         overlay
-            .ok(
-                "edit_file",
-                json!({"file_path": path, "old_string": "    let ", "new_string": "    // TODO(needle): changed\n    let "}),
-            )
+            .ok("write_file", json!({"file_path": path, "content": content}))
             .await;
     }
     for i in 0..10 {
