@@ -154,8 +154,13 @@ const PLAN: &[(Op, usize)] = &[
     (Op::Glob(Scope::Small), IN_FLIGHT),
     (Op::Grep(Scope::Small), 1),
     (Op::Grep(Scope::Small), IN_FLIGHT),
+    (Op::GrepContent(Scope::Small), 1),
+    (Op::Glob(Scope::Crates), 1),
+    (Op::Grep(Scope::Crates), 1),
+    (Op::GrepContent(Scope::Crates), 1),
     (Op::Glob(Scope::All), 1),
     (Op::Grep(Scope::All), 1),
+    (Op::GrepContent(Scope::All), 1),
 ];
 
 /// The soft open-file limit of most Linux desktops (systemd's default), under which MCP clients
@@ -188,8 +193,9 @@ async fn robustness(servers: &[Server], root: &Path, table: &mut Table, ticks: u
     }
 }
 
-/// Checks once that each server's glob/grep finds exactly the expected files (by path), so no
-/// server is timed on a wrong or truncated answer.
+/// Checks once that each server's glob/grep finds exactly the expected files (by path: every
+/// expected one, and none of the files a `.gitignore` hides), so no server is timed on a wrong
+/// or truncated answer.
 async fn validate(
     server: &Server,
     live: &McpServer,
@@ -219,9 +225,23 @@ async fn validate(
         };
         let expected = match op {
             Op::Glob(s) => stats.expected(false, s.dir()),
-            Op::Grep(s) => stats.expected(true, s.dir()),
+            Op::Grep(s) | Op::GrepContent(s) => stats.expected(true, s.dir()),
             Op::Read | Op::Ls => continue,
         };
+        let shown: Vec<&String> = stats
+            .ignored
+            .iter()
+            .filter(|p| answer.text.contains(p.as_str()))
+            .collect();
+        if !shown.is_empty() {
+            problems.push(format!(
+                "{} {}: names {} file(s) a .gitignore hides, e.g. {}",
+                server.name,
+                op.label(),
+                shown.len(),
+                shown[0]
+            ));
+        }
         let found = expected.iter().filter(|p| answer.text.contains(*p)).count();
         if found != expected.len() {
             problems.push(format!(
@@ -235,6 +255,43 @@ async fn validate(
     problems
 }
 
+/// Checks once that `rg` names exactly the expected files for each search, so it searches the
+/// same files as the servers.
+fn validate_rg(rg: &Path, root: &Path, stats: &workspace::Stats) -> Vec<String> {
+    let mut problems = Vec::new();
+    for &(op, in_flight) in PLAN {
+        let Some(args) = servers::rg_args(op, &root.join(op_dir(op))) else {
+            continue;
+        };
+        if in_flight > 1 {
+            continue;
+        }
+        let expected = match op {
+            Op::Glob(s) => stats.expected(false, s.dir()),
+            Op::Grep(s) | Op::GrepContent(s) => stats.expected(true, s.dir()),
+            Op::Read | Op::Ls => continue,
+        };
+        let mut expected: Vec<String> = expected.into_iter().map(str::to_owned).collect();
+        expected.sort();
+        match measure::rg_files(rg, &args, root) {
+            Ok(found) if found == expected => {}
+            Ok(found) => problems.push(format!(
+                "rg {}: named {} files, {} expected (first difference: {:?})",
+                op.label(),
+                found.len(),
+                expected.len(),
+                found
+                    .iter()
+                    .zip(&expected)
+                    .find(|(a, b)| a != b)
+                    .map(|(a, b)| format!("{a} vs {b}"))
+            )),
+            Err(error) => problems.push(format!("rg {}: {error}", op.label())),
+        }
+    }
+    problems
+}
+
 async fn run(options: Options) {
     let root = options.workspace.clone();
     let stats = workspace::ensure(&root).expect("generate the workspace");
@@ -243,13 +300,17 @@ async fn run(options: Options) {
     let mut table = Table::new(options.servers.iter().map(|s| s.name).collect());
     let started = Instant::now();
     println!(
-        "workspace: {} files, {:.0} MB; {} .toml files ({} in small/), {} files with the needle ({} in small/)",
+        "workspace: {} files, {:.0} MB; {} .toml files ({} in small/, {} in crates/), {} files with the needle ({} in small/, {} in crates/); crates/ has {} directories and {} ignored files",
         stats.files,
         stats.bytes as f64 / 1e6,
         stats.tomls.len(),
         stats.expected(false, workspace::SMALL).len(),
+        stats.expected(false, workspace::CRATES).len(),
         stats.needles.len(),
         stats.expected(true, workspace::SMALL).len(),
+        stats.expected(true, workspace::CRATES).len(),
+        stats.crate_dirs,
+        stats.ignored.len(),
     );
     // Warm the page cache: every figure below is a warm-cache figure.
     if let Some(rg) = &options.rg {
@@ -257,6 +318,10 @@ async fn run(options: Options) {
             .args(["-c", "--no-ignore-parent", "zzz_warm_up_zzz"])
             .arg(&root)
             .output();
+        for problem in validate_rg(rg, &root, &stats) {
+            eprintln!("warning: {problem}");
+            table.note(problem);
+        }
     }
 
     for round in 0..options.rounds {
@@ -313,7 +378,10 @@ async fn run(options: Options) {
             let budget = match (op, in_flight) {
                 (Op::Read | Op::Ls, 1) => budgets.small,
                 (Op::Read | Op::Ls, _) => budgets.small_concurrent,
-                (Op::Glob(Scope::All) | Op::Grep(Scope::All), _) => budgets.whole,
+                (
+                    Op::Glob(Scope::All) | Op::Grep(Scope::All) | Op::GrepContent(Scope::All),
+                    _,
+                ) => budgets.whole,
                 (_, 1) => budgets.search,
                 _ => budgets.search_concurrent,
             };
@@ -359,6 +427,12 @@ async fn run(options: Options) {
                     "rg",
                     sample.quantile_ms(0.5),
                 );
+                table.record(
+                    &format!("{label}: server CPU ms/call"),
+                    Better::Lower,
+                    "rg",
+                    sample.cpu_ms_per_call(),
+                );
             }
         }
         for (i, (server, _)) in live.iter().enumerate() {
@@ -390,7 +464,7 @@ async fn run(options: Options) {
 
 fn op_dir(op: Op) -> &'static str {
     match op {
-        Op::Glob(s) | Op::Grep(s) => s.dir(),
+        Op::Glob(s) | Op::Grep(s) | Op::GrepContent(s) => s.dir(),
         Op::Read | Op::Ls => "",
     }
 }

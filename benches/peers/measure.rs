@@ -149,7 +149,38 @@ pub async fn load(
     sample
 }
 
-/// Runs `rg` with `args` until `budget` is spent; latencies are wall times of whole runs.
+/// Runs `program` once with stdout piped and read (`rg` answers "is there a match" alone
+/// when it sees /dev/null); returns whether it succeeded and its own user + system time, from
+/// `wait4` (exactly this child's, whatever else the driver runs meanwhile).
+fn run_once(program: &Path, args: &[String]) -> (bool, Duration) {
+    use std::io::Read as _;
+    let Ok(mut child) = std::process::Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        return (false, Duration::ZERO);
+    };
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_end(&mut Vec::new());
+    }
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 writes only the two pointers given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; the child is ours and not yet waited for (std's `Child` never
+    // waits on drop).
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    let ok = waited == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (ok, time(usage.ru_utime) + time(usage.ru_stime))
+}
+
+/// Runs `rg` with `args` until `budget` is spent; latencies are wall times of whole runs, `cpu`
+/// the runs' user + system time.
 pub fn rg(program: &Path, args: &[String], budget: Budget) -> Sample {
     let mut sample = Sample::default();
     let started = Instant::now();
@@ -157,14 +188,31 @@ pub fn rg(program: &Path, args: &[String], budget: Budget) -> Sample {
         && (sample.calls < budget.min || started.elapsed() < budget.time)
     {
         let sent = Instant::now();
-        // stdout is piped and read: rg answers "is there a match" alone when it sees /dev/null.
-        let output = std::process::Command::new(program).args(args).output();
+        let (ok, cpu) = run_once(program, args);
         sample.latencies.push(sent.elapsed());
         sample.calls += 1;
-        if !output.is_ok_and(|o| o.status.success()) {
+        sample.cpu += cpu;
+        if !ok {
             sample.failures += 1;
         }
     }
     sample.elapsed = started.elapsed();
     sample
+}
+
+/// The files one `rg` run names (its output's paths, before a `:` in content mode), relative to
+/// `root`.
+pub fn rg_files(program: &Path, args: &[String], root: &Path) -> std::io::Result<Vec<String>> {
+    let output = std::process::Command::new(program).args(args).output()?;
+    let prefix = format!("{}/", root.display());
+    let mut files: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let path = line.strip_prefix(&prefix).unwrap_or(line);
+            path.split(':').next().unwrap_or(path).to_owned()
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::workspace::{GLOB, LS_DIR, NEEDLE, READ_FILE, SMALL};
+use crate::workspace::{CRATES, GLOB, LS_DIR, NEEDLE, READ_FILE, SMALL};
 
 /// Which server a [`Server`] is; each speaks its own tool names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +37,10 @@ pub enum Op {
     Ls,
     /// `glob **/*.toml`.
     Glob(Scope),
-    /// `grep` of one identifier, files with matches.
+    /// `grep` of one identifier (literal), files with matches.
     Grep(Scope),
+    /// `grep` of one identifier (literal), matching lines with their numbers.
+    GrepContent(Scope),
 }
 
 /// Where a search runs.
@@ -46,6 +48,8 @@ pub enum Op {
 pub enum Scope {
     /// The 2,000-file tree `small/`.
     Small,
+    /// The 2,000-file crate-source tree `crates/`.
+    Crates,
     /// The whole 20,000-file, ~220 MB tree.
     All,
 }
@@ -55,6 +59,7 @@ impl Scope {
     pub fn dir(self) -> &'static str {
         match self {
             Scope::Small => SMALL,
+            Scope::Crates => CRATES,
             Scope::All => "",
         }
     }
@@ -65,6 +70,7 @@ impl Op {
     pub fn label(self) -> String {
         let scope = |s: Scope| match s {
             Scope::Small => "2,000 files",
+            Scope::Crates => "2,000 crate files",
             Scope::All => "20,000 files",
         };
         match self {
@@ -72,6 +78,7 @@ impl Op {
             Op::Ls => "ls 36 entries".to_owned(),
             Op::Glob(s) => format!("glob {GLOB}, {}", scope(s)),
             Op::Grep(s) => format!("grep, {}", scope(s)),
+            Op::GrepContent(s) => format!("grep content, {}", scope(s)),
         }
     }
 }
@@ -126,9 +133,14 @@ impl Server {
             (Flavor::Mountfs, Op::Glob(s)) => {
                 call("glob", json!({"pattern": GLOB, "path": path(s.dir())}))
             }
-            (Flavor::Mountfs, Op::Grep(s)) => {
-                call("grep", json!({"pattern": NEEDLE, "path": path(s.dir())}))
-            }
+            (Flavor::Mountfs, Op::Grep(s)) => call(
+                "grep",
+                json!({"pattern": NEEDLE, "path": path(s.dir()), "literal": true}),
+            ),
+            (Flavor::Mountfs, Op::GrepContent(s)) => call(
+                "grep",
+                json!({"pattern": NEEDLE, "path": path(s.dir()), "literal": true, "output_mode": "content"}),
+            ),
             (_, Op::Read) => call("read_text_file", json!({"path": path(READ_FILE)})),
             (_, Op::Ls) => call("list_directory", json!({"path": path(LS_DIR)})),
             (_, Op::Glob(s)) => call(
@@ -136,7 +148,9 @@ impl Server {
                 json!({"path": path(s.dir()), "pattern": GLOB}),
             ),
             // The reference server has no content search.
-            (Flavor::Reference, Op::Grep(_)) => None,
+            (Flavor::Reference, Op::Grep(_) | Op::GrepContent(_)) => None,
+            // rust-mcp-filesystem's content search answers matching lines: measured once.
+            (Flavor::RustMcpFilesystem, Op::GrepContent(_)) => None,
             (Flavor::RustMcpFilesystem, Op::Grep(s)) => call(
                 "search_files_content",
                 json!({"path": path(s.dir()), "pattern": "*", "query": NEEDLE, "is_regex": true}),
@@ -145,25 +159,21 @@ impl Server {
     }
 }
 
-/// `rg`'s equivalent of a glob or grep under `dir`: file names only, as our tools answer.
-/// `--no-ignore-parent`: the workspace lies in a git-ignored folder of this repository, and the
-/// servers look at no ignore file above their root either.
+/// `rg`'s equivalent of a glob or grep under `dir`, with our ignore semantics, so both search
+/// the same files: hidden files searched (`--hidden`; there is no `.git` in the tree), `.gitignore`
+/// and `.ignore` honoured outside git repositories too (`--no-require-git`), none above the
+/// root (`--no-ignore-parent`: the workspace may lie in a git-ignored folder of this repository,
+/// and the servers look at no ignore file above their root either).
 pub fn rg_args(op: Op, dir: &Path) -> Option<Vec<String>> {
-    let dir = dir.display().to_string();
+    let mut args: Vec<String> = ["--hidden", "--no-require-git", "--no-ignore-parent"]
+        .map(String::from)
+        .into();
     match op {
-        Op::Glob(_) => Some(vec![
-            "--files".into(),
-            "--no-ignore-parent".into(),
-            "-g".into(),
-            "*.toml".into(),
-            dir,
-        ]),
-        Op::Grep(_) => Some(vec![
-            "-l".into(),
-            "--no-ignore-parent".into(),
-            NEEDLE.into(),
-            dir,
-        ]),
-        Op::Read | Op::Ls => None,
+        Op::Glob(_) => args.extend(["--files", "-g", "*.toml"].map(String::from)),
+        Op::Grep(_) => args.extend(["-l", "-F", NEEDLE].map(String::from)),
+        Op::GrepContent(_) => args.extend(["-n", "-F", NEEDLE].map(String::from)),
+        Op::Read | Op::Ls => return None,
     }
+    args.push(dir.display().to_string());
+    Some(args)
 }

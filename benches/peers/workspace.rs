@@ -1,19 +1,30 @@
 //! The benchmark workspace: a deterministic tree of source-like text, generated once from a fixed
 //! seed and reused while its marker says it is complete and of this generation.
 //!
-//! Ten "repositories" of exactly 2,000 files each: `small/` (the 2,000-file tree of issue 6) and
-//! `large/repo01` … `large/repo09`, so the whole tree holds 20,000 files and ~220 MB, and both
-//! sizes come from one generation. Each repository is a Rust workspace: a `Cargo.toml`, a
-//! `README.md` and crates of 50 files (`Cargo.toml`, `README.md`, `src/*.rs`, `src/util/*.rs`,
-//! `tests/*.rs`, `benches/*.rs`). About one file in 50 calls [`NEEDLE`], the content searched.
-//! There are no hidden files and no ignore files, so every server and `rg` see the same tree.
+//! Ten "repositories" of exactly 2,000 files each: `small/` (the 2,000-file tree of issue 6),
+//! `crates/` (the crate-source tree of issue 15) and `large/repo02` … `large/repo09`, so the
+//! whole tree holds 20,000 files and ~210 MB, and every size comes from one generation.
+//!
+//! - `small/` and `large/*` are Rust workspaces of one shape: a `Cargo.toml`, a `README.md` and
+//!   crates of 50 files (`Cargo.toml`, `README.md`, `src/*.rs`, `src/util/*.rs`, `tests/*.rs`,
+//!   `benches/*.rs`): few, wide directories (~48 for 2,000 files).
+//! - `crates/` looks like a registry's unpacked crate sources (`~/.cargo/registry/src/…`):
+//!   ~100 crates of 5–40 files, each with `Cargo.toml`, `README.md`, `LICENSE`, `src/lib.rs`
+//!   and a module tree up to 7 levels deep, `tests/`, `examples/`, `benches/` in some: many
+//!   small directories (~530 for 2,000 files, ~3.8 files each). A few crates carry a
+//!   `.gitignore` (`/target`, `Cargo.lock`), and two of those an ignored `target/` holding a
+//!   `.toml` file and a file calling [`NEEDLE`]: searches honouring ignore files must not
+//!   report them (they are not among the 2,000 files).
+//!
+//! About one source file in 50 calls [`NEEDLE`], the content searched. There are no other hidden
+//! or ignore files.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Changes whenever the tree's shape or content changes, so an old tree is regenerated.
-const GENERATION: &str = "mountfs peers workspace v1, seed 0x6d6f756e74667321";
+const GENERATION: &str = "mountfs peers workspace v2 (crates/), seed 0x6d6f756e74667321";
 const SEED: u64 = 0x6d6f_756e_7466_7321;
 
 /// Repositories (the first is `small/`) and files in each.
@@ -24,8 +35,10 @@ const SRC_FILES: usize = 35;
 const UTIL_FILES: usize = 6;
 const TEST_FILES: usize = 4;
 
-/// The 2,000-file subtree.
+/// The 2,000-file subtree of wide directories.
 pub const SMALL: &str = "small";
+/// The 2,000-file subtree shaped like crate sources (many small, deep directories).
+pub const CRATES: &str = "crates";
 /// The file of the "small read": a 2 KiB README.
 pub const READ_FILE: &str = "small/README.md";
 /// The directory of the `ls`: 35 files and one subdirectory.
@@ -45,6 +58,11 @@ pub struct Stats {
     /// Paths (relative to the root) of files matching [`GLOB`] / containing [`NEEDLE`].
     pub tomls: Vec<String>,
     pub needles: Vec<String>,
+    /// Files ignored by a `.gitignore` (in `crates/`): no search honouring ignore files names
+    /// them.
+    pub ignored: Vec<String>,
+    /// Directories in `crates/` (itself included, ignored ones not).
+    pub crate_dirs: usize,
 }
 
 impl Stats {
@@ -208,6 +226,9 @@ fn readme(rng: &mut Rng, name: &str, lines: usize) -> String {
 
 /// The relative paths of one repository's files, in a fixed order.
 fn repo_paths(repo: &str) -> Vec<String> {
+    if repo == CRATES {
+        return crate_tree().0;
+    }
     let mut paths = vec![format!("{repo}/Cargo.toml"), format!("{repo}/README.md")];
     let mut krate = 0;
     while paths.len() < FILES_PER_REPO {
@@ -228,13 +249,93 @@ fn repo_paths(repo: &str) -> Vec<String> {
     paths
 }
 
+/// Names of the crates in `crates/`.
+const CRATE_WORDS: &[&str] = &[
+    "tokio", "serde", "rand", "regex", "memchr", "bytes", "mio", "libc", "log", "syn", "quote",
+    "itoa", "ryu", "hashbrown", "smallvec", "either", "futures", "pin", "slab", "anyhow",
+];
+
+/// The crate-source tree: its files (in a fixed order), its directories, and the files below
+/// ignored `target/` directories (written besides, not among the 2,000).
+fn crate_tree() -> (Vec<String>, usize, Vec<String>) {
+    let mut rng = Rng::new(SEED ^ 0x6372_6174_6573);
+    let mut paths = Vec::with_capacity(FILES_PER_REPO);
+    let mut ignored = Vec::new();
+    let mut dirs = 1;
+    let mut krate = 0;
+    while paths.len() < FILES_PER_REPO {
+        let name = format!(
+            "{CRATES}/{}-{}-{}.{}.{}",
+            rng.pick(CRATE_WORDS),
+            rng.pick(WORDS),
+            rng.below(3),
+            rng.below(30),
+            krate
+        );
+        let mut files = vec![
+            format!("{name}/Cargo.toml"),
+            format!("{name}/README.md"),
+            format!("{name}/LICENSE"),
+            format!("{name}/src/lib.rs"),
+        ];
+        let mut crate_dirs = vec![name.clone(), format!("{name}/src")];
+        // A module tree: each directory holds 2–6 files and 0–3 subdirectories, fewer deeper.
+        let budget = 5 + rng.below(36);
+        let mut stack = vec![(format!("{name}/src"), 1usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            if files.len() >= budget {
+                break;
+            }
+            for f in 0..2 + rng.below(5) {
+                files.push(format!("{dir}/{}_{f}.rs", rng.pick(WORDS)));
+            }
+            if depth < 7 {
+                for d in 0..rng.below(4usize.saturating_sub(depth / 2)) {
+                    let sub = format!("{dir}/{}{d}", rng.pick(WORDS));
+                    crate_dirs.push(sub.clone());
+                    stack.push((sub, depth + 1));
+                }
+            }
+        }
+        for (extra, odds) in [("tests", 3), ("examples", 5), ("benches", 8)] {
+            if rng.below(odds) == 0 {
+                crate_dirs.push(format!("{name}/{extra}"));
+                for f in 0..1 + rng.below(3) {
+                    files.push(format!("{name}/{extra}/{}_{f}.rs", rng.pick(WORDS)));
+                }
+            }
+        }
+        if krate % 20 == 7 {
+            files.push(format!("{name}/.gitignore"));
+            if krate % 40 == 7 {
+                ignored.push(format!("{name}/target/debug/build/out/generated.rs"));
+                ignored.push(format!("{name}/target/debug/deps/fingerprint.toml"));
+            }
+        }
+        // Directories that end up empty (budget spent) are not created.
+        files.truncate(FILES_PER_REPO - paths.len());
+        dirs += crate_dirs
+            .iter()
+            .filter(|d| files.iter().any(|f| f.starts_with(&format!("{d}/"))))
+            .count();
+        paths.extend(files);
+        krate += 1;
+    }
+    (paths, dirs, ignored)
+}
+
+/// The content of a `.gitignore` in `crates/`.
+const GITIGNORE: &str = "/target\n**/*.rs.bk\nCargo.lock\n";
+
 /// One file's content, from its own seed (so repositories can be written in parallel).
 fn content(index: u64, path: &str) -> (String, bool) {
     let mut rng = Rng::new(SEED ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let name = path.rsplit('/').nth(1).unwrap_or("root");
-    if path.ends_with("Cargo.toml") {
+    if path.ends_with(".gitignore") {
+        (GITIGNORE.to_owned(), false)
+    } else if path.ends_with(".toml") {
         (cargo_toml(&mut rng, name), false)
-    } else if path.ends_with("README.md") {
+    } else if path.ends_with("README.md") || path.ends_with("LICENSE") {
         (readme(&mut rng, name, 24), false)
     } else {
         // 1 KB to 21 KB, mean ~11 KB: ~220 MB over 20,000 files.
@@ -245,10 +346,10 @@ fn content(index: u64, path: &str) -> (String, bool) {
 }
 
 fn repo_name(r: usize) -> String {
-    if r == 0 {
-        SMALL.to_owned()
-    } else {
-        format!("large/repo{r:02}")
+    match r {
+        0 => SMALL.to_owned(),
+        1 => CRATES.to_owned(),
+        _ => format!("large/repo{r:02}"),
     }
 }
 
@@ -269,6 +370,22 @@ fn write_repo(root: &Path, r: usize) -> std::io::Result<Stats> {
         }
         if needle {
             stats.needles.push(path);
+        }
+    }
+    if r == 1 {
+        // The ignored files: one `.toml`, one calling the needle.
+        for path in crate_tree().2 {
+            let file = root.join(&path);
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let (text, _) = content(u64::MAX, &path);
+            let text = if path.ends_with(".rs") {
+                format!("{text}\nfn ignored() {{\n    legacy::{NEEDLE}(1, 2);\n}}\n")
+            } else {
+                text
+            };
+            std::fs::write(&file, text)?;
         }
     }
     Ok(stats)
@@ -297,6 +414,9 @@ fn expected_stats() -> Stats {
             }
         }
     }
+    let (_, dirs, ignored) = crate_tree();
+    stats.crate_dirs = dirs;
+    stats.ignored = ignored;
     stats
 }
 
