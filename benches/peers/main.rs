@@ -378,10 +378,9 @@ async fn run(options: Options) {
             let budget = match (op, in_flight) {
                 (Op::Read | Op::Ls, 1) => budgets.small,
                 (Op::Read | Op::Ls, _) => budgets.small_concurrent,
-                (
-                    Op::Glob(Scope::All) | Op::Grep(Scope::All) | Op::GrepContent(Scope::All),
-                    _,
-                ) => budgets.whole,
+                (Op::Glob(Scope::All) | Op::Grep(Scope::All) | Op::GrepContent(Scope::All), _) => {
+                    budgets.whole
+                }
                 (_, 1) => budgets.search,
                 _ => budgets.search_concurrent,
             };

@@ -237,7 +237,10 @@ impl Table {
                 let _ = writeln!(out, "- {server}, {op}: {f} of {n} failed{example}");
             }
         }
-        let _ = writeln!(out, "\n### Targets (issues 6 and 15), from the medians above\n");
+        let _ = writeln!(
+            out,
+            "\n### Targets (issues 6 and 15), from the medians above\n"
+        );
         for line in self.targets(ours) {
             let _ = writeln!(out, "{line}");
         }

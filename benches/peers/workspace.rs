@@ -251,8 +251,26 @@ fn repo_paths(repo: &str) -> Vec<String> {
 
 /// Names of the crates in `crates/`.
 const CRATE_WORDS: &[&str] = &[
-    "tokio", "serde", "rand", "regex", "memchr", "bytes", "mio", "libc", "log", "syn", "quote",
-    "itoa", "ryu", "hashbrown", "smallvec", "either", "futures", "pin", "slab", "anyhow",
+    "tokio",
+    "serde",
+    "rand",
+    "regex",
+    "memchr",
+    "bytes",
+    "mio",
+    "libc",
+    "log",
+    "syn",
+    "quote",
+    "itoa",
+    "ryu",
+    "hashbrown",
+    "smallvec",
+    "either",
+    "futures",
+    "pin",
+    "slab",
+    "anyhow",
 ];
 
 /// The crate-source tree: its files (in a fixed order), its directories, and the files below

@@ -32,8 +32,18 @@ pub(crate) fn matcher(dir: &Path, content: &[u8]) -> Option<Gitignore> {
 /// Whether `path` is ignored given the matchers of its ancestor directories, nearest first:
 /// per kind, the deepest directory with a matching rule decides.
 pub(crate) fn is_ignored(levels: &[Matchers], path: &Path, is_dir: bool) -> bool {
+    is_ignored_in(levels.iter(), path, is_dir)
+}
+
+/// [`is_ignored`] over any sequence of levels, nearest first (the disk walk keeps them as a
+/// chain from each directory up).
+pub(crate) fn is_ignored_in<'a>(
+    levels: impl Iterator<Item = &'a Matchers> + Clone,
+    path: &Path,
+    is_dir: bool,
+) -> bool {
     for kind in 0..IGNORE_FILES.len() {
-        for level in levels {
+        for level in levels.clone() {
             if let Some(matcher) = &level[kind] {
                 match matcher.matched(path, is_dir) {
                     ignore::Match::Ignore(_) => return true,

@@ -107,6 +107,40 @@ async fn gitignore_is_honoured_by_glob_and_grep_but_not_by_ls() {
     assert!(ls.contains("/ignored/") && ls.contains("/x.log"), "{ls}");
 }
 
+/// The walk reads ignore files where a directory's listing shows them (issue 15), at every
+/// depth: nested `.gitignore`s, `.ignore` over `.gitignore`, `!` re-including, a nested
+/// repository's `.git/info/exclude`, and the rules above a searched subdirectory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_ignore_files_are_honoured_at_every_depth() {
+    let d = Disk::new();
+    d.put("a/b/c/.gitignore", "*.gen\n/out/\n");
+    d.put("a/b/c/x.gen", "needle\n");
+    d.put("a/b/c/out/y.rs", "needle\n");
+    d.put("a/b/c/d/out/z.rs", "needle\n");
+    d.put("a/b/c/d/e/w.gen", "needle\n");
+    d.put("a/b/.ignore", "!keep.gen\n");
+    d.put("a/b/c/keep.gen", "needle\n");
+    d.put("r/.git/info/exclude", "secret.txt\n");
+    d.put("r/deep/secret.txt", "needle\n");
+    d.put("r/deep/open.txt", "needle\n");
+    let expected = "/a/b/c/d/out/z.rs\n/a/b/c/keep.gen\n/r/deep/open.txt";
+    assert_eq!(d.ok("grep", json!({"pattern": "needle"})).await, expected);
+    let glob = d.ok("glob", json!({"pattern": "**/*.{rs,gen,txt}"})).await;
+    let mut found: Vec<&str> = glob.lines().collect();
+    found.sort_unstable();
+    assert_eq!(found.join("\n"), expected);
+    assert_eq!(
+        d.ok("grep", json!({"pattern": "needle", "path": "/a/b/c/d"}))
+            .await,
+        "/a/b/c/d/out/z.rs"
+    );
+    assert_eq!(
+        d.ok("grep", json!({"pattern": "needle", "path": "/r/deep"}))
+            .await,
+        "/r/deep/open.txt"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_ignore_mount_option_searches_ignored_files() {
     let d = Disk::with(DiskOptions { no_ignore: true }, WriteOptions::default());

@@ -1,11 +1,16 @@
-//! `glob` and `grep` on disk at ripgrep speed, with ripgrep's own crates: `ignore` for the
-//! parallel walk (`.gitignore`, `.ignore`, `.git/info/exclude`), `grep-regex` and
-//! `grep-searcher` for streaming search (no file is loaded whole).
+//! `glob` and `grep` on disk at ripgrep speed: our own parallel walk over directory handles,
+//! ignore files (`.ignore`, `.gitignore`, `.git/info/exclude`) decided by the shared
+//! [`ignore_rules`], and ripgrep's `grep-regex` and `grep-searcher` for streaming search (no
+//! file is loaded whole).
 //!
-//! Containment: the walk starts from `/proc/self/fd/N` of a directory handle opened beneath the
-//! root, never from a host path string, and follows no symlinks. Every file it reports is then
-//! re-opened (grep) or re-stat'ed (glob) through the root handle, so an entry reached through a
-//! directory swapped for an outward symlink mid-walk is refused at that step and never reported.
+//! Containment: the walk opens the searched directory beneath the root, then every directory
+//! and file by its name in its already open parent directory with `O_NOFOLLOW` (directories
+//! with `O_DIRECTORY`): nothing is reached through a symlink or `..`, so an entry swapped for
+//! an outward symlink mid-walk is refused at its open (or `fstatat`) and never reported.
+//!
+//! Cost (issue 15): one `openat` and two `getdents64` per directory; entry types come from
+//! the listing; ignore files are opened only where the listing shows them; glob stats only the
+//! files that match (for their size and modification time).
 //!
 //! Results equal the memory backend's for the same tree: hidden files are included (only
 //! `.git/` and our temporary files are skipped), matching is the shared [`GlobMatcher`] on the
@@ -13,15 +18,17 @@
 //! first 8 KiB, and lines are matched one at a time (a pattern cannot match across a line
 //! break). Symlinks are not followed during the walk (as `rg` without `-L`).
 
+use std::ffi::{CStr, CString};
 use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use grep_matcher::LineTerminator;
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use ignore::{WalkBuilder, WalkState};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::resolve::{self, Canonical, map_io};
 use super::temp::is_temp_name;
@@ -36,9 +43,11 @@ use crate::path::VirtualPath;
 use crate::search::{GlobMatcher, GrepPattern, SearchView, ViewedFile};
 use crate::text::encoding;
 
-/// Threads of one walk: one per core (the machine's own parallelism).
+/// Threads of one walk: one per core (the machine's own parallelism), asked once (std reads
+/// three cgroup files each time).
 pub(super) fn walker_threads() -> usize {
-    std::thread::available_parallelism().map_or(2, usize::from)
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
 }
 
 /// What a walk needs from the backend.
@@ -50,12 +59,6 @@ pub(super) struct WalkContext<'a> {
     pub(super) pinned_root: &'a Path,
     /// Honour `.gitignore` and friends.
     pub(super) use_ignore_files: bool,
-}
-
-/// A file the walk found: where it is beneath the root and as the agent names it.
-struct FoundFile {
-    relative: PathBuf,
-    path: VirtualPath,
 }
 
 /// Where a search starts.
@@ -79,8 +82,75 @@ fn start_of(root: &Dir, dir: &VirtualPath) -> Result<Start> {
     }
 }
 
-/// Walks the directory `dir` (canonical `start`) in parallel and calls `visit` (built once per
-/// thread) with each regular file whose name is a valid virtual path.
+/// A file the walk found, handed to the visitor: the directory it is in (open), its name
+/// there, and its path relative to the searched directory.
+pub(super) struct FoundFile<'a> {
+    dir: BorrowedFd<'a>,
+    name: &'a CStr,
+    /// Relative to the searched directory, `/`-separated, valid UTF-8.
+    inner: &'a str,
+}
+
+impl FoundFile<'_> {
+    /// The path as the agent names it; `None` if it is not a valid virtual path.
+    fn path(&self, dir: &VirtualPath) -> Option<VirtualPath> {
+        dir.join_relative(self.inner).ok()
+    }
+
+    /// Opens the file for reading: this very name in this very directory, never through a
+    /// symlink, non-blocking (a FIFO swapped in cannot hang us).
+    fn open(&self) -> Option<std::fs::File> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        rustix::fs::openat(self.dir, self.name, flags, Mode::empty())
+            .ok()
+            .map(std::fs::File::from)
+    }
+
+    /// The file's metadata, without following a symlink.
+    fn stat(&self) -> Option<rustix::fs::Stat> {
+        rustix::fs::statat(self.dir, self.name, AtFlags::SYMLINK_NOFOLLOW).ok()
+    }
+}
+
+/// A directory waiting to be read: its name in its (open) parent, or already open (the start).
+struct DirWork {
+    open: DirOpen,
+    /// Relative to the mount root (for ignore rules).
+    relative: PathBuf,
+    /// Relative to the searched directory, `/`-separated (`""` for the start).
+    inner: String,
+    /// The ignore rules of its ancestors, deepest first.
+    rules: Option<Arc<RuleLevel>>,
+}
+
+enum DirOpen {
+    Open(OwnedFd),
+    Child { parent: Arc<OwnedFd>, name: CString },
+}
+
+/// The queue of directories shared by the walker threads.
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+struct QueueState {
+    work: Vec<DirWork>,
+    /// Threads reading a directory now (each may add more work).
+    busy: usize,
+}
+
+/// Bytes of directory entries read per `getdents64` call.
+const DIRENT_BUFFER: usize = 32 * 1024;
+
+/// Walks the directory `dir` (canonical `start`) on [`walker_threads`] threads and calls
+/// `visit` (built once per thread) with each regular file whose relative path is valid UTF-8.
+///
+/// Each directory is opened once, by name in its already open parent (`O_NOFOLLOW |
+/// O_DIRECTORY`), and read with `getdents64`; its listing says which entries are files and
+/// directories (no `stat` per entry) and whether it holds ignore files, which are then opened
+/// the same way. Nothing is reached through a symlink or `..`, so the walk cannot leave the
+/// start directory's tree, whatever is renamed or swapped meanwhile.
 fn walk_files<V>(
     context: &WalkContext<'_>,
     dir: &VirtualPath,
@@ -89,146 +159,274 @@ fn walk_files<V>(
     make_visitor: impl Fn() -> V + Sync,
 ) -> Result<()>
 where
-    V: FnMut(FoundFile) + Send,
+    V: FnMut(FoundFile<'_>),
 {
-    let pinned_root = context.pinned_root;
     let start_path = start.path();
-    let walk_root = if start_path == Path::new(".") {
-        pinned_root.to_path_buf()
-    } else {
-        pinned_root.join(start_path)
+    // cap-std's handle may be `O_PATH` (unreadable): `.` is reopened from it for reading, a
+    // new open file description (a `dup` would share the read position with other walks).
+    let start_handle = context
+        .root
+        .open_dir(&start_path)
+        .map_err(|e| map_io(e, dir))?;
+    let start_fd = rustix::fs::openat(
+        &start_handle,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| map_io(e.into(), dir))?;
+    let view = control.view();
+    let ignore = context.use_ignore_files.then_some(IgnoreFiles {
+        pinned_root: context.pinned_root,
+        view,
+    });
+    // The rules of the directories above the start, down to the mount root.
+    let rules = match &ignore {
+        Some(files) if start_path != Path::new(".") => files.ancestors(context.root, &start_path),
+        _ => None,
     };
-    let mut builder = WalkBuilder::new(&walk_root);
-    // `ignore` would open ignore files itself, by host path: following symlinks out of the
-    // mount, blocking on FIFOs, and chasing a `.git` file's `gitdir:` anywhere on the host.
-    // So it reads none; [`IgnoreRules`] reads them through the root handle instead.
-    let view = control.view().cloned();
-    let rules = if context.use_ignore_files {
-        let root = context.root.try_clone().map_err(|e| map_io(e, dir))?;
-        Some(std::sync::Arc::new(IgnoreRules::new(
-            root,
-            pinned_root.to_path_buf(),
-            view.clone(),
-        )))
+    let relative = if start_path == Path::new(".") {
+        PathBuf::new()
     } else {
-        None
+        start_path
     };
-    let view_root = walk_root.clone();
-    let view_dir = dir.clone();
-    builder
-        .standard_filters(false)
-        .hidden(false)
-        .parents(false)
-        .follow_links(false)
-        .require_git(false)
-        .threads(walker_threads())
-        .filter_entry(move |entry| {
-            let name = entry.file_name();
-            if entry.depth() > 0 && (name == ".git" || is_temp_name(name)) {
-                return false;
-            }
-            // What an overlay's layer deleted is skipped before anything counts it.
-            if let Some(view) = &view
-                && entry.depth() > 0
-                && let Some(path) = entry
-                    .path()
-                    .strip_prefix(&view_root)
-                    .ok()
-                    .and_then(Path::to_str)
-                    .and_then(|inner| view_dir.join_relative(inner).ok())
-                && view.hides(&path)
-            {
-                return false;
-            }
-            match &rules {
-                Some(rules) if entry.depth() > 0 => {
-                    !rules.is_ignored(entry.path(), entry.file_type().is_some_and(|t| t.is_dir()))
-                }
-                _ => true,
-            }
-        });
-    let _ = start;
-    builder.build_parallel().run(|| {
+    let queue = Queue {
+        state: Mutex::new(QueueState {
+            work: vec![DirWork {
+                open: DirOpen::Open(start_fd),
+                relative,
+                inner: String::new(),
+                rules,
+            }],
+            busy: 0,
+        }),
+        ready: Condvar::new(),
+    };
+    let worker = || {
         let mut visit = make_visitor();
-        let walk_root = &walk_root;
-        Box::new(move |entry| {
-            // A cancelled search stops every walker thread at its next entry.
-            if control.stopped() {
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
+        let mut buffer = Vec::with_capacity(DIRENT_BUFFER);
+        let mut listing = Listing::default();
+        while let Some(work) = queue.next() {
+            let found = if control.stopped() {
+                Vec::new()
+            } else {
+                let walk = Walk {
+                    ignore: ignore.as_ref(),
+                    view,
+                    dir,
+                    control,
+                };
+                read_dir(work, &walk, &mut buffer, &mut listing, &mut visit)
             };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let (Ok(relative), Ok(inner)) = (
-                entry.path().strip_prefix(pinned_root),
-                entry.path().strip_prefix(walk_root),
-            ) else {
-                return WalkState::Continue;
-            };
-            let Some(inner_text) = inner.to_str() else {
-                return WalkState::Continue;
-            };
-            let Ok(path) = dir.join_relative(inner_text) else {
-                return WalkState::Continue;
-            };
-            visit(FoundFile {
-                relative: relative.to_path_buf(),
-                path,
-            });
-            WalkState::Continue
-        })
+            queue.done(found);
+        }
+    };
+    let threads = walker_threads();
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(worker);
+        }
+        worker();
     });
     Ok(())
 }
 
-/// `.ignore`, `.gitignore` and `.git/info/exclude` matchers per directory, each file opened
-/// beneath the root handle (non-blocking, regular files only, bounded), or as an overlay's
-/// view has it, cached for one walk.
-struct IgnoreRules {
-    root: Dir,
-    pinned_root: PathBuf,
-    view: Option<std::sync::Arc<dyn SearchView>>,
-    cache: std::sync::Mutex<std::collections::HashMap<PathBuf, Matchers>>,
-}
-
-impl IgnoreRules {
-    fn new(root: Dir, pinned_root: PathBuf, view: Option<std::sync::Arc<dyn SearchView>>) -> Self {
-        Self {
-            root,
-            pinned_root,
-            view,
-            cache: std::sync::Mutex::default(),
+impl Queue {
+    /// The next directory to read, waiting while others may still add some; `None` when the
+    /// walk is over.
+    fn next(&self) -> Option<DirWork> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(work) = state.work.pop() {
+                state.busy += 1;
+                return Some(work);
+            }
+            if state.busy == 0 {
+                return None;
+            }
+            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
 
-    /// The content of a regular file beneath the root (as the view has it), `None` for
-    /// anything else.
-    fn read_regular(&self, relative: &Path) -> Option<Vec<u8>> {
-        if let Some(view) = &self.view {
-            let path = VirtualPath::root().join_relative(relative.to_str()?).ok()?;
-            match view.ignore_file(&path) {
-                ViewedFile::Base => {}
-                ViewedFile::Absent => return None,
-                ViewedFile::Content(content) => {
-                    let end = content.len().min(MAX_IGNORE_FILE_BYTES as usize);
-                    return Some(content[..end].to_vec());
-                }
+    /// One directory read: its subdirectories join the queue.
+    fn done(&self, found: Vec<DirWork>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.busy -= 1;
+        let wake = !found.is_empty() || state.busy == 0;
+        state.work.extend(found);
+        drop(state);
+        if wake {
+            self.ready.notify_all();
+        }
+    }
+}
+
+/// One directory's entries: names (in one buffer) and types from `getdents64`.
+#[derive(Default)]
+struct Listing {
+    names: Vec<u8>,
+    /// (end of the name in `names`, including its NUL; type)
+    entries: Vec<(usize, FileType)>,
+}
+
+/// What every directory of one walk is read with.
+struct Walk<'a> {
+    ignore: Option<&'a IgnoreFiles<'a>>,
+    /// An overlay's view of the tree: what its layer hides, and its ignore files.
+    view: Option<&'a Arc<dyn SearchView>>,
+    /// The searched directory.
+    dir: &'a VirtualPath,
+    control: &'a SearchControl,
+}
+
+/// Reads one directory: visits its files and returns its subdirectories.
+fn read_dir<V>(
+    work: DirWork,
+    walk: &Walk<'_>,
+    buffer: &mut Vec<u8>,
+    listing: &mut Listing,
+    visit: &mut V,
+) -> Vec<DirWork>
+where
+    V: FnMut(FoundFile<'_>),
+{
+    let fd = match work.open {
+        DirOpen::Open(fd) => fd,
+        DirOpen::Child { parent, name } => {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            match rustix::fs::openat(&parent, name.as_c_str(), flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(_) => return Vec::new(),
             }
         }
-        let meta = self.root.symlink_metadata(relative).ok()?;
-        if !meta.is_file() {
-            return None;
+    };
+    listing.names.clear();
+    listing.entries.clear();
+    let mut has = [false; 3];
+    {
+        let mut raw = RawDir::new(&fd, buffer.spare_capacity_mut());
+        while let Some(entry) = raw.next() {
+            let Ok(entry) = entry else {
+                break;
+            };
+            let name = entry.file_name().to_bytes_with_nul();
+            match name {
+                b".\0" | b"..\0" => continue,
+                b".ignore\0" => has[0] = true,
+                b".gitignore\0" => has[1] = true,
+                b".git\0" => {
+                    has[2] = matches!(entry.file_type(), FileType::Directory | FileType::Unknown);
+                }
+                _ => {}
+            }
+            listing.names.extend_from_slice(name);
+            listing
+                .entries
+                .push((listing.names.len(), entry.file_type()));
         }
-        let mut options = OpenOptions::new();
-        options
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-        let file = self.root.open_with(relative, &options).ok()?.into_std();
+    }
+    let fd = Arc::new(fd);
+    let ignore = walk.ignore;
+    // A view may hold ignore files the listing does not show.
+    let rules = match ignore {
+        Some(files) if has.iter().any(|&h| h) || walk.view.is_some() => files
+            .level(&fd, &work.relative, has, work.rules.clone())
+            .or(work.rules),
+        _ => work.rules,
+    };
+    let mut subdirs = Vec::new();
+    let mut inner = work.inner;
+    let inner_len = inner.len();
+    let mut start = 0;
+    for &(end, file_type) in &listing.entries {
+        if walk.control.stopped() {
+            break;
+        }
+        let bytes = &listing.names[start..end];
+        start = end;
+        let Ok(name) = CStr::from_bytes_with_nul(bytes) else {
+            continue;
+        };
+        let Ok(text) = name.to_str() else {
+            continue;
+        };
+        if text == ".git" || is_temp_name(std::ffi::OsStr::new(text)) {
+            continue;
+        }
+        let file_type = if file_type == FileType::Unknown {
+            match rustix::fs::statat(&*fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                Err(_) => continue,
+            }
+        } else {
+            file_type
+        };
+        let is_dir = file_type == FileType::Directory;
+        if !is_dir && file_type != FileType::RegularFile {
+            continue;
+        }
+        if let Some(rules) = &rules
+            && let Some(files) = ignore
+            && files.is_ignored(rules, &work.relative.join(text), is_dir)
+        {
+            continue;
+        }
+        inner.truncate(inner_len);
+        if inner_len > 0 {
+            inner.push('/');
+        }
+        inner.push_str(text);
+        // What an overlay's layer deleted is skipped before anything counts it.
+        if let Some(view) = walk.view
+            && walk
+                .dir
+                .join_relative(&inner)
+                .is_ok_and(|path| view.hides(&path))
+        {
+            continue;
+        }
+        if is_dir {
+            subdirs.push(DirWork {
+                open: DirOpen::Child {
+                    parent: fd.clone(),
+                    name: name.to_owned(),
+                },
+                relative: work.relative.join(text),
+                inner: inner.clone(),
+                rules: rules.clone(),
+            });
+        } else {
+            visit(FoundFile {
+                dir: fd.as_fd(),
+                name,
+                inner: &inner,
+            });
+        }
+    }
+    subdirs
+}
+
+/// The `.ignore`, `.gitignore` and `.git/info/exclude` matchers of one directory, and those of
+/// the directories above it.
+struct RuleLevel {
+    matchers: Matchers,
+    parent: Option<Arc<RuleLevel>>,
+}
+
+/// Reads ignore files, each opened by name in its directory without following a symlink,
+/// non-blocking, regular files only, bounded; or as an overlay's view has them.
+struct IgnoreFiles<'a> {
+    pinned_root: &'a Path,
+    view: Option<&'a Arc<dyn SearchView>>,
+}
+
+impl IgnoreFiles<'_> {
+    /// The content of the regular file `name` in `dir`, `None` for anything else.
+    fn read(dir: BorrowedFd<'_>, name: &CStr) -> Option<Vec<u8>> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = std::fs::File::from(rustix::fs::openat(dir, name, flags, Mode::empty()).ok()?);
         let stat = rustix::fs::fstat(&file).ok()?;
-        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return None;
         }
         let mut content = Vec::new();
@@ -238,52 +436,106 @@ impl IgnoreRules {
         Some(content)
     }
 
-    /// The matchers of one directory (root-relative), in kind order: `.ignore`, `.gitignore`,
-    /// `.git/info/exclude` (only when `.git` is a real directory).
-    fn matchers(&self, dir: &Path) -> Matchers {
-        if let Some(found) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(dir)
-        {
-            return found.clone();
-        }
-        let build = |relative: PathBuf| {
-            let content = self.read_regular(&relative)?;
-            ignore_rules::matcher(&self.pinned_root.join(dir), &content)
-        };
-        let git_is_dir = self
-            .root
-            .symlink_metadata(dir.join(".git"))
-            .is_ok_and(|m| m.is_dir());
-        let found = std::sync::Arc::new([
-            build(dir.join(IGNORE_FILES[0])),
-            build(dir.join(IGNORE_FILES[1])),
-            git_is_dir
-                .then(|| build(dir.join(IGNORE_FILES[2])))
-                .flatten(),
-        ]);
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(dir.to_path_buf(), found.clone());
-        found
+    /// `.git/info/exclude` of `dir`, each step opened without following a symlink.
+    fn read_exclude(dir: BorrowedFd<'_>) -> Option<Vec<u8>> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let git = rustix::fs::openat(dir, c".git", flags, Mode::empty()).ok()?;
+        let info = rustix::fs::openat(&git, c"info", flags, Mode::empty()).ok()?;
+        Self::read(info.as_fd(), c"exclude")
     }
 
-    /// Whether the walked `path` (under the pinned root) is ignored: per kind, the deepest
-    /// directory with a matching rule decides; `.ignore` beats `.gitignore` beats exclude.
-    fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
-        let Ok(relative) = path.strip_prefix(&self.pinned_root) else {
-            return false;
-        };
-        let mut levels = Vec::new();
-        let mut dir = relative.parent();
-        while let Some(d) = dir {
-            levels.push(self.matchers(d));
-            dir = d.parent();
+    /// The ignore file `kind` ([`IGNORE_FILES`]) of the directory `dir` (at `relative`) as
+    /// the view has it; from disk (`on_disk`, when the listing shows it) where the view has
+    /// the base's.
+    fn content(
+        &self,
+        dir: BorrowedFd<'_>,
+        relative: &Path,
+        kind: usize,
+        on_disk: bool,
+    ) -> Option<Vec<u8>> {
+        if let Some(view) = self.view {
+            let path = VirtualPath::root()
+                .join_relative(relative.join(IGNORE_FILES[kind]).to_str()?)
+                .ok()?;
+            match view.ignore_file(&path) {
+                ViewedFile::Base => {}
+                ViewedFile::Absent => return None,
+                ViewedFile::Content(content) => {
+                    let end = content.len().min(MAX_IGNORE_FILE_BYTES as usize);
+                    return Some(content[..end].to_vec());
+                }
+            }
         }
-        ignore_rules::is_ignored(&levels, path, is_dir)
+        if !on_disk {
+            return None;
+        }
+        match kind {
+            0 => Self::read(dir, c".ignore"),
+            1 => Self::read(dir, c".gitignore"),
+            _ => Self::read_exclude(dir),
+        }
+    }
+
+    /// The level of the directory `fd` (at `relative`) whose listing shows the ignore files
+    /// in `has` (`.ignore`, `.gitignore`, `.git`); `None` if none of them holds a rule.
+    fn level(
+        &self,
+        fd: &OwnedFd,
+        relative: &Path,
+        has: [bool; 3],
+        parent: Option<Arc<RuleLevel>>,
+    ) -> Option<Arc<RuleLevel>> {
+        let dir = fd.as_fd();
+        let root = self.pinned_root.join(relative);
+        let matcher = |kind: usize| {
+            // `.git/info/exclude` counts only where `.git` is a directory on disk.
+            if kind == 2 && !has[2] {
+                return None;
+            }
+            let content = self.content(dir, relative, kind, has[kind])?;
+            ignore_rules::matcher(&root, &content)
+        };
+        let matchers = [matcher(0), matcher(1), matcher(2)];
+        matchers.iter().any(Option::is_some).then(|| {
+            Arc::new(RuleLevel {
+                matchers: Arc::new(matchers),
+                parent,
+            })
+        })
+    }
+
+    /// The rules of the directories above `start` (root-relative, not `.`), from the mount
+    /// root down; each directory is opened beneath the root.
+    fn ancestors(&self, root: &Dir, start: &Path) -> Option<Arc<RuleLevel>> {
+        let mut rules = None;
+        let mut relative = PathBuf::new();
+        let mut dir = root.try_clone().ok()?;
+        let components: Vec<_> = start.components().collect();
+        for (i, component) in components.iter().enumerate() {
+            if i > 0 {
+                relative.push(components[i - 1]);
+            }
+            let fd = OwnedFd::from(dir.try_clone().ok()?.into_std_file());
+            let names: [&CStr; 2] = [c".ignore", c".gitignore"];
+            let present =
+                names.map(|name| rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok());
+            let git = rustix::fs::statat(&fd, c".git", AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory);
+            rules = self
+                .level(&fd, &relative, [present[0], present[1], git], rules.clone())
+                .or(rules);
+            dir = dir.open_dir(component).ok()?;
+        }
+        rules
+    }
+
+    /// Whether `relative` (root-relative) is ignored: per kind, the deepest directory with a
+    /// matching rule decides; `.ignore` beats `.gitignore` beats exclude.
+    fn is_ignored(&self, rules: &Arc<RuleLevel>, relative: &Path, is_dir: bool) -> bool {
+        let levels = std::iter::successors(Some(rules), |level| level.parent.as_ref())
+            .map(|level| &level.matchers);
+        ignore_rules::is_ignored_in(levels, &self.pinned_root.join(relative), is_dir)
     }
 }
 
@@ -315,19 +567,43 @@ pub(super) fn glob(context: &WalkContext<'_>, query: &GlobQuery) -> Result<Vec<E
     walk_files(context, &query.dir, &start, &query.control, || {
         let sender = sender.clone();
         let matcher: &GlobMatcher = &query.matcher;
-        let root = context.root;
         let dir = &query.dir;
         let control = &query.control;
-        move |found: FoundFile| {
-            let matched = matcher.matches_path(&found.path, dir);
+        move |found: FoundFile<'_>| {
+            // Matched on the relative path first: only matches are stat'ed (for their size and
+            // modification time) and named.
+            let matched = matcher.matches_relative(found.inner);
             control.count_file(matched);
-            if matched && let Some(entry) = file_entry(root, &found.relative, &found.path) {
+            if matched
+                && let Some(path) = found.path(dir)
+                && let Some(stat) = found.stat()
+                && let Some(entry) = stat_entry(&stat, path)
+            {
                 let _ = sender.send(entry);
             }
         }
     })?;
     drop(sender);
     Ok(receiver.into_iter().collect())
+}
+
+/// The entry of a regular file from its `stat`; `None` if it is not (or no longer) one.
+fn stat_entry(stat: &rustix::fs::Stat, path: VirtualPath) -> Option<Entry> {
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let modified = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+        u64::try_from(stat.st_mtime).ok()?,
+        u32::try_from(stat.st_mtime_nsec).ok()?,
+    ));
+    Some(Entry {
+        path,
+        kind: EntryKind::File,
+        size: version::size_of(stat),
+        modified,
+        // Birth time does not survive atomic replacement (see the module doc).
+        created: None,
+    })
 }
 
 /// The entry of a regular file, stat'ed beneath the root without following a last symlink;
@@ -363,14 +639,11 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
                 return Ok(Vec::new());
             }
             let mut searcher = Searchers::new(query.collect, &query.pattern);
-            let found = search_file(
-                context.root,
-                &mut searcher,
-                matcher,
-                query.collect,
-                &canonical.path(),
-                &query.dir,
-            );
+            let found = open_beneath(context.root, &canonical.path()).and_then(|file| {
+                search_file(file, &mut searcher, matcher, query.collect, || {
+                    Some(query.dir.clone())
+                })
+            });
             return Ok(found.into_iter().collect());
         }
         Start::Directory(canonical) => canonical,
@@ -380,21 +653,17 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
         let sender = sender.clone();
         let matcher = matcher.clone();
         let mut searcher = Searchers::new(query.collect, &query.pattern);
-        let root = context.root;
-        move |found: FoundFile| {
+        move |found: FoundFile<'_>| {
             if let Some(filter) = &query.file_filter
-                && !filter.matches_path(&found.path, &query.dir)
+                && !filter.matches_relative(found.inner)
             {
                 return;
             }
-            let file = search_file(
-                root,
-                &mut searcher,
-                &matcher,
-                query.collect,
-                &found.relative,
-                &found.path,
-            );
+            let file = found.open().and_then(|file| {
+                search_file(file, &mut searcher, &matcher, query.collect, || {
+                    found.path(&query.dir)
+                })
+            });
             query.control.count_file(file.is_some());
             if let Some(file) = file {
                 let _ = sender.send(file);
@@ -482,21 +751,25 @@ impl Searchers {
     }
 }
 
-/// Opens `relative` beneath the root (non-blocking, so a FIFO swapped in cannot hang us),
-/// skips it unless it is a regular text file, and searches it.
-fn search_file(
-    root: &Dir,
-    searcher: &mut Searchers,
-    matcher: &RegexMatcher,
-    collect: GrepCollect,
-    relative: &Path,
-    path: &VirtualPath,
-) -> Option<GrepFile> {
+/// Opens `relative` beneath the root for reading (non-blocking, so a FIFO swapped in cannot
+/// hang us).
+fn open_beneath(root: &Dir, relative: &Path) -> Option<std::fs::File> {
     let mut options = OpenOptions::new();
     options
         .read(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-    let file = root.open_with(relative, &options).ok()?.into_std();
+    Some(root.open_with(relative, &options).ok()?.into_std())
+}
+
+/// Skips `file` unless it is a regular text file, and searches it; `path` names it in the
+/// answer (asked only when it has a match).
+fn search_file(
+    file: std::fs::File,
+    searcher: &mut Searchers,
+    matcher: &RegexMatcher,
+    collect: GrepCollect,
+    path: impl FnOnce() -> Option<VirtualPath>,
+) -> Option<GrepFile> {
     let stat = rustix::fs::fstat(&file).ok()?;
     if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return None;
@@ -536,11 +809,19 @@ fn search_file(
                 "configured allocation limit ({}) exceeded",
                 searcher.heap_limit
             );
-        return over_limit
-            .then(|| GrepFile::skipped(path.clone(), searcher.long_line_reason.clone()));
+        if !over_limit {
+            return None;
+        }
+        return Some(GrepFile::skipped(
+            path()?,
+            searcher.long_line_reason.clone(),
+        ));
     }
-    (sink.match_count > 0).then(|| GrepFile {
-        path: path.clone(),
+    if sink.match_count == 0 {
+        return None;
+    }
+    Some(GrepFile {
+        path: path()?,
         match_count: match collect {
             GrepCollect::Files => 1,
             _ => sink.match_count,
