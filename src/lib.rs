@@ -27,9 +27,12 @@
 //!   name).
 //! - [`session`]: per-session read ledger, undo history and file locks; [`limits`]: the
 //!   memory bounds (one flag each) every tool keeps whatever the file size.
-//! - [`registry`]: tool definitions from `schemas/`, argument validation.
+//! - [`registry`]: tool definitions (from the rows of `tools::table` and their `schemas/`
+//!   files) that a server lists, argument validation.
 //! - [`exec`]: the opt-in `execute` tool: shell, Landlock sandbox, timeout and cancellation.
-//! - [`tools`]: one module per tool; `tools::change` the one change primitive every changing
+//! - [`tools`]: one module per tool; `tools::table` the one table of tools (name, schema files,
+//!   when listed, whether it changes files, handler) that the registry, the dispatch and the
+//!   audit log derive from; `tools::change` the one change primitive every changing
 //!   tool applies, takes back and records (where ledger, undo, and later the audit log, hook in),
 //!   with its reports beside it; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and `transport::arrival`, where each file
@@ -117,10 +120,11 @@ where
     T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let mut registry = Registry::load_for(session.write_options.exec, session.audit().is_some())?;
-    if table.has_overlay() {
-        registry = registry.with_review_tools()?;
-    }
+    let registry = Registry::listing(crate::registry::Listing {
+        exec: session.write_options.exec,
+        audit: session.audit().is_some(),
+        overlay: table.has_overlay(),
+    })?;
     let registry = Arc::new(registry);
     let instructions = instructions(table);
     let server = MountfsServer::new(registry, session, instructions, table.changes().clone())

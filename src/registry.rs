@@ -1,5 +1,6 @@
-//! The tool registry: tool definitions loaded from `schemas/` (compiled into the binary), checked
-//! at start-up, and argument validation with path-precise errors.
+//! The tool registry: tool definitions built from the rows of `tools::table::TOOLS` (their
+//! `schemas/` files compiled into the binary) that a server lists ([`Listing`]), and argument
+//! validation with path-precise errors.
 //!
 //! Each `schemas/<tool>.json` is a JSON Schema (2020-12) whose `title` is the tool's name and whose
 //! `description` is the tool's description; `x-annotations` carries the MCP tool annotations.
@@ -15,122 +16,34 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 use thiserror::Error;
 
-/// The schema files, as compiled in: `(file name, text)`; each tool's input schema
-/// `<tool>.json` followed by its output schema `<tool>.output.json`.
-pub const SCHEMA_FILES: &[(&str, &str)] = &[
-    ("ls.json", include_str!("../schemas/ls.json")),
-    ("ls.output.json", include_str!("../schemas/ls.output.json")),
-    ("read_file.json", include_str!("../schemas/read_file.json")),
-    (
-        "read_file.output.json",
-        include_str!("../schemas/read_file.output.json"),
-    ),
-    (
-        "write_file.json",
-        include_str!("../schemas/write_file.json"),
-    ),
-    (
-        "write_file.output.json",
-        include_str!("../schemas/write_file.output.json"),
-    ),
-    ("edit_file.json", include_str!("../schemas/edit_file.json")),
-    (
-        "edit_file.output.json",
-        include_str!("../schemas/edit_file.output.json"),
-    ),
-    (
-        "multi_edit.json",
-        include_str!("../schemas/multi_edit.json"),
-    ),
-    (
-        "multi_edit.output.json",
-        include_str!("../schemas/multi_edit.output.json"),
-    ),
-    ("glob.json", include_str!("../schemas/glob.json")),
-    (
-        "glob.output.json",
-        include_str!("../schemas/glob.output.json"),
-    ),
-    ("grep.json", include_str!("../schemas/grep.json")),
-    (
-        "grep.output.json",
-        include_str!("../schemas/grep.output.json"),
-    ),
-    ("delete.json", include_str!("../schemas/delete.json")),
-    (
-        "delete.output.json",
-        include_str!("../schemas/delete.output.json"),
-    ),
-    ("move.json", include_str!("../schemas/move.json")),
-    (
-        "move.output.json",
-        include_str!("../schemas/move.output.json"),
-    ),
-    ("file_info.json", include_str!("../schemas/file_info.json")),
-    (
-        "file_info.output.json",
-        include_str!("../schemas/file_info.output.json"),
-    ),
-    ("undo_edit.json", include_str!("../schemas/undo_edit.json")),
-    (
-        "undo_edit.output.json",
-        include_str!("../schemas/undo_edit.output.json"),
-    ),
-    (
-        "apply_patch.json",
-        include_str!("../schemas/apply_patch.json"),
-    ),
-    (
-        "apply_patch.output.json",
-        include_str!("../schemas/apply_patch.output.json"),
-    ),
-];
-
-/// The schema of `execute`, served only with `--allow-exec` (issue 11).
-pub const EXECUTE_SCHEMA_FILE: (&str, &str) =
-    ("execute.json", include_str!("../schemas/execute.json"));
-
-/// The output schema of `execute`.
-pub const EXECUTE_OUTPUT_SCHEMA_FILE: (&str, &str) = (
-    "execute.output.json",
-    include_str!("../schemas/execute.output.json"),
-);
-
-/// The schemas of `history`, served only while the audit log is on (`--audit`, issue 14).
-pub const HISTORY_SCHEMA_FILE: (&str, &str) =
-    ("history.json", include_str!("../schemas/history.json"));
-
-/// The output schema of `history`.
-pub const HISTORY_OUTPUT_SCHEMA_FILE: (&str, &str) = (
-    "history.output.json",
-    include_str!("../schemas/history.output.json"),
-);
+use crate::tools::table::{Listed, TOOLS, ToolRow};
 
 /// How an output schema's file name ends; the rest is its input schema's file stem.
 pub const OUTPUT_SUFFIX: &str = ".output.json";
 
-/// The schemas of the review tools, served only when an overlay mount exists (issue 14).
-/// Each is `(input file, input text, output file, output text)`.
-pub const REVIEW_SCHEMA_FILES: &[(&str, &str, &str, &str)] = &[
-    (
-        "changes.json",
-        include_str!("../schemas/changes.json"),
-        "changes.output.json",
-        include_str!("../schemas/changes.output.json"),
-    ),
-    (
-        "commit.json",
-        include_str!("../schemas/commit.json"),
-        "commit.output.json",
-        include_str!("../schemas/commit.output.json"),
-    ),
-    (
-        "discard.json",
-        include_str!("../schemas/discard.json"),
-        "discard.output.json",
-        include_str!("../schemas/discard.output.json"),
-    ),
-];
+/// Which of the tools listed only sometimes ([`Listed`]) a server lists: those of its flags and
+/// mounts. The rows themselves are [`TOOLS`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Listing {
+    /// `--allow-exec`: `execute`, its description saying whether it runs sandboxed.
+    pub exec: Option<crate::exec::ExecMode>,
+    /// `--audit`: `history`.
+    pub audit: bool,
+    /// An overlay mount: `changes`, `commit`, `discard`.
+    pub overlay: bool,
+}
+
+impl Listing {
+    /// Whether a tool listed `when` is listed here.
+    pub fn lists(&self, when: Listed) -> bool {
+        match when {
+            Listed::Always => true,
+            Listed::Audit => self.audit,
+            Listed::Overlay => self.overlay,
+            Listed::Exec => self.exec.is_some(),
+        }
+    }
+}
 
 /// A tool definition that cannot be served. The server refuses to start with it.
 #[derive(Debug, Error)]
@@ -155,6 +68,18 @@ pub enum DefinitionError {
         /// The file.
         file: String,
         /// The tool.
+        name: String,
+    },
+    /// A schema whose title is not the name of its row in `tools::table::TOOLS`.
+    #[error(
+        "schemas/{file}: its title '{title}' is not the tool's name '{name}' in tools::table::TOOLS; make them the same"
+    )]
+    NameMismatch {
+        /// The file.
+        file: String,
+        /// Its title.
+        title: String,
+        /// The row's name.
         name: String,
     },
     /// Two tools of one name.
@@ -257,14 +182,8 @@ pub struct UnknownToolsError {
 /// Parses `--tools` text (`a,b,…`; spaces and empty items ignored) against the compiled-in
 /// tools: the names, or which ones are unknown together with the valid ones.
 pub fn parse_allow_list(text: &str) -> Result<BTreeSet<String>, UnknownToolsError> {
-    let mut all = Registry::from_files_checked(SCHEMA_FILES, Check::OnFirstUse)
-        .map(|r| r.tools().map(|t| t.name().to_owned()).collect::<Vec<_>>())
-        .unwrap_or_default();
-    // Served only with --allow-exec / the audit log, but names --tools may keep.
-    all.push("execute".to_owned());
-    all.push("history".to_owned());
-    // Served only with an overlay mount, likewise.
-    all.extend(["changes", "commit", "discard"].map(str::to_owned));
+    // Every row, also those listed only with --allow-exec, the audit log or an overlay mount.
+    let all: Vec<String> = TOOLS.iter().map(|row| row.name.to_owned()).collect();
     let names: BTreeSet<String> = text
         .split(',')
         .map(str::trim)
@@ -304,88 +223,90 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The registry of the compiled-in schema files, narrowed to the `--tools` allow-list when
-    /// one was set (see [`allow_only`]).
+    /// The tools every server lists, narrowed to the `--tools` allow-list when one was set (see
+    /// [`allow_only`]).
     pub fn load() -> Result<Self, DefinitionError> {
-        let mut registry = Self::from_files_checked(SCHEMA_FILES, Check::OnFirstUse)?;
-        if let Some(allowed) = ALLOWED_TOOLS.get() {
-            registry.tools.retain(|t| allowed.contains(t.name()));
-        }
-        Ok(registry)
+        Self::listing(Listing::default())
     }
 
-    /// The registry of the compiled-in schema files, with `execute` when `exec` allows it; its
-    /// description then says whether its commands run in the Landlock sandbox.
+    /// [`Registry::load`], with `execute` when `exec` allows it.
     pub fn load_with_exec(exec: Option<crate::exec::ExecMode>) -> Result<Self, DefinitionError> {
-        let Some(mode) = exec else {
-            return Self::load();
-        };
-        let mut registry = Self::load()?;
-        if ALLOWED_TOOLS
-            .get()
-            .is_some_and(|allowed| !allowed.contains("execute"))
-        {
-            return Ok(registry);
-        }
-        let (file, text) = EXECUTE_SCHEMA_FILE;
-        let mut value = parse_file(file, text)?;
-        if let Some(Value::String(description)) = value.get_mut("description") {
-            description.push(' ');
-            description.push_str(mode.tool_note());
-        }
-        let (output_file, output_text) = EXECUTE_OUTPUT_SCHEMA_FILE;
-        let output = parse_file(output_file, output_text)?;
-        registry.tools.push(Self::definition(
-            file,
-            value,
-            (output_file, output),
-            Check::OnFirstUse,
-        )?);
-        Ok(registry)
+        Self::listing(Listing {
+            exec,
+            ..Listing::default()
+        })
     }
 
-    /// [`Registry::load_with_exec`], with `history` when the audit log is on (and the `--tools`
-    /// allow-list, if any, keeps it).
+    /// [`Registry::load_with_exec`], with `history` when the audit log is on.
     pub fn load_for(
         exec: Option<crate::exec::ExecMode>,
         audit: bool,
     ) -> Result<Self, DefinitionError> {
-        let mut registry = Self::load_with_exec(exec)?;
-        let allowed = ALLOWED_TOOLS
-            .get()
-            .is_none_or(|allowed| allowed.contains("history"));
-        if audit && allowed {
-            let (file, text) = HISTORY_SCHEMA_FILE;
-            let value = parse_file(file, text)?;
-            let (output_file, output_text) = HISTORY_OUTPUT_SCHEMA_FILE;
-            let output = parse_file(output_file, output_text)?;
-            registry.tools.push(Self::definition(
-                file,
-                value,
-                (output_file, output),
-                Check::OnFirstUse,
-            )?);
-        }
-        Ok(registry)
+        Self::listing(Listing {
+            exec,
+            audit,
+            overlay: false,
+        })
     }
 
-    /// This registry with the review tools `changes`, `commit` and `discard` added (those the
-    /// `--tools` allow-list keeps): for servers with an overlay mount.
+    /// This registry with the review tools (`changes`, `commit`, `discard`) added: for servers
+    /// with an overlay mount.
     pub fn with_review_tools(mut self) -> Result<Self, DefinitionError> {
-        for (file, text, output_file, output_text) in REVIEW_SCHEMA_FILES {
-            let value = parse_file(file, text)?;
-            let output = parse_file(output_file, output_text)?;
-            let definition =
-                Self::definition(file, value, (output_file, output), Check::OnFirstUse)?;
-            if ALLOWED_TOOLS
-                .get()
-                .is_some_and(|allowed| !allowed.contains(definition.name()))
-            {
-                continue;
+        for row in TOOLS.iter().filter(|row| row.listed == Listed::Overlay) {
+            if let Some(definition) = Self::row_definition(row, None)? {
+                self.tools.push(definition);
             }
-            self.tools.push(definition);
         }
         Ok(self)
+    }
+
+    /// The rows of [`TOOLS`] that `listing` lists and the `--tools` allow-list (if any) keeps,
+    /// in table order. `execute`'s description then says whether its commands run in the
+    /// Landlock sandbox. Their schemas are compiled on first use (see [`ToolDefinition`]).
+    pub fn listing(listing: Listing) -> Result<Self, DefinitionError> {
+        let mut tools = Vec::new();
+        for row in TOOLS.iter().filter(|row| listing.lists(row.listed)) {
+            let note = match row.listed {
+                Listed::Exec => listing.exec.map(|mode| mode.tool_note()),
+                _ => None,
+            };
+            if let Some(definition) = Self::row_definition(row, note)? {
+                tools.push(definition);
+            }
+        }
+        Ok(Self { tools })
+    }
+
+    /// The definition of one row (`None` when the `--tools` allow-list leaves it out), its
+    /// description followed by `note`.
+    fn row_definition(
+        row: &ToolRow,
+        note: Option<&str>,
+    ) -> Result<Option<ToolDefinition>, DefinitionError> {
+        if ALLOWED_TOOLS
+            .get()
+            .is_some_and(|allowed| !allowed.contains(row.name))
+        {
+            return Ok(None);
+        }
+        let file = format!("{}.json", row.name);
+        let output_file = format!("{}{OUTPUT_SUFFIX}", row.name);
+        let mut value = parse_file(&file, row.input_schema)?;
+        let title = value.get("title").and_then(Value::as_str).unwrap_or("");
+        if title != row.name {
+            return Err(DefinitionError::NameMismatch {
+                title: title.to_owned(),
+                file,
+                name: row.name.to_owned(),
+            });
+        }
+        if let (Some(note), Some(Value::String(description))) = (note, value.get_mut("description"))
+        {
+            description.push(' ');
+            description.push_str(note);
+        }
+        let output = parse_file(&output_file, row.output_schema)?;
+        Self::definition(&file, value, (&output_file, output), Check::OnFirstUse).map(Some)
     }
 
     /// Builds and checks a registry from `(file name, JSON text)` pairs: each tool's input
@@ -989,17 +910,24 @@ mod tests {
     /// (they are compiled on first use there): each one, the optional tools' included.
     #[test]
     fn every_compiled_in_schema_is_valid_and_compiles() {
-        let mut files: Vec<(&str, &str)> = SCHEMA_FILES.to_vec();
-        files.extend([
-            EXECUTE_SCHEMA_FILE,
-            EXECUTE_OUTPUT_SCHEMA_FILE,
-            HISTORY_SCHEMA_FILE,
-            HISTORY_OUTPUT_SCHEMA_FILE,
-        ]);
-        for (file, text, output_file, output_text) in REVIEW_SCHEMA_FILES {
-            files.extend([(*file, *text), (*output_file, *output_text)]);
+        let names: Vec<(String, String)> = TOOLS
+            .iter()
+            .map(|row| {
+                (
+                    format!("{}.json", row.name),
+                    format!("{}.output.json", row.name),
+                )
+            })
+            .collect();
+        let mut files: Vec<(&str, &str)> = Vec::new();
+        for (row, (input, output)) in TOOLS.iter().zip(&names) {
+            files.extend([
+                (input.as_str(), row.input_schema),
+                (output.as_str(), row.output_schema),
+            ]);
         }
         let registry = Registry::from_files(&files).unwrap();
+        assert_eq!(registry.tools().count(), TOOLS.len());
         for definition in registry.tools() {
             assert!(
                 definition.validator.get().is_some(),
@@ -1025,7 +953,12 @@ mod tests {
     /// added without one fails here (and the server refuses to start).
     #[test]
     fn every_tool_declares_an_output_schema_with_the_error_shape() {
-        let registry = Registry::load_with_exec(Some(crate::exec::ExecMode::Sandboxed)).unwrap();
+        let registry = Registry::listing(Listing {
+            exec: Some(crate::exec::ExecMode::Sandboxed),
+            audit: true,
+            overlay: true,
+        })
+        .unwrap();
         let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
         for name in [
             "ls",

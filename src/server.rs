@@ -210,9 +210,7 @@ impl MountfsServer {
         let linked = linked_file(name, &arguments).map(|path| (path, session.backend()));
         let tool = name.to_owned();
         let audit = session.audit().cloned().map(|log| {
-            let logged = crate::audit::record::CHANGING_TOOLS
-                .contains(&name)
-                .then(|| arguments.clone());
+            let logged = tools::table::changes_files(name).then(|| arguments.clone());
             (log, logged, context.origin.clone())
         });
         // The files the call changes are collected and logged (see `audit::record`) in the

@@ -18,20 +18,6 @@ use crate::backend::Version;
 use crate::path::VirtualPath;
 use crate::tools::ToolReply;
 
-/// The tools whose successful calls are changes, each logged as one entry.
-pub const CHANGING_TOOLS: &[&str] = &[
-    "write_file",
-    "edit_file",
-    "multi_edit",
-    "apply_patch",
-    "delete",
-    "move",
-    "undo_edit",
-    "execute",
-    "commit",
-    "discard",
-];
-
 /// Who made a call, as the entry names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -127,7 +113,7 @@ pub fn change_of(
     more_files: u64,
     origin: &Origin,
 ) -> Option<Change> {
-    if !CHANGING_TOOLS.contains(&tool) {
+    if !crate::tools::table::changes_files(tool) {
         return None;
     }
     let structured = reply.structured.as_ref();

@@ -231,10 +231,11 @@ impl HttpServer {
         write_options: WriteOptions,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), HttpError> {
-        let mut registry = Registry::load_for(write_options.exec, table.audit().is_some())?;
-        if table.has_overlay() {
-            registry = registry.with_review_tools()?;
-        }
+        let registry = Registry::listing(crate::registry::Listing {
+            exec: write_options.exec,
+            audit: table.audit().is_some(),
+            overlay: table.has_overlay(),
+        })?;
         let registry = Arc::new(registry);
         let instructions = crate::instructions(&table);
         let limits = WorkspaceLimits {

@@ -25,6 +25,7 @@ pub mod move_file;
 pub mod multi_edit;
 pub mod read_file;
 pub mod steps;
+pub mod table;
 pub mod undo_edit;
 pub mod write_file;
 
@@ -409,22 +410,7 @@ pub fn counted(n: usize, noun: &str) -> String {
 
 /// Whether a tool of this name exists here (the registry decides what is listed).
 pub fn is_known(name: &str) -> bool {
-    matches!(
-        name,
-        "ls" | "read_file"
-            | "write_file"
-            | "edit_file"
-            | "multi_edit"
-            | "glob"
-            | "grep"
-            | "delete"
-            | "move"
-            | "file_info"
-            | "undo_edit"
-            | "apply_patch"
-            | "execute"
-            | "history"
-    )
+    table::row(name).is_some()
 }
 
 fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolError> {
@@ -445,38 +431,23 @@ pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<Too
     call_with(name, arguments, session, &CallContext::default()).await
 }
 
-/// [`call`] with the request's context.
+/// [`call`] with the request's context: the tool's row in [`table::TOOLS`] parses the
+/// arguments and runs it.
 async fn call_with(
     name: &str,
     arguments: Value,
     session: &Session,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    // Each tool's future is boxed: unboxed, this future was as big as the biggest tool's
-    // (with every state of every tool), and it was moved whole into the call's task and the
-    // library's request task, ~80,000 bytes copied per call, however small the call
-    // (issue 15, callgrind: memcpy under tokio::spawn was 14% of a small read_file).
-    match name {
-        "ls" => Box::pin(ls::run(parse(name, arguments)?, session, context)).await,
-        "read_file" => Box::pin(read_file::run(parse(name, arguments)?, session)).await,
-        "write_file" => Box::pin(write_file::run(parse(name, arguments)?, session, context)).await,
-        "edit_file" => Box::pin(edit_file::run(parse(name, arguments)?, session, context)).await,
-        "multi_edit" => Box::pin(multi_edit::run(parse(name, arguments)?, session, context)).await,
-        "glob" => Box::pin(glob::run(parse(name, arguments)?, session, context)).await,
-        "grep" => Box::pin(grep::run(parse(name, arguments)?, session, context)).await,
-        "delete" => Box::pin(delete::run(parse(name, arguments)?, session, context)).await,
-        "move" => Box::pin(move_file::run(parse(name, arguments)?, session, context)).await,
-        "file_info" => Box::pin(file_info::run(parse(name, arguments)?, session)).await,
-        "undo_edit" => Box::pin(undo_edit::run(parse(name, arguments)?, session, context)).await,
-        "apply_patch" => {
-            Box::pin(apply_patch::run(parse(name, arguments)?, session, context)).await
-        }
-        "history" => Box::pin(history::run(parse(name, arguments)?, session)).await,
-        "changes" => Box::pin(changes::run(parse(name, arguments)?, session)).await,
-        "commit" => Box::pin(commit::run(parse(name, arguments)?, session)).await,
-        "discard" => Box::pin(discard::run(parse(name, arguments)?, session)).await,
-        other => Err(ToolError::Arguments {
-            tool: other.to_owned(),
+    // Each tool's future is boxed (the rows' handlers return `table::ToolFuture`): unboxed,
+    // this future was as big as the biggest tool's (with every state of every tool), and it was
+    // moved whole into the call's task and the library's request task, ~80,000 bytes copied per
+    // call, however small the call (issue 15, callgrind: memcpy under tokio::spawn was 14% of a
+    // small read_file).
+    match table::row(name) {
+        Some(row) => (row.handler)(arguments, session, context).await,
+        None => Err(ToolError::Arguments {
+            tool: name.to_owned(),
             reason: "no such tool".into(),
         }),
     }
@@ -492,37 +463,18 @@ pub async fn call_in(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     // One mount table for the whole call, even when the client's roots change meanwhile.
-    let run = async {
-        match name {
-            "execute" => {
-                Box::pin(crate::exec::run(parse(name, arguments)?, session, context)).await
-            }
-            _ => call_with(name, arguments, session, context).await,
-        }
-    };
-    session.with_table_snapshot(run).await
+    session
+        .with_table_snapshot(call_with(name, arguments, session, context))
+        .await
 }
 
 /// The JSON Schema schemars derives from each tool's typed `Args`, for the test that proves the
 /// structs and `schemas/` agree.
 pub fn derived_schemas() -> Vec<(&'static str, schemars::Schema)> {
-    vec![
-        ("ls", schemars::schema_for!(ls::Args)),
-        ("read_file", schemars::schema_for!(read_file::Args)),
-        ("write_file", schemars::schema_for!(write_file::Args)),
-        ("edit_file", schemars::schema_for!(edit_file::Args)),
-        ("multi_edit", schemars::schema_for!(multi_edit::Args)),
-        ("glob", schemars::schema_for!(glob::Args)),
-        ("grep", schemars::schema_for!(grep::Args)),
-        ("delete", schemars::schema_for!(delete::Args)),
-        ("move", schemars::schema_for!(move_file::Args)),
-        ("file_info", schemars::schema_for!(file_info::Args)),
-        ("undo_edit", schemars::schema_for!(undo_edit::Args)),
-        ("apply_patch", schemars::schema_for!(apply_patch::Args)),
-        ("changes", schemars::schema_for!(changes::Args)),
-        ("commit", schemars::schema_for!(commit::Args)),
-        ("discard", schemars::schema_for!(discard::Args)),
-    ]
+    table::TOOLS
+        .iter()
+        .map(|row| (row.name, (row.args_schema)()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -532,7 +484,7 @@ mod tests {
 
     use serde_json::Value;
 
-    use crate::registry::Registry;
+    use crate::registry::{Listing, Registry};
 
     /// `{property → base JSON type}` and the required set of an object schema, resolving
     /// schemars' `$ref`s into `$defs` and dropping `null` from `Option` types.
@@ -606,34 +558,37 @@ mod tests {
         values
     }
 
+    /// `execute`, `history` and the review tools are listed only with their flag or mount.
     #[test]
-    fn execute_args_and_its_schema_file_agree() {
-        let registry = Registry::load_with_exec(Some(crate::exec::ExecMode::Sandboxed)).unwrap();
-        let derived = schemars::schema_for!(crate::exec::Args).as_value().clone();
-        let file = Value::Object((*registry.get("execute").unwrap().schema).clone());
-        assert_eq!(shape(&derived, &derived), shape(&file, &file));
+    fn conditional_tools_are_listed_only_when_their_listing_says() {
         assert!(Registry::load().unwrap().get("execute").is_none());
-    }
-
-    #[test]
-    fn history_args_and_its_schema_file_agree() {
-        let registry = Registry::load_for(None, true).unwrap();
-        let derived = schemars::schema_for!(super::history::Args)
-            .as_value()
-            .clone();
-        let file = Value::Object((*registry.get("history").unwrap().schema).clone());
-        assert_eq!(shape(&derived, &derived), shape(&file, &file));
         assert!(
             Registry::load_for(None, false)
                 .unwrap()
                 .get("history")
                 .is_none()
         );
+        assert!(Registry::load().unwrap().get("commit").is_none());
+        let exec = Registry::load_with_exec(Some(crate::exec::ExecMode::Sandboxed)).unwrap();
+        assert!(exec.get("execute").is_some());
+        assert!(
+            Registry::load_for(None, true)
+                .unwrap()
+                .get("history")
+                .is_some()
+        );
+        let overlay = Registry::load().unwrap().with_review_tools().unwrap();
+        assert!(overlay.get("commit").is_some());
     }
 
     #[test]
     fn typed_args_and_schema_files_agree() {
-        let registry = Registry::load().unwrap().with_review_tools().unwrap();
+        let registry = Registry::listing(Listing {
+            exec: Some(crate::exec::ExecMode::Sandboxed),
+            audit: true,
+            overlay: true,
+        })
+        .unwrap();
         let derived = super::derived_schemas();
         assert_eq!(
             derived.len(),

@@ -1,0 +1,183 @@
+//! The one table of tools: each row is a tool's name, its schema files, when it is listed, whether
+//! its calls change files, its typed arguments and its handler. Everything that names tools —
+//! the registry (`tools/list`, `--tools`), the dispatch of `tools/call`, the audit log's changing
+//! tools, the test that proves the typed arguments and the schema files agree — derives from
+//! [`TOOLS`]. Adding a tool is one row here, its module, and `schemas/<name>.json` +
+//! `schemas/<name>.output.json` (a row without them does not compile; a schema file without a
+//! row fails `every_schema_file_has_a_row`).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+
+use super::{
+    CallContext, ToolError, ToolReply, apply_patch, changes, commit, delete, discard, edit_file,
+    file_info, glob, grep, history, ls, move_file, multi_edit, parse, read_file, undo_edit,
+    write_file,
+};
+use crate::session::Session;
+
+/// When a tool is listed (and callable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    /// On every server.
+    Always,
+    /// While the audit log is on (`--audit`).
+    Audit,
+    /// When an overlay mount exists (`--mount …,overlay`).
+    Overlay,
+    /// With `--allow-exec`.
+    Exec,
+}
+
+/// A running tool call.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolReply, ToolError>> + Send + 'a>>;
+
+/// Parses a call's (schema-validated) arguments into the tool's `Args` and runs it.
+pub type Handler = for<'a> fn(Value, &'a Session, &'a CallContext) -> ToolFuture<'a>;
+
+/// One tool (see the module doc).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRow {
+    /// The tool's name, also the `title` of its input schema and the stem of its files.
+    pub name: &'static str,
+    /// `schemas/<name>.json`, as compiled in.
+    pub input_schema: &'static str,
+    /// `schemas/<name>.output.json`, as compiled in.
+    pub output_schema: &'static str,
+    /// When it is listed.
+    pub listed: Listed,
+    /// Whether a successful call is a change (one audit log entry).
+    pub changes: bool,
+    /// The JSON Schema schemars derives from its `Args` (checked against the schema file).
+    pub args_schema: fn() -> schemars::Schema,
+    /// Runs it.
+    pub handler: Handler,
+}
+
+/// A row: the name gives the schema files; `|args, session, context| call` runs the tool on its
+/// parsed `Args`.
+macro_rules! row {
+    ($name:literal, $listed:ident, changes: $changes:literal, $args:ty,
+     |$a:ident, $s:ident, $c:ident| $run:expr) => {
+        ToolRow {
+            name: $name,
+            input_schema: include_str!(concat!("../../schemas/", $name, ".json")),
+            output_schema: include_str!(concat!("../../schemas/", $name, ".output.json")),
+            listed: Listed::$listed,
+            changes: $changes,
+            args_schema: || schemars::schema_for!($args),
+            handler: |arguments, $s, $c| {
+                Box::pin(async move {
+                    let $a: $args = parse($name, arguments)?;
+                    $run.await
+                })
+            },
+        }
+    };
+}
+
+/// Every tool, in the order `tools/list` lists them.
+pub const TOOLS: &[ToolRow] = &[
+    row!("ls", Always, changes: false, ls::Args,
+        |args, session, context| ls::run(args, session, context)),
+    row!("read_file", Always, changes: false, read_file::Args,
+        |args, session, _context| read_file::run(args, session)),
+    row!("write_file", Always, changes: true, write_file::Args,
+        |args, session, context| write_file::run(args, session, context)),
+    row!("edit_file", Always, changes: true, edit_file::Args,
+        |args, session, context| edit_file::run(args, session, context)),
+    row!("multi_edit", Always, changes: true, multi_edit::Args,
+        |args, session, context| multi_edit::run(args, session, context)),
+    row!("glob", Always, changes: false, glob::Args,
+        |args, session, context| glob::run(args, session, context)),
+    row!("grep", Always, changes: false, grep::Args,
+        |args, session, context| grep::run(args, session, context)),
+    row!("delete", Always, changes: true, delete::Args,
+        |args, session, context| delete::run(args, session, context)),
+    row!("move", Always, changes: true, move_file::Args,
+        |args, session, context| move_file::run(args, session, context)),
+    row!("file_info", Always, changes: false, file_info::Args,
+        |args, session, _context| file_info::run(args, session)),
+    row!("undo_edit", Always, changes: true, undo_edit::Args,
+        |args, session, context| undo_edit::run(args, session, context)),
+    row!("apply_patch", Always, changes: true, apply_patch::Args,
+        |args, session, context| apply_patch::run(args, session, context)),
+    row!("execute", Exec, changes: true, crate::exec::Args,
+        |args, session, context| crate::exec::run(args, session, context)),
+    row!("history", Audit, changes: false, history::Args,
+        |args, session, _context| history::run(args, session)),
+    row!("changes", Overlay, changes: false, changes::Args,
+        |args, session, _context| changes::run(args, session)),
+    row!("commit", Overlay, changes: true, commit::Args,
+        |args, session, _context| commit::run(args, session)),
+    row!("discard", Overlay, changes: true, discard::Args,
+        |args, session, _context| discard::run(args, session)),
+];
+
+/// The row of the tool named `name`.
+pub fn row(name: &str) -> Option<&'static ToolRow> {
+    TOOLS.iter().find(|row| row.name == name)
+}
+
+/// Whether a successful call of `tool` is a change (one audit log entry).
+pub fn changes_files(tool: &str) -> bool {
+    row(tool).is_some_and(|row| row.changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Every `schemas/*.json` belongs to a row (as its input or output schema), and every row's
+    /// two files are there, spelled as the row compiles them in.
+    #[test]
+    fn every_schema_file_has_a_row_and_every_row_its_schema_files() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+        let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name.ends_with(".json"))
+            .collect();
+        let mut expected = BTreeSet::new();
+        for row in TOOLS {
+            for (file, compiled) in [
+                (format!("{}.json", row.name), row.input_schema),
+                (format!("{}.output.json", row.name), row.output_schema),
+            ] {
+                let text = std::fs::read_to_string(dir.join(&file))
+                    .unwrap_or_else(|e| panic!("row {}: schemas/{file}: {e}", row.name));
+                assert_eq!(text, compiled, "schemas/{file}");
+                expected.insert(file);
+            }
+        }
+        let orphans: Vec<&String> = on_disk.difference(&expected).collect();
+        assert!(
+            orphans.is_empty(),
+            "schema files without a row in tools::table::TOOLS: {orphans:?}"
+        );
+    }
+
+    #[test]
+    fn names_are_unique_and_each_is_its_schemas_title() {
+        let mut seen = BTreeSet::new();
+        for row in TOOLS {
+            assert!(seen.insert(row.name), "{} has two rows", row.name);
+            let schema: Value = serde_json::from_str(row.input_schema).unwrap();
+            assert_eq!(schema["title"], row.name, "schemas/{}.json", row.name);
+        }
+    }
+
+    /// Changing tools are exactly those whose schema does not say they only read.
+    #[test]
+    fn the_changing_tools_are_those_not_read_only() {
+        for row in TOOLS {
+            let schema: Value = serde_json::from_str(row.input_schema).unwrap();
+            let read_only = schema["x-annotations"]["readOnlyHint"].as_bool();
+            assert_eq!(read_only, Some(!row.changes), "{}", row.name);
+        }
+    }
+}
