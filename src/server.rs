@@ -25,7 +25,6 @@ use crate::changes::{
     Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
     session_origin,
 };
-use crate::path::VirtualPath;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
@@ -205,31 +204,41 @@ impl MountfsServer {
         if let Err(message) = definition.validate(&arguments) {
             return Ok(failure(ErrorKind::InvalidArguments, message));
         }
-        let touched = touched_paths(name, &arguments);
         let origin = session_origin(&session);
-        let linked = linked_file(name, &arguments).map(|path| (path, session.backend()));
         let tool = name.to_owned();
         let audit = session.audit().cloned().map(|log| {
             let logged = tools::table::changes_files(name).then(|| arguments.clone());
             (log, logged, context.origin.clone())
         });
-        // The files the call changes are collected and logged (see `audit::record`) in the
-        // call's own task: a client that stops waiting cannot leave a change unlogged.
+        // What the call changed is collected by the change primitive (see
+        // `tools::change::trail`) and logged in the call's own task: a client that stops waiting
+        // cannot leave a change unlogged.
         let run = async move {
             let call = tools::call_in(&tool, arguments, &session, &context);
-            let (outcome, files, more_files) = crate::audit::record::collect(call).await;
-            let mut reply = outcome?;
-            if let Some((log, Some(arguments), origin)) = audit {
-                log_change(
-                    &log, &tool, &arguments, &mut reply, files, more_files, &origin,
-                )
-                .await;
-            }
-            Ok::<ToolReply, tools::ToolError>(reply)
+            let (outcome, changed) = tools::change::trail::collect(call).await;
+            let outcome = match outcome {
+                Ok(mut reply) => {
+                    if let Some((log, Some(arguments), origin)) = audit {
+                        log_change(
+                            &log,
+                            &tool,
+                            &arguments,
+                            &mut reply,
+                            changed.files,
+                            changed.more_files,
+                            &origin,
+                        )
+                        .await;
+                    }
+                    Ok(reply)
+                }
+                Err(error) => Err(error),
+            };
+            (outcome, changed.touched)
         };
         let task = tokio::spawn(run);
-        let outcome = match task.await {
-            Ok(outcome) => outcome,
+        let (outcome, touched) = match task.await {
+            Ok(done) => done,
             Err(join_error) => {
                 tracing::error!(tool = name, error = %join_error, "tool task failed");
                 return Ok(failure(
@@ -240,22 +249,19 @@ impl MountfsServer {
                 ));
             }
         };
+        // Every path the call changed, as the change primitive recorded it: also those of a
+        // call that failed part-way (what landed is announced), none of one that changed nothing.
+        for touched in touched {
+            self.changes.publish(Change {
+                path: touched.path,
+                listing: touched.listing,
+                origin: Some(origin),
+                private: false,
+            });
+        }
         Ok(match outcome {
             Ok(reply) => {
-                for (path, listing) in touched {
-                    self.changes.publish(Change {
-                        path,
-                        listing,
-                        origin: Some(origin),
-                        private: false,
-                    });
-                }
-                // The file the tool saw, else a look at the file it names.
-                let file = match (reply.file.clone(), linked) {
-                    (Some(file), _) => Some(file),
-                    (None, Some((path, backend))) => backend.stat(&path).await.ok().flatten(),
-                    (None, None) => None,
-                };
+                let file = reply.file.clone();
                 let mut result = success(name, reply);
                 if let Some(entry) = file.filter(|entry| !entry.is_dir()) {
                     result
@@ -295,55 +301,6 @@ async fn log_change(
         reply.text.push_str(&format!(
             "\nNote: the change was made, but it could not be written to the audit log ({error}); {failures} change(s) not logged since the server started."
         ));
-    }
-}
-
-/// The file a successful call of `tool` names, which its answer links to as a resource (with
-/// its size and `lastModified`, so a client can attach or follow it).
-fn linked_file(tool: &str, arguments: &Value) -> Option<VirtualPath> {
-    // read_file reports the file it read itself (ToolReply::file).
-    matches!(
-        tool,
-        "write_file" | "edit_file" | "multi_edit" | "file_info"
-    )
-    .then(|| arguments.get("file_path").and_then(Value::as_str))
-    .flatten()
-    .and_then(|text| VirtualPath::parse(text).ok())
-}
-
-/// The paths a successful call of `tool` with `arguments` may have changed, and whether files
-/// may have appeared or gone there; empty for tools that change nothing (and for `execute`,
-/// whose changes on disk the file watcher reports).
-fn touched_paths(tool: &str, arguments: &Value) -> Vec<(VirtualPath, bool)> {
-    let path = |field: &str| {
-        arguments
-            .get(field)
-            .and_then(Value::as_str)
-            .and_then(|text| VirtualPath::parse(text).ok())
-    };
-    let paths = |fields: &[&str], listing: bool| {
-        fields
-            .iter()
-            .filter_map(|field| path(field))
-            .map(|p| (p, listing))
-            .collect::<Vec<_>>()
-    };
-    match tool {
-        "edit_file" | "multi_edit" => paths(&["file_path"], false),
-        "write_file" | "delete" | "undo_edit" => paths(&["file_path"], true),
-        "move" => paths(&["source", "destination"], true),
-        "apply_patch" => arguments
-            .get("patch")
-            .and_then(Value::as_str)
-            .and_then(|patch| crate::text::patch::parse(patch).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .flat_map(|file| [file.old_path, file.new_path])
-            .flatten()
-            .filter_map(|text| VirtualPath::parse(&text).ok())
-            .map(|p| (p, true))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 

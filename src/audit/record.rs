@@ -1,20 +1,16 @@
 //! Recording a change: the one place a finished tool call becomes an audit entry.
 //!
-//! Two halves meet here. While a call runs, the change primitive (`tools::change`) tells
-//! [`note`] each file it changed with its versions before and after; the notes gather in the
-//! call's [`Trail`] (a task-local scoped around the call by [`collect`], so concurrent calls of
-//! one session never mix). When the call has succeeded, the server hands the trail, the answer
-//! and the call's [`Origin`] to [`change_of`], which builds the one entry: the diff is the one
-//! the tool already made for its answer (no second diff, no second read of a huge file), cut at
-//! 64 KiB.
+//! While a call runs, the change primitive's recording step notes each file it changed, with its
+//! versions before and after, in the call's trail (`tools::change::trail`). When the call has
+//! succeeded, the server hands those files, the answer and the call's [`Origin`] to
+//! [`change_of`], which builds the one entry: the diff is the one the tool already made for its
+//! answer (no second diff, no second read of a huge file), cut at 64 KiB.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use serde_json::Value;
 
 use super::{Change, ClientInfo, FileChange, MAX_FILES_PER_ENTRY, cap_diff, count_diff_lines};
-use crate::backend::Version;
 use crate::path::VirtualPath;
 use crate::tools::ToolReply;
 
@@ -43,67 +39,8 @@ impl Default for Origin {
     }
 }
 
-/// The files one call changed so far, in order.
-#[derive(Debug, Default)]
-pub struct Trail {
-    files: Mutex<Vec<FileChange>>,
-    /// Files noted beyond [`MAX_FILES_PER_ENTRY`].
-    more: Mutex<u64>,
-}
-
-tokio::task_local! {
-    static TRAIL: Trail;
-}
-
-/// Runs `call` collecting the files it changes ([`note`]); returns its output and the files.
-pub async fn collect<F: std::future::Future>(call: F) -> (F::Output, Vec<FileChange>, u64) {
-    let (output, trail) = TRAIL
-        .scope(Trail::default(), async move {
-            let output = call.await;
-            let files = TRAIL.try_with(|trail| trail.take()).unwrap_or_default();
-            (output, files)
-        })
-        .await;
-    (output, trail.0, trail.1)
-}
-
-impl Trail {
-    fn take(&self) -> (Vec<FileChange>, u64) {
-        let files = std::mem::take(&mut *self.files.lock().unwrap_or_else(PoisonError::into_inner));
-        let more = std::mem::take(&mut *self.more.lock().unwrap_or_else(PoisonError::into_inner));
-        (files, more)
-    }
-
-    fn add(&self, path: &str, before: Option<&Version>, after: Option<&Version>) {
-        let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
-        let after = after.map(|v| v.as_str().to_owned());
-        // A file changed twice in one call (a patch's rename, a move's copy then removal of
-        // one path) is one change: from its first version to its last.
-        if let Some(seen) = files.iter_mut().find(|f| f.path == path) {
-            seen.after = after;
-            return;
-        }
-        if files.len() >= MAX_FILES_PER_ENTRY {
-            *self.more.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-            return;
-        }
-        files.push(FileChange {
-            path: path.to_owned(),
-            before: before.map(|v| v.as_str().to_owned()),
-            after,
-        });
-    }
-}
-
-/// Tells the running call's trail that `path` went from `before` to `after` (`None`: absent).
-/// Called by the change primitive for every change it records; outside a collected call (a
-/// test driving tools directly) it does nothing.
-pub fn note(path: &VirtualPath, before: Option<&Version>, after: Option<&Version>) {
-    let _ = TRAIL.try_with(|trail| trail.add(path.as_str(), before, after));
-}
-
 /// The entry of a successful call of `tool`, or `None` when the tool changes nothing.
-/// `files`/`more_files`: the call's trail; when it noted nothing (a directory removed or
+/// `files`/`more_files`: the files of the call's trail; when it noted nothing (a directory removed or
 /// moved whole), the paths the arguments name stand in, without versions.
 pub fn change_of(
     tool: &str,
@@ -280,54 +217,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn version(text: &str) -> Version {
-        Version::from_raw(text)
-    }
-
-    #[tokio::test]
-    async fn a_call_collects_each_file_once_from_first_to_last_version() {
-        let a = VirtualPath::parse("/a").unwrap();
-        let b = VirtualPath::parse("/b").unwrap();
-        let ((), files, more) = collect(async {
-            note(&a, None, Some(&version("1")));
-            note(&b, Some(&version("7")), None);
-            note(&a, Some(&version("1")), Some(&version("2")));
-        })
-        .await;
-        assert_eq!(more, 0);
-        assert_eq!(
-            files,
-            vec![
-                FileChange {
-                    path: "/a".into(),
-                    before: None,
-                    after: Some("2".into())
-                },
-                FileChange {
-                    path: "/b".into(),
-                    before: Some("7".into()),
-                    after: None
-                },
-            ]
-        );
-        // Outside a collected call, nothing is noted and nothing fails.
-        note(&a, None, None);
-    }
-
-    #[tokio::test]
-    async fn concurrent_calls_keep_their_own_trails() {
-        let one = tokio::spawn(collect(async {
-            note(&VirtualPath::parse("/one").unwrap(), None, None);
-            tokio::task::yield_now().await;
-        }));
-        let two = tokio::spawn(collect(async {
-            tokio::task::yield_now().await;
-            note(&VirtualPath::parse("/two").unwrap(), None, None);
-        }));
-        assert_eq!(one.await.unwrap().1[0].path, "/one");
-        assert_eq!(two.await.unwrap().1.len(), 1);
-    }
 
     #[test]
     fn an_entry_reuses_the_answers_diff_and_counts() {

@@ -21,13 +21,13 @@
 //! looks like to the agent lives beside it in [`report`].
 
 pub mod report;
+pub mod trail;
 
 use std::borrow::Cow;
 
 use super::ToolError;
 use super::editing::fits_undo;
 use super::steps::ChangeSteps;
-use crate::audit::record as audit;
 use crate::backend::{self, AsideFile, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::path::VirtualPath;
 use crate::session::{Session, UndoStep};
@@ -429,6 +429,15 @@ pub fn record_move_undone(
     }
 }
 
+/// Records the removal of what was at `path` without a [`Change`] of a file: a symbolic link,
+/// an empty directory, or a directory removed whole once its files were (each recorded as its
+/// own change; anything `glob` does not show goes with it). The ledger forgets it and the call's
+/// trail announces it gone ([`trail`]); the audit log's entry names the files recorded, or the
+/// path the call named.
+pub fn record_removed(session: &Session, path: &VirtualPath) {
+    record(session, path, None, Seen::Removed, History::Keep);
+}
+
 /// What the session has seen of a file after a change.
 #[derive(Debug)]
 enum Seen<'t> {
@@ -436,6 +445,8 @@ enum Seen<'t> {
     Version(Version, Option<&'t str>),
     /// Nothing: the change removed it.
     Gone,
+    /// Nothing: what was there (a link, a directory) was removed without a [`Change`].
+    Removed,
     /// What was seen at `from` (or below it) is seen here now.
     Moved {
         from: &'t VirtualPath,
@@ -459,9 +470,10 @@ enum History {
 /// audit") hook in at this point, once, not in each tool.
 ///
 /// `before`: the file's version before the change (`None`: it was absent, or is not known for
-/// a move's destination). The audit log learns each change here ([`crate::audit::record::note`]:
-/// the path with its versions before and after; a move as its source gone and its destination
-/// arrived); it is written once per tool call, when the call has succeeded.
+/// a move's destination). The call's [`trail`] learns each change here (the path with its
+/// versions before and after; a move as its source gone and its destination arrived): the audit
+/// log writes it once per tool call, when the call has succeeded, and the server announces its
+/// paths to the subscriptions (`resources/subscribe`, `subscriptions/listen`).
 fn record(
     session: &Session,
     path: &VirtualPath,
@@ -470,17 +482,18 @@ fn record(
     history: History,
 ) {
     match &seen {
-        Seen::Version(version, _) => audit::note(path, before, Some(version)),
-        Seen::Gone => audit::note(path, before, None),
+        Seen::Version(version, _) => trail::note_file(path, before, Some(version)),
+        Seen::Gone => trail::note_file(path, before, None),
+        Seen::Removed => trail::note_gone(path),
         Seen::Moved { from, version } => {
-            audit::note(from, version.as_ref(), None);
-            audit::note(path, before, version.as_ref());
+            trail::note_file(from, version.as_ref(), None);
+            trail::note_file(path, before, version.as_ref());
         }
     }
     match seen {
         Seen::Version(version, Some(text)) => session.ledger.record_text(path, &version, text),
         Seen::Version(version, None) => session.ledger.record(path, &version),
-        Seen::Gone => session.ledger.forget(path),
+        Seen::Gone | Seen::Removed => session.ledger.forget(path),
         Seen::Moved { from, version } => session.ledger.rename(from, path, version.as_ref()),
     }
     match history {

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::{Applied, Before, Change};
+use super::change::{Applied, Before, Change, record_removed};
 use super::editing::{check_not_stale, fits_undo, lock_files};
 use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
@@ -57,7 +57,7 @@ pub async fn run(
             .backend()
             .delete(&path, &DeleteOptions::default())
             .await?;
-        session.ledger.forget(&path);
+        record_removed(session, &path);
         let mut reply = ToolReply::text(format!(
             "Deleted the symbolic link {path}; what it leads to is untouched."
         ));
@@ -76,6 +76,7 @@ pub async fn run(
             .backend()
             .delete(&path, &DeleteOptions::default())
             .await?;
+        record_removed(session, &path);
         let mut reply = ToolReply::text(format!("Deleted empty directory {path}."));
         reply.structured = Some(json!({
             "deleted": [path.as_str()],
@@ -244,6 +245,7 @@ async fn delete_tree(
     for entry in &entries {
         session.ledger.forget(&entry.path);
     }
+    record_removed(session, dir);
     drop(guards);
     let count = entries.len();
     let note = if keep_undo {

@@ -44,7 +44,7 @@ pub async fn run(
         expected_replacements: args.expected_replacements,
     };
     let limit = edit_limit_bytes(session);
-    edit_text(
+    Ok(edit_text(
         session,
         &path,
         std::slice::from_ref(&spec),
@@ -57,4 +57,6 @@ pub async fn run(
         },
     )
     .await
+    .map(|reply| reply.linking(session, &path))?
+    .await)
 }

@@ -114,7 +114,8 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         text,
         structured: Some(Value::Object(info)),
         image: None,
-        file: None,
+        // The answer links to the file it describes (a directory gets no link).
+        file: Some(entry),
     })
 }
 

@@ -285,8 +285,8 @@ pub struct ToolReply {
     pub structured: Option<Value>,
     /// An image, base64-encoded, with its MIME type.
     pub image: Option<(String, String)>,
-    /// The file the answer is about, as the tool saw it (the answer links to it as a
-    /// resource); `None` lets the server look it up when the tool names one.
+    /// The file the answer is about, as the tool saw it: the answer links to it as a resource
+    /// (see [`ToolReply::linking`]); `None`: no link.
     pub file: Option<crate::backend::Entry>,
 }
 
@@ -299,6 +299,16 @@ impl ToolReply {
             image: None,
             file: None,
         }
+    }
+
+    /// This answer linking to the file at `path` as it is now (its size and time after the
+    /// change), unless the tool already set [`ToolReply::file`]: the answers of `write_file`,
+    /// `edit_file` and `multi_edit` link to the file they changed.
+    pub async fn linking(mut self, session: &Session, path: &VirtualPath) -> Self {
+        if self.file.is_none() {
+            self.file = session.backend().stat(path).await.ok().flatten();
+        }
+        self
     }
 }
 

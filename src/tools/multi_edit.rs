@@ -53,7 +53,7 @@ pub async fn run(
         })
         .collect();
     let limit = edit_limit_bytes(session);
-    edit_text(
+    Ok(edit_text(
         session,
         &path,
         &specs,
@@ -67,4 +67,6 @@ pub async fn run(
         },
     )
     .await
+    .map(|reply| reply.linking(session, &path))?
+    .await)
 }

@@ -28,13 +28,23 @@ pub struct Args {
     pub content: String,
 }
 
-/// Runs the tool.
+/// Runs the tool; the answer links to the file written.
 pub async fn run(
     args: Args,
     session: &Session,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
+    let reply = write(path.clone(), args, session, context).await?;
+    Ok(reply.linking(session, &path).await)
+}
+
+async fn write(
+    path: VirtualPath,
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     check_edit_size(session, "content", args.content.len())?;
     let _guard = session.lock_file(&path, context.turn.as_deref()).await;
     let existing = match session.backend().stat(&path).await? {

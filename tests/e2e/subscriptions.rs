@@ -215,3 +215,48 @@ fn a_write_on_another_instance_reaches_a_subscriber_through_postgresql() {
     assert!(writer.finish().success());
     assert!(subscriber.finish().success());
 }
+
+/// What is announced is what the change primitive recorded, not what the call's arguments
+/// name: `undo_edit` of a move names the moved file's new path, yet the file it changes most is
+/// the one it brings back at the old path; a call that fails changes nothing and announces
+/// nothing.
+#[test]
+fn undoing_a_move_announces_the_path_it_brings_back_and_a_failed_call_announces_nothing() {
+    let mut client = StdioClient::start(&["--mount", "/=memory"]);
+    client.ok(
+        "write_file",
+        json!({"file_path": "/a.txt", "content": "one\n"}),
+    );
+    client.ok("move", json!({"source": "/a.txt", "destination": "/b.txt"}));
+    let subscribed = client.request("resources/subscribe", json!({"uri": "mountfs:///a.txt"}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+
+    let mut seen = call_collecting(&mut client, "undo_edit", json!({"file_path": "/b.txt"}));
+    assert_eq!(seen.last().unwrap()["result"]["isError"], false, "{seen:?}");
+    if !seen.iter().any(is_update("mountfs:///a.txt")) {
+        seen = wait_for(&mut client, is_update("mountfs:///a.txt"));
+    }
+    assert!(seen.iter().any(is_update("mountfs:///a.txt")), "{seen:?}");
+
+    std::thread::sleep(Duration::from_millis(400));
+    client.ok("read_file", json!({"file_path": "/a.txt"}));
+    let failed = call_collecting(
+        &mut client,
+        "edit_file",
+        json!({"file_path": "/a.txt", "old_string": "absent", "new_string": "x"}),
+    );
+    assert_eq!(
+        failed.last().unwrap()["result"]["isError"],
+        true,
+        "{failed:?}"
+    );
+    let quiet = client.recv_within(Duration::from_secs(1));
+    assert!(
+        failed
+            .iter()
+            .chain(quiet.iter())
+            .all(|m| !is_update("mountfs:///a.txt")(m)),
+        "{failed:?} {quiet:?}"
+    );
+    assert!(client.finish().success());
+}
