@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use tokio::process::Command;
+use std::process::Command;
 
 use crate::workspace::{CRATES, GLOB, LS_DIR, NEEDLE, READ_FILE, SMALL};
 

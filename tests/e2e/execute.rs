@@ -201,7 +201,7 @@ fn ending_the_session_kills_a_running_command() {
     if !landlock() {
         return;
     }
-    let mut e = Exec::start(&[]);
+    let e = Exec::start(&[]);
     e.client.send(
         "tools/call",
         json!({"name": "execute", "arguments": {

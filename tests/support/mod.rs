@@ -1,19 +1,14 @@
 //! Shared helpers of the store tests and the benchmarks: unique names, the PostgreSQL test URL
 //! (found by itself on 127.0.0.1:5432, else one visible skip line per group, see [`skips`]),
-//! clean-up of test namespaces, and a minimal MCP client that drives a real server process (the `mountfs` binary, or any other MCP server for `benches/peers.rs`) over
-//! stdio with many requests in flight at once.
+//! clean-up of test namespaces, and the one MCP test client ([`stdio::StdioClient`], which
+//! drives a real server process over stdio: the `mountfs` binary, or any other MCP server for
+//! `benches/peers`) with its async face [`McpServer`] (many requests in flight at once).
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::oneshot;
 
 pub mod backends;
 pub mod skips;
@@ -144,8 +139,7 @@ impl Drop for PostgresNamespace {
 }
 
 /// The `mountfs` binary under test, run in `cwd` with `args`, extra `env` and `RUST_LOG=warn`;
-/// both clients (the line-level [`stdio::StdioClient`] and the pipelined [`McpServer`]) start
-/// it from here and take over its stdio.
+/// the client ([`stdio::StdioClient`], and through it [`McpServer`]) starts it from here.
 pub fn mountfs_command(
     cwd: &std::path::Path,
     args: &[&str],
@@ -160,7 +154,7 @@ pub fn mountfs_command(
     command
 }
 
-/// The `initialize` request's parameters both clients send, with the client's `capabilities`.
+/// The `initialize` request's parameters the client sends, with the client's `capabilities`.
 pub fn initialize_params(capabilities: Value) -> Value {
     json!({
         "protocolVersion": "2025-06-18",
@@ -177,30 +171,31 @@ pub struct ToolAnswer {
     pub structured: Value,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
-
 /// How long [`McpServer::request`] waits for an answer unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One MCP server process and its stdio session. Requests may be sent concurrently; the
-/// reader task hands each response to its caller by id.
-#[derive(Debug)]
+/// One MCP server process and its stdio session, for load: a thin async face on the one
+/// client, [`stdio::StdioClient`] (its process, handshake and read loop). Requests may be sent
+/// concurrently; the read loop hands each response to its caller by id.
 pub struct McpServer {
-    child: Child,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
-    pending: Pending,
-    next_id: AtomicU64,
-    stderr: Arc<Mutex<String>>,
+    client: stdio::StdioClient,
     timeout: Duration,
-    /// Where the server's notifications go, once [`McpServer::notifications`] was called.
-    notices: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<Value>>>>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("pid", &self.client.pid())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 impl McpServer {
     /// The server's notifications from now on (a second call takes them over).
     pub fn notifications(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        *self.notices.lock().unwrap() = Some(sender);
+        self.client.route_notices(Some(sender));
         receiver
     }
 
@@ -224,103 +219,31 @@ impl McpServer {
         let here = std::env::current_dir().expect("the test's working directory");
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let command = mountfs_command(cwd.unwrap_or(&here), &args, env);
-        Self::spawn(Command::from(command), DEFAULT_TIMEOUT).await
+        Self::spawn(command, DEFAULT_TIMEOUT).await
     }
 
     /// Starts any MCP server from `command` (its stdio is taken over) and completes the MCP
     /// handshake; each request then waits at most `timeout` for its answer.
-    pub async fn spawn(mut command: Command, timeout: Duration) -> Self {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.as_std().get_program()));
-        let stdout = child.stdout.take().expect("stdout");
-        let mut stderr_pipe = child.stderr.take().expect("stderr");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let stderr_sink = stderr.clone();
-        // Kept as it arrives, so a running server's log can be checked.
-        tokio::spawn(async move {
-            let mut chunk = vec![0u8; 8192];
-            while let Ok(read @ 1..) = stderr_pipe.read(&mut chunk).await {
-                stderr_sink
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk[..read]));
-            }
-        });
-        let pending: Pending = Arc::default();
-        let routes = pending.clone();
-        let notices: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<Value>>>> = Arc::default();
-        let notice_route = notices.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let message: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON-RPC ({e}): {line}"));
-                // A message with a method is the server's own request or notification; only
-                // responses go back to a caller.
-                if message.get("method").is_some() && message.get("id").is_none() {
-                    if let Some(notices) = notice_route.lock().unwrap().as_ref() {
-                        let _ = notices.send(message);
-                    }
-                } else if message.get("method").is_none()
-                    && let Some(id) = message.get("id").and_then(Value::as_u64)
-                    && let Some(reply) = routes.lock().unwrap().remove(&id)
-                {
-                    let _ = reply.send(message);
-                }
-            }
-        });
-        let server = Self {
-            stdin: tokio::sync::Mutex::new(child.stdin.take()),
-            child,
-            pending,
-            next_id: AtomicU64::new(1),
-            stderr,
-            timeout,
-            notices,
-        };
-        let init = server
-            .request("initialize", initialize_params(json!({})))
-            .await;
-        assert!(init.get("result").is_some(), "initialize failed: {init}");
-        server
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        server
+    pub async fn spawn(command: std::process::Command, timeout: Duration) -> Self {
+        let mut client = stdio::StdioClient::spawn_command(command);
+        client.handshake();
+        client.route_notices(None);
+        Self { client, timeout }
     }
 
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
-    async fn send(&self, message: Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        let mut stdin = self.stdin.lock().await;
-        let pipe = stdin.as_mut().expect("server stdin open");
-        pipe.write_all(line.as_bytes())
-            .await
-            .expect("write to server");
-        pipe.flush().await.expect("flush to server");
+        Some(self.client.pid())
     }
 
     /// Sends one request and waits for its response.
     pub async fn request(&self, method: &str, params: Value) -> Value {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(id, tx);
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        match tokio::time::timeout(self.timeout, rx).await {
+        let response = self.client.send_awaited(method, params);
+        match tokio::time::timeout(self.timeout, response).await {
             Ok(Ok(response)) => response,
             _ => panic!(
                 "no response to {method}; server stderr:\n{}",
-                self.stderr.lock().unwrap()
+                self.client.stderr()
             ),
         }
     }
@@ -376,16 +299,23 @@ impl McpServer {
 
     /// Closes stdin and waits for the process to exit.
     pub async fn stop(mut self) {
-        self.stdin.lock().await.take();
-        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-            .await
-            .expect("server exits when stdin closes")
-            .expect("wait for server");
+        self.client.close_stdin();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = self.client.try_wait() {
+                break status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "server exits when stdin closes"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
         assert!(status.success(), "server exited with {status}");
     }
 
     /// What the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.client.stderr()
     }
 }

@@ -1,18 +1,26 @@
-//! Shared test helpers: a JSON-RPC client that drives the real `mountfs` binary over stdio, and
-//! text assertions that print both sides in full.
+//! The one MCP test client: it starts a server process (the `mountfs` binary, or any other MCP
+//! server for `benches/peers`), shakes hands, and reads its stdout on one thread of its own.
+//! Two faces share that one process, handshake and read loop:
+//! - [`StdioClient`], line by line for wire tests: every message arrives in order through
+//!   [`StdioClient::recv`], raw lines and bytes can be sent;
+//! - [`super::McpServer`], a thin async face on it for load: many requests in flight at once,
+//!   each response handed to its caller by id, notifications on a channel.
 //!
-//! The client starts the binary, sends one JSON object per line and reads stdout line by line.
 //! Every stdout line must be JSON-RPC: [`StdioClient::recv`] fails the test on anything else, so
 //! any stray print to stdout is caught by every e2e test.
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
 /// How long a test waits for one answer before failing.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,28 +40,41 @@ macro_rules! assert_text_eq {
     }};
 }
 
-/// A running `mountfs` process and its stdio.
+/// Responses awaited by id (the async face), each handed to its waiter by the read loop.
+type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+/// Where the read loop sends the lines no waiter claimed.
+enum Rest {
+    /// Every such line, in order, for [`StdioClient::recv`].
+    Lines(Sender<String>),
+    /// Only notifications, to the async face's channel once it asked for them; the rest (the
+    /// server's own requests) are dropped.
+    Notices(Option<tokio::sync::mpsc::UnboundedSender<Value>>),
+}
+
+/// A running MCP server process and its stdio.
 pub struct StdioClient {
     child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    next_id: u64,
+    stdin: Mutex<Option<ChildStdin>>,
+    lines: Mutex<Receiver<String>>,
+    waiters: Waiters,
+    rest: Arc<Mutex<Rest>>,
+    next_id: AtomicU64,
     /// Responses that arrived while the test waited for another id.
-    early: std::collections::HashMap<u64, Value>,
+    early: HashMap<u64, Value>,
     /// Where the server's stderr goes (see [`StdioClient::stderr`]).
     stderr: tempfile::NamedTempFile,
-    /// The server's working directory: a fresh temporary directory, so the default mount
-    /// table (`/` = disk of the working directory) never writes into the repository.
-    cwd: tempfile::TempDir,
+    /// The server's working directory when the client chose it: a fresh temporary directory,
+    /// so the default mount table (`/` = disk of the working directory) never writes into the
+    /// repository.
+    cwd: Option<tempfile::TempDir>,
 }
 
 impl StdioClient {
     /// Starts the binary with `args` (e.g. `["--mount", "/=memory"]`) and initialises it.
     pub fn start(args: &[&str]) -> Self {
         let mut client = Self::spawn(args);
-        let init = client.request("initialize", super::initialize_params(json!({})));
-        assert!(init.get("result").is_some(), "initialize failed: {init}");
-        client.notify("notifications/initialized", json!({}));
+        client.handshake();
         client
     }
 
@@ -83,19 +104,31 @@ impl StdioClient {
         env: &[(&str, &std::path::Path)],
     ) -> Self {
         let cwd = tempfile::tempdir().expect("working directory for mountfs");
-        let stderr = tempfile::NamedTempFile::new().expect("file for mountfs's stderr");
-        let mut child = super::mountfs_command(dir.unwrap_or(cwd.path()), args, env)
+        let command = super::mountfs_command(dir.unwrap_or(cwd.path()), args, env);
+        let mut client = Self::spawn_command(command);
+        client.cwd = Some(cwd);
+        client
+    }
+
+    /// Starts any MCP server from `command`, taking over its stdio, without initialising: the
+    /// one place a test server process is started and its stdout read.
+    pub fn spawn_command(mut command: Command) -> Self {
+        let stderr = tempfile::NamedTempFile::new().expect("file for the server's stderr");
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr.reopen().expect("reopen the stderr file"))
             .spawn()
-            .expect("start mountfs");
+            .unwrap_or_else(|e| panic!("start {:?}: {e}", command.get_program()));
         let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = channel();
+        let (lines, receiver) = channel();
+        let waiters: Waiters = Arc::default();
+        let rest = Arc::new(Mutex::new(Rest::Lines(lines)));
+        let (route_waiters, route_rest) = (waiters.clone(), rest.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if !route(&line, &route_waiters, &route_rest) {
                     break;
                 }
             }
@@ -103,13 +136,29 @@ impl StdioClient {
         let stdin = child.stdin.take();
         Self {
             child,
-            stdin,
-            lines: rx,
-            next_id: 1,
-            early: std::collections::HashMap::new(),
+            stdin: Mutex::new(stdin),
+            lines: Mutex::new(receiver),
+            waiters,
+            rest,
+            next_id: AtomicU64::new(1),
+            early: HashMap::new(),
             stderr,
-            cwd,
+            cwd: None,
         }
+    }
+
+    /// The MCP handshake both faces use: `initialize` (failing the test unless it succeeds),
+    /// then `notifications/initialized`.
+    pub fn handshake(&mut self) {
+        let init = self.request("initialize", super::initialize_params(json!({})));
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        self.notify("notifications/initialized", json!({}));
+    }
+
+    /// From now on the read loop hands responses only to waiters ([`Self::await_response`])
+    /// and notifications only to `notices` (none: dropped): the async face.
+    pub(super) fn route_notices(&self, notices: Option<tokio::sync::mpsc::UnboundedSender<Value>>) {
+        *self.rest.lock().unwrap() = Rest::Notices(notices);
     }
 
     /// The server's process id.
@@ -127,27 +176,32 @@ impl StdioClient {
 
     /// The server's working directory (the default `/` mount).
     pub fn cwd(&self) -> &std::path::Path {
-        self.cwd.path()
+        self.cwd
+            .as_ref()
+            .expect("a client started in a directory of its own")
+            .path()
     }
 
     /// Writes one raw line to the server's stdin.
-    pub fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{line}").expect("write to mountfs");
-        stdin.flush().expect("flush");
+    pub fn send_raw(&self, line: &str) {
+        let mut text = String::with_capacity(line.len() + 1);
+        text.push_str(line);
+        text.push('\n');
+        self.send_bytes(text.as_bytes());
     }
 
     /// Writes raw bytes (any bytes, not only UTF-8) to the server's stdin.
-    pub fn send_bytes(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to mountfs");
+    pub fn send_bytes(&self, bytes: &[u8]) {
+        let mut stdin = self.stdin.lock().unwrap();
+        let stdin = stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to the server");
         stdin.flush().expect("flush");
     }
 
     /// The next message, or `None` when none comes within `wait` (for lines that must not be
     /// answered).
     pub fn recv_within(&mut self, wait: Duration) -> Option<Value> {
-        match self.lines.recv_timeout(wait) {
+        match self.lines.get_mut().unwrap().recv_timeout(wait) {
             Ok(line) => Some(
                 serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}")),
@@ -158,23 +212,37 @@ impl StdioClient {
     }
 
     /// Sends a notification.
-    pub fn notify(&mut self, method: &str, params: Value) {
+    pub fn notify(&self, method: &str, params: Value) {
         let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
         self.send_raw(&message.to_string());
     }
 
+    fn fresh_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Sends a request without waiting; returns its id.
-    pub fn send(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
+    pub fn send(&self, method: &str, params: Value) -> u64 {
+        let id = self.fresh_id();
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_raw(&message.to_string());
         id
     }
 
+    /// Sends a request whose response the read loop hands to the returned receiver (the async
+    /// face; the response never reaches [`Self::recv`]).
+    pub fn send_awaited(&self, method: &str, params: Value) -> oneshot::Receiver<Value> {
+        let id = self.fresh_id();
+        let (reply, response) = oneshot::channel();
+        self.waiters.lock().unwrap().insert(id, reply);
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&message.to_string());
+        response
+    }
+
     /// The next JSON-RPC message from stdout (every line must be one).
     pub fn recv(&mut self) -> Value {
-        match self.lines.recv_timeout(ANSWER_TIMEOUT) {
+        match self.lines.get_mut().unwrap().recv_timeout(ANSWER_TIMEOUT) {
             Ok(line) => {
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
@@ -255,6 +323,16 @@ impl StdioClient {
         std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
     }
 
+    /// Closes stdin (the server's signal to finish).
+    pub fn close_stdin(&self) {
+        drop(self.stdin.lock().unwrap().take());
+    }
+
+    /// The exit status, if the process has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Closes stdin and waits for the process to exit.
     pub fn finish(mut self) -> std::process::ExitStatus {
         self.close()
@@ -262,15 +340,45 @@ impl StdioClient {
 
     /// Closes stdin and waits for the process to exit (killed after 5 s).
     pub fn close(&mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
+        self.close_stdin();
         for _ in 0..100 {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.try_wait() {
                 return status;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         self.child.wait().expect("wait")
+    }
+}
+
+/// The read loop's step for one stdout line: a response someone awaits goes to its waiter,
+/// anything else where [`Rest`] says. False once nobody listens any more.
+fn route(line: &str, waiters: &Waiters, rest: &Mutex<Rest>) -> bool {
+    let message: Option<Value> = serde_json::from_str(line).ok();
+    let awaited = message.as_ref().and_then(|message| {
+        if message.get("method").is_some() {
+            return None;
+        }
+        let id = message.get("id").and_then(Value::as_u64)?;
+        waiters.lock().unwrap().remove(&id)
+    });
+    if let (Some(reply), Some(message)) = (awaited, message.clone()) {
+        let _ = reply.send(message);
+        return true;
+    }
+    match &*rest.lock().unwrap() {
+        Rest::Lines(lines) => lines.send(line.to_owned()).is_ok(),
+        Rest::Notices(notices) => {
+            let message = message.unwrap_or_else(|| panic!("stdout line is not JSON-RPC: {line}"));
+            if message.get("method").is_some()
+                && message.get("id").is_none()
+                && let Some(notices) = notices
+            {
+                let _ = notices.send(message);
+            }
+            true
+        }
     }
 }
 
