@@ -33,8 +33,9 @@
 //! - [`tools`]: one module per tool; `tools::table` the one table of tools (name, schema files,
 //!   when listed, whether it changes files, handler) that the registry, the dispatch and the
 //!   audit log derive from; `tools::change` the one change primitive every changing
-//!   tool applies, takes back and records (where ledger, undo, and later the audit log, hook in),
-//!   with its reports beside it; [`server`]: the MCP handler; [`transport`]: bytes to
+//!   tool applies, takes back and records (where ledger and undo are updated, and the call's
+//!   `trail` gathers what the audit log writes and the subscriptions hear), with its reports
+//!   beside it; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and `transport::arrival`, where each file
 //!   call's arrival ticket is issued (by stdio and HTTP alike) and redeemed; the server hands the
 //!   turn to the tool call as an argument (`tools::CallContext::turn`).

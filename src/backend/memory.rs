@@ -169,6 +169,10 @@ impl Backend for MemoryBackend {
         Ok(self.read(path).await?.into_view(window))
     }
 
+    // From here to `host_dir`: the answers of a backend with nothing on disk, written out as in
+    // `backend/store.rs` on purpose, not a shared step: the trait has no default methods, so that every
+    // backend, and above all a wrapping one (overlay), states each answer instead of silently
+    // inheriting one (`#[deny(clippy::missing_trait_methods)]` on wrappers).
     /// Nothing is kept outside memory here: undo keeps the content itself.
     async fn set_aside(
         &self,

@@ -15,9 +15,8 @@ use super::change::{Applied, Before, Change, record_removed};
 use super::editing::{check_not_stale, fits_undo, lock_files};
 use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes, GlobQuery};
+use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes};
 use crate::path::VirtualPath;
-use crate::search::GlobMatcher;
 use crate::session::Session;
 use crate::transport::arrival::Turn;
 
@@ -145,15 +144,7 @@ async fn delete_tree(
     dir: &VirtualPath,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let mut entries = session
-        .backend()
-        .glob(&GlobQuery {
-            dir: dir.clone(),
-            matcher: GlobMatcher::new("*")?,
-            control: Default::default(),
-        })
-        .await?;
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let entries = super::editing::files_under(session, dir).await?;
     let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
     let keep_undo = entries.len() <= MAX_UNDOABLE_FILES
         && usize::try_from(total_bytes).is_ok_and(|b| fits_undo(session, b));

@@ -483,6 +483,24 @@ pub fn check_not_stale(
     }
 }
 
+/// Every file under `dir`, in path order: what a recursive `delete` and a directory `move`
+/// check, lock and change one by one.
+pub async fn files_under(
+    session: &Session,
+    dir: &VirtualPath,
+) -> Result<Vec<crate::backend::Entry>, ToolError> {
+    let mut entries = session
+        .backend()
+        .glob(&crate::backend::GlobQuery {
+            dir: dir.clone(),
+            matcher: crate::search::GlobMatcher::new("*")?,
+            control: Default::default(),
+        })
+        .await?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(entries)
+}
+
 /// Takes this session's locks on `paths` in path order. Every tool that changes several files
 /// takes its locks this way, so two such calls never wait on each other in a cycle. `turn` is
 /// the call's place in the arrival order of the file it names ([`Session::lock_file`]).

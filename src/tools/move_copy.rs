@@ -18,9 +18,8 @@ use super::editing::{check_not_stale, read_for_copy};
 use super::move_file::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
 use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, DeleteOptions, GlobQuery, Version};
+use crate::backend::{self, BoundedRead, DeleteOptions, Version};
 use crate::path::VirtualPath;
-use crate::search::GlobMatcher;
 use crate::session::Session;
 
 /// Moves one file by copy-then-delete (locks held by the caller).
@@ -199,15 +198,7 @@ pub(super) async fn move_tree(
     destination: &VirtualPath,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let mut entries = session
-        .backend()
-        .glob(&GlobQuery {
-            dir: source.clone(),
-            matcher: GlobMatcher::new("*")?,
-            control: Default::default(),
-        })
-        .await?;
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let entries = super::editing::files_under(session, source).await?;
     if entries.is_empty() {
         return Err(ToolError::PartialFailure {
             message: format!(
