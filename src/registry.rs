@@ -154,7 +154,8 @@ pub struct ToolDefinition {
     output_validator: OnceLock<Validator>,
 }
 
-/// When a definition's schemas are checked against the meta-schema and compiled.
+/// When a definition's schemas are checked (`required` names defined, the meta-schema) and
+/// compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Check {
     /// Now: a schema that is not valid refuses to load.
@@ -403,9 +404,9 @@ impl Registry {
         }
         let validator = OnceLock::new();
         let output_validator = OnceLock::new();
-        let whole = Value::Object(schema.clone());
-        check_required_defined(file, &whole, "")?;
         if check == Check::Now {
+            let whole = Value::Object(schema.clone());
+            check_required_defined(file, &whole, "")?;
             let _ = validator.set(compile(&whole).map_err(invalid)?);
         }
         let output = output_schema(output_file, output, &output_validator, check)?;
@@ -460,9 +461,9 @@ fn output_schema(
     if schema.get("type") != Some(&Value::String("object".into())) {
         return Err(invalid("the top-level \"type\" must be \"object\"".into()));
     }
-    let whole = Value::Object(schema.clone());
-    check_required_defined(file, &whole, "")?;
     if check == Check::Now {
+        let whole = Value::Object(schema.clone());
+        check_required_defined(file, &whole, "")?;
         let _ = validator.set(compile(&whole).map_err(invalid)?);
     }
     Ok(schema)
