@@ -442,29 +442,8 @@ impl OverlayBackend {
                 self.save_shown(&shown, false).await?;
             }
         }
-        let Some(persist) = &self.persist else {
-            return Ok(());
-        };
-        let key = format!("{OPAQUE_KEY}{dir}");
-        let done = if opaque {
-            persist
-                .store
-                .put(
-                    &persist.namespace,
-                    &key,
-                    OPAQUE_TEXT.as_bytes(),
-                    PutCondition::Overwrite,
-                )
-                .await
-                .map(|_| ())
-        } else {
-            persist
-                .store
-                .delete(&persist.namespace, &key, None)
-                .await
-                .map(|_| ())
-        };
-        done.map_err(|e| layer_failure(dir, &e))
+        self.persist_mark(&format!("{OPAQUE_KEY}{dir}"), opaque, dir)
+            .await
     }
 
     async fn save_shown(&self, path: &VirtualPath, shown: bool) -> Result<()> {
@@ -477,16 +456,22 @@ impl OverlayBackend {
                 book.shown.remove(path.as_str());
             }
         }
+        self.persist_mark(&format!("{SHOWN_KEY}{path}"), shown, path)
+            .await
+    }
+
+    /// Sets (`set`) or clears the marker `key` in a persistent layer's store (nothing to do for
+    /// a layer in memory); a failure is named after `path`.
+    async fn persist_mark(&self, key: &str, set: bool, path: &VirtualPath) -> Result<()> {
         let Some(persist) = &self.persist else {
             return Ok(());
         };
-        let key = format!("{SHOWN_KEY}{path}");
-        let done = if shown {
+        let done = if set {
             persist
                 .store
                 .put(
                     &persist.namespace,
-                    &key,
+                    key,
                     OPAQUE_TEXT.as_bytes(),
                     PutCondition::Overwrite,
                 )
@@ -495,7 +480,7 @@ impl OverlayBackend {
         } else {
             persist
                 .store
-                .delete(&persist.namespace, &key, None)
+                .delete(&persist.namespace, key, None)
                 .await
                 .map(|_| ())
         };
