@@ -7,6 +7,10 @@
 //! file) is generated deterministically under `$CARGO_TARGET_DIR/bench-disk` (or
 //! `target/bench-disk`) on first run and reused afterwards. Timings are medians of warm runs.
 
+#[path = "common/source.rs"]
+mod source;
+use source::{Rng, source_file};
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -27,22 +31,6 @@ fn bench_dir() -> PathBuf {
     target.join("bench-disk")
 }
 
-/// A deterministic pseudo-random stream (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-const WORDS: &[&str] = &[
-    "let", "value", "config", "parse", "buffer", "request", "handler", "result", "error", "state",
-    "index", "mount", "path", "stream", "window", "matcher", "entry", "writer",
-];
-
 /// Builds the tree once: `tree/` with FILES source files in nested directories, a
 /// `.gitignore`d `tree/generated/` directory, and `big.log` of 1 GiB beside it.
 fn build_tree(dir: &Path) {
@@ -53,23 +41,11 @@ fn build_tree(dir: &Path) {
     }
     eprintln!("building the benchmark tree under {} …", dir.display());
     let _ = std::fs::remove_dir_all(dir);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::seeded();
     for i in 0..FILES {
         let sub = tree.join(format!("crate{:02}/src/mod{:03}", i % 50, (i / 50) % 400));
         std::fs::create_dir_all(&sub).expect("mkdir");
-        let mut text = String::with_capacity(FILE_BYTES + 200);
-        let mut line = 0;
-        while text.len() < FILE_BYTES {
-            line += 1;
-            let a = WORDS[(rng.next() % WORDS.len() as u64) as usize];
-            let b = WORDS[(rng.next() % WORDS.len() as u64) as usize];
-            let n = rng.next() % 100_000;
-            if rng.next().is_multiple_of(2_000) {
-                text.push_str(&format!("    // TODO(needle): revisit {a} {n}\n"));
-            } else {
-                text.push_str(&format!("    let {a}_{line} = {b}::new({n}); // {a} {b}\n"));
-            }
-        }
+        let text = source_file(&mut rng, FILE_BYTES, 2_000);
         std::fs::write(sub.join(format!("file{i:05}.rs")), text).expect("write");
     }
     std::fs::write(tree.join(".gitignore"), "generated/\n").expect("gitignore");

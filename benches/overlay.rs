@@ -11,6 +11,10 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "common/source.rs"]
+mod source;
+use source::{Rng, source_file};
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -22,22 +26,6 @@ const ROUND: usize = 10;
 /// Files the overlay's layer changes: 80 edited, 10 created, 10 deleted.
 const CHANGED: usize = 100;
 
-/// A deterministic pseudo-random stream (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-const WORDS: &[&str] = &[
-    "let", "value", "config", "parse", "buffer", "request", "handler", "result", "error", "state",
-    "index", "mount", "path", "stream", "window", "matcher", "entry", "writer",
-];
-
 fn file_path(i: usize) -> String {
     format!(
         "crate{:02}/src/mod{:02}/file{i:05}.rs",
@@ -48,23 +36,11 @@ fn file_path(i: usize) -> String {
 
 /// `files` source files of ~10 KB in nested directories, and an ignored `generated/`.
 fn build_tree(root: &Path, files: usize) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::seeded();
     for i in 0..files {
         let path = root.join(file_path(i));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let mut text = String::with_capacity(10_700);
-        let mut line = 0;
-        while text.len() < 10_500 {
-            line += 1;
-            let a = WORDS[(rng.next() % WORDS.len() as u64) as usize];
-            let b = WORDS[(rng.next() % WORDS.len() as u64) as usize];
-            let n = rng.next() % 100_000;
-            if rng.next().is_multiple_of(500) {
-                text.push_str(&format!("    // TODO(needle): revisit {a} {n}\n"));
-            } else {
-                text.push_str(&format!("    let {a}_{line} = {b}::new({n}); // {a} {b}\n"));
-            }
-        }
+        let text = source_file(&mut rng, 10_500, 500);
         std::fs::write(path, text).unwrap();
     }
     std::fs::write(root.join(".gitignore"), "generated/\n").unwrap();
