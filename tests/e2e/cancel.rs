@@ -22,10 +22,12 @@ fn count_entries(dir: String) -> usize {
     std::fs::read_dir(dir).expect("proc dir").count()
 }
 
-/// A tree of 4,000 files of 50 KB (200 MB) whose lines never match `needle`.
+/// A tree of 4,000 files of 50 KB (200 MB) whose lines never match [`SLOW_PATTERN`]; the
+/// lines hold letters beyond ASCII, so that the pattern's Unicode word boundaries keep every
+/// regex engine off its fast paths.
 fn big_tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let line = "the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnop\n";
+    let line = "the quick brown fox jumps över the lazy dog 0123456789 abcdéfghijklmnop\n";
     let content = line.repeat(50 * 1024 / line.len());
     for d in 0..40 {
         let sub = dir.path().join(format!("d{d:02}"));
@@ -36,6 +38,12 @@ fn big_tree() -> tempfile::TempDir {
     }
     dir
 }
+
+/// A pattern no line of [`big_tree`] matches, without a literal to search for first, and with
+/// Unicode word boundaries, which over non-ASCII text the fast (DFA) engines cannot run: every
+/// line goes through the slowest engine, so the search lasts seconds even on a fast machine
+/// (a literal pattern took well under the two progress intervals the test waits for).
+const SLOW_PATTERN: &str = r"\b\w+\d{12}\b";
 
 #[test]
 fn a_cancelled_whole_tree_grep_stops_and_frees_its_threads_and_files() {
@@ -53,7 +61,7 @@ fn a_cancelled_whole_tree_grep_stops_and_frees_its_threads_and_files() {
         "tools/call",
         json!({
             "name": "grep",
-            "arguments": {"pattern": "needle-[0-9]+-never", "output_mode": "content"},
+            "arguments": {"pattern": SLOW_PATTERN, "output_mode": "content"},
             "_meta": {"progressToken": "grep-1"}
         }),
     );
