@@ -93,6 +93,21 @@ async fn call(server: &McpServer, kind: Call, i: usize) {
     server.ok(name, arguments).await;
 }
 
+/// CPU time (user + system) the process `pid` has used so far.
+fn cpu_of(pid: Option<u32>) -> Duration {
+    let ticks = pid
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .and_then(|stat| {
+            // Fields after the command name (which may hold spaces) start after the last ')'.
+            let rest = stat.get(stat.rfind(')')? + 2..)?.to_owned();
+            let fields: Vec<&str> = rest.split(' ').collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    Duration::from_millis(ticks * 10)
+}
+
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -151,6 +166,7 @@ async fn main() {
         }
     }
     let mut spent = [[Duration::ZERO; 3]; 2];
+    let mut cpu = [[Duration::ZERO; 3]; 2];
     for round in 0..rounds {
         // Who goes first alternates too.
         let order = if round.is_multiple_of(2) {
@@ -161,10 +177,12 @@ async fn main() {
         for s in order {
             for (k, (kind, _)) in CALLS.iter().enumerate() {
                 let started = Instant::now();
+                let cpu_before = cpu_of(servers[s].1.pid());
                 for i in 0..ROUND {
                     call(servers[s].1, *kind, round * ROUND + i).await;
                 }
                 spent[s][k] += started.elapsed();
+                cpu[s][k] += cpu_of(servers[s].1.pid()).saturating_sub(cpu_before);
             }
         }
     }
@@ -173,14 +191,20 @@ async fn main() {
         "overlay (layer of {CHANGED} changed files) vs plain disk mount, {files} files, {calls} calls of each kind per server, stdio; load before {load_before}, after {}:",
         load()
     );
-    println!("  call        disk ms   overlay ms   ratio");
+    println!(
+        "  call        disk ms   overlay ms   ratio   | server CPU ms per call: disk  overlay  ratio"
+    );
     for (k, (_, name)) in CALLS.iter().enumerate() {
         let mean = |s: usize| spent[s][k].as_secs_f64() * 1e3 / calls as f64;
+        let cpu_mean = |s: usize| cpu[s][k].as_secs_f64() * 1e3 / calls as f64;
         println!(
-            "  {name:<10} {:>8.3} {:>11.3} {:>8.2}x",
+            "  {name:<10} {:>8.3} {:>11.3} {:>8.2}x   | {:>26.3} {:>8.3} {:>6.2}x",
             mean(0),
             mean(1),
-            mean(1) / mean(0)
+            mean(1) / mean(0),
+            cpu_mean(0),
+            cpu_mean(1),
+            cpu_mean(1) / cpu_mean(0).max(f64::MIN_POSITIVE)
         );
     }
     disk.stop().await;

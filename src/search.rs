@@ -293,6 +293,12 @@ pub trait SearchView: Send + Sync + std::fmt::Debug {
 
     /// The ignore file at `path` as the view has it.
     fn ignore_file(&self, path: &VirtualPath) -> ViewedFile;
+
+    /// The walk read the ignore files of the base's directory `path` (`.ignore`, `.gitignore`,
+    /// `.git/info/exclude`, as the view has them; `None` where there is none). The overlay
+    /// keeps them for the directories above its layer's files, and judges those files by the
+    /// very rules the walk applied to the base's, without reading anything again.
+    fn saw_dir(&self, path: &VirtualPath, ignore_files: &[Option<Vec<u8>>; 3]);
 }
 
 /// An ignore file as a [`SearchView`] has it.

@@ -1389,55 +1389,74 @@ impl Backend for OverlayBackend {
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         let plan = self.search_plan(&query.dir).await?;
-        let mut out = Vec::new();
-        if plan.base {
+        // The base's walk (on its threads) and the layer's search run at once; the layer's
+        // files are judged by the ignore files the walk read, so only after it.
+        let base = async {
+            if !plan.base {
+                return Ok(Vec::new());
+            }
             let base_query = GlobQuery {
                 control: plan.base_control(&query.control),
                 ..query.clone()
             };
-            let found = self.base.glob(&base_query).await?;
-            out.extend(
-                found
-                    .into_iter()
-                    .filter(|e| !plan.book.base_hidden(&e.path)),
-            );
-        }
-        if plan.layer {
+            self.base.glob(&base_query).await
+        };
+        let layer = async {
+            if !plan.layer {
+                return Ok(Vec::new());
+            }
             let layer_query = GlobQuery {
                 control: query.control.without_view(),
                 ..query.clone()
             };
-            let found = self.layer.glob(&layer_query).await?;
-            out.extend(self.drop_ignored(&query.dir, found, |e| &e.path).await?);
-        }
+            self.layer.glob(&layer_query).await
+        };
+        let (base, layer) = tokio::join!(base, layer);
+        let mut out: Vec<Entry> = base?
+            .into_iter()
+            .filter(|e| !plan.book.base_hidden(&e.path))
+            .collect();
+        out.extend(
+            self.drop_ignored(&plan, &query.dir, layer?, |e| &e.path)
+                .await?,
+        );
         Ok(out)
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let plan = self.search_plan(&query.dir).await?;
-        let mut out = Vec::new();
-        if plan.base {
+        // As for glob: base and layer at once, the layer's files judged after the walk.
+        let base = async {
+            if !plan.base {
+                return Ok(Vec::new());
+            }
             // The base's walk skips the hidden paths before it counts lines, so the lines it
             // keeps for the answer's page are the view's, not cut short by files it hides.
             let base_query = GrepQuery {
                 control: plan.base_control(&query.control),
                 ..query.clone()
             };
-            let found = self.base.grep(&base_query).await?;
-            out.extend(
-                found
-                    .into_iter()
-                    .filter(|f| !plan.book.base_hidden(&f.path)),
-            );
-        }
-        if plan.layer {
+            self.base.grep(&base_query).await
+        };
+        let layer = async {
+            if !plan.layer {
+                return Ok(Vec::new());
+            }
             let layer_query = GrepQuery {
                 control: query.control.without_view(),
                 ..query.clone()
             };
-            let found = self.layer.grep(&layer_query).await?;
-            out.extend(self.drop_ignored(&query.dir, found, |f| &f.path).await?);
-        }
+            self.layer.grep(&layer_query).await
+        };
+        let (base, layer) = tokio::join!(base, layer);
+        let mut out: Vec<GrepFile> = base?
+            .into_iter()
+            .filter(|f| !plan.book.base_hidden(&f.path))
+            .collect();
+        out.extend(
+            self.drop_ignored(&plan, &query.dir, layer?, |f| &f.path)
+                .await?,
+        );
         Ok(out)
     }
 }
@@ -1452,15 +1471,22 @@ struct SearchPlan {
     layer: bool,
     /// What the base's walk must skip and read as the layer has it; `None` when the layer
     /// changes nothing the walk sees.
-    view: Option<Arc<dyn crate::search::SearchView>>,
+    view: Option<Arc<LayerView>>,
 }
 
 impl SearchPlan {
     fn base_control(&self, control: &super::SearchControl) -> super::SearchControl {
         match &self.view {
-            Some(view) => control.with_view(view.clone()),
+            Some(view) => control.with_view(view.clone() as Arc<dyn crate::search::SearchView>),
             None => control.clone(),
         }
+    }
+
+    /// The ignore files of the directory `dir` as the base's walk read them, if it did.
+    fn seen(&self, dir: &VirtualPath) -> Option<SeenIgnoreFiles> {
+        let view = self.view.as_ref()?;
+        let seen = view.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(dir.as_str()).cloned()
     }
 }
 
@@ -1470,7 +1496,13 @@ impl SearchPlan {
 struct LayerView {
     book: Arc<Book>,
     ignore_files: BTreeMap<String, Arc<[u8]>>,
+    /// The base directories above the layer's files that the walk read, with the ignore
+    /// files it read there ([`crate::search::SearchView::saw_dir`]).
+    seen: std::sync::Mutex<std::collections::HashMap<String, SeenIgnoreFiles>>,
 }
+
+/// The `.ignore`, `.gitignore` and `.git/info/exclude` of one directory as a walk read them.
+type SeenIgnoreFiles = [Option<Arc<[u8]>>; 3];
 
 impl crate::search::SearchView for LayerView {
     fn hides(&self, path: &VirtualPath) -> bool {
@@ -1488,13 +1520,25 @@ impl crate::search::SearchView for LayerView {
             ViewedFile::Base
         }
     }
+
+    fn saw_dir(&self, path: &VirtualPath, ignore_files: &[Option<Vec<u8>>; 3]) {
+        // Only the directories a layer file's judgement asks about (bounded by the layer).
+        if self.book.layer_dir(path) {
+            let files = ignore_files
+                .each_ref()
+                .map(|file| file.as_deref().map(Arc::from));
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.insert(path.as_str().to_owned(), files);
+        }
+    }
 }
 
 /// Whether `path` names an ignore file (`.ignore`, `.gitignore`, `.git/info/exclude`).
 fn is_ignore_file(path: &str) -> bool {
-    super::ignore_rules::IGNORE_FILES
-        .iter()
-        .any(|name| path.ends_with(&format!("/{name}")))
+    super::ignore_rules::IGNORE_FILES.iter().any(|name| {
+        path.strip_suffix(name)
+            .is_some_and(|before| before.ends_with('/'))
+    })
 }
 
 impl OverlayBackend {
@@ -1523,7 +1567,8 @@ impl OverlayBackend {
             Some(Arc::new(LayerView {
                 book: book.clone(),
                 ignore_files,
-            }) as Arc<dyn crate::search::SearchView>)
+                seen: std::sync::Mutex::default(),
+            }))
         };
         Ok(SearchPlan {
             book,
@@ -1539,11 +1584,15 @@ impl OverlayBackend {
     /// that lie in an ignored directory below `dir`.
     async fn drop_ignored<T>(
         &self,
+        plan: &SearchPlan,
         dir: &VirtualPath,
         found: Vec<T>,
         path_of: impl Fn(&T) -> &VirtualPath,
     ) -> Result<Vec<T>> {
-        let mut rules = LayerIgnoreRules::default();
+        let mut rules = LayerIgnoreRules {
+            dirs: std::collections::HashMap::new(),
+            plan,
+        };
         let mut kept = Vec::with_capacity(found.len());
         for item in found {
             let path = path_of(&item);
@@ -1580,7 +1629,7 @@ impl OverlayBackend {
     /// Whether the ignore files of `path`'s ancestors, read through this overlay's view, ignore it.
     async fn ignored_in_view(
         &self,
-        rules: &mut LayerIgnoreRules,
+        rules: &mut LayerIgnoreRules<'_>,
         path: &VirtualPath,
         is_dir: bool,
     ) -> Result<bool> {
@@ -1600,18 +1649,37 @@ impl OverlayBackend {
     /// The ignore matchers of `dir` as the view has its ignore files, cached in `rules`.
     async fn matchers_in_view(
         &self,
-        rules: &mut LayerIgnoreRules,
+        rules: &mut LayerIgnoreRules<'_>,
         dir: &VirtualPath,
     ) -> Result<super::ignore_rules::Matchers> {
         if let Some(found) = rules.dirs.get(dir.as_str()) {
             return Ok(found.clone());
         }
         let root = std::path::Path::new(dir.as_str());
+        // Where the base's walk read `dir`, the files it read are the view's: nothing is read
+        // again (a `.git/info/exclude` counts, for the walk, only below a `.git` directory on
+        // disk; one the layer made is read here).
+        let seen = rules.plan.seen(dir);
         let mut found: [Option<ignore::gitignore::Gitignore>; 3] = [None, None, None];
-        for (slot, name) in found
+        for (kind, (slot, name)) in found
             .iter_mut()
             .zip(super::ignore_rules::IGNORE_FILES.iter())
+            .enumerate()
         {
+            if let Some(files) = &seen {
+                let layer_git = || {
+                    dir.join_relative(".git")
+                        .is_ok_and(|git| rules.plan.book.layer_dir(&git))
+                };
+                match &files[kind] {
+                    Some(content) => {
+                        *slot = super::ignore_rules::matcher(root, content);
+                        continue;
+                    }
+                    None if kind == 2 && layer_git() => {}
+                    None => continue,
+                }
+            }
             if name.starts_with(".git/") {
                 let git = dir.join_relative(".git")?;
                 if !self
@@ -1639,9 +1707,10 @@ impl OverlayBackend {
 }
 
 /// The ignore matchers read through the view during one search, per directory.
-#[derive(Default)]
-struct LayerIgnoreRules {
+struct LayerIgnoreRules<'p> {
     dirs: std::collections::HashMap<String, super::ignore_rules::Matchers>,
+    /// The search: which directories its base walk read, and what their listings show.
+    plan: &'p SearchPlan,
 }
 
 impl OverlayBackend {

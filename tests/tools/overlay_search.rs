@@ -60,6 +60,10 @@ fn tree(dir: &std::path::Path) {
     put(".gitignore", "ignored/\n*.log\n");
     put("ignored/old.txt", "needle ignored\n");
     put("keep.log", "needle log\n");
+    // A repository whose `.git/info/exclude` hides `*.tmp` below it.
+    put("repo/.git/info/exclude", "*.tmp\n");
+    put("repo/sub/a.txt", "needle repo\n");
+    put("repo/sub/b.tmp", "needle excluded\n");
 }
 
 async fn session(spec: String) -> Arc<Session> {
@@ -224,6 +228,8 @@ async fn ignore_rules_apply_to_layer_files_as_to_disk_files() {
             ("/ignored/new.txt", "needle new ignored\n"),
             ("/c/new.log", "needle new log\n"),
             ("/deep/ignored/x.txt", "needle deep\n"),
+            ("/repo/sub/new.tmp", "needle new excluded\n"),
+            ("/repo/sub/deeper/new.txt", "needle new repo\n"),
         ] {
             twin.both("write_file", json!({"file_path": path, "content": content}))
                 .await;
@@ -234,6 +240,16 @@ async fn ignore_rules_apply_to_layer_files_as_to_disk_files() {
                     .await;
             }
             twin.same_grep_pages("needle", "/").await;
+            // Searches that start below the directories holding the ignore files.
+            for path in ["/repo", "/repo/sub", "/repo/sub/deeper", "/a"] {
+                twin.same("glob", json!({"pattern": "**/*", "path": path}))
+                    .await;
+                twin.same(
+                    "grep",
+                    json!({"pattern": "needle", "path": path, "output_mode": "files_with_matches"}),
+                )
+                .await;
+            }
             // Searching an ignored directory itself shows its files, as on disk.
             twin.same("glob", json!({"pattern": "*", "path": "/ignored"}))
                 .await;

@@ -182,7 +182,11 @@ where
     });
     // The rules of the directories above the start, down to the mount root.
     let rules = match &ignore {
-        Some(files) if start_path != Path::new(".") => files.ancestors(context.root, &start_path),
+        Some(files) if start_path != Path::new(".") => {
+            // Through a symlink, the directories above the start are not the searched path's.
+            let tell_view = Path::new(dir.as_str().trim_start_matches('/')) == start_path;
+            files.ancestors(context.root, &start_path, tell_view)
+        }
         _ => None,
     };
     let relative = if start_path == Path::new(".") {
@@ -329,9 +333,20 @@ where
     let ignore = walk.ignore;
     // A view may hold ignore files the listing does not show.
     let rules = match ignore {
-        Some(files) if has.iter().any(|&h| h) || walk.view.is_some() => files
-            .level(&fd, &work.relative, has, work.rules.clone())
-            .or(work.rules),
+        Some(files) if has.iter().any(|&h| h) || walk.view.is_some() => {
+            let seen_as = walk
+                .view
+                .and_then(|_| walk.dir.join_relative(&work.inner).ok());
+            files
+                .level(
+                    &fd,
+                    &work.relative,
+                    has,
+                    work.rules.clone(),
+                    seen_as.as_ref(),
+                )
+                .or(work.rules)
+        }
         _ => work.rules,
     };
     let mut subdirs = Vec::new();
@@ -478,25 +493,40 @@ impl IgnoreFiles<'_> {
     }
 
     /// The level of the directory `fd` (at `relative`) whose listing shows the ignore files
-    /// in `has` (`.ignore`, `.gitignore`, `.git`); `None` if none of them holds a rule.
+    /// in `has` (`.ignore`, `.gitignore`, `.git`); `None` if none of them holds a rule. The
+    /// view, if any, is told what was read for the directory, as `seen_as` (its path in the
+    /// view's coordinates).
     fn level(
         &self,
         fd: &OwnedFd,
         relative: &Path,
         has: [bool; 3],
         parent: Option<Arc<RuleLevel>>,
+        seen_as: Option<&VirtualPath>,
     ) -> Option<Arc<RuleLevel>> {
         let dir = fd.as_fd();
         let root = self.pinned_root.join(relative);
-        let matcher = |kind: usize| {
+        let content = |kind: usize| {
             // `.git/info/exclude` counts only where `.git` is a directory on disk.
             if kind == 2 && !has[2] {
                 return None;
             }
-            let content = self.content(dir, relative, kind, has[kind])?;
-            ignore_rules::matcher(&root, &content)
+            self.content(dir, relative, kind, has[kind])
         };
-        let matchers = [matcher(0), matcher(1), matcher(2)];
+        let contents = [content(0), content(1), content(2)];
+        if let (Some(view), Some(path)) = (self.view, seen_as) {
+            view.saw_dir(path, &contents);
+        }
+        let matcher = |content: &Option<Vec<u8>>| {
+            content
+                .as_ref()
+                .and_then(|content| ignore_rules::matcher(&root, content))
+        };
+        let matchers = [
+            matcher(&contents[0]),
+            matcher(&contents[1]),
+            matcher(&contents[2]),
+        ];
         matchers.iter().any(Option::is_some).then(|| {
             Arc::new(RuleLevel {
                 matchers: Arc::new(matchers),
@@ -506,8 +536,9 @@ impl IgnoreFiles<'_> {
     }
 
     /// The rules of the directories above `start` (root-relative, not `.`), from the mount
-    /// root down; each directory is opened beneath the root.
-    fn ancestors(&self, root: &Dir, start: &Path) -> Option<Arc<RuleLevel>> {
+    /// root down; each directory is opened beneath the root. The view is told what was read
+    /// for each when `tell_view` (the searched path names `start` itself, no symlink between).
+    fn ancestors(&self, root: &Dir, start: &Path, tell_view: bool) -> Option<Arc<RuleLevel>> {
         let mut rules = None;
         let mut relative = PathBuf::new();
         let mut dir = root.try_clone().ok()?;
@@ -522,8 +553,18 @@ impl IgnoreFiles<'_> {
                 names.map(|name| rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok());
             let git = rustix::fs::statat(&fd, c".git", AtFlags::SYMLINK_NOFOLLOW)
                 .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory);
+            let seen_as = relative
+                .to_str()
+                .filter(|_| tell_view)
+                .and_then(|r| VirtualPath::root().join_relative(r).ok());
             rules = self
-                .level(&fd, &relative, [present[0], present[1], git], rules.clone())
+                .level(
+                    &fd,
+                    &relative,
+                    [present[0], present[1], git],
+                    rules.clone(),
+                    seen_as.as_ref(),
+                )
                 .or(rules);
             dir = dir.open_dir(component).ok()?;
         }
