@@ -280,6 +280,9 @@ pub struct SearchControl {
     cancel: Option<tokio_util::sync::CancellationToken>,
     counts: Arc<SearchCounts>,
     view: Option<Arc<dyn SearchView>>,
+    /// Where the searched backend is mounted: directories it could not read are named with
+    /// this prefix, as the agent sees them.
+    mount: Option<VirtualPath>,
 }
 
 /// What an overlay shows of the directory a disk search walks (issue 14): which of its files
@@ -312,12 +315,24 @@ pub enum ViewedFile {
     Content(Arc<[u8]>),
 }
 
-/// Files looked at and files that matched so far.
+/// Files looked at and files that matched so far, and the directories that could not be read.
 #[derive(Debug, Default)]
 struct SearchCounts {
     files: std::sync::atomic::AtomicU64,
     matched: std::sync::atomic::AtomicU64,
+    unread: std::sync::Mutex<UnreadDirs>,
 }
+
+/// Directories a search could not read: the first [`UNREAD_DIRS_KEPT`] with why, and how many
+/// in all (a tree of thousands of locked directories costs no more memory than twenty).
+#[derive(Debug, Default)]
+struct UnreadDirs {
+    first: Vec<(VirtualPath, String)>,
+    total: usize,
+}
+
+/// How many unreadable directories a search names; the rest are counted.
+pub const UNREAD_DIRS_KEPT: usize = 20;
 
 impl SearchControl {
     /// A search that stops when `cancel` is cancelled.
@@ -326,7 +341,43 @@ impl SearchControl {
             cancel: Some(cancel),
             counts: Arc::default(),
             view: None,
+            mount: None,
         }
+    }
+
+    /// The same search, of the backend mounted at `prefix` (nested mounts add up).
+    pub fn within_mount(&self, prefix: &VirtualPath) -> Self {
+        let mount = match &self.mount {
+            Some(outer) => prefix.under(outer),
+            None => prefix.clone(),
+        };
+        Self {
+            mount: (!mount.is_root()).then_some(mount),
+            ..self.clone()
+        }
+    }
+
+    /// The directory `path` (the searched backend's coordinates) could not be read, for
+    /// `reason`: its files were not searched, and the answer says so.
+    pub fn note_unread_dir(&self, path: &VirtualPath, reason: String) {
+        let path = match &self.mount {
+            Some(prefix) => path.under(prefix),
+            None => path.clone(),
+        };
+        let mut unread = self.counts.unread.lock().unwrap_or_else(|e| e.into_inner());
+        unread.total += 1;
+        if unread.first.len() < UNREAD_DIRS_KEPT {
+            unread.first.push((path, reason));
+        }
+    }
+
+    /// The directories the search could not read (at most [`UNREAD_DIRS_KEPT`], in path
+    /// order, with why), and how many there were in all.
+    pub fn unread_dirs(&self) -> (Vec<(VirtualPath, String)>, usize) {
+        let unread = self.counts.unread.lock().unwrap_or_else(|e| e.into_inner());
+        let mut first = unread.first.clone();
+        first.sort();
+        (first, unread.total)
     }
 
     /// The same search, walking the base of an overlay whose layer shows it as `view`.

@@ -187,7 +187,7 @@ impl Router for CompositeBackend {
             .glob(&GlobQuery {
                 dir: inner,
                 matcher: query.matcher.clone(),
-                control: query.control.clone(),
+                control: query.control.within_mount(&owner.prefix),
             })
             .await
             .map_err(|e| e.map_path(outward(&owner.prefix)))?;
@@ -204,7 +204,7 @@ impl Router for CompositeBackend {
                 .glob(&GlobQuery {
                     dir: VirtualPath::root(),
                     matcher: query.matcher.with_prefix(rel),
-                    control: query.control.clone(),
+                    control: query.control.within_mount(&below.prefix),
                 })
                 .await;
             let found = match found {
@@ -438,6 +438,7 @@ impl Backend for CompositeBackend {
             .backend
             .grep(&GrepQuery {
                 dir: inner,
+                control: query.control.within_mount(&owner.prefix),
                 ..query.clone()
             })
             .await
@@ -458,6 +459,7 @@ impl Backend for CompositeBackend {
                 .grep(&GrepQuery {
                     dir: VirtualPath::root(),
                     file_filter: query.file_filter.as_ref().map(|f| f.with_prefix(rel)),
+                    control: query.control.within_mount(&below.prefix),
                     ..query.clone()
                 })
                 .await;

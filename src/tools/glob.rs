@@ -53,10 +53,22 @@ pub async fn run(
             .await?)
     };
     let (mut files, skipped) = super::watched_search("glob", call, &control, search).await?;
-    let notes: String = skipped.iter().map(|s| format!("\n{}", s.note())).collect();
+    let mut skipped: Vec<(VirtualPath, String)> = skipped
+        .iter()
+        .map(|s| (s.prefix.clone(), s.reason()))
+        .collect();
+    // Directories a disk walk could not read (no permission, no file handle left).
+    let (unread, unread_total) = control.unread_dirs();
+    let unread_shown = unread.len();
+    skipped.extend(unread);
+    let mut notes: String = skipped
+        .iter()
+        .map(|(path, reason)| format!("\n[skipped {path}: {reason}]"))
+        .collect();
+    notes.push_str(&super::unread_more_note(unread_total, unread_shown));
     let skipped_json: Vec<Value> = skipped
         .iter()
-        .map(|s| json!({"path": s.prefix.as_str(), "reason": s.reason()}))
+        .map(|(path, reason)| json!({"path": path.as_str(), "reason": reason}))
         .collect();
     let answer =
         |text: String, paths: &[&VirtualPath], total: usize, saved: Option<&VirtualPath>| {

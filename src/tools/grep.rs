@@ -119,13 +119,22 @@ pub async fn run(
         })
     };
     let mut files = super::watched_search("grep", call, &control, search).await?;
+    // Directories a disk walk could not read (no permission, no file handle left).
+    let (unread, unread_total) = control.unread_dirs();
+    let unread_shown = unread.len();
+    files.extend(
+        unread
+            .into_iter()
+            .map(|(path, reason)| GrepFile::skipped(path, reason)),
+    );
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let (skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
         files.into_iter().partition(|f| f.skipped.is_some());
     if let GrepCollect::Lines { window, .. } = collect {
         trim_to_window(&mut files, window);
     }
-    let skipped_note = skipped_note(&skipped);
+    let skipped_note =
+        skipped_note(&skipped) + &super::unread_more_note(unread_total, unread_shown);
     let mut structured = json!({
         "mode": mode_name(args.output_mode),
         "pattern": args.pattern,

@@ -364,6 +364,17 @@ impl ProgressReporter {
 /// How often a search reports progress, when its call carries a progress token.
 pub const SEARCH_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// The line saying how many more directories a search could not read than it named
+/// (`shown` of `total`), starting with a newline; empty when it named them all.
+pub fn unread_more_note(total: usize, shown: usize) -> String {
+    match total.saturating_sub(shown) {
+        0 => String::new(),
+        more => {
+            format!("\n[{more} more directories could not be read; their files were not searched]")
+        }
+    }
+}
+
 /// The control of a search run for a call: cancelled with the call.
 pub fn search_control(context: &CallContext) -> crate::backend::SearchControl {
     crate::backend::SearchControl::cancelled_by(context.cancel.clone())

@@ -31,6 +31,7 @@ mod session;
 mod store_servers;
 mod subscriptions;
 mod tools_prompt;
+mod unreadable_dirs;
 mod wire;
 
 use support::skips;

@@ -29,6 +29,7 @@ use grep_matcher::LineTerminator;
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
+use rustix::io::Errno;
 
 use super::resolve::{self, Canonical, map_io};
 use super::temp::is_temp_name;
@@ -300,7 +301,15 @@ where
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             match rustix::fs::openat(&parent, name.as_c_str(), flags, Mode::empty()) {
                 Ok(fd) => fd,
-                Err(_) => return Vec::new(),
+                Err(errno) => {
+                    // Gone, or swapped for a file or a symlink since the listing: as if the
+                    // listing had not shown it. Anything else (no permission, no file
+                    // handle left) leaves files unsearched, and the answer names it.
+                    if ![Errno::NOENT, Errno::NOTDIR, Errno::LOOP].contains(&errno) {
+                        note_unread(walk, &work.inner, errno);
+                    }
+                    return Vec::new();
+                }
             }
         }
     };
@@ -310,8 +319,12 @@ where
     {
         let mut raw = RawDir::new(&fd, buffer.spare_capacity_mut());
         while let Some(entry) = raw.next() {
-            let Ok(entry) = entry else {
-                break;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(errno) => {
+                    note_unread(walk, &work.inner, errno);
+                    break;
+                }
             };
             let name = entry.file_name().to_bytes_with_nul();
             match name {
@@ -419,6 +432,21 @@ where
         }
     }
     subdirs
+}
+
+/// Tells the search that the directory at `inner` (relative to the searched one) could not be
+/// read.
+fn note_unread(walk: &Walk<'_>, inner: &str, errno: Errno) {
+    if let Ok(path) = walk.dir.join_relative(inner) {
+        let error = io::Error::from(errno);
+        walk.control.note_unread_dir(
+            &path,
+            format!(
+                "could not read this directory: {error}; the files below it were not searched \
+                 (check its permissions, or the server's open-file limit)"
+            ),
+        );
+    }
 }
 
 /// The `.ignore`, `.gitignore` and `.git/info/exclude` matchers of one directory, and those of
