@@ -277,6 +277,75 @@ pub enum CommitOutcome {
     },
 }
 
+/// What [`OverlayBackend::stage_commit`] did.
+#[derive(Debug)]
+pub enum Staged<'a> {
+    /// Every change is in the base; the layer still holds them.
+    Written(StagedCommit<'a>),
+    /// Nothing was written: these base files changed since the layer took them.
+    Conflicts(Vec<CommitConflict>),
+    /// Writing one file failed part-way, and what was written before it was put back (as
+    /// [`CommitOutcome::Failed`]).
+    Failed {
+        /// The file (or deleted directory) whose change failed.
+        path: VirtualPath,
+        /// Why.
+        error: Error,
+        /// Files written before the failure and put back.
+        restored: Vec<VirtualPath>,
+        /// Files written before the failure that could not be put back, with why.
+        not_restored: Vec<(VirtualPath, Error)>,
+    },
+}
+
+/// A commit whose changes are in the base and still in the layer: [`Self::finish`] or
+/// [`Self::undo`] it.
+#[derive(Debug)]
+pub struct StagedCommit<'a> {
+    overlay: &'a OverlayBackend,
+    dir: VirtualPath,
+    changes: Vec<LayerChange>,
+    done: Vec<Written>,
+    kept_dirs: Vec<VirtualPath>,
+    /// No other change through the overlay until this one is finished or undone.
+    _changing: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl StagedCommit<'_> {
+    /// The base holds every change: now they leave the layer. Returns the files written or
+    /// deleted, in path order, and the deleted directories left in the base because they still
+    /// hold files the layer did not delete.
+    pub async fn finish(self) -> Result<(Vec<LayerChange>, Vec<VirtualPath>)> {
+        let overlay = self.overlay;
+        for change in &self.changes {
+            if change.kind != ChangeKind::Deleted {
+                match overlay
+                    .layer
+                    .delete(&change.path, &DeleteOptions::default())
+                    .await
+                {
+                    Ok(()) | Err(Error::NotFound { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            overlay.save_mark(&change.path, None).await?;
+        }
+        for opaque in overlay.opaque_under(&self.dir).await? {
+            for shown in overlay.shown_under(&opaque).await? {
+                overlay.save_shown(&shown, false).await?;
+            }
+            overlay.save_opaque(&opaque, false).await?;
+        }
+        Ok((self.changes, self.kept_dirs))
+    }
+
+    /// Puts back every base file the stage wrote (another overlay mount's stage failed); the
+    /// layer keeps all its changes. Returns the files put back and those that could not be.
+    pub async fn undo(self) -> (Vec<VirtualPath>, Vec<(VirtualPath, Error)>) {
+        self.overlay.roll_back(self.done).await
+    }
+}
+
 /// Most bytes of one base file a commit holds in memory to put it back on failure, when the
 /// base cannot keep it aside on disk.
 pub const MAX_ROLLBACK_IN_MEMORY: u64 = 64 * 1024 * 1024;
@@ -664,10 +733,37 @@ impl OverlayBackend {
     /// (renamed back: atomic), files created are removed, and the layer keeps all its changes
     /// ([`CommitOutcome::Failed`]). The layer is emptied only once the base holds everything.
     pub async fn commit(&self, dir: &VirtualPath) -> Result<CommitOutcome> {
-        let _changing = self.changing.lock().await;
+        Ok(match self.stage_commit(dir).await? {
+            Staged::Written(staged) => {
+                let (files, kept_dirs) = staged.finish().await?;
+                CommitOutcome::Committed { files, kept_dirs }
+            }
+            Staged::Conflicts(conflicts) => CommitOutcome::Conflicts(conflicts),
+            Staged::Failed {
+                path,
+                error,
+                restored,
+                not_restored,
+            } => CommitOutcome::Failed {
+                path,
+                error,
+                restored,
+                not_restored,
+            },
+        })
+    }
+
+    /// The first half of [`Self::commit`]: writes the layer's changes under `dir` into the base
+    /// (all or nothing, as there), but leaves them in the layer. The [`StagedCommit`] then
+    /// either finishes (the changes leave the layer) or is undone (the base is put back), so
+    /// that a commit over several overlay mounts is all or nothing across them: each is staged,
+    /// and only when all are does any finish. Other changes through this overlay wait until it
+    /// finishes or is undone.
+    pub async fn stage_commit(&self, dir: &VirtualPath) -> Result<Staged<'_>> {
+        let changing = self.changing.lock().await;
         let conflicts = self.conflicts(dir).await?;
         if !conflicts.is_empty() {
-            return Ok(CommitOutcome::Conflicts(conflicts));
+            return Ok(Staged::Conflicts(conflicts));
         }
         let changes = self.changes(dir).await?;
         let mut done: Vec<Written> = Vec::new();
@@ -689,42 +785,25 @@ impl OverlayBackend {
                 .await
                 .map_err(|error| (dir.clone(), error)),
         };
-        let kept_dirs = match kept_dirs {
-            Ok(kept) => kept,
+        match kept_dirs {
+            Ok(kept_dirs) => Ok(Staged::Written(StagedCommit {
+                overlay: self,
+                dir: dir.clone(),
+                changes,
+                done,
+                kept_dirs,
+                _changing: changing,
+            })),
             Err((path, error)) => {
                 let (restored, not_restored) = self.roll_back(done).await;
-                return Ok(CommitOutcome::Failed {
+                Ok(Staged::Failed {
                     path,
                     error,
                     restored,
                     not_restored,
-                });
+                })
             }
-        };
-        // The base holds every change: now they leave the layer.
-        for change in &changes {
-            if change.kind != ChangeKind::Deleted {
-                match self
-                    .layer
-                    .delete(&change.path, &DeleteOptions::default())
-                    .await
-                {
-                    Ok(()) | Err(Error::NotFound { .. }) => {}
-                    Err(error) => return Err(error),
-                }
-            }
-            self.save_mark(&change.path, None).await?;
         }
-        for opaque in self.opaque_under(dir).await? {
-            for shown in self.shown_under(&opaque).await? {
-                self.save_shown(&shown, false).await?;
-            }
-            self.save_opaque(&opaque, false).await?;
-        }
-        Ok(CommitOutcome::Committed {
-            files: changes,
-            kept_dirs,
-        })
     }
 
     /// Writes one change into the base, keeping what it replaces so that it can be put back.

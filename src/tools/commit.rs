@@ -7,9 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::overlays_at;
+use super::changes::{Reached, overlays_at};
 use super::{ToolError, ToolReply};
-use crate::backend::overlay::CommitOutcome;
+use crate::backend::overlay::{Staged, StagedCommit};
 use crate::path::VirtualPath;
 use crate::session::Session;
 
@@ -49,45 +49,19 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             list: conflicts.join("\n"),
         });
     }
-    let mut written = Vec::new();
-    let mut kept = Vec::new();
+    // Each overlay writes its changes into its base, keeping them in its layer; only when
+    // every one has does any let them go. A failure anywhere puts every base back.
+    let mut staged = Vec::new();
     for one in &reached {
-        let outcome = one
-            .overlay
-            .commit(&one.inner)
-            .await
-            .map_err(|e| e.map_path(|p| p.under(&one.prefix)))?;
-        match outcome {
-            CommitOutcome::Committed { files, kept_dirs } => {
-                written.extend(
-                    files
-                        .iter()
-                        .map(|change| (one.outer(&change.path), change.kind)),
-                );
-                kept.extend(kept_dirs.iter().map(|dir| one.outer(dir)));
+        match one.overlay.stage_commit(&one.inner).await {
+            Ok(Staged::Written(stage)) => staged.push((one, stage)),
+            Err(error) => {
+                undo_stages(staged).await;
+                return Err(error.map_path(|p| p.under(&one.prefix)).into());
             }
-            CommitOutcome::Failed {
-                path: failed,
-                error,
-                restored,
-                not_restored,
-            } => {
-                return Err(ToolError::PartialFailure {
-                    message: failure_message(
-                        &path,
-                        &one.outer(&failed),
-                        &error.map_path(|p| p.under(&one.prefix)),
-                        &restored.iter().map(|p| one.outer(p)).collect::<Vec<_>>(),
-                        &not_restored
-                            .iter()
-                            .map(|(p, e)| (one.outer(p), e.to_string()))
-                            .collect::<Vec<_>>(),
-                        &written,
-                    ),
-                });
-            }
-            CommitOutcome::Conflicts(found) => {
+            Ok(Staged::Conflicts(found)) => {
                 // Another program changed a base file between the check and the write.
+                undo_stages(staged).await;
                 let list: Vec<String> = found
                     .iter()
                     .map(|c| format!("  {}: {}", one.outer(&c.path), c.reason))
@@ -98,7 +72,46 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
                     list: list.join("\n"),
                 });
             }
+            Ok(Staged::Failed {
+                path: failed,
+                error,
+                restored,
+                not_restored,
+            }) => {
+                let mut restored: Vec<VirtualPath> =
+                    restored.iter().map(|p| one.outer(p)).collect();
+                let mut not_restored: Vec<(VirtualPath, String)> = not_restored
+                    .iter()
+                    .map(|(p, e)| (one.outer(p), e.to_string()))
+                    .collect();
+                let (others_restored, others_not_restored) = undo_stages(staged).await;
+                restored.extend(others_restored);
+                not_restored.extend(others_not_restored);
+                return Err(ToolError::PartialFailure {
+                    message: failure_message(
+                        &path,
+                        &one.outer(&failed),
+                        &error.map_path(|p| p.under(&one.prefix)),
+                        &restored,
+                        &not_restored,
+                    ),
+                });
+            }
         }
+    }
+    let mut written = Vec::new();
+    let mut kept = Vec::new();
+    for (one, stage) in staged {
+        let (files, kept_dirs) = stage
+            .finish()
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&one.prefix)))?;
+        written.extend(
+            files
+                .iter()
+                .map(|change| (one.outer(&change.path), change.kind)),
+        );
+        kept.extend(kept_dirs.iter().map(|dir| one.outer(dir)));
     }
     written.sort_by(|a, b| a.0.cmp(&b.0));
     let files: Vec<_> = written
@@ -132,15 +145,29 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     })
 }
 
-/// The answer to a commit that failed part-way: which file, why, what was put back, and what
-/// to do. `earlier` lists files other overlay mounts committed before this one failed.
+/// Undoes the stages of the overlays staged so far, last first: the files put back, and
+/// those that could not be with why, in the agent's coordinates.
+async fn undo_stages(
+    staged: Vec<(&Reached, StagedCommit<'_>)>,
+) -> (Vec<VirtualPath>, Vec<(VirtualPath, String)>) {
+    let mut restored = Vec::new();
+    let mut not_restored = Vec::new();
+    for (one, stage) in staged.into_iter().rev() {
+        let (back, not_back) = stage.undo().await;
+        restored.extend(back.iter().map(|p| one.outer(p)));
+        not_restored.extend(not_back.iter().map(|(p, e)| (one.outer(p), e.to_string())));
+    }
+    (restored, not_restored)
+}
+
+/// The answer to a commit that failed part-way: which file, why, what was put back (in every
+/// overlay mount the commit reached), and what to do.
 fn failure_message(
     path: &VirtualPath,
     failed: &VirtualPath,
     error: &crate::backend::Error,
     restored: &[VirtualPath],
     not_restored: &[(VirtualPath, String)],
-    earlier: &[(VirtualPath, crate::backend::overlay::ChangeKind)],
 ) -> String {
     let cause = error.to_string();
     let cause = cause.strip_prefix("Error: ").unwrap_or(&cause);
@@ -170,13 +197,6 @@ fn failure_message(
             "The layer keeps all its changes (see changes).
 ",
         );
-    }
-    if !earlier.is_empty() {
-        text.push_str(&format!(
-            "{} file(s) of other overlay mounts under {path} were committed before it and stay committed.
-",
-            earlier.len()
-        ));
     }
     text.push_str(&format!(
         "Fix the cause in the base directory (e.g. remove what is in the way of {failed}, free space, or give write permission), then run commit again; or run discard on {failed} and commit the rest."

@@ -538,6 +538,103 @@ async fn a_commit_failing_midway_puts_back_every_file_it_wrote_and_keeps_the_lay
     assert!(listed(&o, "/").await.is_empty());
 }
 
+/// Two overlay mounts (`/a` and `/bb`, the longer prefix routed first), each with an edited,
+/// a created and a created-in-a-new-directory file; `blocked` (0 or 1) gets a directory where
+/// its `new/added.txt` goes.
+async fn commit_over_two_overlays_with_one_blocked(blocked: usize) {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let prefixes = ["/a", "/bb"];
+    for dir in &dirs {
+        std::fs::write(dir.path().join("f.txt"), "base\n").unwrap();
+    }
+    let specs: Vec<String> = std::iter::once("/=memory".to_owned())
+        .chain(
+            prefixes
+                .iter()
+                .zip(&dirs)
+                .map(|(prefix, dir)| format!("{prefix}=disk:{},overlay", dir.path().display())),
+        )
+        .collect();
+    let table = MountTable::open(parse_table(&specs).unwrap())
+        .await
+        .unwrap();
+    let session = Session::new(
+        Arc::new(table.workspace_backend("alice")),
+        WriteOptions::default(),
+    );
+    for prefix in prefixes {
+        ok_in(
+            &session,
+            "read_file",
+            json!({"file_path": format!("{prefix}/f.txt")}),
+        )
+        .await;
+        ok_in(
+            &session,
+            "edit_file",
+            json!({"file_path": format!("{prefix}/f.txt"), "old_string": "base", "new_string": "layer"}),
+        )
+        .await;
+        for file in ["a.txt", "new/added.txt"] {
+            ok_in(
+                &session,
+                "write_file",
+                json!({"file_path": format!("{prefix}/{file}"), "content": "layer\n"}),
+            )
+            .await;
+        }
+    }
+    std::fs::create_dir_all(dirs[blocked].path().join("new/added.txt")).unwrap();
+    let before = dirs.each_ref().map(|d| digest(d.path()));
+    let error = match mountfs::tools::call("commit", json!({"path": "/"}), &session).await {
+        Ok(reply) => panic!("commit should fail, said: {}", reply.text),
+        Err(e) => e.to_string(),
+    };
+    let failed = format!("{}/new/added.txt", prefixes[blocked]);
+    assert!(
+        error.starts_with(&format!("Error: commit under / failed at {failed}: ")),
+        "{error}"
+    );
+    assert!(
+        error.contains("Nothing was committed"),
+        "every base put back: {error}"
+    );
+    assert!(!error.contains("stay committed"), "{error}");
+    for (dir, before) in dirs.iter().zip(&before) {
+        let mut after = digest(dir.path());
+        after.retain(|name, _| !name.starts_with(".mountfs-tmp-"));
+        assert_eq!(
+            &after,
+            before,
+            "every byte of {} put back",
+            dir.path().display()
+        );
+    }
+    let changes = ok_in(&session, "changes", json!({"path": "/"})).await;
+    assert!(
+        changes.starts_with("6 changed files under /"),
+        "both layers keep everything: {changes}"
+    );
+    // Once the obstacle is gone, both commit.
+    std::fs::remove_dir(dirs[blocked].path().join("new/added.txt")).unwrap();
+    ok_in(&session, "commit", json!({"path": "/"})).await;
+    for dir in &dirs {
+        for file in ["f.txt", "a.txt", "new/added.txt"] {
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join(file)).unwrap(),
+                "layer\n"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_over_two_overlay_mounts_failing_in_either_puts_back_both() {
+    // Whichever is written first, a failure in the other puts back both bases.
+    commit_over_two_overlays_with_one_blocked(0).await;
+    commit_over_two_overlays_with_one_blocked(1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_below_a_deleted_directory_brings_back_only_that_part() {
     let o = Overlay::new("disk:DIR,overlay").await;
