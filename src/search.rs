@@ -297,6 +297,10 @@ pub trait SearchView: Send + Sync + std::fmt::Debug {
     /// The ignore file at `path` as the view has it.
     fn ignore_file(&self, path: &VirtualPath) -> ViewedFile;
 
+    /// Nothing at or below the base's directory `dir` differs in the view: no entry hidden,
+    /// no ignore file changed (the walk then reads it as if there were no view).
+    fn untouched(&self, dir: &VirtualPath) -> bool;
+
     /// The walk read the ignore files of the base's directory `path` (`.ignore`, `.gitignore`,
     /// `.git/info/exclude`, as the view has them; `None` where there is none). The overlay
     /// keeps them for the directories above its layer's files, and judges those files by the

@@ -1600,6 +1600,17 @@ impl crate::search::SearchView for LayerView {
         }
     }
 
+    fn untouched(&self, dir: &VirtualPath) -> bool {
+        let book = &self.book;
+        let prefix = dir_prefix(dir);
+        let opaque_below = book
+            .opaque
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .next()
+            .is_some_and(|key| key.starts_with(&prefix));
+        book.marks_under(dir).next().is_none() && !book.opaque_covers(dir) && !opaque_below
+    }
+
     fn saw_dir(&self, path: &VirtualPath, ignore_files: &[Option<Vec<u8>>; 3]) {
         // Only the directories a layer file's judgement asks about (bounded by the layer).
         if self.book.layer_dir(path) {

@@ -344,12 +344,19 @@ where
     }
     let fd = Arc::new(fd);
     let ignore = walk.ignore;
+    // The view's say in this directory: none where the layer changed nothing at or below it
+    // (most directories), so that their entries are not looked up one by one.
+    let here = walk
+        .view
+        .and_then(|_| walk.dir.join_relative(&work.inner).ok());
+    let view = match (walk.view, &here) {
+        (Some(view), Some(path)) if !view.untouched(path) => Some(view),
+        _ => None,
+    };
     // A view may hold ignore files the listing does not show.
     let rules = match ignore {
-        Some(files) if has.iter().any(|&h| h) || walk.view.is_some() => {
-            let seen_as = walk
-                .view
-                .and_then(|_| walk.dir.join_relative(&work.inner).ok());
+        Some(files) if has.iter().any(|&h| h) || view.is_some() => {
+            let seen_as = view.and(here.clone());
             files
                 .level(
                     &fd,
@@ -405,7 +412,7 @@ where
         }
         inner.push_str(text);
         // What an overlay's layer deleted is skipped before anything counts it.
-        if let Some(view) = walk.view
+        if let Some(view) = view
             && walk
                 .dir
                 .join_relative(&inner)
