@@ -249,17 +249,11 @@ pub struct CommitConflict {
     pub reason: &'static str,
 }
 
-/// What a `commit` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommitOutcome {
-    /// Every change was written to the base and left the layer.
-    Committed {
-        /// The files written or deleted, in path order.
-        files: Vec<LayerChange>,
-        /// Deleted directories left in the base because they still hold files the layer did
-        /// not delete.
-        kept_dirs: Vec<VirtualPath>,
-    },
+/// What [`OverlayBackend::stage_commit`] did.
+#[derive(Debug)]
+pub enum Staged<'a> {
+    /// Every change is in the base; the layer still holds them.
+    Written(StagedCommit<'a>),
     /// Nothing was written: these base files changed since the layer took them.
     Conflicts(Vec<CommitConflict>),
     /// Writing one file failed part-way: the files written before it were put back as they
@@ -273,27 +267,6 @@ pub enum CommitOutcome {
         restored: Vec<VirtualPath>,
         /// Files written before the failure that could not be put back, with why (the base then
         /// holds the layer's version of them).
-        not_restored: Vec<(VirtualPath, Error)>,
-    },
-}
-
-/// What [`OverlayBackend::stage_commit`] did.
-#[derive(Debug)]
-pub enum Staged<'a> {
-    /// Every change is in the base; the layer still holds them.
-    Written(StagedCommit<'a>),
-    /// Nothing was written: these base files changed since the layer took them.
-    Conflicts(Vec<CommitConflict>),
-    /// Writing one file failed part-way, and what was written before it was put back (as
-    /// [`CommitOutcome::Failed`]).
-    Failed {
-        /// The file (or deleted directory) whose change failed.
-        path: VirtualPath,
-        /// Why.
-        error: Error,
-        /// Files written before the failure and put back.
-        restored: Vec<VirtualPath>,
-        /// Files written before the failure that could not be put back, with why.
         not_restored: Vec<(VirtualPath, Error)>,
     },
 }
@@ -724,41 +697,20 @@ impl OverlayBackend {
     }
 
     /// Writes the layer's changes under `dir` into the base, each file atomically as the base
-    /// writes; nothing is written when any base file changed since the layer first took it.
+    /// writes; nothing is written when any base file changed since the layer first took it
+    /// ([`Staged::Conflicts`]).
     ///
     /// All or nothing against failures too: each base file replaced or deleted is first kept
     /// aside on disk (the disk mount's undo mechanism: a hard link or rename into its private
     /// directory, never through memory), so that when writing a later file fails (a directory
     /// in the way, no space, no permission) every file already written is put back as it was
     /// (renamed back: atomic), files created are removed, and the layer keeps all its changes
-    /// ([`CommitOutcome::Failed`]). The layer is emptied only once the base holds everything.
-    pub async fn commit(&self, dir: &VirtualPath) -> Result<CommitOutcome> {
-        Ok(match self.stage_commit(dir).await? {
-            Staged::Written(staged) => {
-                let (files, kept_dirs) = staged.finish().await?;
-                CommitOutcome::Committed { files, kept_dirs }
-            }
-            Staged::Conflicts(conflicts) => CommitOutcome::Conflicts(conflicts),
-            Staged::Failed {
-                path,
-                error,
-                restored,
-                not_restored,
-            } => CommitOutcome::Failed {
-                path,
-                error,
-                restored,
-                not_restored,
-            },
-        })
-    }
-
-    /// The first half of [`Self::commit`]: writes the layer's changes under `dir` into the base
-    /// (all or nothing, as there), but leaves them in the layer. The [`StagedCommit`] then
-    /// either finishes (the changes leave the layer) or is undone (the base is put back), so
-    /// that a commit over several overlay mounts is all or nothing across them: each is staged,
-    /// and only when all are does any finish. Other changes through this overlay wait until it
-    /// finishes or is undone.
+    /// ([`Staged::Failed`]).
+    ///
+    /// The changes stay in the layer until the [`StagedCommit`] finishes (they leave the layer)
+    /// or is undone (the base is put back), so that a commit over several overlay mounts is all
+    /// or nothing across them: each is staged, and only when all are does any finish. Other
+    /// changes through this overlay wait until it finishes or is undone.
     pub async fn stage_commit(&self, dir: &VirtualPath) -> Result<Staged<'_>> {
         let changing = self.changing.lock().await;
         let conflicts = self.conflicts(dir).await?;

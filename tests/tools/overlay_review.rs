@@ -796,10 +796,16 @@ fn commit_crash_child() {
                 .unwrap();
         }
         std::fs::write(Path::new(&dir).join("ready"), "").unwrap();
-        overlay
-            .commit(&mountfs::path::VirtualPath::root())
+        match overlay
+            .stage_commit(&mountfs::path::VirtualPath::root())
             .await
-            .unwrap();
+            .unwrap()
+        {
+            mountfs::backend::overlay::Staged::Written(stage) => {
+                stage.finish().await.unwrap();
+            }
+            other => panic!("the commit wrote nothing: {other:?}"),
+        }
         std::fs::write(Path::new(&dir).join("done"), "").unwrap();
     });
 }
