@@ -4,11 +4,14 @@
 //! store's `user_version`.
 //!
 //! Each append is one `BEGIN IMMEDIATE` transaction: the entry and one row per path
-//! (`mountfs_audit_paths`, the index `history {path}` reads). Appends use
-//! `synchronous = NORMAL`: in WAL mode a commit survives a crash of the process, and only a
-//! power loss can drop the last entries — the price of not doubling every edit's fsyncs
-//! (BENCHMARKS.md). The busy timeout is short ([`BUSY_TIMEOUT`]): a log locked by someone else
-//! makes the answer say "not logged" quickly rather than hold the edit's answer for long.
+//! (`mountfs_audit_paths`, the index `history {path}` reads), run on the calling thread
+//! ([`SqliteStore::run_in_place`]: no hand-off to the blocking pool and back). The log's
+//! connections are set up once ([`CONNECTION_SETTINGS`]): `synchronous = NORMAL` (in WAL mode a
+//! commit survives a crash of the process, and only a power loss can drop the last entries —
+//! the price of not doubling every edit's fsyncs, BENCHMARKS.md); a short busy timeout (a log
+//! locked by someone else makes the answer say "not logged" quickly rather than hold the
+//! edit's answer for long); and no checkpoint inside an append: one runs in the background
+//! every [`CHECKPOINT_EVERY`] appends.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -16,11 +19,22 @@ use std::time::{Duration, SystemTime};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{AuditError, Change, ClientInfo, Entry, FileChange, Query};
-use crate::store::sqlite::map_error;
+use crate::store::sqlite::{ConnectionSettings, map_error};
 use crate::store::{Error, Result, SqliteStore, from_micros, to_micros};
 
-/// How long an append waits for another writer of the file.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How the log's connections are set up, once each: `synchronous = NORMAL`, a short wait for
+/// another writer of the file, and no checkpoint inside an append (see [`CHECKPOINT_EVERY`]).
+const CONNECTION_SETTINGS: ConnectionSettings = ConnectionSettings {
+    synchronous: "NORMAL",
+    busy_timeout: Duration::from_secs(5),
+    wal_autocheckpoint: Some(0),
+};
+
+/// Appends between two checkpoints of the log's WAL into its file. A checkpoint copies the
+/// pages back and syncs the file (milliseconds): it runs on its own connection after the
+/// append that reaches this count, and no edit's answer waits for it. The WAL stays within
+/// about this many entries' pages (~5 each).
+const CHECKPOINT_EVERY: u64 = 200;
 
 /// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &["
@@ -59,6 +73,8 @@ const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version
 pub(crate) struct SqliteAudit {
     store: SqliteStore,
     file: PathBuf,
+    /// Appends since the last checkpoint began.
+    since_checkpoint: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SqliteAudit {
@@ -68,12 +84,40 @@ impl SqliteAudit {
             engine: format!("SQLite {}", file.display()),
             error,
         };
-        let store = SqliteStore::open(file).await.map_err(fail)?;
+        let store = SqliteStore::open_with(file, CONNECTION_SETTINGS)
+            .await
+            .map_err(fail)?;
         store.run(migrate).await.map_err(fail)?;
         Ok(Self {
             store,
             file: file.to_owned(),
+            since_checkpoint: std::sync::Arc::default(),
         })
+    }
+
+    /// Starts a checkpoint of the WAL in the background once [`CHECKPOINT_EVERY`] appends
+    /// have gone by (one at a time: the count restarts when it starts). `PASSIVE`: it never
+    /// waits for, nor blocks, a writer; what it cannot copy now, the next one copies.
+    fn checkpoint_when_due(&self) {
+        use std::sync::atomic::Ordering;
+        let count = self.since_checkpoint.fetch_add(1, Ordering::Relaxed) + 1;
+        if count < CHECKPOINT_EVERY {
+            return;
+        }
+        self.since_checkpoint.store(0, Ordering::Relaxed);
+        let store = self.store.clone();
+        let file = self.file.clone();
+        tokio::spawn(async move {
+            let done = store
+                .run(|conn| {
+                    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                        .map_err(map_error)
+                })
+                .await;
+            if let Err(error) = done {
+                tracing::warn!(file = %file.display(), %error, "audit log checkpoint failed");
+            }
+        });
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -83,10 +127,7 @@ impl SqliteAudit {
     pub(crate) async fn append(&self, change: &Change) -> Result<i64> {
         let change = change.clone();
         self.store
-            .run(move |conn| {
-                conn.busy_timeout(BUSY_TIMEOUT).map_err(map_error)?;
-                conn.pragma_update(None, "synchronous", "NORMAL")
-                    .map_err(map_error)?;
+            .run_in_place(move |conn| {
                 let files = serde_json::to_string(&change.files)
                     .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
                 let tx = conn
@@ -134,6 +175,7 @@ impl SqliteAudit {
                 Ok(id)
             })
             .await
+            .inspect(|_| self.checkpoint_when_due())
     }
 
     pub(crate) async fn query(&self, query: &Query) -> Result<Vec<Entry>> {
@@ -184,7 +226,6 @@ impl SqliteAudit {
         let cutoff = to_micros(cutoff);
         self.store
             .run(move |conn| {
-                conn.busy_timeout(BUSY_TIMEOUT).map_err(map_error)?;
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(map_error)?;

@@ -30,6 +30,25 @@ const MAX_CONNECTIONS: usize = 4;
 /// How long a writer waits for another writer (this process or another) before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How each connection of a pool is set up when it opens (once, not per use).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnectionSettings {
+    /// `PRAGMA synchronous`: `FULL` or `NORMAL`.
+    pub(crate) synchronous: &'static str,
+    /// How long a writer waits for another writer before giving up.
+    pub(crate) busy_timeout: Duration,
+    /// `PRAGMA wal_autocheckpoint`: `None` keeps SQLite's (a commit that fills the WAL past
+    /// 1,000 pages copies them back itself); `Some(0)` leaves checkpoints to the owner.
+    pub(crate) wal_autocheckpoint: Option<u32>,
+}
+
+/// A store's connections: every committed write survives a power loss (long-term memories).
+const STORE_SETTINGS: ConnectionSettings = ConnectionSettings {
+    synchronous: "FULL",
+    busy_timeout: BUSY_TIMEOUT,
+    wal_autocheckpoint: None,
+};
+
 /// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 /// The content column is last so listing metadata never reads a large value's overflow pages.
 const MIGRATIONS: &[&str] = &["
@@ -62,6 +81,7 @@ pub struct SqliteStore {
 #[derive(Debug)]
 struct Shared {
     file: PathBuf,
+    settings: ConnectionSettings,
     /// Open connections not in use.
     idle: Mutex<Vec<Connection>>,
     /// Bounds the connections in use at once.
@@ -77,7 +97,7 @@ impl Shared {
             .pop();
         match idle {
             Some(conn) => Ok(conn),
-            None => connect(&self.file),
+            None => connect(&self.file, self.settings),
         }
     }
 
@@ -89,14 +109,15 @@ impl Shared {
     }
 }
 
-fn connect(file: &Path) -> Result<Connection> {
+fn connect(file: &Path, settings: ConnectionSettings) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(file, flags).map_err(map_error)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(map_error)?;
-    // WAL: readers do not block the writer nor the writer the readers. synchronous=FULL keeps
-    // every committed write across a power loss: these are long-term memories.
+    conn.busy_timeout(settings.busy_timeout)
+        .map_err(map_error)?;
+    // WAL: readers do not block the writer nor the writer the readers. The store's
+    // synchronous=FULL keeps every committed write across a power loss (long-term memories).
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
         .map_err(map_error)?;
@@ -105,8 +126,12 @@ fn connect(file: &Path) -> Result<Connection> {
             "SQLite database cannot use WAL journaling (got '{mode}')"
         )));
     }
-    conn.pragma_update(None, "synchronous", "FULL")
+    conn.pragma_update(None, "synchronous", settings.synchronous)
         .map_err(map_error)?;
+    if let Some(pages) = settings.wal_autocheckpoint {
+        conn.pragma_update(None, "wal_autocheckpoint", pages)
+            .map_err(map_error)?;
+    }
     Ok(conn)
 }
 
@@ -193,6 +218,14 @@ impl SqliteStore {
     /// Opens (creating it and its parent directory if needed) the database at `file`, switches
     /// it to WAL and brings its schema up to date.
     pub async fn open(file: impl Into<PathBuf>) -> Result<Self> {
+        Self::open_with(file, STORE_SETTINGS).await
+    }
+
+    /// [`Self::open`] with connections set up as `settings` say.
+    pub(crate) async fn open_with(
+        file: impl Into<PathBuf>,
+        settings: ConnectionSettings,
+    ) -> Result<Self> {
         let file = file.into();
         let opened = tokio::task::spawn_blocking(move || -> Result<Shared> {
             if let Some(parent) = file.parent()
@@ -205,10 +238,11 @@ impl SqliteStore {
                     ))
                 })?;
             }
-            let mut conn = connect(&file)?;
+            let mut conn = connect(&file, settings)?;
             migrate(&mut conn)?;
             Ok(Shared {
                 file,
+                settings,
                 idle: Mutex::new(vec![conn]),
                 permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             })
@@ -217,6 +251,34 @@ impl SqliteStore {
         .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))??;
         Ok(Self {
             shared: Arc::new(opened),
+        })
+    }
+
+    /// [`Self::run`], but on this very thread when the runtime has several (the runtime moves
+    /// its other tasks to another worker meanwhile, `block_in_place`): for short work whose
+    /// caller waits for it, this saves the two thread hand-offs of the blocking pool (tens of
+    /// microseconds on a small machine). On a single-threaded runtime it is [`Self::run`].
+    pub(crate) async fn run_in_place<T, F>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let flavor = tokio::runtime::Handle::current().runtime_flavor();
+        if flavor != tokio::runtime::RuntimeFlavor::MultiThread {
+            return self.run(work).await;
+        }
+        let _permit = self
+            .shared
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Unavailable("SQLite store is closed".to_owned()))?;
+        tokio::task::block_in_place(|| {
+            let mut conn = self.shared.take()?;
+            let result = work(&mut conn);
+            self.shared.give_back(conn);
+            result
         })
     }
 
