@@ -10,8 +10,8 @@
 //! commit survives a crash of the process, and only a power loss can drop the last entries —
 //! the price of not doubling every edit's fsyncs, BENCHMARKS.md); a short busy timeout (a log
 //! locked by someone else makes the answer say "not logged" quickly rather than hold the
-//! edit's answer for long); and no checkpoint inside an append: one runs in the background
-//! every [`CHECKPOINT_EVERY`] appends.
+//! edit's answer for long); and checkpoints in the background every [`CHECKPOINT_EVERY`]
+//! appends, an append doing one itself only if the WAL reaches 16 MiB.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -23,11 +23,14 @@ use crate::store::sqlite::{ConnectionSettings, map_error};
 use crate::store::{Error, Result, SqliteStore, from_micros, to_micros};
 
 /// How the log's connections are set up, once each: `synchronous = NORMAL`, a short wait for
-/// another writer of the file, and no checkpoint inside an append (see [`CHECKPOINT_EVERY`]).
+/// another writer of the file, and checkpoints left to the background (see
+/// [`CHECKPOINT_EVERY`]) but for a WAL of 4,000 pages (16 MiB), where an append checkpoints
+/// itself: a background checkpoint overtaken by appends (they never wait for it) does not let
+/// the WAL start over, and this bounds it whatever the rate of changes.
 const CONNECTION_SETTINGS: ConnectionSettings = ConnectionSettings {
     synchronous: "NORMAL",
     busy_timeout: Duration::from_secs(5),
-    wal_autocheckpoint: Some(0),
+    wal_autocheckpoint: Some(4_000),
 };
 
 /// Appends between two checkpoints of the log's WAL into its file. A checkpoint copies the
@@ -68,31 +71,88 @@ const MIGRATIONS: &[&str] = &["
 /// Every column but the diff, which comes last: a listing reads `''` in its place.
 const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
 
+/// What [`SqliteStore::open`] would refuse in `file`, found without SQLite: a directory that
+/// cannot be made, a file that cannot be opened for reading and writing, a file that is not
+/// an SQLite database (its first 16 bytes are SQLite's header, `SQLite format 3\0`).
+fn check_file(file: &Path) -> Result<()> {
+    use std::io::Read;
+    let refuse = |what: &str, error: std::io::Error| {
+        Error::Unavailable(format!("SQLite database: {what}: {error}"))
+    };
+    if let Some(parent) = file.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(|e| refuse("cannot create its directory", e))?;
+    }
+    let mut opened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(file)
+        .map_err(|e| refuse("cannot open it for reading and writing", e))?;
+    let mut header = [0u8; 16];
+    let mut read = 0;
+    while read < header.len() {
+        match opened.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(refuse("cannot read it", e)),
+        }
+    }
+    if read > 0 && header[..read] != b"SQLite format 3\0"[..read] {
+        return Err(Error::Unavailable(
+            "SQLite database: file is not a database (it does not begin with SQLite's header); \
+             give --audit another file, or move this one away"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 /// The log in one SQLite file.
 #[derive(Debug)]
 pub(crate) struct SqliteAudit {
-    store: SqliteStore,
+    /// Opened on first use ([`Self::store`]).
+    store: tokio::sync::OnceCell<SqliteStore>,
     file: PathBuf,
     /// Appends since the last checkpoint began.
     since_checkpoint: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SqliteAudit {
-    /// Opens (creating it, its directory and its tables) the log at `file`.
+    /// The log at `file`, checked now (its directory created, the file opened for reading and
+    /// writing, created if missing, and refused unless it is empty or an SQLite database), and
+    /// opened with SQLite (its tables created) on first use: a server that changes nothing
+    /// never loads SQLite's code and caches (about 2 MiB of its memory). A log whose schema is
+    /// newer than this mountfs is found then, and each change says it was not logged.
     pub(crate) async fn open(file: &Path) -> Result<Self, AuditError> {
-        let fail = |error| AuditError::Store {
-            engine: format!("SQLite {}", file.display()),
-            error,
-        };
-        let store = SqliteStore::open_with(file, CONNECTION_SETTINGS)
+        let checked = file.to_owned();
+        tokio::task::spawn_blocking(move || check_file(&checked))
             .await
-            .map_err(fail)?;
-        store.run(migrate).await.map_err(fail)?;
+            .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))
+            .and_then(|checked| checked)
+            .map_err(|error| AuditError::Store {
+                engine: format!("SQLite {}", file.display()),
+                error,
+            })?;
         Ok(Self {
-            store,
+            store: tokio::sync::OnceCell::new(),
             file: file.to_owned(),
             since_checkpoint: std::sync::Arc::default(),
         })
+    }
+
+    /// The log's store, opened (and its tables created or brought up to date) the first time.
+    async fn store(&self) -> Result<&SqliteStore> {
+        self.store
+            .get_or_try_init(|| async {
+                let store = SqliteStore::open_with(&self.file, CONNECTION_SETTINGS).await?;
+                store.run(migrate).await?;
+                Ok(store)
+            })
+            .await
     }
 
     /// Starts a checkpoint of the WAL in the background once [`CHECKPOINT_EVERY`] appends
@@ -105,7 +165,9 @@ impl SqliteAudit {
             return;
         }
         self.since_checkpoint.store(0, Ordering::Relaxed);
-        let store = self.store.clone();
+        let Some(store) = self.store.get().cloned() else {
+            return;
+        };
         let file = self.file.clone();
         tokio::spawn(async move {
             let done = store
@@ -126,7 +188,8 @@ impl SqliteAudit {
 
     pub(crate) async fn append(&self, change: &Change) -> Result<i64> {
         let change = change.clone();
-        self.store
+        self.store()
+            .await?
             .run_in_place(move |conn| {
                 let files = serde_json::to_string(&change.files)
                     .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
@@ -182,7 +245,8 @@ impl SqliteAudit {
         let since = query.since.map(to_micros);
         let range = query.path_range();
         let limit = query.sql_limit();
-        self.store
+        self.store()
+            .await?
             .run(move |conn| {
                 let mut sql = format!(
                     "SELECT {COLUMNS}, '' FROM mountfs_audit WHERE (?1 IS NULL OR at >= ?1)"
@@ -212,7 +276,8 @@ impl SqliteAudit {
     }
 
     pub(crate) async fn get(&self, id: i64) -> Result<Option<Entry>> {
-        self.store
+        self.store()
+            .await?
             .run(move |conn| {
                 let sql = format!("SELECT {COLUMNS}, diff FROM mountfs_audit WHERE id = ?1");
                 conn.prepare_cached(&sql)
@@ -224,7 +289,8 @@ impl SqliteAudit {
 
     pub(crate) async fn prune(&self, cutoff: SystemTime) -> Result<u64> {
         let cutoff = to_micros(cutoff);
-        self.store
+        self.store()
+            .await?
             .run(move |conn| {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)

@@ -38,7 +38,7 @@ pub(crate) struct ConnectionSettings {
     /// How long a writer waits for another writer before giving up.
     pub(crate) busy_timeout: Duration,
     /// `PRAGMA wal_autocheckpoint`: `None` keeps SQLite's (a commit that fills the WAL past
-    /// 1,000 pages copies them back itself); `Some(0)` leaves checkpoints to the owner.
+    /// 1,000 pages copies them back itself); `Some(pages)` sets another threshold.
     pub(crate) wal_autocheckpoint: Option<u32>,
 }
 
