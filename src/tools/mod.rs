@@ -411,6 +411,7 @@ pub async fn watched_search<T>(
             }
         }
     };
+    release_freed_memory_soon();
     if control.stopped() {
         return Err(ToolError::Cancelled {
             tool,
@@ -418,6 +419,28 @@ pub async fn watched_search<T>(
         });
     }
     outcome
+}
+
+/// After a search: a second later (once for all the searches that end meanwhile), gives the
+/// memory glibc's allocator holds free back to the system (`malloc_trim`), on a blocking
+/// thread. A whole-tree search frees megabytes of buffers that the allocator would otherwise
+/// keep for the life of the process (issue 15: 20.2 -> 18.0 MB at rest after 48 whole-tree
+/// greps). Elsewhere than Linux with glibc it does nothing.
+fn release_freed_memory_soon() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static PENDING: AtomicBool = AtomicBool::new(false);
+        if PENDING.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tokio::spawn(async {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            PENDING.store(false, Ordering::Release);
+            // SAFETY: malloc_trim only walks the allocator's own free lists, under its locks.
+            let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
+        });
+    }
 }
 
 /// `"1 line"`, `"2 lines"`: a count with its noun, for answers.
