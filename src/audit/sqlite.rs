@@ -91,6 +91,16 @@ fn check_file(file: &Path) -> Result<()> {
         .truncate(false)
         .open(file)
         .map_err(|e| refuse("cannot open it for reading and writing", e))?;
+    // A FIFO or a device would hang or feed the read below: only a regular file is a log.
+    let is_file = opened
+        .metadata()
+        .map_err(|e| refuse("cannot read its metadata", e))?
+        .is_file();
+    if !is_file {
+        return Err(Error::Unavailable(
+            "SQLite database: not a regular file; give --audit a file path".to_owned(),
+        ));
+    }
     let mut header = [0u8; 16];
     let mut read = 0;
     while read < header.len() {

@@ -1517,7 +1517,7 @@ impl SearchPlan {
     fn seen(&self, dir: &VirtualPath) -> Option<SeenIgnoreFiles> {
         let view = self.view.as_ref()?;
         let seen = view.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(dir.as_str()).cloned()
+        seen.dirs.get(dir.as_str()).cloned()
     }
 }
 
@@ -1529,8 +1529,20 @@ struct LayerView {
     ignore_files: BTreeMap<String, Arc<[u8]>>,
     /// The base directories above the layer's files that the walk read, with the ignore
     /// files it read there ([`crate::search::SearchView::saw_dir`]).
-    seen: std::sync::Mutex<std::collections::HashMap<String, SeenIgnoreFiles>>,
+    seen: std::sync::Mutex<SeenDirs>,
 }
+
+/// What [`LayerView::seen`] holds.
+#[derive(Debug, Default)]
+struct SeenDirs {
+    dirs: std::collections::HashMap<String, SeenIgnoreFiles>,
+    /// Bytes of ignore files kept, at most [`SEEN_BYTES`].
+    bytes: usize,
+}
+
+/// Most bytes of ignore files one search keeps for judging the layer's files (a base whose
+/// directories hold huge ignore files cannot make a search hold them all).
+const SEEN_BYTES: usize = 16 * 1024 * 1024;
 
 /// The `.ignore`, `.gitignore` and `.git/info/exclude` of one directory as a walk read them.
 type SeenIgnoreFiles = [Option<Arc<[u8]>>; 3];
@@ -1564,14 +1576,22 @@ impl crate::search::SearchView for LayerView {
     }
 
     fn saw_dir(&self, path: &VirtualPath, ignore_files: &[Option<Vec<u8>>; 3]) {
-        // Only the directories a layer file's judgement asks about (bounded by the layer).
-        if self.book.layer_dir(path) {
-            let files = ignore_files
-                .each_ref()
-                .map(|file| file.as_deref().map(Arc::from));
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            seen.insert(path.as_str().to_owned(), files);
+        // Only the directories a layer file's judgement asks about (bounded by the layer), and
+        // at most SEEN_BYTES of ignore files in all: past that, directories are not kept, and
+        // their ignore files are read again when a layer file is judged.
+        if !self.book.layer_dir(path) {
+            return;
         }
+        let bytes: usize = ignore_files.iter().flatten().map(Vec::len).sum();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.bytes + bytes > SEEN_BYTES {
+            return;
+        }
+        seen.bytes += bytes;
+        let files = ignore_files
+            .each_ref()
+            .map(|file| file.as_deref().map(Arc::from));
+        seen.dirs.insert(path.as_str().to_owned(), files);
     }
 }
 

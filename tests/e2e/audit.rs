@@ -802,6 +802,22 @@ async fn the_sqlite_log_opens_at_the_first_change_and_a_bad_file_stops_start_up(
         "these are my notes, not a database\n",
         "left as it was"
     );
+    // A FIFO would hang a read of its header: refused as not a regular file, at once.
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (code, stderr) = crate::store_servers::start_up_error(&args(
+        &["/=memory".to_owned()],
+        &format!("sqlite:{}", fifo.display()),
+    ))
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
 }
 
 /// The log's database goes away mid-session (every connection dropped, the port closed): the
