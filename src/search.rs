@@ -376,12 +376,13 @@ impl SearchControl {
     }
 
     /// The directories the search could not read (at most [`UNREAD_DIRS_KEPT`], in path
-    /// order, with why), and how many there were in all.
+    /// order, with why), and how many more it could not read.
     pub fn unread_dirs(&self) -> (Vec<(VirtualPath, String)>, usize) {
         let unread = self.counts.unread.lock().unwrap_or_else(|e| e.into_inner());
         let mut first = unread.first.clone();
         first.sort();
-        (first, unread.total)
+        let more = unread.total - first.len();
+        (first, more)
     }
 
     /// The same search, walking the base of an overlay whose layer shows it as `view`.

@@ -84,7 +84,7 @@ fn check_file(file: &Path) -> Result<()> {
     {
         std::fs::create_dir_all(parent).map_err(|e| refuse("cannot create its directory", e))?;
     }
-    let mut opened = std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -101,17 +101,12 @@ fn check_file(file: &Path) -> Result<()> {
             "SQLite database: not a regular file; give --audit a file path".to_owned(),
         ));
     }
-    let mut header = [0u8; 16];
-    let mut read = 0;
-    while read < header.len() {
-        match opened.read(&mut header[read..]) {
-            Ok(0) => break,
-            Ok(n) => read += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(refuse("cannot read it", e)),
-        }
-    }
-    if read > 0 && header[..read] != b"SQLite format 3\0"[..read] {
+    let mut header = Vec::with_capacity(16);
+    opened
+        .take(16)
+        .read_to_end(&mut header)
+        .map_err(|e| refuse("cannot read it", e))?;
+    if !b"SQLite format 3\0".starts_with(&header) {
         return Err(Error::Unavailable(
             "SQLite database: file is not a database (it does not begin with SQLite's header); \
              give --audit another file, or move this one away"
@@ -128,7 +123,7 @@ pub(crate) struct SqliteAudit {
     store: tokio::sync::OnceCell<SqliteStore>,
     file: PathBuf,
     /// Appends since the last checkpoint began.
-    since_checkpoint: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    since_checkpoint: std::sync::atomic::AtomicU64,
 }
 
 impl SqliteAudit {
@@ -150,7 +145,7 @@ impl SqliteAudit {
         Ok(Self {
             store: tokio::sync::OnceCell::new(),
             file: file.to_owned(),
-            since_checkpoint: std::sync::Arc::default(),
+            since_checkpoint: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

@@ -290,19 +290,7 @@ impl StagedCommit<'_> {
     /// hold files the layer did not delete.
     pub async fn finish(self) -> Result<(Vec<LayerChange>, Vec<VirtualPath>)> {
         let overlay = self.overlay;
-        for change in &self.changes {
-            if change.kind != ChangeKind::Deleted {
-                match overlay
-                    .layer
-                    .delete(&change.path, &DeleteOptions::default())
-                    .await
-                {
-                    Ok(()) | Err(Error::NotFound { .. }) => {}
-                    Err(error) => return Err(error),
-                }
-            }
-            overlay.save_mark(&change.path, None).await?;
-        }
+        overlay.drop_from_layer(&self.changes).await?;
         for opaque in overlay.opaque_under(&self.dir).await? {
             for shown in overlay.shown_under(&opaque).await? {
                 overlay.save_shown(&shown, false).await?;
@@ -1018,12 +1006,9 @@ impl OverlayBackend {
             .collect()
     }
 
-    /// Drops the layer's changes under `dir`: the view shows the base there again. Returns the
-    /// files whose changes were dropped.
-    pub async fn discard(&self, dir: &VirtualPath) -> Result<Vec<LayerChange>> {
-        let _changing = self.changing.lock().await;
-        let changes = self.changes(dir).await?;
-        for change in &changes {
+    /// Takes `changes` out of the layer: their files (when the layer holds one) and marks.
+    async fn drop_from_layer(&self, changes: &[LayerChange]) -> Result<()> {
+        for change in changes {
             if change.kind != ChangeKind::Deleted {
                 match self
                     .layer
@@ -1036,18 +1021,17 @@ impl OverlayBackend {
             }
             self.save_mark(&change.path, None).await?;
         }
-        let opaque: Vec<String> = {
-            let book = self.book().await?;
-            let prefix = dir_prefix(dir);
-            book.opaque
-                .iter()
-                .filter(|d| d.as_str() == dir.as_str() || d.starts_with(&prefix))
-                .cloned()
-                .collect()
-        };
-        for key in opaque {
-            self.save_opaque(&VirtualPath::parse_raw(&key)?, false)
-                .await?;
+        Ok(())
+    }
+
+    /// Drops the layer's changes under `dir`: the view shows the base there again. Returns the
+    /// files whose changes were dropped.
+    pub async fn discard(&self, dir: &VirtualPath) -> Result<Vec<LayerChange>> {
+        let _changing = self.changing.lock().await;
+        let changes = self.changes(dir).await?;
+        self.drop_from_layer(&changes).await?;
+        for opaque in self.opaque_under(dir).await? {
+            self.save_opaque(&opaque, false).await?;
         }
         for shown in self.shown_under(dir).await? {
             self.save_shown(&shown, false).await?;
@@ -1419,75 +1403,77 @@ impl Backend for OverlayBackend {
     }
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let plan = self.search_plan(&query.dir).await?;
-        // The base's walk (on its threads) and the layer's search run at once; the layer's
-        // files are judged by the ignore files the walk read, so only after it.
-        let base = async {
-            if !plan.base {
-                return Ok(Vec::new());
-            }
-            let base_query = GlobQuery {
-                control: plan.base_control(&query.control),
-                ..query.clone()
-            };
-            self.base.glob(&base_query).await
+        let search = |backend: &Arc<dyn Backend>, control| -> SearchFuture<'_, Entry> {
+            let backend = backend.clone();
+            Box::pin(async move {
+                backend
+                    .glob(&GlobQuery {
+                        control,
+                        ..query.clone()
+                    })
+                    .await
+            })
         };
-        let layer = async {
-            if !plan.layer {
-                return Ok(Vec::new());
-            }
-            let layer_query = GlobQuery {
-                control: query.control.without_view(),
-                ..query.clone()
-            };
-            self.layer.glob(&layer_query).await
-        };
-        let (base, layer) = tokio::join!(base, layer);
-        let mut out: Vec<Entry> = base?
-            .into_iter()
-            .filter(|e| !plan.book.base_hidden(&e.path))
-            .collect();
-        out.extend(
-            self.drop_ignored(&plan, &query.dir, layer?, |e| &e.path)
-                .await?,
-        );
-        Ok(out)
+        self.search_view(&query.dir, &query.control, search, |e| &e.path)
+            .await
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let plan = self.search_plan(&query.dir).await?;
-        // As for glob: base and layer at once, the layer's files judged after the walk.
+        let search = |backend: &Arc<dyn Backend>, control| -> SearchFuture<'_, GrepFile> {
+            let backend = backend.clone();
+            Box::pin(async move {
+                backend
+                    .grep(&GrepQuery {
+                        control,
+                        ..query.clone()
+                    })
+                    .await
+            })
+        };
+        self.search_view(&query.dir, &query.control, search, |f| &f.path)
+            .await
+    }
+}
+
+/// One backend's glob or grep, as [`OverlayBackend::search_view`] runs it.
+type SearchFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<T>>> + Send + 'a>>;
+
+impl OverlayBackend {
+    /// One glob or grep of `dir` through the overlay (`search` runs it on a backend with a
+    /// control): the base's walk and the layer's own search at once, the base's files the
+    /// layer hides left out, and the layer's files judged by the ignore files the walk read
+    /// (so only after it). The base's walk skips the hidden paths before it counts lines, so
+    /// the lines a grep keeps for the answer's page are the view's, not cut short by files it
+    /// hides.
+    async fn search_view<'a, T: Send>(
+        &'a self,
+        dir: &VirtualPath,
+        control: &super::SearchControl,
+        search: impl Fn(&Arc<dyn Backend>, super::SearchControl) -> SearchFuture<'a, T>,
+        path_of: impl Fn(&T) -> &VirtualPath,
+    ) -> Result<Vec<T>> {
+        let plan = self.search_plan(dir).await?;
         let base = async {
-            if !plan.base {
-                return Ok(Vec::new());
+            if plan.base {
+                search(&self.base, plan.base_control(control)).await
+            } else {
+                Ok(Vec::new())
             }
-            // The base's walk skips the hidden paths before it counts lines, so the lines it
-            // keeps for the answer's page are the view's, not cut short by files it hides.
-            let base_query = GrepQuery {
-                control: plan.base_control(&query.control),
-                ..query.clone()
-            };
-            self.base.grep(&base_query).await
         };
         let layer = async {
-            if !plan.layer {
-                return Ok(Vec::new());
+            if plan.layer {
+                search(&self.layer, control.without_view()).await
+            } else {
+                Ok(Vec::new())
             }
-            let layer_query = GrepQuery {
-                control: query.control.without_view(),
-                ..query.clone()
-            };
-            self.layer.grep(&layer_query).await
         };
         let (base, layer) = tokio::join!(base, layer);
-        let mut out: Vec<GrepFile> = base?
+        let mut out: Vec<T> = base?
             .into_iter()
-            .filter(|f| !plan.book.base_hidden(&f.path))
+            .filter(|found| !plan.book.base_hidden(path_of(found)))
             .collect();
-        out.extend(
-            self.drop_ignored(&plan, &query.dir, layer?, |f| &f.path)
-                .await?,
-        );
+        out.extend(self.drop_ignored(&plan, dir, layer?, &path_of).await?);
         Ok(out)
     }
 }

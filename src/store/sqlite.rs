@@ -101,6 +101,14 @@ impl Shared {
         }
     }
 
+    /// Runs `work` with an idle connection (or a new one), then puts it back.
+    fn with_connection<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.take()?;
+        let result = work(&mut conn);
+        self.give_back(conn);
+        result
+    }
+
     fn give_back(&self, conn: Connection) {
         self.idle
             .lock()
@@ -267,19 +275,8 @@ impl SqliteStore {
         if flavor != tokio::runtime::RuntimeFlavor::MultiThread {
             return self.run(work).await;
         }
-        let _permit = self
-            .shared
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Unavailable("SQLite store is closed".to_owned()))?;
-        tokio::task::block_in_place(|| {
-            let mut conn = self.shared.take()?;
-            let result = work(&mut conn);
-            self.shared.give_back(conn);
-            result
-        })
+        let _permit = self.permit().await?;
+        tokio::task::block_in_place(|| self.shared.with_connection(work))
     }
 
     /// Runs `work` with a pooled connection on the blocking pool.
@@ -288,23 +285,24 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
-        let permit = self
-            .shared
+        let permit = self.permit().await?;
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            shared.with_connection(work)
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))?
+    }
+
+    /// A turn to use a connection (at most [`MAX_CONNECTIONS`] at once).
+    async fn permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        self.shared
             .permits
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| Error::Unavailable("SQLite store is closed".to_owned()))?;
-        let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let mut conn = shared.take()?;
-            let result = work(&mut conn);
-            shared.give_back(conn);
-            result
-        })
-        .await
-        .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))?
+            .map_err(|_| Error::Unavailable("SQLite store is closed".to_owned()))
     }
 }
 

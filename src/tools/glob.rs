@@ -58,14 +58,13 @@ pub async fn run(
         .map(|s| (s.prefix.clone(), s.reason()))
         .collect();
     // Directories a disk walk could not read (no permission, no file handle left).
-    let (unread, unread_total) = control.unread_dirs();
-    let unread_shown = unread.len();
+    let (unread, unread_more) = control.unread_dirs();
     skipped.extend(unread);
     let mut notes: String = skipped
         .iter()
         .map(|(path, reason)| format!("\n[skipped {path}: {reason}]"))
         .collect();
-    notes.push_str(&super::unread_more_note(unread_total, unread_shown));
+    notes.push_str(&super::unread_more_note(unread_more));
     let skipped_json: Vec<Value> = skipped
         .iter()
         .map(|(path, reason)| json!({"path": path.as_str(), "reason": reason}))

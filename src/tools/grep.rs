@@ -120,8 +120,7 @@ pub async fn run(
     };
     let mut files = super::watched_search("grep", call, &control, search).await?;
     // Directories a disk walk could not read (no permission, no file handle left).
-    let (unread, unread_total) = control.unread_dirs();
-    let unread_shown = unread.len();
+    let (unread, unread_more) = control.unread_dirs();
     files.extend(
         unread
             .into_iter()
@@ -133,8 +132,7 @@ pub async fn run(
     if let GrepCollect::Lines { window, .. } = collect {
         trim_to_window(&mut files, window);
     }
-    let skipped_note =
-        skipped_note(&skipped) + &super::unread_more_note(unread_total, unread_shown);
+    let skipped_note = skipped_note(&skipped) + &super::unread_more_note(unread_more);
     let mut structured = json!({
         "mode": mode_name(args.output_mode),
         "pattern": args.pattern,

@@ -364,10 +364,10 @@ impl ProgressReporter {
 /// How often a search reports progress, when its call carries a progress token.
 pub const SEARCH_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// The line saying how many more directories a search could not read than it named
-/// (`shown` of `total`), starting with a newline; empty when it named them all.
-pub fn unread_more_note(total: usize, shown: usize) -> String {
-    match total.saturating_sub(shown) {
+/// The line saying that `more` directories than the answer names could not be read, starting
+/// with a newline; empty when there are none.
+pub fn unread_more_note(more: usize) -> String {
+    match more {
         0 => String::new(),
         more => {
             format!("\n[{more} more directories could not be read; their files were not searched]")
