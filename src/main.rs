@@ -99,6 +99,12 @@ struct Cli {
     #[arg(long, value_name = "DAYS", global = true)]
     audit_keep: Option<u32>,
 
+    /// Changes are logged through a spool file (beside a SQLite log, under the data directory
+    /// for a PostgreSQL log) so an edit never waits for the database; while the database does
+    /// not answer they wait there, up to this many MiB, and are written when it is back.
+    #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    audit_spool_max: u64,
+
     #[command(subcommand)]
     command: Option<Command>,
 
@@ -239,7 +245,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async {
         let audit = match audit_target {
-            Some(target) => match mountfs::audit::AuditLog::open(&target, cli.audit_keep).await {
+            Some(target) => match open_audit(&target, cli.audit_keep, cli.audit_spool_max).await {
                 Ok(log) => log.map(std::sync::Arc::new),
                 Err(error) => {
                     eprintln!("mountfs: {error}");
@@ -252,6 +258,7 @@ fn main() -> ExitCode {
             tracing::info!(log = %log.describe(), "audit log on");
             mountfs::audit::spawn_pruning(log);
         }
+        let audit_log = audit.clone();
         let table = match MountTable::open(specs).await {
             // Client roots replace the working directory of the default table only: never
             // widen a table the operator gave.
@@ -267,18 +274,42 @@ fn main() -> ExitCode {
             limits: cli.limits,
             exec: cli.allow_exec,
         };
-        if cli.http.http.is_some() {
-            return serve_http(cli.http, table, options).await;
-        }
-        tracing::info!(mounts = %table.describe().replace('\n', "; "), "serving MCP on stdio");
-        match mountfs::serve_stdio(&table, options, cli.max_message_bytes).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("mountfs: {error}");
-                ExitCode::FAILURE
+        let served = if cli.http.http.is_some() {
+            serve_http(cli.http, table, options).await
+        } else {
+            tracing::info!(mounts = %table.describe().replace('\n', "; "), "serving MCP on stdio");
+            match mountfs::serve_stdio(&table, options, cli.max_message_bytes).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("mountfs: {error}");
+                    ExitCode::FAILURE
+                }
             }
+        };
+        if let Some(log) = &audit_log {
+            log.drain(AUDIT_DRAIN_WAIT).await;
         }
+        served
     })
+}
+
+/// How long a server that stops waits for its logged changes to reach the audit database
+/// (what does not, stays in the spool for the next server).
+const AUDIT_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens the audit log with its spool (`mountfs::audit::spool`).
+async fn open_audit(
+    target: &mountfs::audit::AuditTarget,
+    keep_days: Option<u32>,
+    spool_max_mib: u64,
+) -> Result<Option<mountfs::audit::AuditLog>, mountfs::audit::AuditError> {
+    let Some(log) = mountfs::audit::AuditLog::open(target, keep_days).await? else {
+        return Ok(None);
+    };
+    let Some(dir) = mountfs::audit::spool::dir_for(target, dirs::data_dir().as_deref()) else {
+        return Ok(Some(log));
+    };
+    log.with_spool(&dir, spool_max_mib * 1024 * 1024).map(Some)
 }
 
 /// Where the audit log is (`--audit`, else the default file in the data directory); `None`:

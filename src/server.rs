@@ -278,9 +278,10 @@ impl MountfsServer {
     }
 }
 
-/// Appends the change a successful call made to the audit log. A failure to log never fails
-/// the call, whose change has landed: it is a warning on stderr, a counter, and a note in the
-/// answer saying the change was not logged.
+/// Logs the change a successful call made (into the audit log's spool, see `audit::spool`). A
+/// failure to log never fails the call, whose change has landed: it is a warning on stderr, a
+/// counter, and a note in the answer saying the change was not logged. A change that waits for
+/// a database that does not answer is logged later; its answer says so.
 async fn log_change(
     log: &crate::audit::AuditLog,
     tool: &str,
@@ -295,12 +296,20 @@ async fn log_change(
     else {
         return;
     };
-    if let Err(error) = log.append(&change).await {
-        let failures = log.count_failure();
-        tracing::warn!(tool, %error, failures, "change made but not written to the audit log");
-        reply.text.push_str(&format!(
-            "\nNote: the change was made, but it could not be written to the audit log ({error}); {failures} change(s) not logged since the server started."
-        ));
+    match log.record(&change).await {
+        Ok(None) => {}
+        Ok(Some(waiting)) => {
+            reply.text.push_str(&format!(
+                "\nNote: the change was made; the audit log's database {waiting}."
+            ));
+        }
+        Err(error) => {
+            let failures = log.count_failure();
+            tracing::warn!(tool, %error, failures, "change made but not written to the audit log");
+            reply.text.push_str(&format!(
+                "\nNote: the change was made, but it could not be written to the audit log ({error}); {failures} change(s) not logged since the server started."
+            ));
+        }
     }
 }
 

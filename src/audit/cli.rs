@@ -88,5 +88,5 @@ pub async fn log_output(
             .map(|entry| format!("{}\n", Entry::listed(entry)))
             .collect());
     }
-    Ok(format!("{}\n", listing_text(&entries, &query, 0)))
+    Ok(format!("{}\n", listing_text(&entries, &query, 0, 0)))
 }

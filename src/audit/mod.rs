@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod postgres;
 pub mod record;
+pub mod spool;
 pub mod sqlite;
 pub mod time;
 
@@ -64,6 +65,9 @@ pub enum AuditError {
         /// What the engine said.
         error: crate::store::Error,
     },
+    /// The change could not be put in the log's spool (see [`spool`]).
+    #[error("{0}")]
+    Spool(String),
     /// `mountfs log --since` text that is not a time.
     #[error(
         "--since '{0}' is not a time: give 2026-11-23, 2026-11-23T12:00:00Z, or an age such as 90m, 6h, 2d"
@@ -295,7 +299,7 @@ impl Entry {
 
 /// A listing as `history` and `mountfs log` show it: one line per entry, newest first, or
 /// what to do when there is none.
-pub fn listing_text(entries: &[Entry], query: &Query, failures: u64) -> String {
+pub fn listing_text(entries: &[Entry], query: &Query, failures: u64, waiting: usize) -> String {
     let mut text = if entries.is_empty() {
         format!(
             "No changes logged under {}{}.",
@@ -323,6 +327,11 @@ pub fn listing_text(entries: &[Entry], query: &Query, failures: u64) -> String {
     if failures > 0 {
         text.push_str(&format!(
             "\nWarning: {failures} change(s) since this server started could not be logged (see its stderr)."
+        ));
+    }
+    if waiting > 0 {
+        text.push_str(&format!(
+            "\nNote: {waiting} change(s) made by this server are not shown yet: they wait in the audit log's spool and are written when the database answers (see its stderr)."
         ));
     }
     text
@@ -375,7 +384,10 @@ enum Engine {
 /// The open audit log (see the module doc).
 #[derive(Debug)]
 pub struct AuditLog {
-    engine: Engine,
+    engine: std::sync::Arc<Engine>,
+    /// Where [`AuditLog::record`] puts changes for the shipper (see [`spool`]); `None`: each
+    /// change is written to the database inside its call.
+    spool: Option<std::sync::Arc<spool::Spool>>,
     /// Changes that landed but could not be logged since start.
     failures: AtomicU64,
     /// `--audit-keep`: entries older than this are pruned.
@@ -398,7 +410,8 @@ impl AuditLog {
             }
         };
         let log = Self {
-            engine,
+            engine: std::sync::Arc::new(engine),
+            spool: None,
             failures: AtomicU64::new(0),
             keep: keep_days.map(|days| Duration::from_secs(u64::from(days) * 86_400)),
         };
@@ -408,16 +421,81 @@ impl AuditLog {
 
     /// `SQLite FILE` or `PostgreSQL host:port/db`, for messages.
     pub fn describe(&self) -> String {
-        match &self.engine {
+        match self.engine.as_ref() {
             Engine::Sqlite(log) => log.describe(),
             Engine::Postgres(log) => log.describe(),
         }
     }
 
-    /// Appends one change; returns its id.
+    /// This log with a spool in `dir` (see [`spool`]): [`AuditLog::record`] then returns once the
+    /// change is in this server's spool file, and a task writes it to the database. Also
+    /// writes what servers that stopped left in the directory. Needs a Tokio runtime.
+    pub fn with_spool(mut self, dir: &Path, max_bytes: u64) -> Result<Self, AuditError> {
+        let spool = spool::Spool::create(dir, &self.describe(), max_bytes).map_err(|error| {
+            AuditError::Spool(format!(
+                "the audit log's spool directory {} cannot be used: {error}. Give --audit another place, or --audit off",
+                dir.display()
+            ))
+        })?;
+        let spool = std::sync::Arc::new(spool);
+        let engine = self.engine.clone();
+        tokio::spawn(spool.clone().ship(move |batch| {
+            let engine = engine.clone();
+            async move {
+                engine
+                    .append_spooled(batch)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        }));
+        self.spool = Some(spool);
+        Ok(self)
+    }
+
+    /// Logs one change: into the spool when there is one (see [`spool`]), else straight into the
+    /// database. `Ok(Some(why))`: the change is kept, but waits for a database that does not
+    /// answer now (`why`); the answer says so. `Err`: the change is not logged.
+    pub async fn record(&self, change: &Change) -> Result<Option<String>, AuditError> {
+        let Some(spool) = &self.spool else {
+            return self.append(change).await.map(|_| None);
+        };
+        match spool.record(&sanitized(change)) {
+            Ok(None) => Ok(None),
+            Ok(Some(why)) => Ok(Some(format!(
+                "{} does not answer ({why}); the change waits in the spool {} with {} other(s) and is written when it answers again",
+                self.describe(),
+                spool.file().display(),
+                spool.waiting().saturating_sub(1)
+            ))),
+            Err(error) => Err(AuditError::Spool(error.to_string())),
+        }
+    }
+
+    /// Changes recorded by this server that wait for the database.
+    pub fn waiting(&self) -> usize {
+        self.spool.as_ref().map_or(0, |spool| spool.waiting())
+    }
+
+    /// At shutdown: waits at most `wait` for the recorded changes to reach the database (what
+    /// does not stays in the spool for the next server).
+    pub async fn drain(&self, wait: Duration) {
+        if let Some(spool) = &self.spool {
+            spool.drain(wait).await;
+        }
+    }
+
+    /// Before reading: this server's recorded changes are written first (at most
+    /// [`spool::FLUSH_WAIT`]), so a listing shows every change the server answered.
+    async fn flush(&self) {
+        if let Some(spool) = &self.spool {
+            spool.flushed(spool::FLUSH_WAIT).await;
+        }
+    }
+
+    /// Appends one change now, in the database; returns its id.
     pub async fn append(&self, change: &Change) -> Result<i64, AuditError> {
         let change = sanitized(change);
-        let appended = match &self.engine {
+        let appended = match self.engine.as_ref() {
             Engine::Sqlite(log) => log.append(&change).await,
             Engine::Postgres(log) => log.append(&change).await,
         };
@@ -426,7 +504,8 @@ impl AuditLog {
 
     /// Entries matching `query`, newest first.
     pub async fn query(&self, query: &Query) -> Result<Vec<Entry>, AuditError> {
-        let found = match &self.engine {
+        self.flush().await;
+        let found = match self.engine.as_ref() {
             Engine::Sqlite(log) => log.query(query).await,
             Engine::Postgres(log) => log.query(query).await,
         };
@@ -435,7 +514,8 @@ impl AuditLog {
 
     /// The entry with this id.
     pub async fn get(&self, id: i64) -> Result<Option<Entry>, AuditError> {
-        let found = match &self.engine {
+        self.flush().await;
+        let found = match self.engine.as_ref() {
             Engine::Sqlite(log) => log.get(id).await,
             Engine::Postgres(log) => log.get(id).await,
         };
@@ -446,7 +526,7 @@ impl AuditLog {
     /// is not in PostgreSQL). For tests and diagnostics.
     #[doc(hidden)]
     pub async fn postgres_setting(&self, name: &str) -> Result<Option<String>, AuditError> {
-        match &self.engine {
+        match self.engine.as_ref() {
             Engine::Sqlite(_) => Ok(None),
             Engine::Postgres(log) => log
                 .setting(name)
@@ -458,7 +538,7 @@ impl AuditLog {
 
     /// Deletes the entries older than `cutoff`; returns how many.
     pub async fn prune(&self, cutoff: SystemTime) -> Result<u64, AuditError> {
-        let pruned = match &self.engine {
+        let pruned = match self.engine.as_ref() {
             Engine::Sqlite(log) => log.prune(cutoff).await,
             Engine::Postgres(log) => log.prune(cutoff).await,
         };
@@ -499,6 +579,24 @@ impl AuditLog {
         AuditError::Store {
             engine: self.describe(),
             error,
+        }
+    }
+}
+
+impl Engine {
+    async fn append_spooled(&self, batch: Vec<(String, Change)>) -> crate::store::Result<()> {
+        match self {
+            Self::Sqlite(log) => log.append_spooled(batch).await,
+            Self::Postgres(log) => log.append_spooled(batch).await,
+        }
+    }
+}
+
+impl Drop for AuditLog {
+    /// Stops the spool's shipper; what it has not written stays in the spool file.
+    fn drop(&mut self) {
+        if let Some(spool) = &self.spool {
+            spool.close();
         }
     }
 }

@@ -6,7 +6,7 @@
 //! migrated under an advisory lock of their own), so adding or migrating them never changes the
 //! store's `mountfs_schema`: an instance built before the log keeps working on the same
 //! database. An append is one statement (the entry and its paths in one CTE), so it is atomic
-//! and costs one round trip.
+//! and costs one round trip; spooled changes arrive in batches, one transaction each.
 
 use std::time::SystemTime;
 
@@ -28,7 +28,8 @@ const MIGRATION_LOCK: i64 = 0x6d66_7361_7564_6974;
 const SESSION_SETTINGS: &str = "-c synchronous_commit=off";
 
 /// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE mountfs_audit (
         id             BIGSERIAL PRIMARY KEY,
         at             BIGINT  NOT NULL,
@@ -55,7 +56,12 @@ const MIGRATIONS: &[&str] = &[r#"
         PRIMARY KEY (path, entry_id)
     );
     CREATE INDEX mountfs_audit_paths_entry ON mountfs_audit_paths (entry_id);
-"#];
+"#,
+    r#"
+    ALTER TABLE mountfs_audit ADD COLUMN spool_key TEXT;
+    CREATE UNIQUE INDEX mountfs_audit_spool_key ON mountfs_audit (spool_key);
+"#,
+];
 
 /// Every column but the diff, which comes last: a listing reads `''` in its place.
 const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
@@ -123,31 +129,60 @@ impl PostgresAudit {
         tx.commit().await.map_err(map)
     }
 
+    /// Appends one change now; returns its id.
     pub(crate) async fn append(&self, change: &Change) -> Result<i64> {
+        let client = self.store.client().await?;
+        self.insert(&client, change, None)
+            .await?
+            .ok_or_else(|| Error::Query("audit entry: not inserted".to_owned()))
+    }
+
+    /// Appends spooled changes in one transaction, in order; a change whose key the log already
+    /// holds (shipped before a crash emptied its spool) is skipped.
+    pub(crate) async fn append_spooled(&self, batch: Vec<(String, Change)>) -> Result<()> {
+        let map = |e| self.store.map_error(e);
+        let mut client = self.store.client().await?;
+        let tx = client.transaction().await.map_err(map)?;
+        for (key, change) in &batch {
+            self.insert(&tx, change, Some(key)).await?;
+        }
+        tx.commit().await.map_err(map)
+    }
+
+    /// One statement: the entry and its paths (one CTE); `None` when an entry with `key` is
+    /// there already.
+    async fn insert(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        change: &Change,
+        key: Option<&str>,
+    ) -> Result<Option<i64>> {
         let map = |e| self.store.map_error(e);
         let files = serde_json::to_string(&change.files)
             .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
         let paths: Vec<&str> = change.files.iter().map(|f| f.path.as_str()).collect();
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let client = self.store.client().await?;
         let statement = client
             .prepare_cached(
                 "WITH entry AS (
                      INSERT INTO mountfs_audit (at, principal, workspace, client_name,
                          client_version, tool, request_id, files, more_files, lines_added,
-                         lines_removed, summary, command, exit_code, diff_truncated, diff)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                         lines_removed, summary, command, exit_code, diff_truncated, diff,
+                         spool_key)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                         $18)
+                     ON CONFLICT (spool_key) DO NOTHING
                      RETURNING id
                  ), paths AS (
                      INSERT INTO mountfs_audit_paths (path, entry_id)
-                     SELECT DISTINCT path, (SELECT id FROM entry) FROM unnest($17::TEXT[]) AS path
+                     SELECT DISTINCT path, entry.id FROM entry, unnest($17::TEXT[]) AS path
                  )
                  SELECT id FROM entry",
             )
             .await
             .map_err(map)?;
         let row = client
-            .query_one(
+            .query_opt(
                 &statement,
                 &[
                     &to_micros(change.time),
@@ -167,11 +202,12 @@ impl PostgresAudit {
                     &change.diff_truncated,
                     &change.diff,
                     &paths,
+                    &key,
                 ],
             )
             .await
             .map_err(map)?;
-        row.try_get(0).map_err(map)
+        row.map(|row| row.try_get(0)).transpose().map_err(map)
     }
 
     /// The value of a run-time parameter in the log's sessions (`SHOW name`).
@@ -200,7 +236,7 @@ impl PostgresAudit {
                AND ($2::TEXT IS NULL OR id IN (
                    SELECT entry_id FROM mountfs_audit_paths
                    WHERE path = $2 OR (path >= $3::TEXT AND ($4::TEXT IS NULL OR path < $4))))
-             ORDER BY id DESC LIMIT $5"
+             ORDER BY at DESC, id DESC LIMIT $5"
         );
         let statement = client.prepare_cached(&sql).await.map_err(map)?;
         let rows = client

@@ -29,7 +29,7 @@ use crate::store::{Error, Result, SqliteStore, from_micros, to_micros};
 /// the WAL start over, and this bounds it whatever the rate of changes.
 const CONNECTION_SETTINGS: ConnectionSettings = ConnectionSettings {
     synchronous: "NORMAL",
-    busy_timeout: Duration::from_secs(5),
+    busy_timeout: Duration::from_secs(1),
     wal_autocheckpoint: Some(4_000),
 };
 
@@ -40,7 +40,8 @@ const CONNECTION_SETTINGS: ConnectionSettings = ConnectionSettings {
 const CHECKPOINT_EVERY: u64 = 200;
 
 /// `MIGRATIONS[i]` takes the log's tables from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE mountfs_audit (
         id             INTEGER PRIMARY KEY AUTOINCREMENT,
         at             INTEGER NOT NULL,
@@ -66,7 +67,12 @@ const MIGRATIONS: &[&str] = &["
         entry_id INTEGER NOT NULL,
         PRIMARY KEY (path, entry_id)
     ) WITHOUT ROWID;
-"];
+",
+    "
+    ALTER TABLE mountfs_audit ADD COLUMN spool_key TEXT;
+    CREATE UNIQUE INDEX mountfs_audit_spool_key ON mountfs_audit (spool_key);
+",
+];
 
 /// Every column but the diff, which comes last: a listing reads `''` in its place.
 const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
@@ -163,9 +169,9 @@ impl SqliteAudit {
     /// Starts a checkpoint of the WAL in the background once [`CHECKPOINT_EVERY`] appends
     /// have gone by (one at a time: the count restarts when it starts). `PASSIVE`: it never
     /// waits for, nor blocks, a writer; what it cannot copy now, the next one copies.
-    fn checkpoint_when_due(&self) {
+    fn checkpoint_when_due(&self, appended: u64) {
         use std::sync::atomic::Ordering;
-        let count = self.since_checkpoint.fetch_add(1, Ordering::Relaxed) + 1;
+        let count = self.since_checkpoint.fetch_add(appended, Ordering::Relaxed) + appended;
         if count < CHECKPOINT_EVERY {
             return;
         }
@@ -191,59 +197,43 @@ impl SqliteAudit {
         format!("SQLite {}", self.file.display())
     }
 
+    /// Appends one change now, on the calling thread; returns its id.
     pub(crate) async fn append(&self, change: &Change) -> Result<i64> {
         let change = change.clone();
-        self.store()
+        let id = self
+            .store()
             .await?
             .run_in_place(move |conn| {
-                let files = serde_json::to_string(&change.files)
-                    .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(map_error)?;
-                tx.prepare_cached(
-                    "INSERT INTO mountfs_audit (at, principal, workspace, client_name,
-                         client_version, tool, request_id, files, more_files, lines_added,
-                         lines_removed, summary, command, exit_code, diff_truncated, diff)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                )
-                .and_then(|mut insert| {
-                    insert.execute(params![
-                        to_micros(change.time),
-                        change.principal,
-                        change.workspace,
-                        change.client.name,
-                        change.client.version,
-                        change.tool,
-                        change.request_id,
-                        files,
-                        i64::try_from(change.more_files).unwrap_or(i64::MAX),
-                        i64::try_from(change.lines_added).unwrap_or(i64::MAX),
-                        i64::try_from(change.lines_removed).unwrap_or(i64::MAX),
-                        change.summary,
-                        change.command,
-                        change.exit_code,
-                        change.diff_truncated,
-                        change.diff,
-                    ])
-                })
-                .map_err(map_error)?;
-                let id = tx.last_insert_rowid();
-                {
-                    let mut path_row = tx
-                        .prepare_cached(
-                            "INSERT OR IGNORE INTO mountfs_audit_paths (path, entry_id) VALUES (?1, ?2)",
-                        )
-                        .map_err(map_error)?;
-                    for file in &change.files {
-                        path_row.execute(params![file.path, id]).map_err(map_error)?;
-                    }
-                }
+                let id = insert(&tx, &change, None)?;
                 tx.commit().map_err(map_error)?;
                 Ok(id)
             })
-            .await
-            .inspect(|_| self.checkpoint_when_due())
+            .await?;
+        self.checkpoint_when_due(1);
+        id.ok_or_else(|| Error::Query("audit entry: not inserted".to_owned()))
+    }
+
+    /// Appends spooled changes in one transaction on the blocking pool, in order; a change
+    /// whose key the log already holds (shipped before a crash emptied its spool) is skipped.
+    pub(crate) async fn append_spooled(&self, batch: Vec<(String, Change)>) -> Result<()> {
+        let count = batch.len() as u64;
+        self.store()
+            .await?
+            .run(move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(map_error)?;
+                for (key, change) in &batch {
+                    insert(&tx, change, Some(key))?;
+                }
+                tx.commit().map_err(map_error)
+            })
+            .await?;
+        self.checkpoint_when_due(count);
+        Ok(())
     }
 
     pub(crate) async fn query(&self, query: &Query) -> Result<Vec<Entry>> {
@@ -269,7 +259,7 @@ impl SqliteAudit {
                         (None, None, None)
                     }
                 };
-                sql.push_str(" ORDER BY id DESC LIMIT ?5");
+                sql.push_str(" ORDER BY at DESC, id DESC LIMIT ?5");
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
                 let rows = stmt
                     .query_map(params![since, exact, lower, upper, limit], entry_of_row)
@@ -314,6 +304,62 @@ impl SqliteAudit {
             })
             .await
     }
+}
+
+/// Inserts one entry and its paths in `tx`; `key`: the spool's key of the change, `None` for
+/// a direct append. Returns the entry's id, or `None` when an entry with this key is there.
+fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    change: &Change,
+    key: Option<&str>,
+) -> Result<Option<i64>> {
+    let files = serde_json::to_string(&change.files)
+        .map_err(|e| Error::Query(format!("audit entry: {e}")))?;
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO mountfs_audit (at, principal, workspace, client_name,
+                 client_version, tool, request_id, files, more_files, lines_added,
+                 lines_removed, summary, command, exit_code, diff_truncated, diff, spool_key)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+             ON CONFLICT (spool_key) DO NOTHING",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                to_micros(change.time),
+                change.principal,
+                change.workspace,
+                change.client.name,
+                change.client.version,
+                change.tool,
+                change.request_id,
+                files,
+                i64::try_from(change.more_files).unwrap_or(i64::MAX),
+                i64::try_from(change.lines_added).unwrap_or(i64::MAX),
+                i64::try_from(change.lines_removed).unwrap_or(i64::MAX),
+                change.summary,
+                change.command,
+                change.exit_code,
+                change.diff_truncated,
+                change.diff,
+                key,
+            ])
+        })
+        .map_err(map_error)?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    let id = tx.last_insert_rowid();
+    let mut path_row = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO mountfs_audit_paths (path, entry_id) VALUES (?1, ?2)",
+        )
+        .map_err(map_error)?;
+    for file in &change.files {
+        path_row
+            .execute(params![file.path, id])
+            .map_err(map_error)?;
+    }
+    Ok(Some(id))
 }
 
 /// Brings the log's tables up to date, under the write lock (two servers opening one new file

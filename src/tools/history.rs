@@ -52,11 +52,13 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         limit: args.limit.unwrap_or(DEFAULT_LIMIT),
     };
     let entries = log.query(&query).await?;
+    let waiting = log.waiting();
     Ok(ToolReply {
-        text: truncate::cap_result(listing_text(&entries, &query, log.failures())),
+        text: truncate::cap_result(listing_text(&entries, &query, log.failures(), waiting)),
         structured: Some(json!({
             "entries": entries.iter().map(Entry::listed).collect::<Vec<_>>(),
             "not_logged": log.failures(),
+            "waiting": waiting,
         })),
         image: None,
         file: None,

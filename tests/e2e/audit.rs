@@ -342,8 +342,20 @@ async fn a_huge_diff_is_logged_cut_at_64_kib_with_a_note() {
     server.stop().await;
 }
 
+/// The tools of every entry under `/`, newest first.
+async fn logged_tools(server: &McpServer) -> Vec<String> {
+    history(server, "/")
+        .await
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Another program holds the SQLite log's write lock for longer than the log waits: the
+/// changes land and answer at once, wait in the spool (answers made while the log is known to
+/// be locked say so), and are written, in order, once the lock is gone. Nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_log_that_cannot_be_written_leaves_the_change_landed_and_the_answer_says_so() {
+async fn changes_made_while_the_log_is_locked_wait_in_the_spool_and_are_written_when_it_is_free() {
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("disk");
     std::fs::create_dir(&disk).unwrap();
@@ -359,9 +371,10 @@ async fn a_log_that_cannot_be_written_leaves_the_change_landed_and_the_answer_sa
             json!({"file_path": "/a.txt", "content": "old\n"}),
         )
         .await;
-    // Another program holds the log's write lock longer than an append waits.
+    assert_eq!(logged_tools(&server).await, ["write_file"]);
     let locker = rusqlite::Connection::open(&audit_db).unwrap();
     locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = std::time::Instant::now();
     let edited = server
         .ok(
             "edit_file",
@@ -369,30 +382,41 @@ async fn a_log_that_cannot_be_written_leaves_the_change_landed_and_the_answer_sa
         )
         .await;
     assert!(
-        edited
-            .text
-            .contains("Note: the change was made, but it could not be written to the audit log"),
-        "{}",
-        edited.text
+        started.elapsed() < Duration::from_secs(2),
+        "the edit does not wait for the locked log"
     );
-    assert!(
-        edited.text.contains("1 change(s) not logged"),
-        "{}",
-        edited.text
-    );
+    assert!(!edited.text.contains("not logged"), "{}", edited.text);
     assert_eq!(
         std::fs::read_to_string(disk.join("a.txt")).unwrap(),
         "new\n"
     );
-    locker.execute_batch("ROLLBACK").unwrap();
-    drop(locker);
-    // The log works again; the listing says one change was not logged.
-    server
+    // `history` tries the log once more; it stays locked (5 s), so the listing fails or
+    // shows the waiting change as not yet written.
+    let listing = server.call("history", json!({})).await;
+    if !listing.is_error {
+        assert_eq!(listing.structured["waiting"], 1, "{}", listing.text);
+        assert!(
+            listing
+                .text
+                .contains("1 change(s) made by this server are not shown yet"),
+            "{}",
+            listing.text
+        );
+    }
+    // Now the log is known to be locked: an answer says its change waits.
+    let waiting = server
         .ok(
             "write_file",
             json!({"file_path": "/b.txt", "content": "b\n"}),
         )
         .await;
+    assert!(
+        waiting.text.contains("does not answer") && waiting.text.contains("waits in the spool"),
+        "{}",
+        waiting.text
+    );
+    locker.execute_batch("ROLLBACK").unwrap();
+    drop(locker);
     let listing = server.ok("history", json!({})).await;
     let tools: Vec<&str> = listing.structured["entries"]
         .as_array()
@@ -400,7 +424,87 @@ async fn a_log_that_cannot_be_written_leaves_the_change_landed_and_the_answer_sa
         .iter()
         .map(|e| e["tool"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["write_file", "write_file"]);
+    assert_eq!(
+        tools,
+        ["write_file", "edit_file", "write_file"],
+        "{}",
+        listing.text
+    );
+    assert_eq!(listing.structured["not_logged"], 0);
+    assert_eq!(listing.structured["waiting"], 0);
+    let stderr = server.stderr();
+    assert_eq!(
+        stderr.matches("audit log: cannot write to").count(),
+        1,
+        "one warning per outage: {stderr}"
+    );
+    server.stop().await;
+}
+
+/// While the log stays locked, waiting changes fill the spool (`--audit-spool-max 1`: 1 MiB);
+/// a change beyond that lands, is not logged, and its answer says so; stderr warns and the
+/// counter counts it; the changes that fitted are all written once the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_does_not_fit_the_full_spool_lands_and_its_answer_says_it_was_not_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_db = dir.path().join("audit.db");
+    let mut arguments = args(
+        &["/=memory".to_owned()],
+        &format!("sqlite:{}", audit_db.display()),
+    );
+    arguments.extend(["--audit-spool-max".to_owned(), "1".to_owned()]);
+    let server = McpServer::start(&arguments).await;
+    server
+        .ok(
+            "write_file",
+            json!({"file_path": "/first.txt", "content": "1\n"}),
+        )
+        .await;
+    assert_eq!(logged_tools(&server).await, ["write_file"]);
+    let locker = rusqlite::Connection::open(&audit_db).unwrap();
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    // Each creation logs its content as added lines, cut at 64 KiB: about 16 fill 1 MiB.
+    let content = "x".repeat(99) + "\n";
+    let content = content.repeat(700);
+    let mut fitted = 0;
+    let mut refused = None;
+    for i in 0..40 {
+        let path = format!("/big{i}.txt");
+        let answer = server
+            .ok("write_file", json!({"file_path": path, "content": content}))
+            .await;
+        // The change landed, logged or not.
+        server
+            .ok("read_file", json!({"file_path": path, "limit": 1}))
+            .await;
+        if answer
+            .text
+            .contains("could not be written to the audit log")
+        {
+            refused = Some(answer.text);
+            break;
+        }
+        fitted += 1;
+    }
+    let refused = refused.expect("the spool fills up");
+    assert!(
+        refused.contains("the audit log's spool is full"),
+        "{refused}"
+    );
+    assert!(refused.contains("1 change(s) not logged"), "{refused}");
+    assert!(
+        (10..=20).contains(&fitted),
+        "{fitted} changes fitted in 1 MiB"
+    );
+    locker.execute_batch("ROLLBACK").unwrap();
+    drop(locker);
+    let listing = server.ok("history", json!({"limit": 100})).await;
+    assert_eq!(
+        listing.structured["entries"].as_array().unwrap().len(),
+        fitted + 1,
+        "every change that fitted is written: {}",
+        listing.text
+    );
     assert_eq!(listing.structured["not_logged"], 1);
     assert!(
         listing
@@ -414,6 +518,80 @@ async fn a_log_that_cannot_be_written_leaves_the_change_landed_and_the_answer_sa
     assert!(
         stderr.contains("change made but not written to the audit log"),
         "{stderr}"
+    );
+}
+
+/// A server killed (SIGKILL) right after its answers leaves its changes in its spool file; the
+/// next server on the same log writes them and removes the file. A change written twice by
+/// a spool (its line still there when the server died) is kept once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_left_in_the_spool_of_a_killed_server_are_written_once_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_db = dir.path().join("audit.db");
+    let spool = dir.path().join("audit.db-spool");
+    let arguments = args(
+        &["/=memory".to_owned()],
+        &format!("sqlite:{}", audit_db.display()),
+    );
+    let server = McpServer::start(&arguments).await;
+    server.ok("ls", json!({})).await;
+    // Another program holds the log, so none of the changes can be written before the kill.
+    let locker = rusqlite::Connection::open(&audit_db).unwrap();
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    for i in 0..5 {
+        server
+            .ok(
+                "write_file",
+                json!({"file_path": format!("/k{i}.txt"), "content": "k\n"}),
+            )
+            .await;
+    }
+    let pid = server.pid().unwrap();
+    // SAFETY: kill(2) with a valid signal on the server's own pid.
+    assert_eq!(
+        unsafe { libc::kill(i32::try_from(pid).unwrap(), libc::SIGKILL) },
+        0
+    );
+    drop(server);
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<_> = std::fs::read_dir(&spool).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "the killed server's spool file stays");
+    let file = left[0].path();
+    let lines = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(lines.lines().count(), 5, "{lines}");
+    locker.execute_batch("ROLLBACK").unwrap();
+    drop(locker);
+    // As if the server had died after writing its first entry but before emptying its file:
+    // that line again, and a line cut short by the crash.
+    let first = lines.lines().next().unwrap().to_owned();
+    std::fs::write(&file, format!("{lines}{first}\n{{\"key\": \"cut")).unwrap();
+
+    let next = McpServer::start(&arguments).await;
+    let mut paths: Vec<String> = history(&next, "/")
+        .await
+        .iter()
+        .map(|e| e["files"][0]["path"].as_str().unwrap().to_owned())
+        .collect();
+    for _ in 0..50 {
+        if paths.len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        paths = history(&next, "/")
+            .await
+            .iter()
+            .map(|e| e["files"][0]["path"].as_str().unwrap().to_owned())
+            .collect();
+    }
+    assert_eq!(
+        paths,
+        ["/k4.txt", "/k3.txt", "/k2.txt", "/k1.txt", "/k0.txt"]
+    );
+    assert!(!file.exists(), "the adopted spool file is removed");
+    next.stop().await;
+    assert!(
+        !spool.exists(),
+        "a server that stops removes its empty spool file, and the directory left empty"
     );
 }
 
@@ -440,7 +618,10 @@ async fn two_instances_on_one_postgresql_log_write_one_ordered_log() {
             written.push(path);
         }
     }
-    // Either instance sees the one log, in the order the changes were made.
+    // Each instance's history first writes what it recorded; then either sees the one log,
+    // in the order the changes were made.
+    history(&first, &prefix).await;
+    history(&second, &prefix).await;
     for server in [&first, &second] {
         let entries = history(server, &prefix).await;
         let paths: Vec<&str> = entries
@@ -449,12 +630,12 @@ async fn two_instances_on_one_postgresql_log_write_one_ordered_log() {
             .map(|e| e["files"][0]["path"].as_str().unwrap())
             .collect();
         assert_eq!(paths, written);
-        let ids: Vec<i64> = entries
+        let times: Vec<&str> = entries
             .iter()
             .rev()
-            .map(|e| e["id"].as_i64().unwrap())
+            .map(|e| e["time"].as_str().unwrap())
             .collect();
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
         let workspaces: std::collections::BTreeSet<&str> = entries
             .iter()
             .map(|e| e["workspace"].as_str().unwrap())
@@ -821,11 +1002,13 @@ async fn the_sqlite_log_opens_at_the_first_change_and_a_bad_file_stops_start_up(
 }
 
 /// The log's database goes away mid-session (every connection dropped, the port closed): the
-/// edit still lands and its answer says it was not logged, stderr has one warning, the counter
-/// counts it, the server keeps serving, and logging resumes by itself once the database is
-/// reachable again.
+/// edits still land and answer at once, their changes wait in the spool (once the server knows
+/// the database is gone, answers say so), `history` says the log cannot be read, stderr has
+/// one warning, the server keeps serving, and once the database is reachable again every
+/// change that waited is written: nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgresql_log_lost_mid_session_warns_once_and_logging_resumes_when_it_is_back() {
+async fn a_postgresql_log_lost_mid_session_warns_once_and_the_waiting_changes_are_written_when_it_is_back()
+ {
     let Some(url) = postgres_url("audit: PostgreSQL log lost mid-session") else {
         return;
     };
@@ -842,6 +1025,7 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_logging_resumes_when_i
     server
         .ok("write_file", json!({"file_path": file, "content": "old\n"}))
         .await;
+    assert_eq!(history(&server, &prefix).await.len(), 1);
 
     relay.cut();
     let edited = server
@@ -850,33 +1034,31 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_logging_resumes_when_i
             json!({"file_path": file, "old_string": "old", "new_string": "new"}),
         )
         .await;
-    assert!(
-        edited
-            .text
-            .contains("Note: the change was made, but it could not be written to the audit log"),
-        "{}",
-        edited.text
-    );
-    assert!(
-        edited
-            .text
-            .contains(&format!("PostgreSQL at 127.0.0.1:{}/", relay.port)),
-        "the note names the database: {}",
-        edited.text
-    );
-    assert!(
-        edited.text.contains("1 change(s) not logged"),
-        "{}",
-        edited.text
-    );
+    assert!(!edited.text.contains("not logged"), "{}", edited.text);
     // The change landed, and the server keeps serving.
     let read = server.ok("read_file", json!({"file_path": file})).await;
     assert!(read.text.contains("new"), "{}", read.text);
     let down = server.call("history", json!({"path": prefix})).await;
     assert!(down.is_error, "{}", down.text);
     assert!(down.text.contains("audit log"), "{}", down.text);
+    // The server knows the database is gone: the next answer says its change waits.
+    let waiting = server
+        .ok(
+            "edit_file",
+            json!({"file_path": file, "old_string": "new", "new_string": "newer"}),
+        )
+        .await;
+    assert!(
+        waiting
+            .text
+            .contains(&format!("PostgreSQL at 127.0.0.1:{}/", relay.port))
+            && waiting.text.contains("does not answer")
+            && waiting.text.contains("waits in the spool"),
+        "the note names the database and says the change waits: {}",
+        waiting.text
+    );
 
-    // The database is reachable again on the same address: the next change is logged.
+    // The database is reachable again on the same address: what waited is written.
     let restored = crate::store_servers::Relay::start(relay.target, relay.port).await;
     let written = server
         .ok(
@@ -884,7 +1066,7 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_logging_resumes_when_i
             json!({"file_path": format!("{prefix}/b.txt"), "content": "b\n"}),
         )
         .await;
-    assert!(!written.text.contains("Note:"), "{}", written.text);
+    assert!(!written.text.contains("not logged"), "{}", written.text);
     let listing = server
         .ok("history", json!({"path": prefix, "limit": 100}))
         .await;
@@ -902,16 +1084,22 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_logging_resumes_when_i
     let b = format!("{prefix}/b.txt");
     assert_eq!(
         logged,
-        [("write_file", b.as_str()), ("write_file", file.as_str())]
+        [
+            ("write_file", b.as_str()),
+            ("edit_file", file.as_str()),
+            ("edit_file", file.as_str()),
+            ("write_file", file.as_str())
+        ],
+        "{}",
+        listing.text
     );
-    assert_eq!(listing.structured["not_logged"], 1);
+    assert_eq!(listing.structured["not_logged"], 0);
+    assert_eq!(listing.structured["waiting"], 0);
     let stderr = server.stderr();
     server.stop().await;
     restored.cut();
     assert_eq!(
-        stderr
-            .matches("change made but not written to the audit log")
-            .count(),
+        stderr.matches("audit log: cannot write to").count(),
         1,
         "{stderr}"
     );
