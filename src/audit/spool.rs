@@ -23,8 +23,9 @@
 //! - `history` first waits (briefly) for the server's own recorded entries to be written, so
 //!   it shows every change the server answered; [`Spool::drain`] does the same at shutdown.
 //!
-//! Spool files live in one directory per log (`<log file>-spool/` beside a SQLite log; under
-//! the data directory for a PostgreSQL log), each named `<pid>-<start time>.spool` and locked
+//! Spool files live in one owner-only directory per log (`<log file>-spool/` beside a SQLite
+//! log; under the data directory for a PostgreSQL log — without one, changes are written inside
+//! their calls as before), each named `<pid>-<start time>.spool`, owner-only, and locked
 //! (`flock`) by its server for as long as it runs.
 
 use std::collections::VecDeque;
@@ -145,8 +146,9 @@ pub struct Spool {
 }
 
 /// Where a log's spool files go: `<file>-spool/` beside a SQLite log; for a PostgreSQL log, a
-/// directory named after its address under `<data dir>/mountfs/audit-spool/` (or the temporary
-/// directory without a data directory).
+/// directory named after its address under `<data dir>/mountfs/audit-spool/`. `None`: no spool
+/// (`--audit off`, or a PostgreSQL log without a data directory: a shared temporary directory
+/// could be prepared by another user, so each change is then written inside its call).
 pub fn dir_for(target: &super::AuditTarget, data_dir: Option<&Path>) -> Option<PathBuf> {
     match target {
         super::AuditTarget::Off => None,
@@ -159,12 +161,7 @@ pub fn dir_for(target: &super::AuditTarget, data_dir: Option<&Path>) -> Option<P
             use sha2::Digest;
             let digest = sha2::Sha256::digest(url.as_bytes());
             let name = format!("postgres-{}", hex::encode(&digest[..8]));
-            let base = match data_dir {
-                Some(dir) => dir.join("mountfs"),
-                None => std::env::temp_dir()
-                    .join(format!("mountfs-{}", rustix::process::getuid().as_raw())),
-            };
-            Some(base.join("audit-spool").join(name))
+            Some(data_dir?.join("mountfs").join("audit-spool").join(name))
         }
     }
 }
@@ -624,6 +621,37 @@ mod tests {
             .iter()
             .map(|w| w.1.clone())
             .collect()
+    }
+
+    #[test]
+    fn each_log_has_its_own_spool_directory() {
+        use crate::audit::AuditTarget;
+        let data = Path::new("/home/u/.local/share");
+        assert_eq!(
+            dir_for(&AuditTarget::Sqlite("/var/log/a.db".into()), Some(data)),
+            Some(PathBuf::from("/var/log/a.db-spool"))
+        );
+        let one = dir_for(
+            &AuditTarget::Postgres("postgres://h/db1".into()),
+            Some(data),
+        )
+        .unwrap();
+        let two = dir_for(
+            &AuditTarget::Postgres("postgres://h/db2".into()),
+            Some(data),
+        )
+        .unwrap();
+        assert_eq!(
+            one.parent(),
+            Some(Path::new("/home/u/.local/share/mountfs/audit-spool"))
+        );
+        assert!(one.to_string_lossy().contains("/postgres-"), "{one:?}");
+        assert_ne!(one, two);
+        assert_eq!(
+            dir_for(&AuditTarget::Postgres("postgres://h/db".into()), None),
+            None
+        );
+        assert_eq!(dir_for(&AuditTarget::Off, Some(data)), None);
     }
 
     #[tokio::test]
