@@ -261,6 +261,10 @@ impl Backend for CompositeBackend {
             Err(Error::NotFound { .. }) if self.mounts_below(dir).next().is_some() => Vec::new(),
             Err(e) => return Err(e.map_path(outward(&mount.prefix))),
         };
+        if self.mounts_below(dir).next().is_none() {
+            // The usual case: no mount point to add, no set of the names shown to build.
+            return Ok(entries);
+        }
         let mut shown: BTreeSet<VirtualPath> = entries.iter().map(|e| e.path.clone()).collect();
         for below in self.mounts_below(dir) {
             let Some(first) = below
