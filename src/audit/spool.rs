@@ -57,6 +57,9 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 /// instead of paid by each edit; on a small machine that cost competes with the edits for the
 /// same cores (BENCHMARKS.md).
 const GATHER: Duration = Duration::from_millis(20);
+/// An empty spool file no server holds is removed once it is this old (younger, it may be
+/// one a server is creating).
+const STALE_EMPTY: Duration = Duration::from_secs(60);
 /// How long `history` waits for this server's recorded entries to be written.
 pub const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
@@ -498,6 +501,20 @@ impl Spool {
             {
                 continue; // its server runs
             }
+            // An empty file may be one a server has just created and not yet locked (it waits
+            // for this lock): left alone, unless it is old enough to be a gone server's.
+            let meta = file.metadata();
+            if meta.as_ref().is_ok_and(|m| m.len() == 0) {
+                let age = meta
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .unwrap_or_default();
+                if age > STALE_EMPTY {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            }
             // Streamed, a batch at a time: memory stays bounded whatever the file's size.
             let mut batch = Vec::new();
             let (mut count, mut skipped) = (0, 0);
@@ -553,7 +570,9 @@ impl Spool {
     }
 }
 
-/// A new spool file, owner-only, appended to, locked for this process's lifetime.
+/// A new spool file, owner-only, appended to, locked for this process's lifetime. The lock is
+/// waited for: another server's adopter may hold it for a moment while it looks at the empty
+/// new file (and leaves it alone).
 fn open_locked(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .create_new(true)
@@ -561,7 +580,7 @@ fn open_locked(path: &Path) -> io::Result<File> {
         .read(true)
         .mode(0o600)
         .open(path)?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     Ok(file)
 }
 
@@ -720,6 +739,42 @@ mod tests {
             "every change that waited is written"
         );
         assert_eq!(spool.failing(), None);
+    }
+
+    #[tokio::test]
+    async fn files_of_gone_servers_are_adopted_and_a_new_empty_one_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = serde_json::to_string(&Line {
+            key: "gone-1".to_owned(),
+            change: change("/left"),
+        })
+        .unwrap();
+        std::fs::write(dir.path().join("gone.spool"), format!("{line}\n")).unwrap();
+        // Another server's file it has just created and not yet locked.
+        std::fs::write(dir.path().join("starting.spool"), "").unwrap();
+        let old = dir.path().join("crashed.spool");
+        std::fs::write(&old, "").unwrap();
+        File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(600))
+            .unwrap();
+        // A running server's file: locked, never touched.
+        let running = open_locked(&dir.path().join("running.spool")).unwrap();
+        std::fs::write(dir.path().join("running.spool"), format!("{line}\n")).unwrap();
+
+        let spool = Arc::new(Spool::create(dir.path(), "test db", DEFAULT_MAX_BYTES).unwrap());
+        let (written, down) = (Written::default(), Arc::new(AtomicBool::new(false)));
+        start(&spool, &written, &down);
+        spool.record(&change("/mine")).unwrap();
+        assert!(spool.flushed(Duration::from_secs(5)).await);
+        assert_eq!(paths(&written), ["/left", "/mine"]);
+        assert!(!dir.path().join("gone.spool").exists());
+        assert!(!old.exists(), "an old empty file is litter");
+        assert!(dir.path().join("starting.spool").exists());
+        assert!(dir.path().join("running.spool").exists());
+        drop(running);
     }
 
     #[tokio::test]
