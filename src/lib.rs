@@ -42,7 +42,8 @@
 //! - [`roots`]: the client's MCP roots mounted in place of the default table's working
 //!   directory.
 //! - [`audit`]: the audit log of every change (SQLite or PostgreSQL), read by `history` and
-//!   `mountfs log`.
+//!   `mountfs log`; `audit::spool` takes each entry off the edit's path (a line in a spool file,
+//!   written to the database in batches, adopted by the next server after a crash).
 //! - [`http`]: Streamable HTTP with bearer tokens; [`workspace`]: whose session state a
 //!   request uses when one server serves many agents.
 

@@ -1,10 +1,12 @@
 //! The audit log (issue 14) through real `mountfs` processes over stdio, and its two engines
 //! through the library: one entry per change with its versions and diff over memory, disk,
 //! SQLite and PostgreSQL mounts; `history` and `mountfs log --json` agreeing; two instances
-//! sharing one ordered PostgreSQL log; a log that cannot be written leaving the change landed
-//! and the answer saying so (a locked SQLite file; a PostgreSQL database lost mid-session, then
-//! back); an unreachable PostgreSQL log stopping start-up; the log's PostgreSQL sessions
-//! committing asynchronously; pruning; `history` offered only while the log is on.
+//! sharing one ordered PostgreSQL log; the spool (`audit::spool`): changes made while the
+//! database cannot be written (a locked SQLite file; a PostgreSQL database lost mid-session,
+//! then back) landing at once, waiting and written when it is back, a full spool's change not
+//! logged and its answer saying so, a SIGKILLed server's spool written once by the next; an
+//! unreachable PostgreSQL log stopping start-up; the log's PostgreSQL sessions committing
+//! asynchronously; pruning; `history` offered only while the log is on.
 
 use std::collections::HashMap;
 use std::path::Path;
