@@ -27,12 +27,17 @@ pub struct Origin {
     pub request_id: String,
 }
 
+/// The workspace of this process's stdio client, named once: every call builds an [`Origin`],
+/// and `getpid` is a system call each time (strace: one per `ls`).
+static STDIO_WORKSPACE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("stdio pid {}", std::process::id()));
+
 impl Default for Origin {
     /// A call from this process's own stdio client (or an in-process caller).
     fn default() -> Self {
         Self {
             principal: "stdio".to_owned(),
-            workspace: format!("stdio pid {}", std::process::id()),
+            workspace: STDIO_WORKSPACE.clone(),
             client: ClientInfo::default(),
             request_id: String::new(),
         }
