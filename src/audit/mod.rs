@@ -445,7 +445,12 @@ impl AuditLog {
                 engine
                     .append_spooled(batch)
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(|error| match error {
+                        crate::store::Error::Unavailable(_) | crate::store::Error::Schema(_) => {
+                            spool::ShipError::Unavailable(error.to_string())
+                        }
+                        other => spool::ShipError::Rejected(other.to_string()),
+                    })
             }
         }));
         self.spool = Some(spool);
@@ -573,6 +578,7 @@ impl AuditLog {
     /// Changes that landed but could not be logged since the server started.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+            + self.spool.as_ref().map_or(0, |spool| spool.dropped())
     }
 
     fn error(&self, error: crate::store::Error) -> AuditError {

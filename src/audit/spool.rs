@@ -90,6 +90,26 @@ pub enum SpoolError {
     },
 }
 
+/// Why a batch could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShipError {
+    /// The database cannot be reached or used now (connection lost, locked, a schema it must
+    /// be upgraded for): the entries wait and the batch is tried again.
+    Unavailable(String),
+    /// The database refused an entry of the batch: the entries are then written one at a time,
+    /// and one it refuses on its own is dropped (a warning and the not-logged counter), so that
+    /// one entry cannot hold back every later one.
+    Rejected(String),
+}
+
+impl std::fmt::Display for ShipError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable(why) | Self::Rejected(why) => f.write_str(why),
+        }
+    }
+}
+
 /// One line of a spool file.
 #[derive(Debug, Serialize, Deserialize)]
 struct Line {
@@ -146,6 +166,8 @@ pub struct Spool {
     hurry: tokio::sync::Notify,
     progress: tokio::sync::watch::Sender<Progress>,
     closed: AtomicBool,
+    /// Entries the database refused on their own (see [`ShipError::Rejected`]).
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 /// Where a log's spool files go: `<file>-spool/` beside a SQLite log; for a PostgreSQL log, a
@@ -211,6 +233,7 @@ impl Spool {
             hurry: tokio::sync::Notify::new(),
             progress: tokio::sync::watch::Sender::new(Progress::default()),
             closed: AtomicBool::new(false),
+            dropped: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -266,7 +289,8 @@ impl Spool {
         drop(inner);
         let mut failing = None;
         self.progress.send_modify(|p| {
-            p.recorded = seq;
+            // Two records may reach this in either order.
+            p.recorded = p.recorded.max(seq);
             failing.clone_from(&p.failing);
         });
         self.wake.notify_one();
@@ -321,6 +345,18 @@ impl Spool {
             }
         }
         self.close();
+        // The process may end before the shipper runs again: the empty file goes now.
+        self.remove_if_empty();
+    }
+
+    /// Removes the spool file when nothing waits in it, and the directory when no other
+    /// server uses it (removing a directory that is not empty fails).
+    fn remove_if_empty(&self) {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.waiting.is_empty() {
+            let _ = std::fs::remove_file(&self.path);
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 
     /// Stops the shipper (it finishes the batch it is writing).
@@ -331,12 +367,13 @@ impl Spool {
     }
 
     /// The shipper: writes recorded entries with `write` (one transaction per batch, in order)
-    /// until [`Self::close`], retrying a database that fails; first adopts the spool files of
-    /// servers that are gone. Removes its own file when it ends with nothing waiting.
+    /// until [`Self::close`], retrying a database that fails (backing off up to [`MAX_RETRY`];
+    /// only `history` or shutdown hurry it, not each new change); first adopts the spool files
+    /// of servers that are gone. Removes its own file when it ends with nothing waiting.
     pub async fn ship<W, F>(self: Arc<Self>, write: W)
     where
         W: Fn(Vec<(String, Change)>) -> F + Send + Sync,
-        F: std::future::Future<Output = Result<(), String>> + Send,
+        F: std::future::Future<Output = Result<(), ShipError>> + Send,
     {
         let mut adopted = false;
         let mut retry = Duration::from_millis(50);
@@ -349,44 +386,77 @@ impl Spool {
                 let _ = tokio::time::timeout(GATHER, self.hurry.notified()).await;
             }
             let batch = self.next_batch();
-            if batch.is_empty() {
-                if self.closed.load(Ordering::Acquire) {
+            let closed = self.closed.load(Ordering::Acquire);
+            if batch.is_empty() && adopted {
+                if closed {
                     break;
                 }
-                if adopted {
-                    self.wake.notified().await;
-                } else {
-                    let _ = tokio::time::timeout(retry, self.wake.notified()).await;
-                    retry = (retry * 2).min(MAX_RETRY);
-                }
+                self.wake.notified().await;
                 continue;
             }
-            let last = batch.last().map_or(0, |w| w.0);
-            let lines = batch
-                .into_iter()
-                .map(|(_, key, change)| (key, change))
-                .collect();
-            match write(lines).await {
-                Ok(()) => {
-                    retry = Duration::from_millis(50);
-                    self.shipped(last);
+            let written = adopted && self.write_batch(&write, batch).await;
+            if written {
+                retry = Duration::from_millis(50);
+                continue;
+            }
+            if closed {
+                break;
+            }
+            let _ = tokio::time::timeout(retry, self.hurry.notified()).await;
+            retry = (retry * 2).min(MAX_RETRY);
+        }
+        self.remove_if_empty();
+    }
+
+    /// Writes `batch` (the front of the queue); when the database refuses it, its entries one
+    /// at a time, dropping those it refuses on their own. Returns whether the database took
+    /// them (false: it is unavailable; what is left waits).
+    async fn write_batch<W, F>(&self, write: &W, batch: Vec<(u64, String, Change)>) -> bool
+    where
+        W: Fn(Vec<(String, Change)>) -> F,
+        F: std::future::Future<Output = Result<(), ShipError>>,
+    {
+        let last = batch.last().map_or(0, |w| w.0);
+        let lines = batch
+            .iter()
+            .map(|(_, key, change)| (key.clone(), change.clone()))
+            .collect();
+        match write(lines).await {
+            Ok(()) => {
+                self.shipped(last);
+                return true;
+            }
+            Err(ShipError::Unavailable(why)) => {
+                self.failed(&why);
+                return false;
+            }
+            Err(ShipError::Rejected(_)) => {}
+        }
+        for (seq, key, change) in batch {
+            let path = change
+                .files
+                .first()
+                .map(|f| f.path.clone())
+                .unwrap_or_default();
+            match write(vec![(key, change)]).await {
+                Ok(()) => self.shipped(seq),
+                Err(ShipError::Rejected(why)) => {
+                    let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                    tracing::warn!(%path, error = %why, dropped, "audit log: {} refused an entry; it is not logged", self.engine);
+                    self.shipped(seq);
                 }
-                Err(error) => {
-                    self.failed(&error);
-                    if self.closed.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let _ = tokio::time::timeout(retry, self.wake.notified()).await;
-                    retry = (retry * 2).min(MAX_RETRY);
+                Err(ShipError::Unavailable(why)) => {
+                    self.failed(&why);
+                    return false;
                 }
             }
         }
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if inner.waiting.is_empty() {
-            let _ = std::fs::remove_file(&self.path);
-            // The directory goes too when no other server uses it (it fails otherwise).
-            let _ = std::fs::remove_dir(&self.dir);
-        }
+        true
+    }
+
+    /// Changes the database refused, so not logged (added to the log's not-logged count).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// The first [`BATCH`] waiting entries (left in the queue until written).
@@ -478,7 +548,7 @@ impl Spool {
     async fn adopt_orphans<W, F>(&self, write: &W) -> Result<(), ()>
     where
         W: Fn(Vec<(String, Change)>) -> F,
-        F: std::future::Future<Output = Result<(), String>>,
+        F: std::future::Future<Output = Result<(), ShipError>>,
     {
         let Ok(listing) = std::fs::read_dir(&self.dir) else {
             return Ok(());
@@ -537,8 +607,9 @@ impl Spool {
                 };
                 if batch.len() >= BATCH || (end && !batch.is_empty()) {
                     count += batch.len();
-                    if let Err(error) = write(std::mem::take(&mut batch)).await {
-                        self.failed(&error);
+                    let lines = std::mem::take(&mut batch);
+                    if let Err(refused) = self.adopt_batch(write, lines).await {
+                        self.failed(&refused);
                         written = false;
                         break;
                     }
@@ -560,6 +631,30 @@ impl Spool {
             );
         }
         result
+    }
+
+    /// Writes an adopted batch; when the database refuses it, line by line, skipping the lines
+    /// it refuses on their own. `Err`: the database is unavailable.
+    async fn adopt_batch<W, F>(&self, write: &W, lines: Vec<(String, Change)>) -> Result<(), String>
+    where
+        W: Fn(Vec<(String, Change)>) -> F,
+        F: std::future::Future<Output = Result<(), ShipError>>,
+    {
+        match write(lines.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(ShipError::Unavailable(why)) => return Err(why),
+            Err(ShipError::Rejected(_)) => {}
+        }
+        for line in lines {
+            match write(vec![line]).await {
+                Ok(()) => {}
+                Err(ShipError::Unavailable(why)) => return Err(why),
+                Err(ShipError::Rejected(why)) => {
+                    tracing::warn!(error = %why, "audit log: {} refused an entry left in a spool; it is not logged", self.engine);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn io_error(&self, error: io::Error) -> SpoolError {
@@ -622,7 +717,7 @@ mod tests {
             let (written, down) = (written.clone(), down.clone());
             async move {
                 if down.load(Ordering::SeqCst) {
-                    return Err("database down".to_owned());
+                    return Err(ShipError::Unavailable("database down".to_owned()));
                 }
                 let mut written = written.lock().unwrap();
                 for (key, change) in batch {
@@ -739,6 +834,35 @@ mod tests {
             "every change that waited is written"
         );
         assert_eq!(spool.failing(), None);
+    }
+
+    #[tokio::test]
+    async fn an_entry_the_database_refuses_is_dropped_and_the_others_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Spool::create(dir.path(), "test db", DEFAULT_MAX_BYTES).unwrap());
+        let written = Written::default();
+        let into = written.clone();
+        tokio::spawn(spool.clone().ship(move |batch| {
+            let into = into.clone();
+            async move {
+                if batch.iter().any(|(_, c)| c.files[0].path == "/poison") {
+                    return Err(ShipError::Rejected("invalid byte sequence".to_owned()));
+                }
+                let mut into = into.lock().unwrap();
+                into.extend(batch.into_iter().map(|(k, c)| (k, c.files[0].path.clone())));
+                Ok(())
+            }
+        }));
+        for path in ["/a", "/poison", "/b"] {
+            spool.record(&change(path)).unwrap();
+        }
+        assert!(spool.flushed(Duration::from_secs(5)).await);
+        assert_eq!(paths(&written), ["/a", "/b"]);
+        assert_eq!(spool.dropped(), 1);
+        assert_eq!(spool.waiting(), 0, "nothing is held back");
+        spool.record(&change("/c")).unwrap();
+        assert!(spool.flushed(Duration::from_secs(5)).await);
+        assert_eq!(paths(&written), ["/a", "/b", "/c"]);
     }
 
     #[tokio::test]
