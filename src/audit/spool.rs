@@ -46,6 +46,8 @@ use super::Change;
 pub const DEFAULT_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// The most entries one transaction writes.
 const BATCH: usize = 200;
+/// The most bytes of entries (as spooled) one transaction writes, but for a single larger one.
+const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 /// Bytes of written entries the file may keep before it is rewritten with only the waiting
 /// ones (it is emptied whenever nothing waits, which is the usual case).
 const COMPACT_AFTER: u64 = 4 * 1024 * 1024;
@@ -417,9 +419,10 @@ impl Spool {
         F: std::future::Future<Output = Result<(), ShipError>>,
     {
         let last = batch.last().map_or(0, |w| w.0);
+        let count = batch.len();
         let lines = batch
-            .iter()
-            .map(|(_, key, change)| (key.clone(), change.clone()))
+            .into_iter()
+            .map(|(_, key, change)| (key, change))
             .collect();
         match write(lines).await {
             Ok(()) => {
@@ -432,7 +435,8 @@ impl Spool {
             }
             Err(ShipError::Rejected(_)) => {}
         }
-        for (seq, key, change) in batch {
+        // The same entries again (only this task takes entries off the queue), one at a time.
+        for (seq, key, change) in self.next_batch().into_iter().take(count) {
             let path = change
                 .files
                 .first()
@@ -459,13 +463,20 @@ impl Spool {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// The first [`BATCH`] waiting entries (left in the queue until written).
+    /// The first waiting entries, at most [`BATCH`] of them and [`BATCH_BYTES`] (but at least
+    /// one), left in the queue until written.
     fn next_batch(&self) -> Vec<(u64, String, Change)> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut bytes = 0;
         inner
             .waiting
             .iter()
             .take(BATCH)
+            .take_while(|w| {
+                let first = bytes == 0;
+                bytes += w.bytes;
+                first || bytes <= BATCH_BYTES
+            })
             .map(|w| (w.seq, w.key.clone(), w.change.clone()))
             .collect()
     }
@@ -863,6 +874,36 @@ mod tests {
         spool.record(&change("/c")).unwrap();
         assert!(spool.flushed(Duration::from_secs(5)).await);
         assert_eq!(paths(&written), ["/a", "/b", "/c"]);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_carries_at_most_4_mib_of_entries_unless_one_is_larger() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Arc::new(Spool::create(dir.path(), "test db", 64 << 20).unwrap());
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let into = sizes.clone();
+        let down = Arc::new(AtomicBool::new(true));
+        let held = down.clone();
+        tokio::spawn(spool.clone().ship(move |batch| {
+            let (into, held) = (into.clone(), held.clone());
+            async move {
+                if held.load(Ordering::SeqCst) {
+                    return Err(ShipError::Unavailable("down".to_owned()));
+                }
+                into.lock().unwrap().push(batch.len());
+                Ok(())
+            }
+        }));
+        // While the database is down, five entries of 1.2 MB pile up (4 bytes per line as
+        // JSON), then one of 5 MB.
+        for i in 0..6 {
+            let mut big = change(&format!("/b{i}"));
+            big.diff = "+x\n".repeat(if i == 5 { 1_250_000 } else { 300_000 });
+            spool.record(&big).unwrap();
+        }
+        down.store(false, Ordering::SeqCst);
+        assert!(spool.flushed(Duration::from_secs(5)).await);
+        assert_eq!(*sizes.lock().unwrap(), [3, 2, 1]);
     }
 
     #[tokio::test]
