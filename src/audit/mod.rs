@@ -571,8 +571,11 @@ impl AuditLog {
     }
 
     /// Counts a change that landed but could not be logged.
+    /// Returns the count with it, as [`AuditLog::failures`] gives it.
     pub fn count_failure(&self) -> u64 {
-        self.failures.fetch_add(1, Ordering::Relaxed) + 1
+        self.failures.fetch_add(1, Ordering::Relaxed)
+            + 1
+            + self.spool.as_ref().map_or(0, |spool| spool.dropped())
     }
 
     /// Changes that landed but could not be logged since the server started.
