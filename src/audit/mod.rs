@@ -464,7 +464,7 @@ impl AuditLog {
         let Some(spool) = &self.spool else {
             return self.append(change).await.map(|_| None);
         };
-        match spool.record(&sanitized(change)) {
+        match spool.record(sanitized(change)) {
             Ok(None) => Ok(None),
             Ok(Some(why)) => Ok(Some(format!(
                 "{} does not answer ({why}); the change waits in the spool {} with {} other(s) and is written when it answers again",

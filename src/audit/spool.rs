@@ -244,21 +244,13 @@ impl Spool {
         &self.path
     }
 
-    /// The most bytes of entries it holds unwritten.
-    pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
-    }
-
     /// Records `change` (already sanitized): appended to the file and queued for the shipper.
     /// Returns why the database is not taking entries now, if it is not (the change then waits).
-    pub fn record(&self, change: &Change) -> Result<Option<String>, SpoolError> {
+    pub fn record(&self, change: Change) -> Result<Option<String>, SpoolError> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = inner.next_seq;
         let key = format!("{}-{seq}", self.server);
-        let line = Line {
-            key,
-            change: change.clone(),
-        };
+        let line = Line { key, change };
         let mut bytes = serde_json::to_vec(&line).map_err(|e| self.io_error(e.into()))?;
         bytes.push(b'\n');
         let size = bytes.len() as u64;
@@ -383,8 +375,8 @@ impl Spool {
             if !adopted {
                 adopted = self.adopt_orphans(&write).await.is_ok();
             }
-            if self.waiting() > 0 && self.waiting() < BATCH && !self.closed.load(Ordering::Acquire)
-            {
+            let waiting = self.waiting();
+            if waiting > 0 && waiting < BATCH && !self.closed.load(Ordering::Acquire) {
                 let _ = tokio::time::timeout(GATHER, self.hurry.notified()).await;
             }
             let batch = self.next_batch();
@@ -786,7 +778,7 @@ mod tests {
         let (written, down) = (Written::default(), Arc::new(AtomicBool::new(false)));
         start(&spool, &written, &down);
         for i in 0..300 {
-            assert_eq!(spool.record(&change(&format!("/f{i}"))).unwrap(), None);
+            assert_eq!(spool.record(change(&format!("/f{i}"))).unwrap(), None);
         }
         assert!(
             std::fs::metadata(spool.file()).unwrap().len() > 0,
@@ -814,16 +806,16 @@ mod tests {
         let spool = Arc::new(Spool::create(dir.path(), "test db", 4096).unwrap());
         let (written, down) = (Written::default(), Arc::new(AtomicBool::new(true)));
         start(&spool, &written, &down);
-        assert_eq!(spool.record(&change("/a")).unwrap(), None);
+        assert_eq!(spool.record(change("/a")).unwrap(), None);
         assert!(
             !spool.flushed(Duration::from_secs(5)).await,
             "the database failed"
         );
-        let why = spool.record(&change("/b")).unwrap();
+        let why = spool.record(change("/b")).unwrap();
         assert_eq!(why.as_deref(), Some("database down"));
         let mut refused = None;
         for i in 0..100 {
-            match spool.record(&change(&format!("/c{i}"))) {
+            match spool.record(change(&format!("/c{i}"))) {
                 Ok(_) => {}
                 Err(error) => {
                     refused = Some(error.to_string());
@@ -865,13 +857,13 @@ mod tests {
             }
         }));
         for path in ["/a", "/poison", "/b"] {
-            spool.record(&change(path)).unwrap();
+            spool.record(change(path)).unwrap();
         }
         assert!(spool.flushed(Duration::from_secs(5)).await);
         assert_eq!(paths(&written), ["/a", "/b"]);
         assert_eq!(spool.dropped(), 1);
         assert_eq!(spool.waiting(), 0, "nothing is held back");
-        spool.record(&change("/c")).unwrap();
+        spool.record(change("/c")).unwrap();
         assert!(spool.flushed(Duration::from_secs(5)).await);
         assert_eq!(paths(&written), ["/a", "/b", "/c"]);
     }
@@ -899,7 +891,7 @@ mod tests {
         for i in 0..6 {
             let mut big = change(&format!("/b{i}"));
             big.diff = "+x\n".repeat(if i == 5 { 1_250_000 } else { 300_000 });
-            spool.record(&big).unwrap();
+            spool.record(big).unwrap();
         }
         down.store(false, Ordering::SeqCst);
         assert!(spool.flushed(Duration::from_secs(5)).await);
@@ -932,7 +924,7 @@ mod tests {
         let spool = Arc::new(Spool::create(dir.path(), "test db", DEFAULT_MAX_BYTES).unwrap());
         let (written, down) = (Written::default(), Arc::new(AtomicBool::new(false)));
         start(&spool, &written, &down);
-        spool.record(&change("/mine")).unwrap();
+        spool.record(change("/mine")).unwrap();
         assert!(spool.flushed(Duration::from_secs(5)).await);
         assert_eq!(paths(&written), ["/left", "/mine"]);
         assert!(!dir.path().join("gone.spool").exists());
@@ -964,8 +956,8 @@ mod tests {
             );
             async move {
                 if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                    recorder.record(&change("/b")).unwrap();
-                    recorder.record(&change("/c")).unwrap();
+                    recorder.record(change("/b")).unwrap();
+                    recorder.record(change("/c")).unwrap();
                 } else {
                     // Before the second write: the file was rewritten with the waiting two.
                     let text = std::fs::read_to_string(&file).unwrap();
@@ -975,7 +967,7 @@ mod tests {
                 Ok(())
             }
         }));
-        spool.record(&change("/a")).unwrap();
+        spool.record(change("/a")).unwrap();
         assert!(spool.flushed(Duration::from_secs(5)).await);
         assert!(spool.flushed(Duration::from_secs(5)).await);
         assert_eq!(*seen.lock().unwrap(), [2]);

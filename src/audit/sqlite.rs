@@ -204,9 +204,7 @@ impl SqliteAudit {
             .store()
             .await?
             .run_in_place(move |conn| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(map_error)?;
+                let tx = immediate(conn)?;
                 let id = insert(&tx, &change, None)?;
                 tx.commit().map_err(map_error)?;
                 Ok(id)
@@ -223,9 +221,7 @@ impl SqliteAudit {
         self.store()
             .await?
             .run(move |conn| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(map_error)?;
+                let tx = immediate(conn)?;
                 for (key, change) in &batch {
                     insert(&tx, change, Some(key))?;
                 }
@@ -287,9 +283,7 @@ impl SqliteAudit {
         self.store()
             .await?
             .run(move |conn| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(map_error)?;
+                let tx = immediate(conn)?;
                 tx.execute(
                     "DELETE FROM mountfs_audit_paths WHERE entry_id IN
                          (SELECT id FROM mountfs_audit WHERE at < ?1)",
@@ -304,6 +298,13 @@ impl SqliteAudit {
             })
             .await
     }
+}
+
+/// A write transaction that holds the log's write lock from its start (`BEGIN IMMEDIATE`), so
+/// two writers wait for each other rather than fail on upgrading a read lock.
+fn immediate(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_error)
 }
 
 /// Inserts one entry and its paths in `tx`; `key`: the spool's key of the change, `None` for
@@ -365,9 +366,7 @@ fn insert(
 /// Brings the log's tables up to date, under the write lock (two servers opening one new file
 /// migrate it one after the other).
 fn migrate(conn: &mut Connection) -> Result<()> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(map_error)?;
+    let tx = immediate(conn)?;
     tx.execute_batch("CREATE TABLE IF NOT EXISTS mountfs_audit_schema (version INTEGER NOT NULL)")
         .map_err(map_error)?;
     let current: i64 = tx
