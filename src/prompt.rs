@@ -9,7 +9,6 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
 use thiserror::Error;
 
 use crate::registry::Registry;
@@ -51,8 +50,8 @@ fn tools_xml(registry: &Registry) -> Result<String, PromptError> {
     );
     for definition in registry.tools() {
         let tool = &definition.tool;
-        let parameters = serde_json::to_string(&Value::Object(parameters_schema(tool)))
-            .map_err(|e| PromptError(e.to_string()))?;
+        let parameters =
+            serde_json::to_string(&*tool.input_schema).map_err(|e| PromptError(e.to_string()))?;
         let description = tool.description.as_deref().unwrap_or_default();
         // `write!` into a String cannot fail.
         let _ = write!(
@@ -86,19 +85,6 @@ fn tools_xml(registry: &Registry) -> Result<String, PromptError> {
     Ok(text)
 }
 
-/// Keys of the input schema that the prompt shows elsewhere (name, description, annotations)
-/// or that only a validator needs; left out of `<parameters>` to keep the prompt short.
-const KEYS_SHOWN_ELSEWHERE: &[&str] = &["$schema", "title", "description", "x-annotations"];
-
-/// The input schema without [`KEYS_SHOWN_ELSEWHERE`].
-fn parameters_schema(tool: &rmcp::model::Tool) -> serde_json::Map<String, Value> {
-    let mut schema = (*tool.input_schema).clone();
-    for key in KEYS_SHOWN_ELSEWHERE {
-        schema.remove(*key);
-    }
-    schema
-}
-
 /// `text` made safe as XML element content: `&`, `<` and `>` replaced by entities (quotes need
 /// no escaping outside attributes, so JSON stays readable).
 fn xml_escape(text: &str) -> String {
@@ -117,6 +103,7 @@ fn xml_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn xml_escape_replaces_markup_characters() {

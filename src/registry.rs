@@ -4,8 +4,12 @@
 //!
 //! Each `schemas/<tool>.json` is a JSON Schema (2020-12) whose `title` is the tool's name and whose
 //! `description` is the tool's description; `x-annotations` carries the MCP tool annotations.
-//! `tools/list` serves each file as it is, as the tool's `inputSchema`. Every `tools/call` is
-//! validated against it before anything runs (CONTRACT §5).
+//! `tools/list` serves each file as the tool's `inputSchema` without those definition keys
+//! ([`DEFINITION_KEYS`]): the description and the annotations are served once, beside the
+//! schema (CONTRACT §5, issue 29: the model reads every byte of `tools/list` on every turn).
+//! Each `schemas/<tool>.output.json` is served without its documentation keywords (see
+//! [`served_output_schema`]) and with the one error branch of `tools::error_kind`. Every
+//! `tools/call` is validated against the input schema before anything runs (CONTRACT §5).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -20,6 +24,16 @@ use crate::tools::table::{Listed, TOOLS, ToolRow};
 
 /// How an output schema's file name ends; the rest is its input schema's file stem.
 pub const OUTPUT_SUFFIX: &str = ".output.json";
+
+/// Top-level keys of an input schema file that define the tool rather than its arguments; the
+/// served `inputSchema` leaves them out (the name, description and annotations are served
+/// beside it, once).
+pub const DEFINITION_KEYS: [&str; 4] = ["$schema", "title", "description", "x-annotations"];
+
+/// Keywords that only document a schema for the people reading `schemas/`; the served output
+/// schemas leave them out at every level (they validate nothing, and programs, not models,
+/// read output schemas).
+const DOCUMENTATION_KEYWORDS: [&str; 4] = ["$schema", "$comment", "title", "description"];
 
 /// Which of the tools listed only sometimes ([`Listed`]) a server lists: those of its flags and
 /// mounts. The rows themselves are [`TOOLS`].
@@ -411,9 +425,10 @@ impl Registry {
         }
         let output = output_schema(output_file, output, &output_validator, check)?;
         let annotations = schema.get("x-annotations").map(annotations_of);
+        let served = served_input_schema(&schema);
         let schema = Arc::new(schema);
         let mut tool =
-            Tool::new(name, description, schema.clone()).with_raw_output_schema(Arc::new(output));
+            Tool::new(name, description, Arc::new(served)).with_raw_output_schema(Arc::new(output));
         if let Some(annotations) = annotations {
             tool = tool.with_annotations(annotations);
         }
@@ -443,8 +458,87 @@ fn parse_file(file: &str, text: &str) -> Result<Value, DefinitionError> {
     })
 }
 
+/// The `inputSchema` served for an input schema file: the file less [`DEFINITION_KEYS`].
+pub fn served_input_schema(schema: &JsonObject) -> JsonObject {
+    schema
+        .iter()
+        .filter(|(key, _)| !DEFINITION_KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// The `outputSchema` served for an output schema file: without [`DOCUMENTATION_KEYWORDS`] at
+/// any level, and with the error branch every tool shares (`tools::error_kind::error_branch`)
+/// added to its `oneOf` (or, when it has none, the whole file and that branch as an `anyOf`).
+pub fn served_output_schema(mut schema: JsonObject) -> JsonObject {
+    strip_documentation(&mut schema);
+    let error = crate::tools::error_kind::error_branch();
+    if let Some(Value::Array(branches)) = schema.get_mut("oneOf") {
+        branches.push(serde_json::json!({"$ref": "#/$defs/error"}));
+        if let Value::Object(defs) = schema
+            .entry("$defs")
+            .or_insert_with(|| Value::Object(JsonObject::new()))
+        {
+            defs.insert("error".into(), error);
+        }
+        return schema;
+    }
+    let mut whole = JsonObject::new();
+    whole.insert("type".into(), Value::String("object".into()));
+    whole.insert(
+        "anyOf".into(),
+        Value::Array(vec![Value::Object(schema), error]),
+    );
+    whole
+}
+
+/// Removes [`DOCUMENTATION_KEYWORDS`] from a schema and every schema inside it, leaving alone
+/// the names of properties (a property may be called `description`) and literal values
+/// (`const`, `enum`, `default`, `examples`).
+fn strip_documentation(schema: &mut JsonObject) {
+    for keyword in DOCUMENTATION_KEYWORDS {
+        schema.remove(keyword);
+    }
+    for (keyword, child) in schema.iter_mut() {
+        match (keyword.as_str(), child) {
+            (
+                "properties" | "$defs" | "patternProperties" | "dependentSchemas",
+                Value::Object(map),
+            ) => {
+                for sub in map.values_mut() {
+                    if let Value::Object(sub) = sub {
+                        strip_documentation(sub);
+                    }
+                }
+            }
+            ("oneOf" | "anyOf" | "allOf" | "prefixItems", Value::Array(items)) => {
+                for sub in items {
+                    if let Value::Object(sub) = sub {
+                        strip_documentation(sub);
+                    }
+                }
+            }
+            (
+                "items"
+                | "additionalProperties"
+                | "not"
+                | "if"
+                | "then"
+                | "else"
+                | "contains"
+                | "propertyNames"
+                | "unevaluatedProperties"
+                | "unevaluatedItems",
+                Value::Object(sub),
+            ) => strip_documentation(sub),
+            _ => {}
+        }
+    }
+}
+
 /// Checks an output schema (a valid JSON Schema whose top level is `"type": "object"`, as MCP
-/// requires of `outputSchema`) and, with [`Check::Now`], compiles it into `validator`.
+/// requires of `outputSchema`) and, with [`Check::Now`], compiles it into `validator`; returns
+/// the schema as served ([`served_output_schema`]).
 fn output_schema(
     file: &str,
     value: Value,
@@ -462,9 +556,11 @@ fn output_schema(
         return Err(invalid("the top-level \"type\" must be \"object\"".into()));
     }
     if check == Check::Now {
-        let whole = Value::Object(schema.clone());
-        check_required_defined(file, &whole, "")?;
-        let _ = validator.set(compile(&whole).map_err(invalid)?);
+        check_required_defined(file, &Value::Object(schema.clone()), "")?;
+    }
+    let schema = served_output_schema(schema);
+    if check == Check::Now {
+        let _ = validator.set(compile(&Value::Object(schema.clone())).map_err(invalid)?);
     }
     Ok(schema)
 }
@@ -903,7 +999,15 @@ mod tests {
                 .unwrap();
         assert_eq!(
             registry.get("t").unwrap().tool.output_schema.as_deref(),
-            Some(&json!({"type": "object"}).as_object().unwrap().clone())
+            Some(
+                &json!({"type": "object", "anyOf": [
+                    {"type": "object"},
+                    crate::tools::error_kind::error_branch()
+                ]})
+                .as_object()
+                .unwrap()
+                .clone()
+            )
         );
     }
 
@@ -979,10 +1083,6 @@ mod tests {
             assert!(names.contains(&name), "{name} is not registered");
             assert!(crate::tools::is_known(name), "{name}");
         }
-        let kinds: Vec<&str> = crate::tools::error_kind::ErrorKind::ALL
-            .iter()
-            .map(|k| k.as_str())
-            .collect();
         for definition in registry.tools() {
             let name = definition.name();
             let schema = definition
@@ -992,12 +1092,14 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name} has no outputSchema"));
             assert_eq!(schema.get("type"), Some(&json!("object")), "{name}");
             assert_eq!(
-                schema["$defs"]["error"]["properties"]["error"]["properties"]["kind"]["enum"],
-                json!(kinds),
-                "{name}: the error kinds of its output schema are not ErrorKind::ALL"
+                schema["$defs"]["error"],
+                crate::tools::error_kind::error_branch(),
+                "{name}: its output schema's error branch is not the shared one"
             );
-            let error = crate::tools::error_kind::ErrorKind::NotFound.structured("Error: x");
-            assert_eq!(definition.validate_output(&error), Ok(()), "{name}");
+            for kind in crate::tools::error_kind::ErrorKind::ALL {
+                let error = kind.structured("Error: x");
+                assert_eq!(definition.validate_output(&error), Ok(()), "{name}");
+            }
             assert!(
                 definition.validate_output(&json!({})).is_err(),
                 "{name}: an empty object satisfies its output schema"

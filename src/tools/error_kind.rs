@@ -1,6 +1,7 @@
 //! The structured form of a failed tool call: `{"error": {"kind", "message"}}`, where `kind`
 //! is one of [`ErrorKind`] (a stable name a program can branch on) and `message` the very text
-//! the agent reads. Every tool's output schema (`schemas/<tool>.output.json`, `$defs/error`)
+//! the agent reads. Every tool's served output schema has a `$defs/error` branch
+//! ([`error_branch`], written once here rather than in each `schemas/<tool>.output.json`) that
 //! accepts exactly this shape, so an `isError` answer satisfies the schema too (CONTRACT §5).
 
 use serde_json::{Value, json};
@@ -168,6 +169,30 @@ impl ErrorKind {
     pub fn structured(self, message: &str) -> Value {
         json!({"error": {"kind": self.as_str(), "message": message}})
     }
+}
+
+/// The `$defs/error` branch of every served output schema: the shape of
+/// [`ErrorKind::structured`]. `kind` is any string on the wire (its values are
+/// [`ErrorKind::ALL`], listed in the README): clients check an `isError` answer's structured
+/// content against the schema too (the TypeScript SDK does), so the branch must be there, and
+/// the 35 names repeated in every tool's schema were a third of `tools/list` (issue 29).
+pub fn error_branch() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "minLength": 1},
+                    "message": {"type": "string", "minLength": 1}
+                },
+                "required": ["kind", "message"],
+                "additionalProperties": false
+            }
+        },
+        "required": ["error"],
+        "additionalProperties": false
+    })
 }
 
 impl ToolError {

@@ -117,8 +117,9 @@ pub async fn listing(dir: &VirtualPath, session: &Session) -> Result<Listing, To
     Ok(Listing { text, structured })
 }
 
-/// One entry of a structured listing: `{name, path, kind, size, modified}` (`size` is null for
-/// directories, `modified` when unknown).
+/// One entry of a structured listing: `{name, kind, size, modified}` (`size` is null for
+/// directories, `modified` when unknown). The entry's path is the listing's `path` joined with
+/// `name`, so it is not repeated (CONTRACT §5: structured results say each fact once).
 fn entry_json(entry: &Entry) -> Value {
     let is_dir = entry.is_dir();
     let mut object = Map::new();
@@ -126,7 +127,6 @@ fn entry_json(entry: &Entry) -> Value {
         "name".into(),
         Value::String(entry.path.file_name().unwrap_or_default().to_owned()),
     );
-    object.insert("path".into(), Value::String(entry.path.as_str().to_owned()));
     object.insert(
         "kind".into(),
         Value::String(if is_dir { "directory" } else { "file" }.to_owned()),

@@ -164,8 +164,22 @@ fn the_inspector_cli_calls_write_read_and_edit() {
         edit["content"][0]["text"],
         "Error: File has not been read yet: /notes/hello.md. Read it with read_file first, then retry"
     );
+    // The refusal's structuredContent was checked by the Inspector's client (the TypeScript
+    // SDK checks isError answers too) against the shared error branch of the output schema.
+    assert_eq!(
+        edit["structuredContent"]["error"]["kind"], "not_read",
+        "{edit}"
+    );
     let again = call("read_file", &["file_path=/notes/hello.md"]);
     assert_eq!(again["content"][0]["text"], "     1\thello inspector");
+
+    // ls: entries say each fact once (name, kind, size, modified; the path once, above them).
+    let listing = call("ls", &["path=/notes"]);
+    assert_eq!(listing["isError"], false, "{listing}");
+    assert_eq!(listing["structuredContent"]["path"], "/notes", "{listing}");
+    let entry = &listing["structuredContent"]["entries"][0];
+    assert_eq!(entry["name"], "hello.md", "{listing}");
+    assert!(entry.get("path").is_none(), "{listing}");
 
     // Bad arguments reach the Inspector as a tool error naming the field and the rule.
     let bad = call("read_file", &["file_path=/notes/hello.md", "limit=0"]);

@@ -1,5 +1,6 @@
-//! The MCP surface over stdio: initialize, tools/list equal to `schemas/`, JSON-RPC errors for
-//! unknown tools, tool errors for bad arguments of every tool, and survival of garbage input.
+//! The MCP surface over stdio: initialize, tools/list made of `schemas/` (and lean: what the
+//! model reads of it within issue 29's bounds), JSON-RPC errors for unknown tools, tool errors
+//! for bad arguments of every tool, and survival of garbage input.
 
 use std::collections::BTreeMap;
 
@@ -84,14 +85,38 @@ fn tools_list_serves_exactly_the_schema_files() {
     for tool in tools {
         let name = tool["name"].as_str().unwrap();
         let file = &files[name];
+        let mut input = file.clone();
+        for key in mountfs::registry::DEFINITION_KEYS {
+            input.as_object_mut().unwrap().remove(key);
+        }
         assert_eq!(
-            &tool["inputSchema"], file,
-            "{name}: inputSchema differs from schemas/{name}.json"
+            tool["inputSchema"], input,
+            "{name}: inputSchema is not schemas/{name}.json less its definition keys"
+        );
+        let output = mountfs::registry::served_output_schema(
+            output_schema_file(name).as_object().unwrap().clone(),
         );
         assert_eq!(
             tool["outputSchema"],
-            output_schema_file(name),
-            "{name}: outputSchema differs from schemas/{name}.output.json"
+            Value::Object(output),
+            "{name}: outputSchema is not schemas/{name}.output.json as served"
+        );
+        // Said once: the description beside the schema, the annotations in `annotations`;
+        // no documentation keyword inside the output schema.
+        let listed = tool.to_string();
+        assert_eq!(
+            listed
+                .matches(file["description"].as_str().unwrap())
+                .count(),
+            1,
+            "{name}: its description is served more than once"
+        );
+        assert!(tool.get("x-annotations").is_none() && !listed.contains("x-annotations"));
+        assert!(
+            !tool["outputSchema"]
+                .to_string()
+                .contains("\"description\":\""),
+            "{name}: its outputSchema carries descriptions"
         );
         assert_eq!(tool["description"], file["description"], "{name}");
         let hints = &file["x-annotations"];
@@ -104,6 +129,59 @@ fn tools_list_serves_exactly_the_schema_files() {
             assert_eq!(tool["annotations"][key], hints[key], "{name}.{key}");
         }
         assert_eq!(tool["annotations"]["openWorldHint"], false, "{name}");
+    }
+}
+
+/// The bytes a model reads of one tool: the compact JSON of its name, description and input
+/// schema, as clients hand them to the model (issue 29's measure).
+fn model_visible_bytes(tool: &Value) -> usize {
+    json!({
+        "name": tool["name"],
+        "description": tool["description"],
+        "inputSchema": tool["inputSchema"],
+    })
+    .to_string()
+    .len()
+}
+
+/// Issue 29: the default tools (a disk mount, the audit log on) cost a model at most 9,000
+/// bytes in all and 1,200 each; the whole `tools/list` at most 35,000; each tool that
+/// `--allow-exec` or an overlay mount adds at most 1,200. (The reference filesystem server's
+/// 14 tools: 7,972 bytes; see BENCHMARKS.md for both measured in one run.)
+#[test]
+fn tools_list_stays_within_what_a_model_should_read() {
+    let root = tempfile::tempdir().unwrap();
+    let disk = format!("/=disk:{}", root.path().display());
+    let audit = format!("sqlite:{}", root.path().join("audit.db").display());
+    let mut client = StdioClient::start(&["--mount", &disk, "--audit", &audit]);
+    let listed = client.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "history"), "{listed}");
+    let mut total = 0;
+    for tool in tools {
+        let bytes = model_visible_bytes(tool);
+        assert!(bytes <= 1_200, "{}: {bytes} bytes", tool["name"]);
+        total += bytes;
+    }
+    assert!(total <= 9_000, "the default tools cost {total} bytes");
+    let whole = listed["result"].to_string().len();
+    assert!(whole <= 35_000, "tools/list is {whole} bytes");
+
+    let overlay = format!("/=disk:{},overlay", root.path().display());
+    for flags in [
+        vec!["--mount", &disk, "--allow-exec=unsandboxed"],
+        vec!["--mount", &overlay],
+    ] {
+        let mut client = StdioClient::start(&flags);
+        let listed = client.request("tools/list", json!({}));
+        for tool in listed["result"]["tools"].as_array().unwrap() {
+            let bytes = model_visible_bytes(tool);
+            assert!(
+                bytes <= 1_200,
+                "{} ({flags:?}): {bytes} bytes",
+                tool["name"]
+            );
+        }
     }
 }
 
