@@ -42,6 +42,8 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 
 /// JSON-RPC implementation-defined: refused by the server (auth, origin, limits, shutdown).
 const SERVER_REFUSED: i64 = -32000;
+/// JSON-RPC "Internal error".
+const INTERNAL_ERROR: i64 = -32603;
 /// JSON-RPC implementation-defined: unknown session (the code other MCP SDKs use).
 const SESSION_NOT_FOUND: i64 = -32001;
 
@@ -344,7 +346,12 @@ async fn post(
         Ok(read) => read,
         Err(response) => return response,
     };
-    let mut message = match message::classify(&body) {
+    let classified = message::classify(&body);
+    // The body as received goes as soon as it is parsed: a big write holds as few copies of its
+    // body at once as can be (issue 25: the body budget counts one).
+    let received = body.len();
+    drop(body);
+    let mut message = match classified {
         Incoming::Message(message) => *message,
         Incoming::Answer(answer) => return json_response(StatusCode::BAD_REQUEST, &answer),
         Incoming::Dropped(reason) => {
@@ -380,17 +387,21 @@ async fn post(
         &mut parts,
     );
     // The library parses the body again itself: hand it the message as classified (a byte-order
-    // mark, stray CRs and the like are gone), with the turn travelling in `parts`.
-    // The body as received goes as soon as its normalised copy exists: a big write holds one
-    // copy of its body at a time here.
-    let body = match serde_json::to_vec(&message) {
-        Ok(normalised) => {
-            drop(body);
-            Bytes::from(normalised)
-        }
-        Err(_) => body,
-    };
+    // mark, stray CRs and the like are gone), with the turn travelling in `parts`. Sized from
+    // the body received, so the buffer is not grown (and copied) as it fills.
+    let mut normalised = Vec::with_capacity(received.saturating_add(256));
+    if let Err(error) = serde_json::to_writer(&mut normalised, &message) {
+        return jsonrpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Value::Null,
+            INTERNAL_ERROR,
+            &format!(
+                "Internal error: the request could not be passed on ({error}); nothing was run. Send it again"
+            ),
+        );
+    }
     drop(message);
+    let body = Bytes::from(normalised);
     let response = gate
         .mcp
         .handle(Request::from_parts(parts, http_body_util::Full::new(body)))

@@ -129,11 +129,6 @@ async fn default_table_server(extra: &[&str]) -> (Server, tempfile::TempDir) {
 async fn without_http_roots_under_a_clients_roots_are_never_mounted() {
     let (server, _top) = default_table_server(&[]).await;
     let (mut client, instructions) = client_offering(&server, &["file:///etc".to_owned()]).await;
-    assert!(
-        instructions.contains("roots are not mounted")
-            && instructions.contains("--http-roots-under"),
-        "{instructions}"
-    );
     let shadow = client
         .call("read_file", json!({"file_path": "/shadow"}))
         .await;
@@ -141,6 +136,11 @@ async fn without_http_roots_under_a_clients_roots_are_never_mounted() {
         shadow.is_error,
         "read the server's /etc/shadow: {}",
         shadow.text
+    );
+    assert!(
+        instructions.contains("roots are not mounted")
+            && instructions.contains("--http-roots-under"),
+        "{instructions}"
     );
     let passwd = client
         .call("read_file", json!({"file_path": "/passwd"}))
