@@ -327,10 +327,13 @@ pub async fn serve(
             stop: stop.clone(),
             header_timeout: limits.header_timeout,
         };
-        let table = connections.clone();
+        let leaving = Leaving {
+            table: connections.clone(),
+            id,
+        };
         tasks.spawn(async move {
             task.run(stream).await;
-            table.remove(id);
+            drop(leaving);
         });
     }
     drop(listener);
@@ -346,6 +349,19 @@ pub async fn serve(
             "connections still open {CLOSE_LIMIT:?} after shutdown; closing them"
         );
         tasks.abort_all();
+    }
+}
+
+/// Takes a connection out of the table when its task ends, however it ends (a task aborted at
+/// shutdown, or one that panicked, must not hold a place under the cap).
+struct Leaving {
+    table: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.table.remove(self.id);
     }
 }
 

@@ -632,6 +632,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_body_budget_grows_refuses_beyond_its_total_and_is_given_back() {
+        let budget = BodyBudget::new(100 * 1024);
+        let (mut first, mut first_kib) = (None, 0);
+        assert!(budget.reserve(&mut first, &mut first_kib, 30 * 1024));
+        assert!(budget.reserve(&mut first, &mut first_kib, 60 * 1024 + 1));
+        assert_eq!(first_kib, 61);
+        let (mut second, mut second_kib) = (None, 0);
+        assert!(!budget.reserve(&mut second, &mut second_kib, 40 * 1024));
+        assert!(second.is_none());
+        assert!(budget.reserve(&mut second, &mut second_kib, 39 * 1024));
+        drop(first);
+        let (mut third, mut third_kib) = (None, 0);
+        assert!(budget.reserve(&mut third, &mut third_kib, 61 * 1024));
+        let busy = budget.busy();
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
+    }
+
+    #[test]
     fn origins_match_exactly_or_on_any_port() {
         let allowed = vec![
             "https://app.example.com".to_owned(),

@@ -316,3 +316,63 @@ async fn eight_16_mib_writes_at_once_stay_under_the_documented_peak() {
         EIGHT_WRITES_PEAK_LIMIT / 1048576
     );
 }
+
+#[tokio::test]
+async fn bodies_beyond_the_total_get_503_with_retry_after_and_small_calls_still_pass() {
+    let server = Server::start(
+        &[
+            "--mount",
+            "/=memory",
+            "--max-body",
+            "1048576",
+            "--max-body-total",
+            "1048576",
+        ],
+        &[("MOUNTFS_TOKEN", ALICE)],
+    )
+    .await;
+    let addr = server.base().trim_start_matches("http://").to_owned();
+    // One request announces 900 KiB and sends a part of it: its room is taken while it trickles.
+    let mut holder = TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {ALICE}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\ncontent-length: {}\r\n\r\n{{\"jsonrpc\"",
+        900 * 1024
+    );
+    holder.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut other = Client::new(&server.url, Some(ALICE), Protocol::Stateless);
+    let big = "x".repeat(200 * 1024);
+    let reply = other
+        .request_reply(
+            "tools/call",
+            json!({"name": "write_file", "arguments": {"file_path": "/big.txt", "content": big}}),
+        )
+        .await;
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    assert!(reply.body.contains("--max-body-total"), "{}", reply.body);
+    // Nothing ran, and the same connection serves the next call: ordinary calls pass.
+    let small = other
+        .call(
+            "write_file",
+            json!({"file_path": "/small.txt", "content": "small\n"}),
+        )
+        .await;
+    assert!(!small.is_error, "{}", small.text);
+    let ls = other.call("ls", json!({"path": "/"})).await;
+    assert!(!ls.text.contains("big.txt"), "{}", ls.text);
+    assert_eq!(other.connects, 1);
+
+    // Once the holder is gone, its room is back.
+    drop(holder);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let big = "x".repeat(200 * 1024);
+    let wrote = other
+        .call(
+            "write_file",
+            json!({"file_path": "/big.txt", "content": big}),
+        )
+        .await;
+    assert!(!wrote.is_error, "{}", wrote.text);
+}
