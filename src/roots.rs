@@ -11,6 +11,9 @@
 //! Safety, as for the working directory (see `main.rs`): only local `file://` URIs are
 //! mounted; a root that is the file-system root or the home directory is refused with a warning
 //! on stderr; a table given with `--mount` is never touched ([`RootsFollower::disabled`]).
+//! Over HTTP a client's roots name its own machine, not the server's: they are mounted only
+//! when the operator gives `--http-roots-under DIR`, and only inside DIR ([`RootsScope`],
+//! [`RootsFollower::for_http`]); otherwise the client is told at `initialize` that they are not.
 //!
 //! Tool calls that arrive while the roots are being fetched and opened wait for them (at most
 //! [`SETTLE_WAIT_LIMIT`]), so the first call already sees the client's directories.

@@ -3,13 +3,14 @@
 //!
 //! In order: refuse while shutting down (503); refuse a present `Origin` not allowed (403, the
 //! MCP spec's DNS-rebinding rule); refuse a missing or wrong bearer token (401 with
-//! `WWW-Authenticate`); refuse a session id this principal did not open (404, so the client
-//! starts a new session); read the body up to the cap (413) and answer malformed JSON-RPC with
-//! the JSON-RPC error it deserves (-32700 / -32600 / -32602, classified by
-//! `transport::message` exactly as stdio lines are) instead of the library's plain-text 415;
-//! refuse a new session over `--max-sessions` (503); give a file call its arrival turn (as the
-//! stdio reader does, see `transport::arrival`). After the library answers, a new session is recorded
-//! as owned by its principal, and a closed one is dropped.
+//! `WWW-Authenticate`; a valid one marks the connection proven, see `conns`); refuse a session
+//! id this principal did not open (404, so the client starts a new session); read the body up
+//! to the cap (413), within the room all requests' bodies share (503, [`BodyBudget`]), and
+//! answer malformed JSON-RPC with the JSON-RPC error it deserves (-32700 / -32600 / -32602,
+//! classified by `transport::message` exactly as stdio lines are) instead of the library's
+//! plain-text 415; refuse a new session over `--max-sessions` (503); give a file call its
+//! arrival turn (as the stdio reader does, see `transport::arrival`). After the library
+//! answers, a new session is recorded as owned by its principal, and a closed one is dropped.
 //!
 //! Every refusal happens before anything is touched, and none logs the token.
 

@@ -7,7 +7,8 @@
 //! requests, has its own workspace (`workspace.rs`). On the shutdown signal the server refuses
 //! new requests, lets the calls in flight finish, then closes the streams and exits.
 //!
-//! [`auth`] owns tokens; this file owns the flags, binding, the router and the shutdown order.
+//! [`auth`] owns tokens; [`conns`] the connections (accept loop, header timeout, connection cap,
+//! open-files limit); this file owns the flags, binding, the router and the shutdown order.
 
 pub mod auth;
 pub mod conns;
