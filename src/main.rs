@@ -61,7 +61,7 @@ fn unsafe_working_directory() -> Option<std::path::PathBuf> {
     name = "mountfs",
     version,
     about = "An MCP server (stdio, or Streamable HTTP with --http) giving AI agents one file system made of several stores.",
-    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}\n  ({{data}} is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux)\n  /=disk:. is left out when the working directory is the file-system root or your home\n  directory (a warning says so): give --mount /=disk:DIR to serve a directory there.\n  A client offering MCP roots gets its root directories mounted in place of /=disk:.\n  (one root at /, several at /<root name>/), following roots/list_changed; a root that\n  is the file-system root or your home directory (or holds it) is refused.\n  With --mount, roots are ignored.", DEFAULT_MOUNTS.join(" "))
+    after_help = format!("{MOUNT_GRAMMAR}\n\ndefault mount table (when no --mount is given): {}\n  ({{data}} is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux)\n  /=disk:. is left out when the working directory is the file-system root or your home\n  directory (a warning says so): give --mount /=disk:DIR to serve a directory there.\n  A client offering MCP roots gets its root directories mounted in place of /=disk:.\n  (one root at /, several at /<root name>/), following roots/list_changed; a root that\n  is the file-system root or your home directory (or holds it) is refused.\n  With --mount, roots are ignored. Over --http, roots are mounted only with\n  --http-roots-under DIR, and only those inside DIR.", DEFAULT_MOUNTS.join(" "))
 )]
 struct Cli {
     /// A mount, PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]; repeatable.

@@ -11,6 +11,9 @@
 //! Safety, as for the working directory (see `main.rs`): only local `file://` URIs are
 //! mounted; a root that is the file-system root or the home directory is refused with a warning
 //! on stderr; a table given with `--mount` is never touched ([`RootsFollower::disabled`]).
+//! Over HTTP a client's roots name its own machine, not the server's: they are mounted only
+//! when the operator gives `--http-roots-under DIR`, and only inside DIR ([`RootsScope`],
+//! [`RootsFollower::for_http`]); otherwise the client is told at `initialize` that they are not.
 //!
 //! Tool calls that arrive while the roots are being fetched and opened wait for them (at most
 //! [`SETTLE_WAIT_LIMIT`]), so the first call already sees the client's directories.
@@ -43,6 +46,12 @@ use crate::changes::{ChangeHub, SessionView, SessionWatch, session_origin_of};
 use crate::mounts::MountTable;
 use crate::path::VirtualPath;
 use crate::session::Session;
+
+/// Told at `initialize` to an HTTP client offering roots when the server mounts none.
+pub const ROOTS_REFUSED_OVER_HTTP: &str = "Your client's roots are not mounted: over HTTP they name directories of your machine, not of this server's, and the operator has not allowed client roots (--http-roots-under DIR). The mounts above are what this server serves.";
+
+/// Told at `initialize` to a client whose roots will be mounted, after the mount list.
+pub const ROOTS_NOTE: &str = "Your client's roots are mounted as disk mounts in place of the working directory: one root at /, several at /<root name>/ (ls / shows them); they follow roots/list_changed.";
 
 /// How long the server waits for the client's answer to `roots/list`.
 pub const ROOTS_ANSWER_LIMIT: Duration = Duration::from_secs(10);
@@ -93,6 +102,16 @@ pub enum RootError {
         dir: String,
         /// "the file-system root", "the home directory" or one holding it.
         what: &'static str,
+    },
+    /// Over HTTP: a directory outside `--http-roots-under`.
+    #[error(
+        "root {dir} is not mounted: this HTTP server mounts only client roots inside {under} (--http-roots-under). A remote client's roots name directories of its own machine, not of the server's; offer a directory under {under}, or ask the operator to mount it with --mount"
+    )]
+    OutsideAllowed {
+        /// The directory, resolved.
+        dir: String,
+        /// The directory roots must be inside.
+        under: String,
     },
     /// The directory cannot be opened.
     #[error("root {dir} cannot be mounted: {reason}")]
@@ -219,6 +238,32 @@ fn unique_name(name: String, taken: &mut HashSet<String>) -> String {
         .map(|n| format!("{name}-{n}"))
         .find(|candidate| taken.insert(candidate.to_lowercase()))
         .unwrap_or(name)
+}
+
+/// Which client roots may be mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootsScope {
+    /// Any local directory but the unsafe ones ([`safe_directory`]): over stdio the client
+    /// runs on this machine, and its roots are its user's directories here.
+    Local,
+    /// Only directories inside this one (resolved): over HTTP with `--http-roots-under`. A
+    /// remote client's `file://` URIs name its own machine, so mounting them anywhere on the
+    /// server would hand it the server's files (`file:///etc`).
+    Under(PathBuf),
+}
+
+impl RootsScope {
+    /// `dir` (resolved) when this scope allows it.
+    pub fn check(&self, dir: PathBuf) -> Result<PathBuf, RootError> {
+        match self {
+            Self::Local => Ok(dir),
+            Self::Under(under) if dir.starts_with(under) => Ok(dir),
+            Self::Under(under) => Err(RootError::OutsideAllowed {
+                dir: dir.display().to_string(),
+                under: under.display().to_string(),
+            }),
+        }
+    }
 }
 
 /// One root directory, opened.
@@ -383,6 +428,11 @@ pub struct RootsFollower {
     state: tokio::sync::Mutex<FollowState>,
     /// Where the table's changes are announced: the mounted roots are registered there.
     changes: Option<Arc<ChangeHub>>,
+    /// Which roots may be mounted.
+    scope: RootsScope,
+    /// Over HTTP without `--http-roots-under`: roots are never mounted, and a client that
+    /// offers them is told so at `initialize`.
+    refused_over_http: bool,
 }
 
 #[derive(Debug, Default)]
@@ -402,6 +452,23 @@ impl RootsFollower {
         follower
     }
 
+    /// Over HTTP: follows roots inside `under` (`--http-roots-under`, resolved) when `table`
+    /// allows it; without `under`, never mounts them.
+    pub fn for_http(table: &MountTable, under: Option<&Path>) -> Self {
+        match under {
+            Some(under) => {
+                let mut follower = Self::for_table(table);
+                follower.scope = RootsScope::Under(under.to_path_buf());
+                follower
+            }
+            None => {
+                let mut follower = Self::disabled();
+                follower.refused_over_http = table.follows_client_roots();
+                follower
+            }
+        }
+    }
+
     /// Never mounts client roots.
     pub fn disabled() -> Self {
         Self::with(None)
@@ -414,7 +481,30 @@ impl RootsFollower {
             first_pending: AtomicBool::new(false),
             state: tokio::sync::Mutex::default(),
             changes: None,
+            scope: RootsScope::Local,
+            refused_over_http: false,
         }
+    }
+
+    /// What a client with these capabilities is told at `initialize` about its roots, beyond
+    /// the mount list: `None` when it offers none, or when they do not matter (`--mount`).
+    pub fn client_note(&self, client: Option<&rmcp::model::ClientCapabilities>) -> Option<String> {
+        let offers = client.is_some_and(|c| c.roots.is_some());
+        if !offers {
+            return None;
+        }
+        if self.refused_over_http {
+            return Some(ROOTS_REFUSED_OVER_HTTP.to_owned());
+        }
+        // With --mount, roots do not matter.
+        self.replaced.as_ref()?;
+        Some(match &self.scope {
+            RootsScope::Local => ROOTS_NOTE.to_owned(),
+            RootsScope::Under(under) => format!(
+                "{ROOTS_NOTE} Only roots inside the server's {} are mounted (--http-roots-under); others are refused.",
+                under.display()
+            ),
+        })
     }
 
     /// Whether the roots of a client with these capabilities are mounted: the table follows
@@ -492,7 +582,7 @@ impl RootsFollower {
             .get_or_insert_with(|| RootsBase::new(session.backend(), replaced))
             .clone();
         let previous = std::mem::take(&mut state.mounted);
-        let opened = open_roots(roots, &previous, base.taken_names()).await;
+        let opened = open_roots(roots, &previous, base.taken_names(), &self.scope).await;
         session.replace_backend(base.compose(&opened));
         // Registered before the previous registration goes, so directories still offered keep
         // their watch.
@@ -520,7 +610,9 @@ async fn open_roots(
     roots: Vec<Root>,
     previous: &[MountedRoot],
     taken: HashSet<String>,
+    scope: &RootsScope,
 ) -> Vec<MountedRoot> {
+    let scope_for_check = scope.clone();
     let checked = tokio::task::spawn_blocking(move || {
         let home = home_directory();
         let mut seen = HashSet::new();
@@ -532,8 +624,9 @@ async fn open_roots(
             );
         }
         for root in roots.into_iter().take(MAX_ROOTS) {
-            let dir =
-                path_of_file_uri(&root.uri).and_then(|path| safe_directory(&path, home.as_deref()));
+            let dir = path_of_file_uri(&root.uri)
+                .and_then(|path| safe_directory(&path, home.as_deref()))
+                .and_then(|dir| scope_for_check.check(dir));
             match dir {
                 Ok(dir) if seen.insert(dir.clone()) => {
                     let label = label_of(&root, &dir);
@@ -552,7 +645,7 @@ async fn open_roots(
         let reused = previous.iter().find(|root| root.dir == dir);
         let backend = match reused {
             Some(root) => root.backend.clone(),
-            None => match open_disk(dir.clone()).await {
+            None => match open_disk(dir.clone(), scope).await {
                 Ok(backend) => backend,
                 Err(error) => {
                     tracing::warn!("{error}");
@@ -573,19 +666,27 @@ async fn open_roots(
 /// like the working directory left out of the default table.
 #[allow(clippy::print_stderr)]
 fn warn_refused(error: &RootError) {
-    if matches!(error, RootError::Unsafe { .. }) {
+    if matches!(
+        error,
+        RootError::Unsafe { .. } | RootError::OutsideAllowed { .. }
+    ) {
         eprintln!("mountfs: warning: {error}");
     } else {
         tracing::warn!("{error}");
     }
 }
 
-async fn open_disk(dir: PathBuf) -> Result<Arc<dyn Backend>, RootError> {
+/// Opens `dir`, and checks `scope` again on the directory actually opened (the path could have
+/// been swapped for a symbolic link since it was resolved).
+async fn open_disk(dir: PathBuf, scope: &RootsScope) -> Result<Arc<dyn Backend>, RootError> {
     let shown = dir.display().to_string();
     let opened =
         tokio::task::spawn_blocking(move || DiskBackend::open(&dir, DiskOptions::default())).await;
     match opened {
-        Ok(Ok(backend)) => Ok(Arc::new(backend)),
+        Ok(Ok(backend)) => {
+            scope.check(backend.opened_dir())?;
+            Ok(Arc::new(backend))
+        }
         Ok(Err(error)) => Err(RootError::Open {
             dir: shown,
             reason: error.to_string(),

@@ -64,8 +64,7 @@ pub struct MountfsServer {
 /// Receivers kept for listens that have not started (a few at most: one per listen request).
 const MAX_EARLY_RECEIVERS: usize = 16;
 
-/// Told to a client whose roots will be mounted, after the mount list of the instructions.
-pub const ROOTS_NOTE: &str = "Your client's roots are mounted as disk mounts in place of the working directory: one root at /, several at /<root name>/ (ls / shows them); they follow roots/list_changed.";
+pub use crate::roots::ROOTS_NOTE;
 
 impl MountfsServer {
     /// A handler serving `session` with the tools of `registry`. `instructions` tell the client
@@ -100,8 +99,9 @@ impl MountfsServer {
         workspaces: Arc<Workspaces>,
         instructions: String,
         changes: Arc<ChangeHub>,
+        roots_under: Option<&std::path::Path>,
     ) -> Self {
-        let roots = Arc::new(RootsFollower::for_table(workspaces.table()));
+        let roots = Arc::new(RootsFollower::for_http(workspaces.table(), roots_under));
         Self {
             registry,
             workspace: WorkspaceSource::PerRequest(workspaces),
@@ -470,7 +470,9 @@ impl ServerHandler for MountfsServer {
         if self.roots.follows(Some(&request.capabilities)) {
             // Calls wait until the roots asked for after `initialized` are mounted.
             self.roots.expect_first_update();
-            result.instructions = Some(format!("{}\n{ROOTS_NOTE}", self.instructions));
+        }
+        if let Some(note) = self.roots.client_note(Some(&request.capabilities)) {
+            result.instructions = Some(format!("{}\n{note}", self.instructions));
         }
         Ok(result)
     }

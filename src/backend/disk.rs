@@ -159,6 +159,14 @@ impl DiskBackend {
         })
     }
 
+    /// The directory this backend holds open, as the kernel names it now (through
+    /// `/proc/self/fd`), so a check of where it is cannot be fooled by the path being swapped
+    /// for a symbolic link after it was resolved; the resolved path where there is no `/proc`.
+    pub fn opened_dir(&self) -> PathBuf {
+        std::fs::read_link(&self.inner.pinned_root)
+            .unwrap_or_else(|_| self.inner.pinned_root.clone())
+    }
+
     /// Removes temporary files left by writers that are gone; returns how many.
     pub fn sweep_stale_temp_files(&self) -> usize {
         temp::sweep_stale_temp_files(

@@ -3,13 +3,14 @@
 //!
 //! In order: refuse while shutting down (503); refuse a present `Origin` not allowed (403, the
 //! MCP spec's DNS-rebinding rule); refuse a missing or wrong bearer token (401 with
-//! `WWW-Authenticate`); refuse a session id this principal did not open (404, so the client
-//! starts a new session); read the body up to the cap (413) and answer malformed JSON-RPC with
-//! the JSON-RPC error it deserves (-32700 / -32600 / -32602, classified by
-//! `transport::message` exactly as stdio lines are) instead of the library's plain-text 415;
-//! refuse a new session over `--max-sessions` (503); give a file call its arrival turn (as the
-//! stdio reader does, see `transport::arrival`). After the library answers, a new session is recorded
-//! as owned by its principal, and a closed one is dropped.
+//! `WWW-Authenticate`; a valid one marks the connection proven, see `conns`); refuse a session
+//! id this principal did not open (404, so the client starts a new session); read the body up
+//! to the cap (413), within the room all requests' bodies share (503, [`BodyBudget`]), and
+//! answer malformed JSON-RPC with the JSON-RPC error it deserves (-32700 / -32600 / -32602,
+//! classified by `transport::message` exactly as stdio lines are) instead of the library's
+//! plain-text 415; refuse a new session over `--max-sessions` (503); give a file call its
+//! arrival turn (as the stdio reader does, see `transport::arrival`). After the library
+//! answers, a new session is recorded as owned by its principal, and a closed one is dropped.
 //!
 //! Every refusal happens before anything is touched, and none logs the token.
 
@@ -22,7 +23,7 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -31,6 +32,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::auth::Tokens;
+use super::conns::ConnMark;
 use crate::server::MountfsServer;
 use crate::transport;
 use crate::transport::message::{self, Incoming};
@@ -41,6 +43,8 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 
 /// JSON-RPC implementation-defined: refused by the server (auth, origin, limits, shutdown).
 const SERVER_REFUSED: i64 = -32000;
+/// JSON-RPC "Internal error".
+const INTERNAL_ERROR: i64 = -32603;
 /// JSON-RPC implementation-defined: unknown session (the code other MCP SDKs use).
 const SESSION_NOT_FOUND: i64 = -32001;
 
@@ -61,6 +65,8 @@ pub struct Gate {
     /// Longest wait for a whole request body once its headers arrived (`--body-timeout`): a
     /// client trickling a body in holds a connection, its buffer and shutdown no longer than this.
     pub body_timeout: std::time::Duration,
+    /// The request-body bytes all requests may hold at once (`--max-body-total`).
+    pub bodies: BodyBudget,
     /// Set when shutdown starts: new requests are refused.
     pub draining: AtomicBool,
     /// POST requests whose answer is not yet fully sent.
@@ -77,6 +83,85 @@ impl std::fmt::Debug for Gate {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("in_flight", &self.in_flight)
             .finish_non_exhaustive()
+    }
+}
+
+/// Bodies of at most this many bytes (every ordinary call) are read without asking the
+/// [`BodyBudget`]: big writes holding it cannot keep other agents' calls out. Their sum is
+/// bounded by the connection cap (`--max-connections` × 64 KiB).
+pub const SMALL_BODY_BYTES: usize = 64 * 1024;
+
+/// How many seconds a client refused for want of body room is told to wait.
+const BODY_RETRY_SECONDS: &str = "1";
+
+/// The request-body bytes held at once across all requests (`--max-body-total`), counted in
+/// KiB. A body larger than [`SMALL_BODY_BYTES`] takes its room before it is read (by its
+/// `Content-Length`) or as it streams in, and keeps it until its answer has been sent: the
+/// parsed request and the work it starts live that long. A body that finds no room is refused
+/// at once (503 with `Retry-After`) rather than queued, so that its connection is not held.
+#[derive(Debug)]
+pub struct BodyBudget {
+    room: Arc<tokio::sync::Semaphore>,
+    total_bytes: usize,
+}
+
+/// Room taken from the [`BodyBudget`], given back when dropped.
+pub type BodyRoom = Option<tokio::sync::OwnedSemaphorePermit>;
+
+impl BodyBudget {
+    /// A budget of `total_bytes`.
+    pub fn new(total_bytes: usize) -> Self {
+        let kib = total_bytes
+            .div_ceil(1024)
+            .min(tokio::sync::Semaphore::MAX_PERMITS);
+        Self {
+            room: Arc::new(tokio::sync::Semaphore::new(kib)),
+            total_bytes,
+        }
+    }
+
+    /// Grows `held` (room for `held_kib` KiB) to room for `bytes`; whether there was room.
+    fn reserve(&self, held: &mut BodyRoom, held_kib: &mut usize, bytes: usize) -> bool {
+        let wanted = bytes.div_ceil(1024);
+        if wanted <= *held_kib {
+            return true;
+        }
+        let Ok(more) = u32::try_from(wanted - *held_kib) else {
+            return false;
+        };
+        match self.room.clone().try_acquire_many_owned(more) {
+            Ok(permit) => {
+                match held {
+                    Some(held) => held.merge(permit),
+                    None => *held = Some(permit),
+                }
+                *held_kib = wanted;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The 503 of a body that found no room.
+    fn busy(&self) -> Response {
+        tracing::info!(
+            total = self.total_bytes,
+            "refused a request body: --max-body-total is held by other requests"
+        );
+        let mut response = jsonrpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            SERVER_REFUSED,
+            &format!(
+                "Server busy: the request bodies being handled already hold this server's limit of {} bytes (--max-body-total); nothing was run. Send the request again after the Retry-After seconds",
+                self.total_bytes
+            ),
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static(BODY_RETRY_SECONDS),
+        );
+        response
     }
 }
 
@@ -119,7 +204,8 @@ pub fn origin_is_allowed(origin: &str, allowed: &[String]) -> bool {
 
 /// The `/mcp` endpoint: the gate, then the MCP library.
 pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Response {
-    let admitted = match admit(&gate, request.headers()) {
+    let mark = request.extensions().get::<ConnMark>();
+    let admitted = match admit(&gate, request.headers(), mark) {
         Ok(admitted) => admitted,
         Err(refusal) => return *refusal,
     };
@@ -141,8 +227,13 @@ struct Admitted {
 }
 
 /// The checks on headers alone, in order (see the module doc): shutdown, Origin, token,
-/// session ownership.
-fn admit(gate: &Gate, headers: &http::HeaderMap) -> Result<Admitted, Box<Response>> {
+/// session ownership. A valid token proves the connection (`conns`): it is no longer closed
+/// to make room for new ones.
+fn admit(
+    gate: &Gate,
+    headers: &http::HeaderMap,
+    mark: Option<&ConnMark>,
+) -> Result<Admitted, Box<Response>> {
     if gate.draining.load(Ordering::SeqCst) {
         let mut response = jsonrpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -176,6 +267,9 @@ fn admit(gate: &Gate, headers: &http::HeaderMap) -> Result<Admitted, Box<Respons
     else {
         return Err(Box::new(unauthorized(authorization.is_some())));
     };
+    if let Some(mark) = mark {
+        mark.prove();
+    }
     let session_id = match headers.get(SESSION_HEADER).map(HeaderValue::to_str) {
         None => None,
         Some(Ok(id)) => Some(id.to_owned()),
@@ -249,11 +343,16 @@ async fn post(
     body: Body,
 ) -> Response {
     let in_flight = InFlight::enter(gate);
-    let body = match read_body(&parts.headers, body, gate.max_body_bytes, gate.body_timeout).await {
-        Ok(body) => body,
+    let (body, room) = match read_body(&parts.headers, body, gate).await {
+        Ok(read) => read,
         Err(response) => return response,
     };
-    let mut message = match message::classify(&body) {
+    let classified = message::classify(&body);
+    // The body as received goes as soon as it is parsed: a big write holds as few copies of its
+    // body at once as can be (issue 25: the body budget counts one).
+    let received = body.len();
+    drop(body);
+    let mut message = match classified {
         Incoming::Message(message) => *message,
         Incoming::Answer(answer) => return json_response(StatusCode::BAD_REQUEST, &answer),
         Incoming::Dropped(reason) => {
@@ -289,12 +388,21 @@ async fn post(
         &mut parts,
     );
     // The library parses the body again itself: hand it the message as classified (a byte-order
-    // mark, stray CRs and the like are gone), with the turn travelling in `parts`.
-    let body = match serde_json::to_vec(&message) {
-        Ok(normalised) => Bytes::from(normalised),
-        Err(_) => body,
-    };
+    // mark, stray CRs and the like are gone), with the turn travelling in `parts`. Sized from
+    // the body received, so the buffer is not grown (and copied) as it fills.
+    let mut normalised = Vec::with_capacity(received.saturating_add(256));
+    if let Err(error) = serde_json::to_writer(&mut normalised, &message) {
+        return jsonrpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Value::Null,
+            INTERNAL_ERROR,
+            &format!(
+                "Internal error: the request could not be passed on ({error}); nothing was run. Send it again"
+            ),
+        );
+    }
     drop(message);
+    let body = Bytes::from(normalised);
     let response = gate
         .mcp
         .handle(Request::from_parts(parts, http_body_util::Full::new(body)))
@@ -316,6 +424,7 @@ async fn post(
         Body::new(InFlightBody {
             inner: Body::new(body),
             _in_flight: in_flight,
+            _room: room,
         }),
     )
 }
@@ -342,14 +451,16 @@ fn unknown_session() -> Response {
     )
 }
 
-/// Reads the body, refusing one over `max` bytes (by `Content-Length` before reading, or as it
-/// streams in) or not complete within `timeout` (408).
+/// Reads the body, refusing one over `--max-body` bytes (by `Content-Length` before reading,
+/// or as it streams in; 413), one not complete within `--body-timeout` (408), and one that
+/// finds no room in the [`BodyBudget`] (503). Returns the body and the room it holds.
 async fn read_body(
     headers: &http::HeaderMap,
-    body: Body,
-    max: usize,
-    timeout: std::time::Duration,
-) -> Result<Bytes, Response> {
+    mut body: Body,
+    gate: &Gate,
+) -> Result<(Bytes, BodyRoom), Response> {
+    let max = gate.max_body_bytes;
+    let timeout = gate.body_timeout;
     let too_large = |size: Option<u64>| {
         let size = size.map_or_else(|| "over".to_owned(), |n| format!("{n} bytes,"));
         jsonrpc_error(
@@ -370,9 +481,59 @@ async fn read_body(
     {
         return Err(too_large(Some(length)));
     }
-    let Ok(collected) = tokio::time::timeout(timeout, Limited::new(body, max).collect()).await
-    else {
-        return Err(jsonrpc_error(
+    let declared = declared.and_then(|n| usize::try_from(n).ok());
+    let mut room: BodyRoom = None;
+    let mut room_kib = 0;
+    // A body that finds no room is still read to its end, and thrown away as it comes: the
+    // client then gets the 503 and its Retry-After on a connection still usable, instead of a
+    // broken pipe in the middle of its upload.
+    let mut refused = declared.is_some_and(|length| {
+        length > SMALL_BODY_BYTES && !gate.bodies.reserve(&mut room, &mut room_kib, length)
+    });
+    let capacity = if refused {
+        0
+    } else {
+        declared.unwrap_or(0).min(max)
+    };
+    let mut collected = bytes::BytesMut::with_capacity(capacity);
+    let mut received = 0usize;
+    let read = tokio::time::timeout(timeout, async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|error| {
+                jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    message::INVALID_REQUEST,
+                    &format!("The request body could not be read ({error}); send it again"),
+                )
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            received += data.len();
+            if received > max {
+                return Err(too_large(None));
+            }
+            if !refused
+                && received > SMALL_BODY_BYTES
+                && !gate.bodies.reserve(&mut room, &mut room_kib, received)
+            {
+                refused = true;
+                room = None;
+                collected = bytes::BytesMut::new();
+            }
+            if !refused {
+                collected.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match read {
+        Ok(Ok(())) if refused => Err(gate.bodies.busy()),
+        Ok(Ok(())) => Ok((collected.freeze(), room)),
+        Ok(Err(response)) => Err(response),
+        Err(_) => Err(jsonrpc_error(
             StatusCode::REQUEST_TIMEOUT,
             Value::Null,
             message::INVALID_REQUEST,
@@ -380,16 +541,6 @@ async fn read_body(
                 "Request timeout: the body did not arrive whole within {} s (--body-timeout); nothing was run. Send the request again in one piece",
                 timeout.as_secs_f64()
             ),
-        ));
-    };
-    match collected {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large(None)),
-        Err(error) => Err(jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            message::INVALID_REQUEST,
-            &format!("The request body could not be read ({error}); send it again"),
         )),
     }
 }
@@ -443,6 +594,8 @@ impl Drop for InFlight {
 struct InFlightBody {
     inner: Body,
     _in_flight: InFlight,
+    /// The request body's room in the [`BodyBudget`], held until the answer is sent.
+    _room: BodyRoom,
 }
 
 impl http_body::Body for InFlightBody {
@@ -478,6 +631,25 @@ pub async fn close_sessions(sessions: &LocalSessionManager, ids: Vec<Arc<str>>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_body_budget_grows_refuses_beyond_its_total_and_is_given_back() {
+        let budget = BodyBudget::new(100 * 1024);
+        let (mut first, mut first_kib) = (None, 0);
+        assert!(budget.reserve(&mut first, &mut first_kib, 30 * 1024));
+        assert!(budget.reserve(&mut first, &mut first_kib, 60 * 1024 + 1));
+        assert_eq!(first_kib, 61);
+        let (mut second, mut second_kib) = (None, 0);
+        assert!(!budget.reserve(&mut second, &mut second_kib, 40 * 1024));
+        assert!(second.is_none());
+        assert!(budget.reserve(&mut second, &mut second_kib, 39 * 1024));
+        drop(first);
+        let (mut third, mut third_kib) = (None, 0);
+        assert!(budget.reserve(&mut third, &mut third_kib, 61 * 1024));
+        let busy = budget.busy();
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
+    }
 
     #[test]
     fn origins_match_exactly_or_on_any_port() {

@@ -7,9 +7,11 @@
 //! requests, has its own workspace (`workspace.rs`). On the shutdown signal the server refuses
 //! new requests, lets the calls in flight finish, then closes the streams and exits.
 //!
-//! [`auth`] owns tokens; this file owns the flags, binding, the router and the shutdown order.
+//! [`auth`] owns tokens; [`conns`] the connections (accept loop, header timeout, connection cap,
+//! open-files limit); this file owns the flags, binding, the router and the shutdown order.
 
 pub mod auth;
+pub mod conns;
 pub mod gate;
 
 use std::net::SocketAddr;
@@ -22,7 +24,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{any, get};
-use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Notify;
@@ -45,6 +46,11 @@ pub const DEFAULT_MAX_SESSIONS: usize = 256;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Default `--body-timeout`.
 pub const DEFAULT_BODY_TIMEOUT: &str = "30s";
+/// Default `--max-body-total` (bytes): two bodies of the default `--max-body` at once. A
+/// request holds about five times its body while it runs (the body, the MCP library's parse of
+/// it, the tool's and the audit log's copies), so this bounds big writes to ~170 MiB above the
+/// server's base (README, "Connections and memory").
+pub const DEFAULT_MAX_BODY_TOTAL_BYTES: usize = 2 * DEFAULT_MAX_BODY_BYTES;
 /// How long shutdown waits for the calls in flight before closing anyway.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
@@ -84,6 +90,29 @@ pub struct HttpArgs {
     /// 2m); a slower body gets 408 and nothing runs.
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_BODY_TIMEOUT, value_parser = parse_duration)]
     pub body_timeout: Duration,
+
+    /// With --http: the most request-body bytes held at once across all requests; a body
+    /// that would go beyond gets 503 with Retry-After (bodies of at most 64 KiB, every
+    /// ordinary call, are never refused). At least --max-body.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_TOTAL_BYTES, value_parser = parse_positive)]
+    pub max_body_total: usize,
+
+    /// With --http: at most this many open connections. When full, the oldest connection
+    /// that has not yet sent a request with a valid token is closed for the new one (lowered to
+    /// fit the open-files limit, which is raised to its hard limit at start-up).
+    #[arg(long, value_name = "N", default_value_t = conns::DEFAULT_MAX_CONNECTIONS, value_parser = parse_positive)]
+    pub max_connections: usize,
+
+    /// With --http: longest wait for a request's headers (and for the next request on an
+    /// idle keep-alive connection); a slower client's connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = conns::DEFAULT_HEADER_TIMEOUT, value_parser = parse_duration)]
+    pub header_timeout: Duration,
+
+    /// With --http and no --mount: mount MCP client roots, but only those inside DIR (a
+    /// directory on this server). Without it, HTTP clients' roots are never mounted: a remote
+    /// client's file:// roots name its own machine, not this one.
+    #[arg(long, value_name = "DIR", requires = "http")]
+    pub http_roots_under: Option<PathBuf>,
 }
 
 /// A count above zero.
@@ -141,6 +170,24 @@ pub enum HttpError {
     /// Serving failed.
     #[error("HTTP server: {0}")]
     Serve(String),
+    /// `--http-roots-under` is not a usable directory.
+    #[error("--http-roots-under {dir}: {reason}. Give an existing directory on this server")]
+    RootsUnder {
+        /// The directory as given.
+        dir: String,
+        /// Why.
+        reason: String,
+    },
+    /// `--max-body-total` below `--max-body`.
+    #[error(
+        "--max-body-total {total} is below --max-body {max}: one largest body could never be read. Raise --max-body-total or lower --max-body"
+    )]
+    BodyTotal {
+        /// `--max-body-total`.
+        total: usize,
+        /// `--max-body`.
+        max: usize,
+    },
 }
 
 /// A bound, not yet serving, HTTP server.
@@ -150,6 +197,8 @@ pub struct HttpServer {
     args: HttpArgs,
     tokens: Tokens,
     generated_token: Option<String>,
+    /// `--http-roots-under`, resolved.
+    roots_under: Option<PathBuf>,
 }
 
 impl HttpServer {
@@ -160,6 +209,16 @@ impl HttpServer {
         let bind_error = |reason: String| HttpError::Bind {
             addr: addr.clone(),
             reason,
+        };
+        if args.max_body_total < args.max_body {
+            return Err(HttpError::BodyTotal {
+                total: args.max_body_total,
+                max: args.max_body,
+            });
+        }
+        let roots_under = match &args.http_roots_under {
+            Some(dir) => Some(resolve_roots_under(dir)?),
+            None => None,
         };
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&addr)
             .await
@@ -189,6 +248,7 @@ impl HttpServer {
             args,
             tokens,
             generated_token,
+            roots_under,
         })
     }
 
@@ -243,6 +303,7 @@ impl HttpServer {
             max_sessions: self.args.max_sessions,
         };
         let changes = table.changes().clone();
+        let table_follows_roots = table.follows_client_roots();
         let workspaces = Arc::new(Workspaces::new(table, write_options, limits));
         let local = self.local_addr()?;
         let stop_streams = CancellationToken::new();
@@ -264,13 +325,24 @@ impl HttpServer {
         if !local.ip().is_loopback() {
             config = config.disable_allowed_hosts();
         }
+        if !table_follows_roots && self.roots_under.is_some() {
+            tracing::warn!(
+                "--http-roots-under has no effect with --mount: a table the operator gave is never widened by client roots"
+            );
+        } else if table_follows_roots && self.roots_under.is_none() {
+            tracing::info!(
+                "HTTP clients' roots are not mounted (no --http-roots-under): every client sees the mount table"
+            );
+        }
         let factory_workspaces = workspaces.clone();
+        let roots_under = self.roots_under.clone();
         let factory = move || {
             Ok(MountfsServer::over_http(
                 registry.clone(),
                 factory_workspaces.clone(),
                 instructions.clone(),
                 changes.clone(),
+                roots_under.as_deref(),
             ))
         };
         let mcp = StreamableHttpService::new(factory, sessions.clone(), config);
@@ -282,6 +354,7 @@ impl HttpServer {
             allowed_origins: self.args.allow_origins.clone(),
             max_body_bytes: self.args.max_body,
             body_timeout: self.args.body_timeout,
+            bodies: gate::BodyBudget::new(self.args.max_body_total),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
@@ -298,21 +371,37 @@ impl HttpServer {
             drain(&drain_gate).await;
             stop_streams.cancel();
         };
-        tracing::info!(url = %format!("http://{local}/mcp"), tokens = self.tokens.len(), "serving MCP over Streamable HTTP");
-        // An answer goes out as an SSE stream in several small writes (headers, priming event,
-        // message, end); with Nagle's algorithm each waits for the client's delayed ACK, ~40 ms
-        // a call (measured by benches/http.rs).
-        let listener = self.listener.tap_io(|stream| {
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(graceful)
-            .await;
+        let open_files = conns::raise_open_files_limit();
+        let limits = conns::ConnLimits {
+            max_connections: conns::effective_cap(self.args.max_connections, open_files),
+            header_timeout: self.args.header_timeout,
+        };
+        let connections = Arc::new(conns::Connections::new(limits.max_connections));
+        tracing::info!(
+            url = %format!("http://{local}/mcp"),
+            tokens = self.tokens.len(),
+            max_connections = limits.max_connections,
+            open_files,
+            "serving MCP over Streamable HTTP"
+        );
+        conns::serve(self.listener, app, limits, connections, graceful).await;
         sweeper.abort();
-        served.map_err(|e| HttpError::Serve(e.to_string()))
+        Ok(())
     }
+}
+
+/// `--http-roots-under DIR` resolved: an existing directory, symbolic links followed (roots are
+/// compared with it after resolving theirs).
+fn resolve_roots_under(dir: &std::path::Path) -> Result<PathBuf, HttpError> {
+    let error = |reason: String| HttpError::RootsUnder {
+        dir: dir.display().to_string(),
+        reason,
+    };
+    let resolved = std::fs::canonicalize(dir).map_err(|e| error(e.to_string()))?;
+    if !resolved.is_dir() {
+        return Err(error("not a directory".to_owned()));
+    }
+    Ok(resolved)
 }
 
 /// `GET /healthz`: 200 while serving, 503 once shutdown has begun (so a load balancer stops

@@ -369,4 +369,16 @@ fn help_shows_the_mount_grammar_and_default_table() {
         "{help}"
     );
     assert!(help.contains("With --mount, roots are ignored."), "{help}");
+    // The HTTP limits of issue 25, with their defaults.
+    for flag in [
+        "--http-roots-under <DIR>",
+        "--max-connections <N>",
+        "[default: 1024]",
+        "--header-timeout <DURATION>",
+        "[default: 10s]",
+        "--max-body-total <BYTES>",
+        "[default: 33554432]",
+    ] {
+        assert!(help.contains(flag), "{flag}: {help}");
+    }
 }

@@ -42,9 +42,40 @@ impl Server {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_limited(cwd, addr, args, env, None).await
+    }
+
+    /// [`Server::start_in`], the process starting with a soft open-files limit of
+    /// `open_files` when given (the hard limit stays), as a service manager's default of 1024.
+    pub async fn start_limited(
+        cwd: Option<&std::path::Path>,
+        addr: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        open_files: Option<u64>,
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mountfs"));
         if let Some(cwd) = cwd {
             command.current_dir(cwd);
+        }
+        if let Some(soft) = open_files {
+            // SAFETY: only setrlimit(2), async-signal-safe, runs between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let mut limit = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    limit.rlim_cur = soft.min(limit.rlim_max);
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         command
             .arg("--http")
@@ -153,6 +184,8 @@ pub struct Client {
     pub next_id: u64,
     /// Extra headers sent with every request (e.g. `Origin`).
     pub extra_headers: Vec<(String, String)>,
+    /// How many TCP connections this client has opened (one unless the server closed one).
+    pub connects: usize,
 }
 
 impl Client {
@@ -173,6 +206,7 @@ impl Client {
             sender: None,
             next_id: 1,
             extra_headers: Vec::new(),
+            connects: 0,
         }
     }
 
@@ -188,6 +222,7 @@ impl Client {
                 .expect("handshake");
             tokio::spawn(connection);
             self.sender = Some(sender);
+            self.connects += 1;
         }
         self.sender.as_mut().unwrap()
     }

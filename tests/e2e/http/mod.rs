@@ -5,7 +5,9 @@
 
 mod client;
 mod conformance;
+mod connections;
 mod corpus;
+mod roots;
 
 use std::time::Duration;
 
@@ -878,8 +880,9 @@ async fn a_body_trickling_in_gets_408_and_does_not_hold_shutdown() {
     drop(stalled);
 }
 
-/// Without --mount, each MCP session mounts its own client's roots, and follows their changes
-/// (issue 12), with the official MCP Python SDK's Streamable HTTP client as both agents.
+/// Without --mount and with --http-roots-under, each MCP session mounts its own client's roots,
+/// and follows their changes (issue 12), with the official MCP Python SDK's Streamable HTTP
+/// client as both agents.
 #[tokio::test]
 async fn each_http_session_mounts_its_own_clients_roots() {
     if !python_sdk_http_available() {
@@ -907,7 +910,15 @@ async fn each_http_session_mounts_its_own_clients_roots() {
         ("XDG_DATA_HOME", data.as_str()),
         ("HOME", home.as_str()),
     ];
-    let server = Server::start_in(Some(std::path::Path::new(&cwd)), "127.0.0.1:0", &[], &env).await;
+    // Over HTTP, client roots are mounted only inside --http-roots-under (issue 25).
+    let under = top.path().to_string_lossy().into_owned();
+    let server = Server::start_in(
+        Some(std::path::Path::new(&cwd)),
+        "127.0.0.1:0",
+        &["--http-roots-under", &under],
+        &env,
+    )
+    .await;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/sdk_http_roots.py"
