@@ -6,6 +6,7 @@
 mod client;
 mod conformance;
 mod corpus;
+mod quota;
 
 use std::time::Duration;
 
