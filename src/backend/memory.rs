@@ -446,3 +446,82 @@ impl Backend for MemoryBackend {
         Ok(out.finish())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::quota::{MemoryAccount, MemoryBudget, MemoryLimit};
+
+    fn p(s: &str) -> VirtualPath {
+        VirtualPath::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_change_keeps_the_account_exact_and_a_drop_gives_all_back() {
+        let budget = Arc::new(MemoryBudget::new(1000));
+        let account = MemoryAccount::new(100, budget.clone());
+        let memory = MemoryBackend::accounted(account.clone());
+        memory
+            .write(&p("/a"), &[1; 60], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        memory
+            .write(&p("/d/b"), &[2; 30], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 90);
+        let refused = memory
+            .write(&p("/c"), &[3; 11], WriteMode::Overwrite)
+            .await
+            .unwrap_err();
+        match refused {
+            Error::MemoryFull { path, refused, .. } => {
+                assert_eq!(path, p("/c"));
+                assert_eq!(refused.limit, MemoryLimit::Quota);
+                assert_eq!((refused.used, refused.needed), (90, 11));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            memory.stat(&p("/c")).await.unwrap().is_none(),
+            "nothing changed"
+        );
+        // Growing a file needs only the difference; shrinking gives the rest back.
+        memory
+            .write(&p("/a"), &[1; 70], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 100);
+        memory
+            .write(&p("/a"), &[1; 10], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 40);
+        // A rename over a file frees the file replaced.
+        let options = RenameOptions {
+            replacing: Some(Version::of_content(&[1; 10])),
+            ..RenameOptions::default()
+        };
+        memory.rename(&p("/d/b"), &p("/a"), &options).await.unwrap();
+        assert_eq!(account.used(), 30);
+        memory
+            .write(&p("/d/e"), &[4; 5], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        memory
+            .delete(
+                &p("/d"),
+                &DeleteOptions {
+                    recursive: true,
+                    ..DeleteOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 30);
+        drop(memory);
+        assert_eq!((account.used(), budget.used()), (0, 0));
+    }
+}
