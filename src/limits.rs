@@ -62,13 +62,14 @@ pub struct Limits {
 
     /// The most bytes one workspace (the stdio session, an HTTP session or a stateless
     /// principal) holds in memory: files of memory mounts and /scratch/, in-memory overlay
-    /// layers, undo history. A write past it is refused, naming what to free. Default 256 MiB.
+    /// layers, undo history. A write past it is refused, naming what to free. Default 256 MiB; sizes take K, M or G
+    /// (e.g. 64M).
     #[arg(long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_QUOTA, value_parser = parse_bytes)]
     pub memory_quota: u64,
 
     /// The most bytes all workspaces together hold in memory (as --memory-quota counts them).
     /// Past it, writes into memory are refused and new HTTP sessions get 503; reads and
-    /// disk/store work go on. Default 1 GiB.
+    /// disk/store work go on. Default 1 GiB (e.g. 4G).
     #[arg(long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_BUDGET, value_parser = parse_bytes)]
     pub memory_budget: u64,
 }
