@@ -26,7 +26,8 @@
 //!   endings, bytes decoded to LF text once (`text::encoding::decode_to_lf`), language by file
 //!   name).
 //! - [`session`]: per-session read ledger, undo history and file locks; [`limits`]: the
-//!   memory bounds (one flag each) every tool keeps whatever the file size.
+//!   memory bounds (one flag each) every tool keeps whatever the file size; [`quota`]: what a
+//!   workspace, and the whole server, may hold in memory (`--memory-quota`, `--memory-budget`).
 //! - [`registry`]: tool definitions (from the rows of `tools::table` and their `schemas/`
 //!   files) that a server lists, argument validation.
 //! - [`exec`]: the opt-in `execute` tool: shell, Landlock sandbox, timeout and cancellation.
@@ -66,6 +67,7 @@ pub mod limits;
 pub mod mounts;
 pub mod path;
 pub mod prompt;
+pub mod quota;
 pub mod registry;
 pub mod resources;
 pub mod roots;

@@ -14,6 +14,10 @@
 //!   (a pattern over it is an error naming the flag) and the cache of its lazy DFA (past it the
 //!   engine falls back to slower matching; memory stays bounded).
 //!
+//! - `--memory-quota` / `--memory-budget`: what one workspace holds in memory (memory mounts,
+//!   `/scratch/`, in-memory overlay layers, undo history), and all workspaces together; a
+//!   change past either is refused before anything changes (see [`crate::quota`]).
+//!
 //! This module only holds the numbers and their flags; each tool applies its own.
 
 /// Default of `--max-edit-bytes`: 16 MiB.
@@ -55,6 +59,46 @@ pub struct Limits {
     /// to a slower engine instead of growing.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_REGEX_DFA_SIZE_LIMIT)]
     pub regex_dfa_size_limit: usize,
+
+    /// The most bytes one workspace (the stdio session, an HTTP session or a stateless
+    /// principal) holds in memory: files of memory mounts and /scratch/, in-memory overlay
+    /// layers, undo history. A write past it is refused, naming what to free. Default 256 MiB; sizes take K, M or G
+    /// (e.g. 64M).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_QUOTA, value_parser = parse_bytes)]
+    pub memory_quota: u64,
+
+    /// The most bytes all workspaces together hold in memory (as --memory-quota counts them).
+    /// Past it, writes into memory are refused and new HTTP sessions get 503; reads and
+    /// disk/store work go on. Default 1 GiB (e.g. 4G).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_BUDGET, value_parser = parse_bytes)]
+    pub memory_budget: u64,
+}
+
+/// A size in bytes, with an optional unit: `1048576`, `512K`, `256M`, `1G` (also `KiB`, `MiB`,
+/// `GiB`; powers of 1024).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let at = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(at);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?}: give a number of bytes, optionally with K, M or G (e.g. 256M)"
+            ));
+        }
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: give a number of bytes, e.g. 268435456 or 256M"))?;
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?}: too large"))
 }
 
 impl Default for Limits {
@@ -65,6 +109,8 @@ impl Default for Limits {
             grep_max_line_bytes: DEFAULT_GREP_MAX_LINE_BYTES,
             regex_size_limit: DEFAULT_REGEX_SIZE_LIMIT,
             regex_dfa_size_limit: DEFAULT_REGEX_DFA_SIZE_LIMIT,
+            memory_quota: crate::quota::DEFAULT_MEMORY_QUOTA,
+            memory_budget: crate::quota::DEFAULT_MEMORY_BUDGET,
         }
     }
 }
@@ -118,6 +164,18 @@ mod tests {
         assert_eq!(cli.limits, Limits::default());
         assert_eq!(cli.limits.max_edit_bytes, 16 * 1024 * 1024);
         assert_eq!(cli.limits.max_undo_snapshot_bytes(), 32 * 1024 * 1024);
+        assert_eq!(cli.limits.memory_quota, 256 * 1024 * 1024);
+        assert_eq!(cli.limits.memory_budget, 1024 * 1024 * 1024);
+    }
+
+    #[test]
+    fn sizes_take_units() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("512K"), Ok(512 << 10));
+        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("2g"), Ok(2 << 30));
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("").is_err());
     }
 
     #[test]
@@ -134,6 +192,10 @@ mod tests {
             "40",
             "--regex-dfa-size-limit",
             "50",
+            "--memory-quota",
+            "64M",
+            "--memory-budget",
+            "70",
         ])
         .unwrap();
         assert_eq!(
@@ -144,6 +206,8 @@ mod tests {
                 grep_max_line_bytes: 30,
                 regex_size_limit: 40,
                 regex_dfa_size_limit: 50,
+                memory_quota: 64 * 1024 * 1024,
+                memory_budget: 70,
             }
         );
     }

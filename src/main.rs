@@ -259,6 +259,7 @@ fn main() -> ExitCode {
             mountfs::audit::spawn_pruning(log);
         }
         let audit_log = audit.clone();
+        let memory_budget = cli.limits.memory_budget;
         let table = match MountTable::open(specs).await {
             // Client roots replace the working directory of the default table only: never
             // widen a table the operator gave.
@@ -269,6 +270,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        let table = table.with_memory_budget(memory_budget);
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
             limits: cli.limits,

@@ -22,6 +22,7 @@ use crate::backend::{
 use crate::changes::ChangeHub;
 use crate::config::{BackendSpec, MountSpec, OverlaySpec, display_prefix};
 use crate::path::VirtualPath;
+use crate::quota::{MemoryAccount, MemoryBudget};
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 
 /// A mount that could not be opened.
@@ -78,6 +79,8 @@ pub struct MountTable {
     changes: Arc<ChangeHub>,
     /// Where every change through a tool is logged (`--audit`), when anywhere.
     audit: Option<Arc<crate::audit::AuditLog>>,
+    /// What all workspaces together may hold in memory (`--memory-budget`).
+    memory: Arc<MemoryBudget>,
 }
 
 impl MountTable {
@@ -151,6 +154,7 @@ impl MountTable {
             follows_client_roots: false,
             changes,
             audit: None,
+            memory: Arc::new(MemoryBudget::unlimited()),
         })
     }
 
@@ -181,6 +185,18 @@ impl MountTable {
         self
     }
 
+    /// Holds all workspaces of this table together to `budget` bytes of memory
+    /// (`--memory-budget`; unlimited until set).
+    pub fn with_memory_budget(mut self, budget: u64) -> Self {
+        self.memory = Arc::new(MemoryBudget::new(budget));
+        self
+    }
+
+    /// The server-wide memory budget every workspace's account draws on.
+    pub fn memory_budget(&self) -> &Arc<MemoryBudget> {
+        &self.memory
+    }
+
     /// The audit log, when the changes are logged.
     pub fn audit(&self) -> Option<&Arc<crate::audit::AuditLog>> {
         self.audit.as_ref()
@@ -202,7 +218,9 @@ impl MountTable {
         workspace: &str,
         write_options: crate::session::WriteOptions,
     ) -> crate::session::Session {
-        crate::session::Session::new(Arc::new(self.workspace_backend(workspace)), write_options)
+        let account = MemoryAccount::new(write_options.limits.memory_quota, self.memory.clone());
+        let backend = self.accounted_backend(workspace, account.clone());
+        crate::session::Session::accounted(Arc::new(backend), write_options, account)
             .with_audit(self.audit.clone())
     }
 
@@ -220,6 +238,17 @@ impl MountTable {
     /// A new workspace's view: fresh memory mounts, shared everything else, and for each
     /// overlay mount the layer of the workspace named `workspace` (a fresh one in memory).
     pub fn workspace_backend(&self, workspace: &str) -> CompositeBackend {
+        self.accounted_backend(workspace, MemoryAccount::unlimited())
+    }
+
+    /// [`Self::workspace_backend`] whose memory mounts and in-memory overlay layers count
+    /// against `account` (the workspace's quota, issue 34).
+    pub fn accounted_backend(
+        &self,
+        workspace: &str,
+        account: Arc<MemoryAccount>,
+    ) -> CompositeBackend {
+        let memory = || Arc::new(MemoryBackend::accounted(account.clone()));
         let mut overlays = Vec::new();
         let mounts = self
             .mounts
@@ -227,14 +256,15 @@ impl MountTable {
             .map(|(spec, opened)| Mount {
                 prefix: spec.prefix.clone(),
                 backend: match opened {
-                    Opened::PerSession => Arc::new(MemoryBackend::new()) as Arc<dyn Backend>,
+                    Opened::PerSession => memory() as Arc<dyn Backend>,
                     Opened::Shared(backend) => backend.clone(),
                     Opened::Overlay {
                         base,
                         layers,
                         no_ignore,
                     } => {
-                        let overlay = layers.overlay(base, &spec.prefix, workspace, *no_ignore);
+                        let overlay =
+                            layers.overlay(base, &spec.prefix, workspace, *no_ignore, &account);
                         overlays.push((spec.prefix.clone(), overlay.clone()));
                         overlay as Arc<dyn Backend>
                     }
@@ -242,7 +272,7 @@ impl MountTable {
                 read_only: spec.read_only,
             })
             .collect();
-        CompositeBackend::new(mounts, || Arc::new(MemoryBackend::new())).with_overlays(overlays)
+        CompositeBackend::new(mounts, || memory() as Arc<dyn Backend>).with_overlays(overlays)
     }
 
     /// Whether any mount is an overlay (the review tools are served then).
@@ -279,11 +309,13 @@ impl LayerHome {
         prefix: &VirtualPath,
         workspace: &str,
         no_ignore: bool,
+        account: &Arc<MemoryAccount>,
     ) -> Arc<OverlayBackend> {
         match self {
-            Self::Memory => {
-                Arc::new(OverlayBackend::in_memory(base.clone()).with_no_ignore(no_ignore))
-            }
+            Self::Memory => Arc::new(
+                OverlayBackend::in_memory_accounted(base.clone(), account.clone())
+                    .with_no_ignore(no_ignore),
+            ),
             Self::Sqlite { store, open } => {
                 let (files, marks) = match layer_namespaces(prefix, workspace) {
                     Ok(names) => names,
@@ -291,7 +323,8 @@ impl LayerHome {
                         // Not reached: the names are built from valid parts.
                         tracing::error!(%error, "overlay layer name; this workspace's layer is kept in memory");
                         return Arc::new(
-                            OverlayBackend::in_memory(base.clone()).with_no_ignore(no_ignore),
+                            OverlayBackend::in_memory_accounted(base.clone(), account.clone())
+                                .with_no_ignore(no_ignore),
                         );
                     }
                 };

@@ -287,12 +287,19 @@ pub struct RootsBase {
     /// mount was there).
     own_root: bool,
     initial: Arc<dyn Router>,
+    /// The session's memory account: the memory mount at `/` counts against its quota.
+    memory: Arc<crate::quota::MemoryAccount>,
 }
 
 impl RootsBase {
     /// The base of a session whose table (before any root) is `initial`; `replaced` are the
     /// table's disk mounts.
-    pub fn new(initial: Arc<dyn Router>, replaced: &[VirtualPath]) -> Self {
+    /// `memory` is the session's account, which a memory mount made here counts against.
+    pub fn new(
+        initial: Arc<dyn Router>,
+        replaced: &[VirtualPath],
+        memory: Arc<crate::quota::MemoryAccount>,
+    ) -> Self {
         let mut kept: Vec<Mount> = initial
             .mounts()
             .iter()
@@ -303,7 +310,7 @@ impl RootsBase {
         if own_root {
             kept.push(Mount {
                 prefix: VirtualPath::root(),
-                backend: Arc::new(MemoryBackend::new()),
+                backend: Arc::new(MemoryBackend::accounted(memory.clone())),
                 read_only: false,
             });
         }
@@ -311,6 +318,7 @@ impl RootsBase {
             kept,
             own_root,
             initial,
+            memory,
         }
     }
 
@@ -369,7 +377,7 @@ impl RootsBase {
             read_only: false,
         }));
         Arc::new(CompositeBackend::new(mounts, || {
-            Arc::new(MemoryBackend::new())
+            Arc::new(MemoryBackend::accounted(self.memory.clone()))
         }))
     }
 }
@@ -579,7 +587,9 @@ impl RootsFollower {
         let mut state = self.state.lock().await;
         let base = state
             .base
-            .get_or_insert_with(|| RootsBase::new(session.backend(), replaced))
+            .get_or_insert_with(|| {
+                RootsBase::new(session.backend(), replaced, session.memory.clone())
+            })
             .clone();
         let previous = std::mem::take(&mut state.mounted);
         let opened = open_roots(roots, &previous, base.taken_names(), &self.scope).await;

@@ -14,6 +14,7 @@ use tokio::sync::OwnedMutexGuard;
 use crate::backend::{AsideFile, Router, Version};
 use crate::limits::Limits;
 use crate::path::VirtualPath;
+use crate::quota::MemoryAccount;
 use crate::transport::arrival::{ArrivalOrder, Turn};
 
 /// How many undo steps are kept per file.
@@ -244,11 +245,28 @@ impl UndoStep {
 }
 
 /// Bounded per-file undo stacks.
+///
+/// The earlier contents kept count against the workspace's memory quota (issue 34): a step is
+/// accounted when pushed, and when the quota has no room for it the oldest steps are dropped
+/// first to make room (undo history is the one holder of a workspace's memory that can be
+/// given up without asking); a step that still does not fit is not kept, and neither are the
+/// older steps of its file (undo then has nothing to take back there rather than a wrong state).
 #[derive(Debug)]
 pub struct UndoHistory {
-    inner: Mutex<UndoState>,
+    /// Shared (weakly) with the account's reclaim, which drops the oldest steps when a write
+    /// elsewhere in the workspace needs their room.
+    inner: Arc<Mutex<UndoState>>,
     /// Most bytes of earlier contents kept over all files.
     budget: usize,
+    /// Where the bytes kept are accounted.
+    account: Arc<MemoryAccount>,
+}
+
+impl Drop for UndoHistory {
+    fn drop(&mut self) {
+        let state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        self.account.release(state.bytes as u64);
+    }
 }
 
 impl Default for UndoHistory {
@@ -265,19 +283,87 @@ struct UndoState {
     bytes: usize,
 }
 
+impl UndoState {
+    /// Drops the session's oldest step, giving its bytes back; false when nothing is left.
+    fn evict_oldest(&mut self, account: &MemoryAccount) -> bool {
+        let Some(oldest) = self.order.pop_front() else {
+            return false;
+        };
+        let freed = self
+            .stacks
+            .get_mut(&oldest)
+            .and_then(VecDeque::pop_front)
+            .map_or(0, |s| s.weight());
+        self.bytes -= freed;
+        account.release(freed as u64);
+        true
+    }
+}
+
 impl UndoHistory {
     /// An empty history keeping at most `budget` bytes of earlier contents.
     pub fn with_budget(budget: usize) -> Self {
+        Self::accounted(budget, MemoryAccount::unlimited())
+    }
+
+    /// [`Self::with_budget`], the bytes kept counted against `account`.
+    pub fn accounted(budget: usize, account: Arc<MemoryAccount>) -> Self {
+        let inner: Arc<Mutex<UndoState>> = Arc::default();
+        let history = Arc::downgrade(&inner);
+        // A write elsewhere in the workspace that would pass the quota first takes the room of
+        // the oldest undo steps, as the undo budget itself does.
+        account.set_reclaim(move |account, short| {
+            let Some(state) = history.upgrade() else {
+                return 0;
+            };
+            let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = state.bytes;
+            while before - state.bytes < short as usize {
+                if !state.evict_oldest(account) {
+                    break;
+                }
+            }
+            (before - state.bytes) as u64
+        });
         Self {
-            inner: Mutex::default(),
+            inner,
             budget,
+            account,
         }
     }
 
-    /// Remembers a change to `path`.
-    pub fn push(&self, path: &VirtualPath, step: UndoStep) {
+    /// Bytes of earlier contents kept.
+    pub fn bytes(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bytes
+    }
+
+    /// Remembers a change to `path`; false when the step could not be kept (no room in the
+    /// workspace's memory quota, see the type doc).
+    pub fn push(&self, path: &VirtualPath, step: UndoStep) -> bool {
         let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        state.bytes += step.weight();
+        let weight = step.weight();
+        let reserved = loop {
+            match self.account.reserve_without_reclaim(weight as u64) {
+                Ok(reserved) => break Some(reserved),
+                Err(_) if state.evict_oldest(&self.account) => {}
+                Err(refused) => {
+                    tracing::debug!(%path, %refused, "undo step not kept: no room in the memory quota");
+                    break None;
+                }
+            }
+        };
+        let Some(reserved) = reserved else {
+            let older = state.stacks.remove(path).unwrap_or_default();
+            let freed: usize = older.iter().map(UndoStep::weight).sum();
+            state.bytes -= freed;
+            self.account.release(freed as u64);
+            return false;
+        };
+        reserved.keep();
+        state.bytes += weight;
         let stack = state.stacks.entry(path.clone()).or_default();
         stack.push_back(step);
         let mut dropped = 0;
@@ -285,18 +371,14 @@ impl UndoHistory {
             dropped = stack.pop_front().map_or(0, |s| s.weight());
         }
         state.bytes -= dropped;
+        self.account.release(dropped as u64);
         state.order.push_back(path.clone());
         while state.bytes > self.budget {
-            let Some(oldest) = state.order.pop_front() else {
+            if !state.evict_oldest(&self.account) {
                 break;
-            };
-            let freed = state
-                .stacks
-                .get_mut(&oldest)
-                .and_then(VecDeque::pop_front)
-                .map_or(0, |s| s.weight());
-            state.bytes -= freed;
+            }
         }
+        true
     }
 
     /// Takes the most recent step for `path`, if any.
@@ -304,6 +386,7 @@ impl UndoHistory {
         let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let step = state.stacks.get_mut(path)?.pop_back()?;
         state.bytes -= step.weight();
+        self.account.release(step.weight() as u64);
         Some(step)
     }
 
@@ -311,6 +394,9 @@ impl UndoHistory {
     pub fn restore(&self, path: &VirtualPath, step: UndoStep) {
         let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         state.bytes += step.weight();
+        // The content is held already (the step was in hand): counted as it is, even past the
+        // quota, so the count stays exact; the next change makes room again.
+        self.account.charge(step.weight() as u64);
         state
             .stacks
             .entry(path.clone())
@@ -365,22 +451,37 @@ pub struct Session {
     pub write_options: WriteOptions,
     /// Arrival order of calls per file.
     pub arrival: Arc<ArrivalOrder>,
+    /// What this workspace holds in memory, against its quota (issue 34): shared with its
+    /// memory mounts and in-memory overlay layers, and with `undo`.
+    pub memory: Arc<MemoryAccount>,
     /// Where this session's changes are logged (`--audit`), when anywhere.
     audit: Option<Arc<crate::audit::AuditLog>>,
     locks: Mutex<HashMap<VirtualPath, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Session {
-    /// A new session over `backend`.
+    /// A new session over `backend`, its memory not limited (see [`Session::accounted`]).
     pub fn new(backend: Arc<dyn Router>, write_options: WriteOptions) -> Self {
+        Self::accounted(backend, write_options, MemoryAccount::unlimited())
+    }
+
+    /// A new session over `backend` whose memory (its undo history here, and whatever of
+    /// `backend` was built with the same account) counts against `memory`.
+    pub fn accounted(
+        backend: Arc<dyn Router>,
+        write_options: WriteOptions,
+        memory: Arc<MemoryAccount>,
+    ) -> Self {
         Self {
             backend: RwLock::new(backend),
             ledger: ReadLedger::default(),
-            undo: UndoHistory::with_budget(
+            undo: UndoHistory::accounted(
                 usize::try_from(write_options.limits.max_undo_memory_bytes).unwrap_or(usize::MAX),
+                memory.clone(),
             ),
             write_options,
             arrival: Arc::new(ArrivalOrder::default()),
+            memory,
             audit: None,
             locks: Mutex::new(HashMap::new()),
         }

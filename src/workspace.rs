@@ -50,6 +50,17 @@ pub enum WorkspaceError {
         "Too many sessions: this server holds at most {0} (--max-sessions). Close an unused session (HTTP DELETE with its Mcp-Session-Id) or retry when an idle one has expired"
     )]
     TooManySessions(usize),
+    /// The server's `--memory-budget` is (nearly) used up: a new workspace could not hold a
+    /// single file (issue 34).
+    #[error(
+        "Server memory budget used up: all workspaces together hold {used} of {budget} (--memory-budget). Retry later, when other sessions have freed memory or ended, or ask the operator to raise --memory-budget"
+    )]
+    MemoryBudget {
+        /// Held, as people read it.
+        used: String,
+        /// The budget, as people read it.
+        budget: String,
+    },
 }
 
 #[derive(Debug)]
@@ -117,11 +128,23 @@ impl Workspaces {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether one more session may be opened now.
+    /// Whether one more session may be opened now: fewer than `--max-sessions` are open, and
+    /// the server's memory budget has room for one more workspace.
     pub fn check_session_room(&self) -> Result<(), WorkspaceError> {
         let sessions = self.session_count();
         if sessions >= self.limits.max_sessions {
             return Err(WorkspaceError::TooManySessions(self.limits.max_sessions));
+        }
+        self.check_memory_room()
+    }
+
+    fn check_memory_room(&self) -> Result<(), WorkspaceError> {
+        let budget = self.table.memory_budget();
+        if budget.is_exhausted() {
+            return Err(WorkspaceError::MemoryBudget {
+                used: crate::quota::size(budget.used()),
+                budget: crate::quota::size(budget.budget()),
+            });
         }
         Ok(())
     }
@@ -174,15 +197,22 @@ impl Workspaces {
         entry.session.clone()
     }
 
-    /// Drops the workspace of session `id` (the client closed it).
+    /// Drops the workspace of session `id` (the client closed it); its memory goes back to
+    /// the server's budget, and then to the system.
     pub fn close_session(&self, id: &str) {
-        self.lock().remove(&WorkspaceKey::Session(Arc::from(id)));
+        let removed = self.lock().remove(&WorkspaceKey::Session(Arc::from(id)));
+        // Dropped outside the lock: freeing a workspace's memory can take a while.
+        if removed.is_some() {
+            drop(removed);
+            crate::tools::release_freed_memory_soon();
+        }
     }
 
     /// Drops every workspace idle for longer than the idle timeout at `now`; returns the ids of
     /// the sessions dropped, for the caller to close in the MCP library too.
     pub fn sweep(&self, now: Instant) -> Vec<Arc<str>> {
         let mut closed = Vec::new();
+        let mut dropped = 0;
         self.lock().retain(|key, entry| {
             let idle = now.saturating_duration_since(entry.last_used) > self.limits.idle_timeout;
             // A call still running holds the session: in use, not idle.
@@ -191,8 +221,12 @@ impl Workspaces {
             if !keep && let WorkspaceKey::Session(id) = key {
                 closed.push(id.clone());
             }
+            dropped += usize::from(!keep);
             keep
         });
+        if dropped > 0 {
+            crate::tools::release_freed_memory_soon();
+        }
         closed
     }
 

@@ -4,10 +4,15 @@
 //! while a file lies under it (CONTRACT §3). Listing a directory seeks past each child
 //! directory's subtree, so it costs O(log n) per entry returned, not a scan of every file.
 //! The lock is a std lock because no operation awaits while holding it.
+//!
+//! Every byte of content is accounted to the workspace's [`MemoryAccount`] (issue 34): a write
+//! reserves what it adds before anything changes (refused with [`Error::MemoryFull`] past the
+//! quota or the server's budget), a delete or a smaller overwrite gives bytes back, and the
+//! backend gives back all it holds when it is dropped (the session ended).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -19,6 +24,7 @@ use super::{
     Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
+use crate::quota::MemoryAccount;
 
 #[derive(Debug, Clone)]
 struct FileData {
@@ -41,9 +47,26 @@ impl FileData {
 }
 
 /// In-memory backend (see the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryBackend {
     files: RwLock<BTreeMap<String, FileData>>,
+    /// Where the bytes of the contents are accounted.
+    account: Arc<MemoryAccount>,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::accounted(MemoryAccount::unlimited())
+    }
+}
+
+impl Drop for MemoryBackend {
+    fn drop(&mut self) {
+        // Once, when the workspace ends: the map is about to be freed, so its bytes go back.
+        let files = self.files.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let held: u64 = files.values().map(|f| f.content.len() as u64).sum();
+        self.account.release(held);
+    }
 }
 
 /// Keys under `prefix`, in order.
@@ -61,9 +84,22 @@ fn is_dir(files: &BTreeMap<String, FileData>, dir: &VirtualPath) -> bool {
 }
 
 impl MemoryBackend {
-    /// An empty backend.
+    /// An empty backend whose contents are not limited (no quota, no budget).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty backend whose contents count against `account` (a workspace's quota).
+    pub fn accounted(account: Arc<MemoryAccount>) -> Self {
+        Self {
+            files: RwLock::new(BTreeMap::new()),
+            account,
+        }
+    }
+
+    /// The account its contents count against.
+    pub fn account(&self) -> &Arc<MemoryAccount> {
+        &self.account
     }
 
     fn read_map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, FileData>> {
@@ -247,11 +283,22 @@ impl Backend for MemoryBackend {
             }
             _ => {}
         }
+        // Reserved before the content is copied in: past the quota nothing has changed.
+        let old_len = existing.map_or(0, |f| f.content.len() as u64);
+        let new_len = content.len() as u64;
+        let reserved = self
+            .account
+            .reserve(new_len.saturating_sub(old_len))
+            .map_err(|refused| Error::MemoryFull {
+                path: path.clone(),
+                mount: VirtualPath::root(),
+                refused,
+            })?;
         let now = SystemTime::now();
         let created = existing.map_or(now, |f| f.created);
         let version = Version::of_content(content);
         let was_new = existing.is_none();
-        files.insert(
+        let replaced = files.insert(
             path.as_str().to_owned(),
             FileData {
                 content: content.to_vec(),
@@ -260,6 +307,9 @@ impl Backend for MemoryBackend {
                 modified: now,
             },
         );
+        reserved.keep();
+        drop(replaced);
+        self.account.release(old_len.saturating_sub(new_len));
         Ok(WriteOutcome {
             version,
             created: was_new,
@@ -274,7 +324,9 @@ impl Backend for MemoryBackend {
             {
                 return Err(Error::VersionMismatch { path: path.clone() });
             }
-            files.remove(path.as_str());
+            let removed = files.remove(path.as_str());
+            self.account
+                .release(removed.map_or(0, |f| f.content.len() as u64));
             return Ok(());
         }
         let prefix = key_prefix(path);
@@ -285,9 +337,11 @@ impl Backend for MemoryBackend {
         if !options.recursive {
             return Err(Error::DirectoryNotEmpty { path: path.clone() });
         }
+        let mut freed = 0;
         for key in doomed {
-            files.remove(&key);
+            freed += files.remove(&key).map_or(0, |f| f.content.len() as u64);
         }
+        self.account.release(freed);
         Ok(())
     }
 
@@ -346,7 +400,9 @@ impl Backend for MemoryBackend {
         }
         if let Some(file) = files.remove(from.as_str()) {
             let version = file.version.clone();
-            files.insert(to.as_str().to_owned(), file);
+            let replaced = files.insert(to.as_str().to_owned(), file);
+            self.account
+                .release(replaced.map_or(0, |f| f.content.len() as u64));
             return Ok(Some(Renamed {
                 kind: EntryKind::File,
                 version: Some(version),
@@ -357,7 +413,9 @@ impl Backend for MemoryBackend {
         for key in keys {
             if let Some(file) = files.remove(&key) {
                 let rest = &key[old_prefix.len()..];
-                files.insert(format!("{new_prefix}{rest}"), file);
+                let replaced = files.insert(format!("{new_prefix}{rest}"), file);
+                self.account
+                    .release(replaced.map_or(0, |f| f.content.len() as u64));
             }
         }
         Ok(Some(Renamed {
@@ -386,5 +444,84 @@ impl Backend for MemoryBackend {
             }
         }
         Ok(out.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::quota::{MemoryAccount, MemoryBudget, MemoryLimit};
+
+    fn p(s: &str) -> VirtualPath {
+        VirtualPath::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_change_keeps_the_account_exact_and_a_drop_gives_all_back() {
+        let budget = Arc::new(MemoryBudget::new(1000));
+        let account = MemoryAccount::new(100, budget.clone());
+        let memory = MemoryBackend::accounted(account.clone());
+        memory
+            .write(&p("/a"), &[1; 60], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        memory
+            .write(&p("/d/b"), &[2; 30], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 90);
+        let refused = memory
+            .write(&p("/c"), &[3; 11], WriteMode::Overwrite)
+            .await
+            .unwrap_err();
+        match refused {
+            Error::MemoryFull { path, refused, .. } => {
+                assert_eq!(path, p("/c"));
+                assert_eq!(refused.limit, MemoryLimit::Quota);
+                assert_eq!((refused.used, refused.needed), (90, 11));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            memory.stat(&p("/c")).await.unwrap().is_none(),
+            "nothing changed"
+        );
+        // Growing a file needs only the difference; shrinking gives the rest back.
+        memory
+            .write(&p("/a"), &[1; 70], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 100);
+        memory
+            .write(&p("/a"), &[1; 10], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 40);
+        // A rename over a file frees the file replaced.
+        let options = RenameOptions {
+            replacing: Some(Version::of_content(&[1; 10])),
+            ..RenameOptions::default()
+        };
+        memory.rename(&p("/d/b"), &p("/a"), &options).await.unwrap();
+        assert_eq!(account.used(), 30);
+        memory
+            .write(&p("/d/e"), &[4; 5], WriteMode::Overwrite)
+            .await
+            .unwrap();
+        memory
+            .delete(
+                &p("/d"),
+                &DeleteOptions {
+                    recursive: true,
+                    ..DeleteOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(account.used(), 30);
+        drop(memory);
+        assert_eq!((account.used(), budget.used()), (0, 0));
     }
 }

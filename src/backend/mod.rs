@@ -621,6 +621,20 @@ pub enum Error {
         /// What failed (no host paths).
         message: String,
     },
+    /// A change that would pass the workspace's memory quota or the server's memory budget
+    /// (issue 34): refused before anything changed.
+    #[error(
+        "Error: Not enough memory to write {path} (mount {}): {refused}",
+        crate::config::display_prefix(.mount)
+    )]
+    MemoryFull {
+        /// The path being written.
+        path: VirtualPath,
+        /// The mount holding it in memory (`/` in the backend's own coordinates).
+        mount: VirtualPath,
+        /// Which limit, what is used, what was needed.
+        refused: crate::quota::MemoryRefused,
+    },
     /// A name that is not a valid virtual path component.
     #[error("{0}")]
     InvalidPath(#[from] PathError),
@@ -646,6 +660,15 @@ impl Error {
             Self::Io { path, message } => Self::Io {
                 path: f(&path),
                 message,
+            },
+            Self::MemoryFull {
+                path,
+                mount,
+                refused,
+            } => Self::MemoryFull {
+                path: f(&path),
+                mount: f(&mount),
+                refused,
             },
             other @ (Self::Unavailable { .. } | Self::InvalidPath(_)) => other,
         }

@@ -356,6 +356,20 @@ impl OverlayBackend {
         Self::with_layer(base, Arc::new(super::MemoryBackend::new()), None)
     }
 
+    /// [`Self::in_memory`], the layer's contents counted against `account` (the workspace's
+    /// memory quota): a write past it is refused before the layer or its marks change, and a
+    /// commit or discard gives the bytes back as it empties the layer.
+    pub fn in_memory_accounted(
+        base: Arc<dyn Backend>,
+        account: Arc<crate::quota::MemoryAccount>,
+    ) -> Self {
+        Self::with_layer(
+            base,
+            Arc::new(super::MemoryBackend::accounted(account)),
+            None,
+        )
+    }
+
     /// An overlay of `base` whose layer's files are in `files` (a store namespace) and whose
     /// marks are written through to `marks` of `store`, loaded on first use.
     pub fn persistent(

@@ -8,9 +8,10 @@
 //! to the cap (413), within the room all requests' bodies share (503, [`BodyBudget`]), and
 //! answer malformed JSON-RPC with the JSON-RPC error it deserves (-32700 / -32600 / -32602,
 //! classified by `transport::message` exactly as stdio lines are) instead of the library's
-//! plain-text 415; refuse a new session over `--max-sessions` (503); give a file call its
-//! arrival turn (as the stdio reader does, see `transport::arrival`). After the library
-//! answers, a new session is recorded as owned by its principal, and a closed one is dropped.
+//! plain-text 415; refuse a new session over `--max-sessions` or while the `--memory-budget` is
+//! used up (503, with `Retry-After`); give a file call its arrival turn (as the stdio reader
+//! does, see `transport::arrival`). After the library answers, a new session is recorded as
+//! owned by its principal, and a closed one is dropped.
 //!
 //! Every refusal happens before anything is touched, and none logs the token.
 

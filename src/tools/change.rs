@@ -302,8 +302,8 @@ impl<'a> Change<'a> {
             aside: applied.aside,
             moved_from: None,
         };
-        record(session, &self.path, was, seen, History::Push(step));
-        true
+        // Not kept when the workspace's memory quota has no room for it (issue 34).
+        record(session, &self.path, was, seen, History::Push(step))
     }
 
     /// Records an applied undo ([`Change::undoing`]): the ledger learns the file's version, and
@@ -480,7 +480,7 @@ fn record(
     before: Option<&Version>,
     seen: Seen<'_>,
     history: History,
-) {
+) -> bool {
     match &seen {
         Seen::Version(version, _) => trail::note_file(path, before, Some(version)),
         Seen::Gone => trail::note_file(path, before, None),
@@ -498,8 +498,11 @@ fn record(
     }
     match history {
         History::Push(step) => session.undo.push(path, step),
-        History::Rebase(now) => session.undo.rebase_top(path, now),
-        History::Keep => {}
+        History::Rebase(now) => {
+            session.undo.rebase_top(path, now);
+            true
+        }
+        History::Keep => true,
     }
 }
 

@@ -70,7 +70,7 @@ pub enum ErrorKind {
     DestinationExists,
     /// A multi-step change that failed part-way (the message says what was put back).
     PartialFailure,
-    /// Content over a memory bound.
+    /// Content over a memory bound (also a change past the memory quota or budget).
     TooLarge,
     /// `execute` could not run its command.
     ExecFailed,
@@ -251,6 +251,8 @@ fn backend_kind(error: &backend::Error) -> ErrorKind {
         E::Unsupported { .. } => ErrorKind::Unsupported,
         E::Unavailable { .. } => ErrorKind::Unavailable,
         E::Io { .. } => ErrorKind::Io,
+        // Past a memory quota or budget: a memory bound, as for content over --max-edit-bytes.
+        E::MemoryFull { .. } => ErrorKind::TooLarge,
         E::InvalidPath(_) => ErrorKind::InvalidPath,
     }
 }

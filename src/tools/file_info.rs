@@ -2,6 +2,9 @@
 //! size, line count, created/modified times, language guessed from the name, version, and the
 //! mount serving it.
 //!
+//! `file_info` of a mount's root also says what the workspace holds in memory against its
+//! quota, and the server against its budget (issue 34, `memory`).
+//!
 //! The line count comes from a one-line windowed read, so a backend that knows it cheaply never
 //! loads the file; otherwise files up to [`COUNT_LINES_MAX_BYTES`] are read to count it. This
 //! tool does not record a read in the session's ledger: the agent has not seen the content, so
@@ -109,7 +112,23 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     info.insert("mount".into(), json!(mount_name(&mount.prefix)));
     info.insert("mount_root".into(), json!(mount.prefix == path));
     info.insert("read_only".into(), json!(mount.read_only));
-    let text = render(&path, &kind, &info);
+    if mount.prefix == path {
+        // A mount's root answers what the workspace holds in memory (issue 34), the one place
+        // an agent looks before writing much.
+        let memory = &session.memory;
+        let mut usage = json!({"used": memory.used(), "quota": memory.quota()});
+        let server = memory.server();
+        if server.budget() != u64::MAX {
+            usage["server_used"] = json!(server.used());
+            usage["server_budget"] = json!(server.budget());
+        }
+        info.insert("memory".into(), usage);
+    }
+    let mut text = render(&path, &kind, &info);
+    if mount.prefix == path {
+        text.push('\n');
+        text.push_str(&session.memory.describe());
+    }
     Ok(ToolReply {
         text,
         structured: Some(Value::Object(info)),

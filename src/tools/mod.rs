@@ -425,10 +425,15 @@ pub async fn watched_search<T>(
 /// memory glibc's allocator holds free back to the system (`malloc_trim`), on a blocking
 /// thread. A whole-tree search frees megabytes of buffers that the allocator would otherwise
 /// keep for the life of the process (issue 15: 20.2 -> 18.0 MB at rest after 48 whole-tree
-/// greps). Elsewhere than Linux with glibc it does nothing.
-fn release_freed_memory_soon() {
+/// greps). Also after a call or a session's end that freed much of a workspace's memory
+/// (issue 34: deleted memory files, a discarded overlay). Elsewhere than Linux with glibc, or
+/// outside a Tokio runtime, it does nothing.
+pub fn release_freed_memory_soon() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
         use std::sync::atomic::{AtomicBool, Ordering};
         static PENDING: AtomicBool = AtomicBool::new(false);
         if PENDING.swap(true, Ordering::AcqRel) {
@@ -506,11 +511,22 @@ pub async fn call_in(
     session: &Session,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
+    let held_before = session.memory.used();
     // One mount table for the whole call, even when the client's roots change meanwhile.
-    session
+    let outcome = session
         .with_table_snapshot(call_with(name, arguments, session, context))
-        .await
+        .await;
+    // Freed memory (a delete, a discard, a commit of an in-memory layer) goes back to the
+    // system, not only to the allocator's free lists, so the server's RSS follows the quota.
+    if held_before.saturating_sub(session.memory.used()) >= FREED_WORTH_TRIMMING {
+        release_freed_memory_soon();
+    }
+    outcome
 }
+
+/// Bytes a call must free from its workspace's memory before the allocator is asked to give
+/// free memory back to the system ([`release_freed_memory_soon`]).
+const FREED_WORTH_TRIMMING: u64 = 1024 * 1024;
 
 /// The JSON Schema schemars derives from each tool's typed `Args`, for the test that proves the
 /// structs and `schemas/` agree.

@@ -25,6 +25,7 @@ mod large_results;
 mod memory;
 mod output_schemas;
 mod protocol;
+mod quota;
 mod resources;
 mod roots;
 mod session;

@@ -8,6 +8,7 @@ mod conformance;
 mod connections;
 mod corpus;
 mod roots;
+mod quota;
 
 use std::time::Duration;
 
