@@ -1117,4 +1117,38 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn limited_reads_bind_only_system_dirs_and_hide_after_the_mounts() {
+        let policy = SandboxPolicy {
+            hidden: Arc::new(vec!["/usr/share".into()]),
+            reads: Some(Arc::new(vec!["/nowhere/at/all".into()])),
+        };
+        let mounts = [HostMount {
+            dir: "/srv".into(),
+            writable: true,
+        }];
+        let plan = Plan::new(&mounts, Path::new("/srv"), &policy, 0).unwrap();
+        let position = |wanted: &dyn Fn(&Op) -> bool| plan.ops.iter().position(wanted);
+        let bind_to = |target: &'static str| move |op: &Op| matches!(op, Op::Bind { to, .. } if to.as_bytes() == target.as_bytes());
+        assert_eq!(
+            position(&bind_to("/newroot")),
+            None,
+            "the host root is not bound"
+        );
+        assert!(position(&bind_to("/newroot/usr")).is_some());
+        assert!(position(&bind_to("/newroot/nowhere/at/all")).is_none());
+        let srv = position(&bind_to("/newroot/srv")).unwrap();
+        let hide = position(&|op: &Op| {
+            matches!(op, Op::Hide { path, dir: true } if path.as_bytes() == b"/newroot/usr/share")
+        })
+        .unwrap();
+        assert!(hide > srv);
+        if std::fs::symlink_metadata("/bin").is_ok_and(|m| m.file_type().is_symlink()) {
+            assert!(
+                position(&|op: &Op| matches!(op, Op::Symlink { link, .. } if link.as_bytes() == b"/newroot/bin"))
+                    .is_some()
+            );
+        }
+    }
 }
