@@ -82,12 +82,21 @@ struct Cli {
     #[arg(long = "tools", value_name = "NAME,NAME,...", global = true)]
     tools: Option<String>,
 
-    /// Offer the `execute` tool (a shell command in a disk mount). Commands run sandboxed with
-    /// Landlock: they may read the system but write only inside the writable disk mounts and a
-    /// private TMPDIR; where the kernel lacks Landlock the server refuses to start. Pass
-    /// --allow-exec=unsandboxed to run commands with the server's full rights instead.
+    /// Offer the `execute` tool (a shell command in a disk mount). Commands run sandboxed in
+    /// their own user, mount, PID and IPC namespaces with Landlock: the host read-only, the
+    /// writable disk mounts writable, a private /tmp, the server's files hidden, nothing left
+    /// running after the call; where the kernel lacks Landlock or user namespaces the server
+    /// refuses to start. Pass --allow-exec=unsandboxed to run commands with the server's full
+    /// rights instead.
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true, global = true)]
     allow_exec: Option<mountfs::exec::ExecMode>,
+
+    /// With --allow-exec on an --http server of several principals (a token file naming more
+    /// than one NAME), where commands may read only the system directories (/usr /bin /lib
+    /// /etc /opt ...) and the mounts: one more directory they may read, e.g. a toolchain
+    /// (~/.cargo, ~/.rustup); repeatable.
+    #[arg(long = "exec-read", value_name = "DIR", global = true)]
+    exec_read: Vec<std::path::PathBuf>,
 
     /// Where every change made through the tools is logged: sqlite:FILE, postgres:URL (one
     /// log shared by every instance), or off. Default: sqlite:{data}/mountfs/audit.db, beside
@@ -243,6 +252,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let specs_kept = specs.clone();
+    let audit_kept = audit_target.clone();
     runtime.block_on(async {
         let audit = match audit_target {
             Some(target) => match open_audit(&target, cli.audit_keep, cli.audit_spool_max).await {
@@ -271,13 +282,22 @@ fn main() -> ExitCode {
             }
         };
         let table = table.with_memory_budget(memory_budget);
+        let hidden = server_files(
+            &specs_kept,
+            audit_kept.as_ref(),
+            cli.http.token_file.as_deref(),
+        );
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
             limits: cli.limits,
             exec: cli.allow_exec,
+            sandbox: mountfs::exec::namespace::SandboxPolicy {
+                hidden: std::sync::Arc::new(hidden),
+                reads: None,
+            },
         };
         let served = if cli.http.http.is_some() {
-            serve_http(cli.http, table, options).await
+            serve_http(cli.http, table, options, cli.exec_read).await
         } else {
             tracing::info!(mounts = %table.describe().replace('\n', "; "), "serving MCP on stdio");
             match mountfs::serve_stdio(&table, options, cli.max_message_bytes).await {
@@ -293,6 +313,46 @@ fn main() -> ExitCode {
         }
         served
     })
+}
+
+/// The server's own files a command of `execute` must not see: the data directory's
+/// `mountfs/` (default store, audit log, spools), the SQLite files of store and overlay mounts
+/// and of the audit log (with their journals), the audit spool, the token file.
+fn server_files(
+    specs: &[config::MountSpec],
+    audit: Option<&mountfs::audit::AuditTarget>,
+    token_file: Option<&std::path::Path>,
+) -> Vec<std::path::PathBuf> {
+    use mountfs::audit::AuditTarget;
+    use std::path::PathBuf;
+    let data = dirs::data_dir();
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut sqlite = |file: &std::path::Path| {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = file.as_os_str().to_owned();
+            name.push(suffix);
+            files.push(PathBuf::from(name));
+        }
+    };
+    for spec in specs {
+        match &spec.backend {
+            config::BackendSpec::Sqlite { file, .. } => sqlite(file),
+            config::BackendSpec::Disk {
+                overlay: Some(config::OverlaySpec::Sqlite(file)),
+                ..
+            } => sqlite(file),
+            _ => {}
+        }
+    }
+    if let Some(target) = audit {
+        if let AuditTarget::Sqlite(file) = target {
+            sqlite(file);
+        }
+        files.extend(mountfs::audit::spool::dir_for(target, data.as_deref()));
+    }
+    files.extend(data.map(|dir| dir.join("mountfs")));
+    files.extend(token_file.map(std::path::Path::to_owned));
+    files
 }
 
 /// How long a server that stops waits for its logged changes to reach the audit database
@@ -401,7 +461,8 @@ fn print_tools(
 async fn serve_http(
     args: mountfs::http::HttpArgs,
     table: MountTable,
-    options: WriteOptions,
+    mut options: WriteOptions,
+    exec_read: Vec<std::path::PathBuf>,
 ) -> ExitCode {
     let env_token = std::env::var(mountfs::http::auth::TOKEN_ENV).ok();
     let server = match mountfs::http::HttpServer::bind(args, env_token).await {
@@ -411,6 +472,15 @@ async fn serve_http(
             return ExitCode::from(2);
         }
     };
+    if server.principal_count() > 1 {
+        // Commands of one principal must not read another's files: only what a build needs.
+        options.sandbox.reads = Some(std::sync::Arc::new(exec_read));
+        if options.exec == Some(mountfs::exec::ExecMode::Sandboxed) {
+            tracing::info!(
+                "several principals: execute's commands may read only the system directories, the mounts and --exec-read directories"
+            );
+        }
+    }
     if let Some(config) = server.generated_client_config() {
         // Printed once, for the operator's eyes, never through the log.
         eprintln!(

@@ -24,7 +24,7 @@ pub const UNDO_STEPS_PER_FILE: usize = 20;
 pub const UNDO_BYTES_PER_SESSION: usize = crate::limits::DEFAULT_MAX_UNDO_MEMORY_BYTES as usize;
 
 /// Server-wide options a session applies to writes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// Add a final newline to text written when it lacks one (`--ensure-final-newline`).
     pub ensure_final_newline: bool,
@@ -32,6 +32,8 @@ pub struct WriteOptions {
     pub limits: Limits,
     /// Whether `execute` is offered, and sandboxed (`--allow-exec[=MODE]`).
     pub exec: Option<crate::exec::ExecMode>,
+    /// What `execute`'s sandbox hides and whether it limits reads (set at start-up).
+    pub sandbox: crate::exec::namespace::SandboxPolicy,
 }
 
 /// Most bytes of one file's text the ledger keeps (see [`ReadLedger`]).

@@ -119,7 +119,7 @@ impl Workspaces {
     fn fresh_session(&self, owner: &Principal) -> Arc<Session> {
         Arc::new(
             self.table
-                .new_workspace_session(&owner.0, self.write_options),
+                .new_workspace_session(&owner.0, self.write_options.clone()),
         )
     }
 

@@ -1,19 +1,21 @@
-//! `execute` (issue 11): one shell command in a disk mount's real directory, sandboxed with
-//! Landlock to the writable disk mounts, stopped at its timeout or on cancellation, its output
-//! streamed as progress and returned labelled.
+//! `execute` (issues 11, 25): one shell command in a disk mount's real directory, sandboxed in
+//! its own namespaces with Landlock inside (`namespace.rs`, `sandbox.rs`), stopped at its timeout
+//! or on cancellation, its output streamed as progress and returned labelled.
 //!
-//! The call, step by step: find the real directory behind `cwd` ([`working_dir`]); make a
-//! private `TMPDIR`; prepare the sandbox's ruleset (`sandbox.rs`); start the shell (`env.rs`) in
-//! a session and process group of its own, confined between fork and exec; read stdout and
-//! stderr as they come (bounded); wait for the shell, the timeout or the client's cancellation;
-//! then stop whatever is left of the group (SIGTERM, SIGKILL [`KILL_GRACE`] later) so no process
-//! outlives the call. A call whose future is dropped (the session or the server ends) kills the
-//! group in [`ProcessGroup`]'s `Drop`.
+//! The call, step by step: find the real directory behind `cwd` ([`working_dir`]); prepare the
+//! Landlock ruleset (`sandbox.rs`) and the namespaces' plan (`namespace.rs`; unsandboxed: a
+//! private `TMPDIR` instead); start the shell (`env.rs`) in a session and process group of its
+//! own, confined between fork and exec; read stdout and stderr as they come (bounded); wait for
+//! the shell, the timeout or the client's cancellation; then stop whatever is left of the group
+//! (SIGTERM, SIGKILL [`KILL_GRACE`] later). Sandboxed, the shell's PID namespace ends with it,
+//! which kills every process left, even those that left the group. A call whose future is
+//! dropped (the session or the server ends) kills the group in [`ProcessGroup`]'s `Drop`.
 //!
 //! The answer's text and structured content are built in [`Outcome`]; a text over the result
 //! cap goes through `tools::large_result`.
 
 pub mod env;
+pub mod namespace;
 pub mod sandbox;
 
 use std::os::unix::process::ExitStatusExt;
@@ -36,10 +38,11 @@ use crate::tools::{CallContext, ToolError, ToolReply};
 /// Whether `execute` is offered, and how (`--allow-exec[=MODE]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecMode {
-    /// Commands run in the Landlock sandbox; the server refuses to start where it cannot be
-    /// enforced.
+    /// Commands run in their own namespaces with Landlock; the server refuses to start where
+    /// either cannot be had.
     Sandboxed,
-    /// Commands run with the server's full rights (for kernels without Landlock).
+    /// Commands run with the server's full rights (for kernels without Landlock or user
+    /// namespaces).
     Unsandboxed,
 }
 
@@ -48,7 +51,7 @@ impl ExecMode {
     pub fn tool_note(self) -> &'static str {
         match self {
             Self::Sandboxed => {
-                "Sandbox (Landlock): the command may read the system but may write only inside the writable disk mounts and its private TMPDIR; writing elsewhere fails with 'Permission denied'."
+                "Sandbox (Landlock in its own user, mount, PID and IPC namespaces): the command may write only inside the writable disk mounts (at their real paths) and its private /tmp (TMPDIR); everything else is read-only ('Read-only file system' or 'Permission denied'), the server's own files are hidden, and every process it starts ends with the call."
             }
             Self::Unsandboxed => {
                 "NOT sandboxed (--allow-exec=unsandboxed): the command runs with the server's full rights and can change any file the server's user can."
@@ -128,7 +131,7 @@ pub enum ExecError {
     },
     /// The sandbox could not be set up.
     #[error(
-        "Error: execute: cannot set up the sandbox: {0}. Nothing was run; the operator can start the server with --allow-exec=unsandboxed on a kernel without Landlock"
+        "Error: execute: cannot set up the sandbox: {0}. Nothing was run; the operator can start the server with --allow-exec=unsandboxed on a kernel without Landlock or user namespaces"
     )]
     Sandbox(#[from] sandbox::SandboxError),
     /// The private temporary directory could not be made.
@@ -155,31 +158,69 @@ pub async fn run(
 ) -> Result<ToolReply, ToolError> {
     let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
     let cwd = working_dir(session, args.cwd.as_deref()).await?;
-    let temp = PrivateTemp::create().await?;
-    let sandbox = match mode {
+    let shell = env::shell(std::env::var_os("SHELL"));
+    let outcome = match mode {
         ExecMode::Sandboxed => {
-            let backend = session.backend();
-            let mut writable: Vec<&Path> = backend
+            let policy = &session.write_options.sandbox;
+            let mounts: Vec<namespace::HostMount> = session
+                .backend()
                 .mounts()
                 .iter()
-                .filter(|mount| !mount.read_only)
-                .filter_map(|mount| mount.backend.host_dir())
+                .filter_map(|mount| {
+                    Some(namespace::HostMount {
+                        dir: mount.backend.host_dir()?.to_owned(),
+                        writable: !mount.read_only,
+                    })
+                })
                 .collect();
-            writable.push(temp.path());
-            Some(sandbox::prepare(&writable).map_err(ExecError::from)?)
+            let writable: Vec<&Path> = mounts
+                .iter()
+                .filter(|m| m.writable)
+                .map(|m| m.dir.as_path())
+                .collect();
+            let ruleset = sandbox::prepare(&writable).map_err(ExecError::from)?;
+            let plan = namespace::Plan::new(&mounts, &cwd, policy, sandbox::granted_access_bits())
+                .map_err(|e| ExecError::Sandbox(e.into()))?;
+            // With limited reads the shell must be one the command can see.
+            let shell = if policy.limits_reads()
+                && !namespace::SYSTEM_DIRS
+                    .iter()
+                    .any(|dir| shell.starts_with(dir))
+            {
+                PathBuf::from(env::FALLBACK_SHELL)
+            } else {
+                shell
+            };
+            let invocation = Invocation {
+                shell: &shell,
+                command: &args.command,
+                cwd: &cwd,
+                temp: Path::new("/tmp"),
+                confinement: Some(Confinement {
+                    ruleset: ruleset.raw_fd(),
+                    plan: Arc::new(plan),
+                }),
+                timeout: Duration::from_secs(args.timeout),
+            };
+            let outcome = invocation.run(context).await;
+            drop(ruleset);
+            outcome
         }
-        ExecMode::Unsandboxed => None,
+        ExecMode::Unsandboxed => {
+            let temp = PrivateTemp::create().await?;
+            let invocation = Invocation {
+                shell: &shell,
+                command: &args.command,
+                cwd: &cwd,
+                temp: temp.path(),
+                confinement: None,
+                timeout: Duration::from_secs(args.timeout),
+            };
+            let outcome = invocation.run(context).await;
+            temp.remove().await;
+            outcome
+        }
     };
-    let invocation = Invocation {
-        command: &args.command,
-        cwd: &cwd,
-        temp: temp.path(),
-        ruleset: sandbox.as_ref().map(sandbox::PreparedSandbox::raw_fd),
-        timeout: Duration::from_secs(args.timeout),
-    };
-    let outcome = invocation.run(context).await;
-    drop(sandbox);
-    temp.remove().await;
     let outcome = outcome?;
     let text = outcome.text(args.timeout);
     let text = crate::tools::large_result::fit(session, context, "execute", text).await;
@@ -274,12 +315,21 @@ impl PrivateTemp {
 
 /// One command to start.
 struct Invocation<'a> {
+    shell: &'a Path,
     command: &'a str,
     cwd: &'a Path,
+    /// `TMPDIR` (`/tmp`, private, in the sandbox).
     temp: &'a Path,
-    /// The sandbox's ruleset, applied in the child; `None` when unsandboxed.
-    ruleset: Option<std::os::fd::RawFd>,
+    /// The sandbox; `None` when unsandboxed.
+    confinement: Option<Confinement>,
     timeout: Duration,
+}
+
+/// How a sandboxed command is confined: its namespaces' plan and the Landlock ruleset init
+/// applies in them.
+struct Confinement {
+    ruleset: std::os::fd::RawFd,
+    plan: Arc<namespace::Plan>,
 }
 
 /// How the wait for the shell ended.
@@ -292,7 +342,7 @@ enum End {
 
 impl Invocation<'_> {
     fn command(&self) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env::shell(std::env::var_os("SHELL")));
+        let mut command = tokio::process::Command::new(self.shell);
         command
             .arg("-c")
             .arg(self.command)
@@ -311,30 +361,45 @@ impl Invocation<'_> {
             command.env(name, self.temp);
         }
         command.env("PWD", self.cwd);
-        let ruleset = self.ruleset;
-        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
-        // system calls (setsid, then prctl and landlock_restrict_self in `restrict_child`);
-        // it allocates nothing (the error path builds an io::Error from an errno, no heap).
-        unsafe {
-            command.pre_exec(move || {
-                // A session of its own: its own process group (killed as one) and no
-                // controlling terminal, so nothing can prompt on the operator's terminal.
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
+        match &self.confinement {
+            Some(confinement) => {
+                let plan = confinement.plan.clone();
+                let ruleset = confinement.ruleset;
+                // SAFETY: `enter` is made to run between fork and exec: async-signal-safe
+                // system calls only, on buffers built before the fork (see namespace.rs).
+                unsafe {
+                    command.pre_exec(move || plan.enter(Some(ruleset)));
                 }
-                if let Some(fd) = ruleset {
-                    sandbox::restrict_child(fd)?;
+            }
+            None => {
+                // SAFETY: the closure runs between fork and exec and only calls setsid(2),
+                // which is async-signal-safe; the error path builds an io::Error from an
+                // errno, no heap.
+                unsafe {
+                    command.pre_exec(|| {
+                        // A session of its own: its own process group (killed as one) and no
+                        // controlling terminal, so nothing can prompt on the operator's
+                        // terminal.
+                        if libc::setsid() < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
                 }
-                Ok(())
-            });
+            }
         }
         command
     }
 
     async fn run(&self, context: &CallContext) -> Result<Outcome, ExecError> {
         let started = Instant::now();
-        let mut child = self.command().spawn().map_err(|e| ExecError::Spawn {
-            reason: e.to_string(),
+        let mut child = self.command().spawn().map_err(|e| {
+            match self.confinement.as_ref().and_then(|c| c.plan.failure()) {
+                Some(failure) => ExecError::Sandbox(failure.into()),
+                None => ExecError::Spawn {
+                    reason: e.to_string(),
+                },
+            }
         })?;
         let pgid = child
             .id()
@@ -376,7 +441,15 @@ impl Invocation<'_> {
                 }
             }
         };
-        let stray = group.stop(&mut child, &mut status).await;
+        let mut stray = group.stop(&mut child, &mut status).await;
+        if let Some(confinement) = &self.confinement {
+            // The keeper's status says nothing of the command: init noted the shell's.
+            let page = confinement.plan.page();
+            if let Some(raw) = page.shell_status() {
+                status = Some(ExitStatus::from_raw(raw));
+            }
+            stray |= page.stray();
+        }
         let mut drained = true;
         for reader in readers.into_iter().flatten() {
             let abort = reader.abort_handle();

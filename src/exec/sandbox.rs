@@ -1,14 +1,19 @@
-//! The Landlock sandbox of `execute` (issue 11): a command may read the whole system but write
-//! only beneath the writable disk mounts' real directories and its private `TMPDIR`.
+//! The Landlock wall of `execute`'s sandbox (issues 11, 25): a command may write only beneath
+//! the writable disk mounts' real directories, its private `/tmp` and `/dev/shm`, and never make
+//! a device file. The first wall is the namespaces (`namespace.rs`): read-only mounts, hidden
+//! files; Landlock also forbids a confined process any mount or unmount, so the command cannot
+//! undo them.
 //!
 //! The ruleset is built in the server, before the fork, with the `landlock` crate (which does
-//! the allocation and the error handling); the child then only makes two raw system calls
-//! between fork and exec, both async-signal-safe ([`restrict_child`]). Landlock confines the
-//! child and everything it starts, and the confinement cannot be undone from inside.
+//! the allocation and the error handling); inside the namespaces init adds the rules of the
+//! directories made there and makes two raw system calls ([`restrict_child`]), all
+//! async-signal-safe. Landlock confines init and everything it starts, and the confinement
+//! cannot be undone from inside.
 //!
 //! Only write access is handled (ABI 3: writing, creating, removing, renaming, linking and
-//! truncating files), so reads, execution and the network are left as they are: the sandbox
-//! keeps a command from changing files outside the mounts, not from reading them.
+//! truncating files; making block and character devices is handled and granted nowhere), so
+//! reads, execution and the network are left as they are; what a command can read is the
+//! namespaces' business.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -38,6 +43,11 @@ pub enum SandboxError {
         /// What the kernel said.
         reason: String,
     },
+    /// The user, mount, PID and IPC namespaces cannot be made here.
+    #[error(
+        "cannot run commands in their own user, mount, PID and IPC namespaces (unprivileged user namespaces may be disabled, e.g. kernel.unprivileged_userns_clone=0 or a container without them): {0}"
+    )]
+    Namespaces(#[from] super::namespace::NamespaceError),
     /// A rule could not be added for a directory.
     #[error("cannot let the sandbox write in a mounted directory: {reason}")]
     Rule {
@@ -64,9 +74,23 @@ fn write_access() -> landlock::BitFlags<AccessFs> {
     AccessFs::from_write(REQUIRED_ABI)
 }
 
-/// Whether Landlock can enforce the sandbox here, fully; the error says why not.
+/// The rights given beneath a writable directory: every write right but making device files
+/// (handled, so refused everywhere: a device node in a mount would open the host's disks).
+fn granted_access() -> landlock::BitFlags<AccessFs> {
+    write_access() & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// [`granted_access`] as the kernel's bit set, for rules init adds inside the namespaces.
+pub fn granted_access_bits() -> u64 {
+    granted_access().bits()
+}
+
+/// Whether the sandbox can be enforced here, fully: Landlock, and a command run in its own
+/// namespaces (`namespace.rs`); the error says what is missing.
 pub fn probe() -> Result<(), SandboxError> {
-    prepare(&[]).map(drop)
+    let ruleset = prepare(&[])?;
+    super::namespace::probe(Some(ruleset.raw_fd()), granted_access_bits())?;
+    Ok(())
 }
 
 /// A ruleset letting a process write only beneath `writable` (directories) and into the
@@ -78,6 +102,7 @@ pub fn prepare(writable: &[&Path]) -> Result<PreparedSandbox, SandboxError> {
         reason,
     };
     let access = write_access();
+    let granted = granted_access();
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(access)
@@ -89,7 +114,7 @@ pub fn prepare(writable: &[&Path]) -> Result<PreparedSandbox, SandboxError> {
             reason: e.to_string(),
         })?;
         ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, access))
+            .add_rule(PathBeneath::new(fd, granted))
             .map_err(|e| SandboxError::Rule {
                 reason: e.to_string(),
             })?;

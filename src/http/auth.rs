@@ -181,6 +181,16 @@ impl Tokens {
         found
     }
 
+    /// How many distinct principals the tokens name (a token file names each NAME once; the
+    /// names are counted, not the tokens, should that ever change). More than one: `execute`'s commands may read only what a build needs, so
+    /// no principal's command reads another's files (see `exec::namespace`).
+    pub fn principal_count(&self) -> usize {
+        let mut names: Vec<&str> = self.entries.iter().map(|(_, p)| &*p.0).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.len()
+    }
+
     /// How many tokens are configured.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -225,6 +235,15 @@ mod tests {
 
     const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbb";
+
+    #[test]
+    fn principals_are_counted_by_name() {
+        let text = "a aaaaaaaaaaaaaaaaaaaa\nb bbbbbbbbbbbbbbbbbbbb\n";
+        assert_eq!(Tokens::parse(text, "t").unwrap().principal_count(), 2);
+        let one = "# one\na aaaaaaaaaaaaaaaaaaaa\n";
+        assert_eq!(Tokens::parse(one, "t").unwrap().principal_count(), 1);
+        assert_eq!(Tokens::generate().0.principal_count(), 1);
+    }
 
     #[test]
     fn the_token_file_maps_tokens_to_names() {

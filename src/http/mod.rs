@@ -202,6 +202,11 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
+    /// How many distinct principals may call this server (see [`Tokens::principal_count`]).
+    pub fn principal_count(&self) -> usize {
+        self.tokens.principal_count()
+    }
+
     /// Resolves and binds `args.http`, with tokens from `--token-file`, else `env_token`
     /// (`MOUNTFS_TOKEN`), else generated (loopback only).
     pub async fn bind(args: HttpArgs, env_token: Option<String>) -> Result<Self, HttpError> {

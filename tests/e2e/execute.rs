@@ -54,21 +54,43 @@ fn landlock() -> bool {
     }
 }
 
-fn process_gone(pid: &str) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim()));
-    // Gone, or a zombie waiting for init to reap it.
-    status.map_or(true, |s| s.contains("State:\tZ"))
+/// Host pids of the live `sleep SECONDS` processes (zombies excluded). A command's own pids
+/// are those of its PID namespace, meaningless outside: a test names its sleeper by a
+/// duration no other test uses and finds it from outside.
+fn sleepers(seconds: u32) -> Vec<u32> {
+    let wanted = format!("sleep\0{seconds}\0");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes())
+                && std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .is_ok_and(|s| !s.contains("State:\tZ"))
+        })
+        .collect()
 }
 
-fn wait_gone(pid: &str, within: Duration) -> bool {
+/// Whether every `sleep SECONDS` is gone within `within`.
+fn sleepers_gone(seconds: u32, within: Duration) -> bool {
     let until = Instant::now() + within;
     while Instant::now() < until {
-        if process_gone(pid) {
+        if sleepers(seconds).is_empty() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    process_gone(pid)
+    sleepers(seconds).is_empty()
+}
+
+/// Waits until the command wrote `file` in the mount (it started).
+fn wait_for_file(file: &std::path::Path) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(file).map_or(true, |p| p.trim().is_empty()) {
+        assert!(Instant::now() < until, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -122,7 +144,7 @@ fn the_timeout_kills_the_whole_process_tree() {
     let mut e = Exec::start(&[]);
     let started = Instant::now();
     let result = e.run(json!({
-        "command": "sh -c 'sleep 300' & echo $! > grandchild.pid; echo started; sleep 300",
+        "command": "sh -c 'sleep 3011' & echo started; sleep 300",
         "timeout": 1
     }));
     assert!(
@@ -138,10 +160,9 @@ fn the_timeout_kills_the_whole_process_tree() {
     assert!(text.contains("stdout:\nstarted"), "{text}");
     assert_eq!(result["structuredContent"]["timed_out"], true);
     assert_eq!(result["structuredContent"]["signal"], 15);
-    let pid = std::fs::read_to_string(e.w().join("grandchild.pid")).unwrap();
     assert!(
-        wait_gone(&pid, Duration::from_secs(3)),
-        "the sleeper {pid} outlived the call"
+        sleepers_gone(3011, Duration::from_secs(3)),
+        "the sleeper outlived the call"
     );
 }
 
@@ -151,15 +172,14 @@ fn background_processes_do_not_outlive_the_call() {
         return;
     }
     let mut e = Exec::start(&[]);
-    let result = e.run(json!({"command": "sleep 300 > /dev/null 2>&1 & echo $! > bg.pid"}));
+    let result = e.run(json!({"command": "sleep 3012 > /dev/null 2>&1 &"}));
     let text = text_of(&result);
     assert!(text.starts_with("exit code 0"), "{text}");
     assert!(
         text.contains("left running in the background were stopped"),
         "{text}"
     );
-    let pid = std::fs::read_to_string(e.w().join("bg.pid")).unwrap();
-    assert!(wait_gone(&pid, Duration::from_secs(3)));
+    assert!(sleepers_gone(3012, Duration::from_secs(3)));
 }
 
 #[test]
@@ -171,25 +191,19 @@ fn cancellation_kills_the_process_tree() {
     let id = e.client.send(
         "tools/call",
         json!({"name": "execute", "arguments": {
-            "command": "sleep 300 & echo $! > sleeper.pid; wait",
+            "command": "sleep 3013 & echo $! > sleeper.pid; wait",
             "timeout": 600
         }}),
     );
-    let pid_file = e.w().join("sleeper.pid");
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim().is_empty()) {
-        assert!(Instant::now() < until, "the command did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = std::fs::read_to_string(&pid_file).unwrap();
-    assert!(!process_gone(&pid));
+    wait_for_file(&e.w().join("sleeper.pid"));
+    assert_eq!(sleepers(3013).len(), 1);
     e.client.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "test"}),
     );
     assert!(
-        wait_gone(&pid, Duration::from_secs(5)),
-        "the sleeper {pid} outlived the cancellation"
+        sleepers_gone(3013, Duration::from_secs(5)),
+        "the sleeper outlived the cancellation"
     );
     // The server keeps serving.
     let after = e.run(json!({"command": "echo still here"}));
@@ -205,24 +219,19 @@ fn ending_the_session_kills_a_running_command() {
     e.client.send(
         "tools/call",
         json!({"name": "execute", "arguments": {
-            "command": "sleep 300 & echo $! > sleeper.pid; wait", "timeout": 600
+            "command": "sleep 3014 & echo $! > sleeper.pid; wait", "timeout": 600
         }}),
     );
-    let pid_file = e.w().join("sleeper.pid");
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim().is_empty()) {
-        assert!(Instant::now() < until, "the command did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    wait_for_file(&e.w().join("sleeper.pid"));
+    assert_eq!(sleepers(3014).len(), 1);
     let Exec {
         client,
         root: _root,
     } = e;
     client.finish();
     assert!(
-        wait_gone(&pid, Duration::from_secs(5)),
-        "the sleeper {pid} outlived the session"
+        sleepers_gone(3014, Duration::from_secs(5)),
+        "the sleeper outlived the session"
     );
 }
 
@@ -308,12 +317,11 @@ fn the_sandbox_lets_commands_write_only_in_writable_disk_mounts() {
     let result = c.call("execute", json!({"command": command}));
     let s = &result["structuredContent"];
     assert_eq!(s["stdout"], "inside-ok\ntmpdir-ok\n", "{result}");
+    // The command's /tmp is a private tmpfs, where the mount's real path is recreated: `..`
+    // and the test's own temporary directories are there, not on the host; the read-only
+    // mount refuses writes.
     let stderr = s["stderr"].as_str().unwrap();
-    assert_eq!(
-        stderr.matches("Permission denied").count(),
-        4,
-        "every write outside must fail with EACCES: {stderr}"
-    );
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
     assert!(root.path().join("w/inside").exists());
     assert!(!root.path().join("escaped").exists());
     assert!(!home.join("in-home").exists());
@@ -467,7 +475,7 @@ fn with_allow_exec_the_tool_is_listed_with_true_annotations_and_its_sandbox() {
         tool["description"]
             .as_str()
             .unwrap()
-            .contains("Sandbox (Landlock)"),
+            .contains("Sandbox (Landlock in its own user, mount, PID and IPC namespaces)"),
         "{tool}"
     );
 }
@@ -520,4 +528,188 @@ fn progress_notifications_arrive_with_a_token_and_none_without() {
         "python SDK progress check failed:\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("progress ok"), "{stdout}");
+}
+
+/// A fresh directory outside `/tmp` (commands get a private `/tmp`, so a host file there is
+/// out of sight anyway): what these tests show must hold where the command can see.
+fn outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// Whether `file` has no `user.x` attribute (python3's os.getxattr; without python3 the
+/// command's attempt could not run either).
+fn xattr_absent(file: &std::path::Path) -> bool {
+    let script = format!(
+        "import os\ntry:\n    os.getxattr('{}', 'user.x'); print('present')\nexcept OSError:\n    print('absent')",
+        file.display()
+    );
+    std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .map_or(true, |o| {
+            String::from_utf8_lossy(&o.stdout).trim() == "absent"
+        })
+}
+
+#[test]
+fn metadata_changes_and_device_files_are_refused_outside_the_writable_mounts() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !landlock() {
+        return;
+    }
+    let outside = outside_tmp();
+    let file = outside.path().join("t.txt");
+    std::fs::write(&file, "x").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = std::fs::metadata(&file).unwrap();
+    let mut e = Exec::start(&[]);
+    let f = file.display();
+    let command = format!(
+        "chmod 777 {f} || echo chmod-refused; \
+         chown 1234 {f} || echo chown-refused; \
+         touch -d 2001-01-01 {f} || echo touch-refused; \
+         python3 -c \"import os; os.setxattr('{f}', 'user.x', b'1')\" 2>/dev/null || echo setxattr-refused; \
+         mknod blk b 7 0 || echo mknod-block-refused; \
+         mknod chr c 1 3 || echo mknod-char-refused; \
+         chmod 600 mine 2>/dev/null; touch mine && chmod 640 mine && echo inside-ok"
+    );
+    let result = e.run(json!({ "command": command }));
+    let stdout = result["structuredContent"]["stdout"].as_str().unwrap();
+    assert_eq!(
+        stdout,
+        "chmod-refused\nchown-refused\ntouch-refused\nsetxattr-refused\nmknod-block-refused\nmknod-char-refused\ninside-ok\n",
+        "{result}"
+    );
+    let after = std::fs::metadata(&file).unwrap();
+    assert_eq!(after.permissions().mode() & 0o777, 0o600);
+    assert_eq!(after.uid(), before.uid());
+    assert_eq!(after.mtime(), before.mtime());
+    assert!(xattr_absent(&file));
+    assert!(!e.w().join("blk").exists() && !e.w().join("chr").exists());
+    assert_eq!(
+        std::fs::metadata(e.w().join("mine"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+}
+
+#[test]
+fn the_servers_environment_and_data_directory_are_hidden_from_commands() {
+    if !landlock() {
+        return;
+    }
+    let outside = outside_tmp();
+    let data = outside.path().join("data");
+    std::fs::create_dir_all(data.join("mountfs")).unwrap();
+    std::fs::write(data.join("mountfs/secret.txt"), "data-secret").unwrap();
+    std::fs::write(outside.path().join("visible.txt"), "visible").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = format!("/=disk:{}", work.path().display());
+    let memories = format!(
+        "/memories/=store:sqlite:{}",
+        data.join("mountfs/memories.db").display()
+    );
+    let audit = format!("sqlite:{}", data.join("mountfs/audit.db").display());
+    let token = "token-secret-0123456789abcdef";
+    let token_path = PathBuf::from(token);
+    let mut c = StdioClient::spawn_with_env(
+        &[
+            "--allow-exec",
+            "--mount",
+            &w,
+            "--mount",
+            &memories,
+            "--audit",
+            &audit,
+        ],
+        &[
+            ("XDG_DATA_HOME", data.as_path()),
+            ("MOUNTFS_TOKEN", token_path.as_path()),
+        ],
+    );
+    c.handshake();
+    c.ok(
+        "write_file",
+        json!({"file_path": "/memories/m.txt", "content": "memory-secret\n"}),
+    );
+    assert!(data.join("mountfs/memories.db").exists());
+    let command = format!(
+        "cat /proc/$PPID/environ; cat /proc/1/environ; cat /proc/*/environ; \
+         echo; echo procs=$(ls /proc | grep -c '^[0-9]'); \
+         cat {d}/mountfs/secret.txt; cat {d}/mountfs/memories.db {d}/mountfs/audit.db; \
+         grep -r secret {d}; cat {o}/visible.txt",
+        d = data.display(),
+        o = outside.path().display(),
+    );
+    let result = c.call("execute", json!({ "command": command }));
+    let s = &result["structuredContent"];
+    let all = format!("{}{}", s["stdout"], s["stderr"]);
+    for secret in [token, "data-secret", "memory-secret"] {
+        assert!(!all.contains(secret), "{secret} leaked: {all}");
+    }
+    // The host is readable elsewhere (this server has one principal): hiding, not blindness.
+    assert!(all.contains("visible"), "{all}");
+    // Only the command's own processes are in its /proc: init, the shell, ls and grep.
+    let stdout = s["stdout"].as_str().unwrap();
+    let count: u32 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("procs=")?.parse().ok())
+        .unwrap_or(u32::MAX);
+    assert!(count <= 5, "{count} processes visible: {stdout}");
+}
+
+#[test]
+fn setsid_job_control_and_double_forks_end_with_the_call() {
+    if !landlock() {
+        return;
+    }
+    let mut e = Exec::start(&[]);
+    let result = e.run(json!({"command": "setsid sleep 3021 >/dev/null 2>&1 & \
+        (set -m; sleep 3022 >/dev/null 2>&1 &); \
+        sh -c '(sleep 3023 >/dev/null 2>&1 &) &'; \
+        sleep 0.3; echo started"}));
+    assert_eq!(
+        result["structuredContent"]["stdout"], "started\n",
+        "{result}"
+    );
+    for seconds in [3021, 3022, 3023] {
+        assert!(
+            sleepers_gone(seconds, Duration::from_secs(3)),
+            "sleep {seconds} outlived the call"
+        );
+    }
+}
+
+#[test]
+fn killing_the_server_ends_its_commands() {
+    if !landlock() {
+        return;
+    }
+    let e = Exec::start(&[]);
+    e.client.send(
+        "tools/call",
+        json!({"name": "execute", "arguments": {
+            "command": "setsid sleep 3024 >/dev/null 2>&1 & echo go > started; sleep 3025",
+            "timeout": 600
+        }}),
+    );
+    wait_for_file(&e.w().join("started"));
+    let until = Instant::now() + Duration::from_secs(5);
+    while sleepers(3024).is_empty() || sleepers(3025).is_empty() {
+        assert!(Instant::now() < until, "the sleepers did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: SIGKILL to the server this test started.
+    unsafe {
+        libc::kill(e.client.pid() as i32, libc::SIGKILL);
+    }
+    for seconds in [3024, 3025] {
+        assert!(
+            sleepers_gone(seconds, Duration::from_secs(5)),
+            "sleep {seconds} outlived the killed server"
+        );
+    }
 }

@@ -978,3 +978,79 @@ async fn the_official_python_sdk_hears_changes_from_every_source() {
     );
     assert!(stdout.contains("subscriptions ok"), "{stdout}");
 }
+
+/// What bob's command printed when it tried alice's files: the token file, a directory of
+/// hers outside every mount, the server's data directory (store and audit databases).
+async fn bob_tries_alice_files(token_lines: &str) -> (String, tempfile::TempDir) {
+    // Outside /tmp: the command's /tmp is private, so files there would be out of sight anyway.
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tokens = outside.path().join("tokens");
+    std::fs::write(&tokens, token_lines).unwrap();
+    std::fs::create_dir(outside.path().join("alice")).unwrap();
+    std::fs::write(outside.path().join("alice/notes.txt"), "alice-private").unwrap();
+    let data = outside.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    let root = format!("/=disk:{}", disk.path().display());
+    let memories = format!(
+        "/memories/=store:sqlite:{}",
+        data.join("mountfs/memories.db").display()
+    );
+    let args = [
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--allow-exec",
+        "--mount",
+        &root,
+        "--mount",
+        &memories,
+    ];
+    let server = Server::start(&args, &[("XDG_DATA_HOME", data.to_str().unwrap())]).await;
+    let mut alice = session_client(&server, ALICE).await;
+    let wrote = alice
+        .call(
+            "write_file",
+            json!({"file_path": "/memories/a.txt", "content": "alice-memory\n"}),
+        )
+        .await;
+    assert!(!wrote.is_error, "{}", wrote.text);
+    let token = if token_lines.contains("bob") {
+        BOB
+    } else {
+        ALICE
+    };
+    let mut bob = session_client(&server, token).await;
+    let command = format!(
+        "cat {t}; cat {o}/alice/notes.txt; cat {d}/mountfs/memories.db {d}/mountfs/audit.db; \
+         grep -ra alice {d}; test -r /etc/passwd && echo etc-ok; test -x /usr/bin/env && echo usr-ok",
+        t = tokens.display(),
+        o = outside.path().display(),
+        d = data.display(),
+    );
+    let answer = bob.call("execute", json!({ "command": command })).await;
+    assert!(!answer.is_error, "{}", answer.text);
+    (answer.text, outside)
+}
+
+#[tokio::test]
+async fn with_two_principals_a_command_cannot_read_another_principals_files_or_tokens() {
+    if let Err(error) = mountfs::exec::sandbox::probe() {
+        crate::skips::record("the execute sandbox", &error.to_string());
+        return;
+    }
+    let (text, _dir) = bob_tries_alice_files(&format!("alice {ALICE}\nbob {BOB}\n")).await;
+    for secret in [ALICE, BOB, "alice-private", "alice-memory"] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+    assert!(
+        text.contains("etc-ok\nusr-ok"),
+        "a build's reads work: {text}"
+    );
+    // With one principal the host is readable (there is no one else's data to keep apart);
+    // only the server's own files stay hidden.
+    let (text, _dir) = bob_tries_alice_files(&format!("alice {ALICE}\n")).await;
+    assert!(text.contains("alice-private"), "{text}");
+    for secret in [ALICE, "alice-memory"] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+}

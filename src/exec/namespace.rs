@@ -1,0 +1,1154 @@
+//! The namespaces of `execute` (issue 25): each command runs in new user, mount, PID and IPC
+//! namespaces, made with raw system calls between fork and exec, with Landlock (`sandbox.rs`)
+//! applied inside them as a second wall.
+//!
+//! Why raw calls and not `bwrap`: Landlock forbids mount(2)/pivot_root(2) to a process it
+//! restricts, so it must be applied after the mounts, by the process that then runs the shell;
+//! with `bwrap` that needs a trampoline program between bwrap and the shell, which the server
+//! (run in-process by the tests, so `/proc/self/exe` is not `mountfs`) cannot count on, and a
+//! package the host must have. Here nothing is executed but the shell.
+//!
+//! Three processes, all forked from the server and none of them executing anything but the
+//! last:
+//! - the *keeper* (the server's child, the one tokio waits for): a session and process group of
+//!   its own, `PR_SET_PDEATHSIG`=SIGKILL, clones *init* with `CLONE_NEWUSER|NEWNS|NEWPID|NEWIPC`,
+//!   writes init's uid/gid maps from outside (only a process in the parent user namespace may
+//!   write a map wider than its own id), then closes every descriptor and waits for init;
+//! - *init*, PID 1 of the new PID namespace: builds the new root from the [`Plan`] (a private
+//!   tmpfs root, the host or only its system directories read-only, the disk mounts at their real
+//!   paths, a private `/tmp`, a minimal `/dev`, a fresh `/proc`, the server's files covered),
+//!   pivots into it, makes itself non-dumpable (its memory is a copy of the server's), restricts
+//!   itself with Landlock, forks the shell, reaps everything until the shell ends, notes in the
+//!   [`SharedPage`] the shell's status and whether processes were left, and exits — which ends
+//!   the PID namespace: the kernel kills every process left in it (`setsid`, `set -m`, double
+//!   forks included);
+//! - the *shell*, which returns to the standard library's spawn code and is executed.
+//!
+//! When the server dies, the keeper gets SIGKILL (death signal), then init (death signal), which
+//! ends the namespace. Everything between fork and exec is async-signal-safe: raw system calls on
+//! buffers built before the fork (`CString`s of the [`Plan`]), integer formatting on the stack,
+//! atomics in a shared anonymous mapping; no allocation, no lock.
+
+use std::ffi::{CString, c_char, c_int, c_ulong};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+/// System directories a command may read when reads are limited (`--http` with several
+/// principals): what a build needs. Those missing on the host are skipped; symbolic links
+/// (`/bin` -> `usr/bin`) are recreated as links.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// Device files bound into the command's `/dev` (a tmpfs; nothing else is there).
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What the sandbox must hide or limit, beyond the mounts of the session.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxPolicy {
+    /// Host paths a command must not see (the server's data directory, token file, audit log,
+    /// store databases): covered by an empty read-only directory or file.
+    pub hidden: Arc<Vec<PathBuf>>,
+    /// When set, a command sees only [`SYSTEM_DIRS`], these directories (`--exec-read`) and
+    /// the mounts; when `None` it sees the whole host, read-only.
+    pub reads: Option<Arc<Vec<PathBuf>>>,
+}
+
+impl SandboxPolicy {
+    /// Whether reads are limited (see [`SandboxPolicy::reads`]).
+    pub fn limits_reads(&self) -> bool {
+        self.reads.is_some()
+    }
+}
+
+/// One disk mount a command sees at its real path.
+#[derive(Debug, Clone)]
+pub struct HostMount {
+    /// The real directory.
+    pub dir: PathBuf,
+    /// Whether the command may write in it.
+    pub writable: bool,
+}
+
+// Mount attributes of mount_setattr(2) (linux/mount.h); libc has the call's number only.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const AT_RECURSIVE: c_int = 0x8000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's ABI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
+
+/// One step of building the command's root, run by init.
+#[derive(Debug)]
+enum Op {
+    /// Stop mount events from propagating to the host (`MS_REC|MS_PRIVATE`).
+    MakePrivate(CString),
+    /// A tmpfs with these flags and data.
+    Tmpfs {
+        to: CString,
+        flags: c_ulong,
+        data: CString,
+    },
+    /// A directory (an existing one is fine).
+    Mkdir(CString),
+    /// An empty file as a mount point (an existing one is fine).
+    Touch(CString),
+    /// A symbolic link.
+    Symlink {
+        target: CString,
+        link: CString,
+    },
+    /// A bind mount.
+    Bind {
+        from: CString,
+        to: CString,
+        recursive: bool,
+    },
+    /// Mount attributes added (never removed: a user namespace may only add them).
+    Attr {
+        path: CString,
+        set: u64,
+        recursive: bool,
+    },
+    /// A fresh proc for the new PID namespace.
+    Proc(CString),
+    /// Cover a host path of the server's, if the command could see it (a directory by an empty
+    /// read-only tmpfs, a file by `/dev/null` read-only).
+    Hide {
+        path: CString,
+        dir: bool,
+    },
+    Chdir(CString),
+    PivotRoot {
+        new: CString,
+        old: CString,
+    },
+    /// `umount2(MNT_DETACH)`.
+    Detach(CString),
+}
+
+impl Op {
+    /// What the step does, for an error message.
+    fn describe(&self) -> String {
+        let s = |c: &CString| c.to_string_lossy().into_owned();
+        match self {
+            Op::MakePrivate(p) => format!("making the mounts of {} private", s(p)),
+            Op::Tmpfs { to, .. } => format!("mounting a tmpfs on {}", s(to)),
+            Op::Mkdir(p) => format!("creating the directory {}", s(p)),
+            Op::Touch(p) => format!("creating the mount point {}", s(p)),
+            Op::Symlink { link, .. } => format!("creating the link {}", s(link)),
+            Op::Bind { from, to, .. } => format!("bind-mounting {} on {}", s(from), s(to)),
+            Op::Attr { path, .. } => format!("making {} read-only/nodev/nosuid", s(path)),
+            Op::Proc(p) => format!("mounting a new /proc on {}", s(p)),
+            Op::Hide { path, .. } => format!("hiding {}", s(path)),
+            Op::Chdir(p) => format!("changing directory to {}", s(p)),
+            Op::PivotRoot { new, .. } => format!("pivot_root to {}", s(new)),
+            Op::Detach(p) => format!("unmounting {}", s(p)),
+        }
+    }
+}
+
+/// Steps that are not in the [`Plan`]'s list, numbered after it.
+#[derive(Debug, Clone, Copy)]
+#[repr(u32)]
+enum Fixed {
+    Clone = 10_000,
+    UidMap,
+    GidMap,
+    Setgroups,
+    Sync,
+    DeathSignal,
+    Landlock,
+    ForkShell,
+    Dumpable,
+}
+
+impl Fixed {
+    fn describe(step: u32) -> &'static str {
+        match step {
+            x if x == Fixed::Clone as u32 => {
+                "creating the user, mount, PID and IPC namespaces (clone)"
+            }
+            x if x == Fixed::UidMap as u32 => "writing the user namespace's uid_map",
+            x if x == Fixed::GidMap as u32 => "writing the user namespace's gid_map",
+            x if x == Fixed::Setgroups as u32 => "writing the user namespace's setgroups",
+            x if x == Fixed::Sync as u32 => "waiting for the namespace's id maps",
+            x if x == Fixed::DeathSignal as u32 => "setting the parent-death signal",
+            x if x == Fixed::Landlock as u32 => "applying the Landlock ruleset",
+            x if x == Fixed::ForkShell as u32 => "starting the shell in the namespace",
+            x if x == Fixed::Dumpable as u32 => "making the namespace's init non-dumpable",
+            _ => "an unknown step",
+        }
+    }
+}
+
+const NO_STEP: u32 = u32::MAX;
+
+/// The page shared by the server, the keeper and init (an anonymous `MAP_SHARED` mapping
+/// survives fork): which step failed, the shell's status, whether processes were left.
+#[repr(C)]
+struct PageData {
+    failed_step: AtomicU32,
+    errno: AtomicI32,
+    shell_done: AtomicU32,
+    shell_status: AtomicI32,
+    stray: AtomicU32,
+}
+
+/// An anonymous shared mapping holding a [`PageData`].
+#[derive(Debug)]
+pub struct SharedPage {
+    ptr: std::ptr::NonNull<PageData>,
+}
+
+// SAFETY: the page holds only atomics, which are safe to share between threads.
+unsafe impl Send for SharedPage {}
+// SAFETY: as above.
+unsafe impl Sync for SharedPage {}
+
+const PAGE_BYTES: usize = 4096;
+
+impl SharedPage {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: a fresh anonymous mapping, checked before use; zeroed by the kernel, which
+        // is a valid PageData (all atomics 0).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(ptr.cast::<PageData>())
+            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        let page = Self { ptr };
+        page.data().failed_step.store(NO_STEP, Ordering::SeqCst);
+        Ok(page)
+    }
+
+    fn data(&self) -> &PageData {
+        // SAFETY: the mapping lives as long as `self` and holds a PageData.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The failed step and its errno, if a step failed.
+    fn failure(&self) -> Option<(u32, i32)> {
+        let step = self.data().failed_step.load(Ordering::SeqCst);
+        (step != NO_STEP).then(|| (step, self.data().errno.load(Ordering::SeqCst)))
+    }
+
+    /// The shell's raw wait status, once init saw it end.
+    pub fn shell_status(&self) -> Option<i32> {
+        (self.data().shell_done.load(Ordering::SeqCst) == 1)
+            .then(|| self.data().shell_status.load(Ordering::SeqCst))
+    }
+
+    /// Whether processes were left when the shell ended (the namespace's end killed them).
+    pub fn stray(&self) -> bool {
+        self.data().stray.load(Ordering::SeqCst) == 1
+    }
+}
+
+impl Drop for SharedPage {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), PAGE_BYTES);
+        }
+    }
+}
+
+/// Why the namespaces could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    /// A path holds a NUL byte.
+    #[error("the path {0} holds a NUL byte")]
+    Nul(String),
+    /// The shared page could not be mapped.
+    #[error("cannot map the sandbox's shared page: {0}")]
+    Page(std::io::Error),
+    /// A step of the set-up failed in the child.
+    #[error("{step} failed: {reason}")]
+    Step {
+        /// Which step.
+        step: String,
+        /// The system's error.
+        reason: String,
+    },
+}
+
+/// Everything the keeper and init need, built before the fork.
+#[derive(Debug)]
+pub struct Plan {
+    ops: Vec<Op>,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    /// Whether the keeper writes `deny` to setgroups (needed for an unprivileged gid map).
+    deny_setgroups: bool,
+    /// Directories made inside the namespace that Landlock must let the command write (the
+    /// private `/tmp`, `/dev/shm`): rules cannot be made for them before they exist.
+    writable_inside: Vec<CString>,
+    /// The Landlock rights given beneath them.
+    inside_access: u64,
+    /// The server's pid: the keeper checks it still has that parent after setting its death
+    /// signal.
+    server_pid: libc::pid_t,
+    page: SharedPage,
+}
+
+fn cstring(path: &Path) -> Result<CString, NamespaceError> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| NamespaceError::Nul(path.display().to_string()))
+}
+
+/// `root` + the absolute `path`.
+fn under(root: &str, path: &Path) -> PathBuf {
+    let mut joined = PathBuf::from(root);
+    for component in path.components() {
+        if let Component::Normal(name) = component {
+            joined.push(name);
+        }
+    }
+    joined
+}
+
+fn depth(path: &Path) -> usize {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
+/// What is placed in the new root, in the order of depth (a parent before what is inside).
+#[derive(Debug)]
+enum Placement {
+    ReadOnlyDir(PathBuf),
+    Link { path: PathBuf, target: PathBuf },
+    Mount(HostMount),
+    Tmp,
+    Dev,
+    Proc,
+}
+
+impl Placement {
+    fn path(&self) -> &Path {
+        match self {
+            Placement::ReadOnlyDir(p) | Placement::Link { path: p, .. } => p,
+            Placement::Mount(m) => &m.dir,
+            Placement::Tmp => Path::new("/tmp"),
+            Placement::Dev => Path::new("/dev"),
+            Placement::Proc => Path::new("/proc"),
+        }
+    }
+}
+
+struct Builder {
+    ops: Vec<Op>,
+}
+
+impl Builder {
+    fn push(&mut self, op: Op) {
+        self.ops.push(op);
+    }
+
+    /// Every directory from `/newroot` down to `path` (inside the new root).
+    fn mkdirs(&mut self, path: &Path) -> Result<(), NamespaceError> {
+        let mut dir = PathBuf::from("/newroot");
+        for component in path.components() {
+            if let Component::Normal(name) = component {
+                dir.push(name);
+                self.ops.push(Op::Mkdir(cstring(&dir)?));
+            }
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, host: &Path, attrs: u64) -> Result<(), NamespaceError> {
+        self.mkdirs(host)?;
+        let to = cstring(&under("/newroot", host))?;
+        self.push(Op::Bind {
+            from: cstring(&under("/oldroot", host))?,
+            to: to.clone(),
+            recursive: true,
+        });
+        self.push(Op::Attr {
+            path: to,
+            set: attrs,
+            recursive: true,
+        });
+        Ok(())
+    }
+
+    fn place(&mut self, placement: &Placement) -> Result<(), NamespaceError> {
+        let c = |s: &str| CString::new(s).map_err(|_| NamespaceError::Nul(s.to_owned()));
+        match placement {
+            Placement::ReadOnlyDir(dir) => {
+                self.bind(
+                    dir,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                )?;
+            }
+            Placement::Link { path, target } => self.push(Op::Symlink {
+                target: cstring(target)?,
+                link: cstring(&under("/newroot", path))?,
+            }),
+            Placement::Mount(mount) => {
+                let mut attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+                if !mount.writable {
+                    attrs |= MOUNT_ATTR_RDONLY;
+                }
+                self.bind(&mount.dir, attrs)?;
+            }
+            Placement::Tmp => {
+                self.push(Op::Mkdir(c("/newroot/tmp")?));
+                self.push(Op::Tmpfs {
+                    to: c("/newroot/tmp")?,
+                    flags: libc::MS_NOSUID | libc::MS_NODEV,
+                    data: c("mode=1777")?,
+                });
+            }
+            Placement::Dev => {
+                self.push(Op::Mkdir(c("/newroot/dev")?));
+                self.push(Op::Tmpfs {
+                    to: c("/newroot/dev")?,
+                    flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+                    data: c("mode=0755")?,
+                });
+                for device in DEVICES {
+                    if !Path::new("/dev").join(device).exists() {
+                        continue;
+                    }
+                    let to = c(&format!("/newroot/dev/{device}"))?;
+                    self.push(Op::Touch(to.clone()));
+                    self.push(Op::Bind {
+                        from: c(&format!("/oldroot/dev/{device}"))?,
+                        to: to.clone(),
+                        recursive: false,
+                    });
+                    self.push(Op::Attr {
+                        path: to,
+                        set: MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+                        recursive: false,
+                    });
+                }
+                for (link, target) in [
+                    ("fd", "/proc/self/fd"),
+                    ("stdin", "/proc/self/fd/0"),
+                    ("stdout", "/proc/self/fd/1"),
+                    ("stderr", "/proc/self/fd/2"),
+                ] {
+                    self.push(Op::Symlink {
+                        target: c(target)?,
+                        link: c(&format!("/newroot/dev/{link}"))?,
+                    });
+                }
+                self.push(Op::Mkdir(c("/newroot/dev/shm")?));
+                self.push(Op::Tmpfs {
+                    to: c("/newroot/dev/shm")?,
+                    flags: libc::MS_NOSUID | libc::MS_NODEV,
+                    data: c("mode=1777")?,
+                });
+                // No file may be created in /dev itself.
+                self.push(Op::Attr {
+                    path: c("/newroot/dev")?,
+                    set: MOUNT_ATTR_RDONLY,
+                    recursive: false,
+                });
+            }
+            Placement::Proc => {
+                self.push(Op::Mkdir(c("/newroot/proc")?));
+                self.push(Op::Proc(c("/newroot/proc")?));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Plan {
+    /// The plan for one command: `mounts` at their real paths, `cwd` (a real directory inside
+    /// one of them, or `/`), what `policy` hides and limits; `access` is the Landlock write
+    /// rights given beneath the private `/tmp` and `/dev/shm`.
+    pub fn new(
+        mounts: &[HostMount],
+        cwd: &Path,
+        policy: &SandboxPolicy,
+        access: u64,
+    ) -> Result<Self, NamespaceError> {
+        let c = |s: &str| CString::new(s).map_err(|_| NamespaceError::Nul(s.to_owned()));
+        let mut b = Builder { ops: Vec::new() };
+        // The pivot into a tmpfs whose /oldroot is the host's root (bubblewrap's way).
+        b.push(Op::MakePrivate(c("/")?));
+        b.push(Op::Tmpfs {
+            to: c("/tmp")?,
+            flags: libc::MS_NOSUID | libc::MS_NODEV,
+            data: c("mode=0755")?,
+        });
+        b.push(Op::Mkdir(c("/tmp/newroot")?));
+        b.push(Op::Mkdir(c("/tmp/oldroot")?));
+        b.push(Op::PivotRoot {
+            new: c("/tmp")?,
+            old: c("/tmp/oldroot")?,
+        });
+        b.push(Op::Chdir(c("/")?));
+
+        let mut placements = vec![Placement::Tmp, Placement::Dev, Placement::Proc];
+        match &policy.reads {
+            None => {
+                b.push(Op::Bind {
+                    from: c("/oldroot")?,
+                    to: c("/newroot")?,
+                    recursive: true,
+                });
+                b.push(Op::Attr {
+                    path: c("/newroot")?,
+                    set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    recursive: true,
+                });
+            }
+            Some(extra) => {
+                b.push(Op::Tmpfs {
+                    to: c("/newroot")?,
+                    flags: libc::MS_NOSUID | libc::MS_NODEV,
+                    data: c("mode=0755")?,
+                });
+                let dirs = SYSTEM_DIRS.iter().map(PathBuf::from);
+                for dir in dirs.chain(extra.iter().cloned()) {
+                    let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+                        continue;
+                    };
+                    if meta.file_type().is_symlink() {
+                        if let Ok(target) = std::fs::read_link(&dir) {
+                            placements.push(Placement::Link { path: dir, target });
+                        }
+                    } else if meta.is_dir() {
+                        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                        placements.push(Placement::ReadOnlyDir(dir));
+                    }
+                }
+            }
+        }
+        placements.extend(mounts.iter().cloned().map(Placement::Mount));
+        // Parents before what lies inside them; at one depth, the given order.
+        placements.sort_by_key(|p| depth(p.path()));
+        for placement in &placements {
+            b.place(placement)?;
+        }
+        let mut hidden: Vec<(PathBuf, bool)> = policy
+            .hidden
+            .iter()
+            .filter_map(|path| {
+                let path = std::fs::canonicalize(path).ok()?;
+                let dir = std::fs::metadata(&path).ok()?.is_dir();
+                Some((path, dir))
+            })
+            .collect();
+        hidden.sort_by_key(|(path, _)| depth(path));
+        for (path, dir) in hidden {
+            b.push(Op::Hide {
+                path: cstring(&under("/newroot", &path))?,
+                dir,
+            });
+        }
+        if policy.reads.is_some() {
+            b.push(Op::Attr {
+                path: c("/newroot")?,
+                set: MOUNT_ATTR_RDONLY,
+                recursive: false,
+            });
+        }
+        b.push(Op::Detach(c("/oldroot")?));
+        b.push(Op::Chdir(c("/newroot")?));
+        b.push(Op::PivotRoot {
+            new: c(".")?,
+            old: c(".")?,
+        });
+        b.push(Op::Detach(c(".")?));
+        b.push(Op::Chdir(cstring(cwd)?));
+
+        // SAFETY: getuid/getgid/getpid cannot fail.
+        let (uid, gid, server_pid) = unsafe { (libc::getuid(), libc::getgid(), libc::getpid()) };
+        // Root (allowed to map any id) keeps every id as it is, so files keep their owners and
+        // the command root's rights over them, as without namespaces; anyone else maps itself.
+        let (uid_map, gid_map, deny_setgroups) = if uid == 0 {
+            let all = b"0 0 4294967295\n".to_vec();
+            (all.clone(), all, false)
+        } else {
+            (
+                format!("{uid} {uid} 1\n").into_bytes(),
+                format!("{gid} {gid} 1\n").into_bytes(),
+                true,
+            )
+        };
+        Ok(Self {
+            ops: b.ops,
+            uid_map,
+            gid_map,
+            deny_setgroups,
+            writable_inside: vec![c("/tmp")?, c("/dev/shm")?],
+            inside_access: access,
+            server_pid,
+            page: SharedPage::new().map_err(NamespaceError::Page)?,
+        })
+    }
+
+    /// What init saw of the shell.
+    pub fn page(&self) -> &SharedPage {
+        &self.page
+    }
+
+    /// Why the set-up failed, when a step in the child recorded a failure (after a failed
+    /// spawn, or a probe's failed run).
+    pub fn failure(&self) -> Option<NamespaceError> {
+        let (step, errno) = self.page.failure()?;
+        let step = match self.ops.get(step as usize) {
+            Some(op) => op.describe(),
+            None => Fixed::describe(step).to_owned(),
+        };
+        Some(NamespaceError::Step {
+            step,
+            reason: std::io::Error::from_raw_os_error(errno).to_string(),
+        })
+    }
+
+    /// Records that `step` failed with the current errno and returns that error.
+    fn fail(&self, step: u32) -> std::io::Error {
+        let error = std::io::Error::last_os_error();
+        let data = self.page.data();
+        data.errno
+            .store(error.raw_os_error().unwrap_or(0), Ordering::SeqCst);
+        data.failed_step.store(step, Ordering::SeqCst);
+        error
+    }
+
+    /// Enters the namespaces: run in the server's child between fork and exec (`pre_exec`);
+    /// returns only in the shell's process (or with an error). `ruleset` is the Landlock
+    /// ruleset to apply, when any.
+    ///
+    /// # Safety
+    /// Only between fork and exec of a child of this process: it forks twice with raw
+    /// `clone`, and the keeper and init never return (they `_exit`). Async-signal-safe: see
+    /// the module's doc.
+    pub unsafe fn enter(&self, ruleset: Option<RawFd>) -> std::io::Result<()> {
+        // SAFETY: the caller's contract; every call below is a plain system call on buffers
+        // owned by `self`, or on the stack.
+        unsafe {
+            // A session of its own: its own process group (killed as one) and no controlling
+            // terminal, so nothing can prompt on the operator's terminal.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(self.fail(Fixed::DeathSignal as u32));
+            }
+            if libc::getppid() != self.server_pid {
+                // The server died before the death signal was set.
+                libc::_exit(1);
+            }
+            let mut sync = [0 as c_int; 2];
+            if libc::pipe2(sync.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(self.fail(Fixed::Sync as u32));
+            }
+            let flags = libc::CLONE_NEWUSER
+                | libc::CLONE_NEWNS
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWIPC
+                | libc::SIGCHLD;
+            let init = clone(flags as c_ulong);
+            if init < 0 {
+                return Err(self.fail(Fixed::Clone as u32));
+            }
+            if init == 0 {
+                libc::close(sync[1]);
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(sync[0], (&raw mut byte).cast(), 1);
+                    if n == 1 {
+                        break;
+                    }
+                    if n < 0 && errno() == libc::EINTR {
+                        continue;
+                    }
+                    // The keeper could not write the maps (it recorded why) or died.
+                    libc::_exit(1);
+                }
+                libc::close(sync[0]);
+                return self.init(ruleset);
+            }
+            libc::close(sync[0]);
+            if let Err(error) = self.write_maps(init) {
+                libc::kill(init, libc::SIGKILL);
+                return Err(error);
+            }
+            if libc::write(sync[1], b"g".as_ptr().cast(), 1) != 1 {
+                libc::kill(init, libc::SIGKILL);
+                return Err(self.fail(Fixed::Sync as u32));
+            }
+            libc::close(sync[1]);
+            self.keep(init)
+        }
+    }
+
+    /// The keeper: writes init's id maps from outside its user namespace.
+    unsafe fn write_maps(&self, init: libc::pid_t) -> std::io::Result<()> {
+        // SAFETY: plain system calls on stack buffers.
+        unsafe {
+            let mut path = [0u8; 64];
+            if self.deny_setgroups {
+                proc_path(&mut path, init, b"setgroups");
+                write_file(&path, b"deny").map_err(|_| self.fail(Fixed::Setgroups as u32))?;
+            }
+            proc_path(&mut path, init, b"uid_map");
+            write_file(&path, &self.uid_map).map_err(|_| self.fail(Fixed::UidMap as u32))?;
+            proc_path(&mut path, init, b"gid_map");
+            write_file(&path, &self.gid_map).map_err(|_| self.fail(Fixed::GidMap as u32))?;
+        }
+        Ok(())
+    }
+
+    /// The keeper, once init runs: holds nothing open, ignores the SIGTERM sent to the whole
+    /// group (the shell gets it; init ends with the shell), waits for init and exits.
+    unsafe fn keep(&self, init: libc::pid_t) -> ! {
+        // SAFETY: plain system calls; `_exit` never returns.
+        unsafe {
+            close_all_from(0);
+            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::signal(signal, libc::SIG_IGN);
+            }
+            let mut status = 0;
+            loop {
+                let r = libc::waitpid(init, &mut status, 0);
+                if r == init || (r < 0 && errno() != libc::EINTR) {
+                    break;
+                }
+            }
+            libc::_exit(0)
+        }
+    }
+
+    /// Init, PID 1 of the new namespaces: the mounts, Landlock, the shell, then the reaping.
+    unsafe fn init(&self, ruleset: Option<RawFd>) -> std::io::Result<()> {
+        // SAFETY: plain system calls on `self`'s buffers and the stack; `_exit` never returns.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(self.fail(Fixed::DeathSignal as u32));
+            }
+            for (index, op) in self.ops.iter().enumerate() {
+                if run(op) != 0 {
+                    return Err(self.fail(index as u32));
+                }
+            }
+            // Init's memory is a copy of the server's (its environment included): no process
+            // of the command may read it through /proc/1.
+            if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+                return Err(self.fail(Fixed::Dumpable as u32));
+            }
+            if let Some(ruleset) = ruleset {
+                for dir in &self.writable_inside {
+                    let fd = libc::open(dir.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        continue;
+                    }
+                    let attr = PathBeneathAttr {
+                        allowed_access: self.inside_access,
+                        parent_fd: fd,
+                    };
+                    let added = libc::syscall(
+                        libc::SYS_landlock_add_rule,
+                        ruleset,
+                        LANDLOCK_RULE_PATH_BENEATH,
+                        &raw const attr,
+                        0,
+                    );
+                    libc::close(fd);
+                    if added != 0 {
+                        return Err(self.fail(Fixed::Landlock as u32));
+                    }
+                }
+                if super::sandbox::restrict_child(ruleset).is_err() {
+                    return Err(self.fail(Fixed::Landlock as u32));
+                }
+            }
+            let shell = clone(libc::SIGCHLD as c_ulong);
+            if shell < 0 {
+                return Err(self.fail(Fixed::ForkShell as u32));
+            }
+            if shell == 0 {
+                return Ok(());
+            }
+            close_all_from(0);
+            let data = self.page.data();
+            let mut status = 0;
+            loop {
+                let r = libc::waitpid(-1, &mut status, 0);
+                if r == shell {
+                    data.shell_status.store(status, Ordering::SeqCst);
+                    data.shell_done.store(1, Ordering::SeqCst);
+                    break;
+                }
+                if r < 0 && errno() != libc::EINTR {
+                    break;
+                }
+            }
+            // Reap what already ended; whatever still runs is killed as init exits.
+            loop {
+                let r = libc::waitpid(-1, &mut status, libc::WNOHANG);
+                if r > 0 {
+                    continue;
+                }
+                if r == 0 {
+                    data.stray.store(1, Ordering::SeqCst);
+                }
+                break;
+            }
+            libc::_exit(0)
+        }
+    }
+}
+
+fn errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// fork(2) without glibc's atfork handlers (which may take locks): `clone` with `flags`.
+unsafe fn clone(flags: c_ulong) -> libc::pid_t {
+    // SAFETY: clone without CLONE_VM and without a new stack behaves like fork; the remaining
+    // arguments (tid pointers, tls) are unused and zero on every architecture's order.
+    unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) as libc::pid_t }
+}
+
+unsafe fn close_all_from(first: u32) {
+    // SAFETY: close_range on a range of descriptors; nothing here uses them afterwards.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, 0);
+    }
+}
+
+/// `/proc/<pid>/<name>` NUL-terminated in `buffer`, without allocating.
+fn proc_path(buffer: &mut [u8; 64], pid: libc::pid_t, name: &[u8]) {
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        for &b in bytes {
+            if at < buffer.len() - 1 {
+                buffer[at] = b;
+                at += 1;
+            }
+        }
+    };
+    put(b"/proc/");
+    let mut digits = [0u8; 12];
+    let mut n = pid.unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[..len].reverse();
+    put(&digits[..len]);
+    put(b"/");
+    put(name);
+    buffer[at] = 0;
+}
+
+unsafe fn write_file(path: &[u8; 64], bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: `path` is NUL-terminated (proc_path); plain system calls.
+    unsafe {
+        let fd = libc::open(
+            path.as_ptr().cast::<c_char>(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = std::io::Error::last_os_error();
+        libc::close(fd);
+        if written != bytes.len() as isize {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// Runs one step; 0 on success, -1 with errno set.
+unsafe fn run(op: &Op) -> c_int {
+    let null = std::ptr::null::<c_char>();
+    // SAFETY: plain system calls on NUL-terminated strings owned by `op`.
+    unsafe {
+        match op {
+            Op::MakePrivate(path) => libc::mount(
+                null,
+                path.as_ptr(),
+                null,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ),
+            Op::Tmpfs { to, flags, data } => libc::mount(
+                c"tmpfs".as_ptr(),
+                to.as_ptr(),
+                c"tmpfs".as_ptr(),
+                *flags,
+                data.as_ptr().cast(),
+            ),
+            Op::Mkdir(path) => {
+                if libc::mkdir(path.as_ptr(), 0o755) == 0 || errno() == libc::EEXIST {
+                    0
+                } else {
+                    -1
+                }
+            }
+            Op::Touch(path) => {
+                let fd = libc::open(
+                    path.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o644,
+                );
+                if fd < 0 {
+                    return -1;
+                }
+                libc::close(fd);
+                0
+            }
+            Op::Symlink { target, link } => {
+                if libc::symlink(target.as_ptr(), link.as_ptr()) == 0 || errno() == libc::EEXIST {
+                    0
+                } else {
+                    -1
+                }
+            }
+            Op::Bind {
+                from,
+                to,
+                recursive,
+            } => {
+                let mut flags = libc::MS_BIND;
+                if *recursive {
+                    flags |= libc::MS_REC;
+                }
+                libc::mount(from.as_ptr(), to.as_ptr(), null, flags, std::ptr::null())
+            }
+            Op::Attr {
+                path,
+                set,
+                recursive,
+            } => set_attr(path, *set, *recursive),
+            Op::Proc(path) => libc::mount(
+                c"proc".as_ptr(),
+                path.as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ),
+            Op::Hide { path, dir } => {
+                // Only what the command could see: a path not in the new root needs nothing.
+                if libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::F_OK, 0) != 0 {
+                    return 0;
+                }
+                if *dir {
+                    let flags =
+                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                    libc::mount(
+                        c"tmpfs".as_ptr(),
+                        path.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        flags,
+                        c"mode=0755".as_ptr().cast(),
+                    )
+                } else {
+                    if libc::mount(
+                        c"/oldroot/dev/null".as_ptr(),
+                        path.as_ptr(),
+                        null,
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ) != 0
+                    {
+                        return -1;
+                    }
+                    set_attr(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false)
+                }
+            }
+            Op::Chdir(path) => libc::chdir(path.as_ptr()),
+            Op::PivotRoot { new, old } => {
+                libc::syscall(libc::SYS_pivot_root, new.as_ptr(), old.as_ptr()) as c_int
+            }
+            Op::Detach(path) => libc::umount2(path.as_ptr(), libc::MNT_DETACH),
+        }
+    }
+}
+
+unsafe fn set_attr(path: &CString, set: u64, recursive: bool) -> c_int {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: mount_setattr on a NUL-terminated path and a struct on the stack.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        ) as c_int
+    }
+}
+
+/// Whether commands can run in the namespaces here: runs `true` in them (with `ruleset`, when
+/// given, as a command would). The error names the step that failed.
+pub fn probe(ruleset: Option<RawFd>, access: u64) -> Result<(), NamespaceError> {
+    let plan = Plan::new(&[], Path::new("/"), &SandboxPolicy::default(), access)?;
+    let plan = Arc::new(plan);
+    let mut command = std::process::Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg("exit 0")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let child_plan = plan.clone();
+    // SAFETY: `enter` is async-signal-safe and made for this place (see its doc).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+            child_plan.enter(ruleset)
+        });
+    }
+    let spawned = command.status();
+    if let Some(failure) = plan.failure() {
+        return Err(failure);
+    }
+    let status = spawned.map_err(|e| NamespaceError::Step {
+        step: "starting a command in the namespaces".into(),
+        reason: e.to_string(),
+    })?;
+    match plan.page().shell_status() {
+        Some(0) => Ok(()),
+        Some(other) => Err(NamespaceError::Step {
+            step: "running `sh -c 'exit 0'` in the namespaces".into(),
+            reason: format!("it ended with wait status {other}"),
+        }),
+        None => Err(NamespaceError::Step {
+            step: "running `sh -c 'exit 0'` in the namespaces".into(),
+            reason: format!("the namespace ended before the shell did ({status})"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_paths_are_formatted_without_allocating() {
+        let mut buffer = [0u8; 64];
+        proc_path(&mut buffer, 12345, b"uid_map");
+        let end = buffer.iter().position(|&b| b == 0).unwrap();
+        assert_eq!(&buffer[..end], b"/proc/12345/uid_map");
+    }
+
+    #[test]
+    fn mounts_are_placed_parents_first_and_after_the_private_tmp() {
+        let plan = Plan::new(
+            &[
+                HostMount {
+                    dir: "/tmp/a/b".into(),
+                    writable: true,
+                },
+                HostMount {
+                    dir: "/srv".into(),
+                    writable: false,
+                },
+            ],
+            Path::new("/srv"),
+            &SandboxPolicy::default(),
+            0,
+        )
+        .unwrap();
+        let binds: Vec<String> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Bind { to, .. } => Some(to.to_string_lossy().into_owned()),
+                Op::Tmpfs { to, .. } => Some(format!("tmpfs {}", to.to_string_lossy())),
+                _ => None,
+            })
+            .filter(|s| !s.contains("/dev/"))
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                "tmpfs /tmp",
+                "/newroot",
+                "tmpfs /newroot/tmp",
+                "tmpfs /newroot/dev",
+                "/newroot/srv",
+                "/newroot/tmp/a/b"
+            ]
+        );
+    }
+
+    #[test]
+    fn limited_reads_bind_only_system_dirs_and_hide_after_the_mounts() {
+        let policy = SandboxPolicy {
+            hidden: Arc::new(vec!["/usr/share".into()]),
+            reads: Some(Arc::new(vec!["/nowhere/at/all".into()])),
+        };
+        let mounts = [HostMount {
+            dir: "/srv".into(),
+            writable: true,
+        }];
+        let plan = Plan::new(&mounts, Path::new("/srv"), &policy, 0).unwrap();
+        let position = |wanted: &dyn Fn(&Op) -> bool| plan.ops.iter().position(wanted);
+        let bind_to = |target: &'static str| move |op: &Op| matches!(op, Op::Bind { to, .. } if to.as_bytes() == target.as_bytes());
+        assert_eq!(
+            position(&bind_to("/newroot")),
+            None,
+            "the host root is not bound"
+        );
+        assert!(position(&bind_to("/newroot/usr")).is_some());
+        assert!(position(&bind_to("/newroot/nowhere/at/all")).is_none());
+        let srv = position(&bind_to("/newroot/srv")).unwrap();
+        let hide = position(&|op: &Op| {
+            matches!(op, Op::Hide { path, dir: true } if path.as_bytes() == b"/newroot/usr/share")
+        })
+        .unwrap();
+        assert!(hide > srv);
+        if std::fs::symlink_metadata("/bin").is_ok_and(|m| m.file_type().is_symlink()) {
+            assert!(
+                position(&|op: &Op| matches!(op, Op::Symlink { link, .. } if link.as_bytes() == b"/newroot/bin"))
+                    .is_some()
+            );
+        }
+    }
+}
