@@ -60,6 +60,18 @@ impl ExecMode {
     }
 }
 
+/// The soft open-files limit (`RLIMIT_NOFILE`) commands start with, when the server raised its
+/// own: the limit the server was started with. Set once by the HTTP server before it raises the
+/// limit for its connections (`http::conns`), so that a command does not inherit a limit meant
+/// for the server (a build tool sizing tables by `ulimit -n`, or a runaway loop of opens).
+static COMMAND_OPEN_FILES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Commands start with a soft open-files limit of at most `soft` from now on (see
+/// [`COMMAND_OPEN_FILES`]); only the first call counts.
+pub fn keep_open_files_limit_for_commands(soft: u64) {
+    let _ = COMMAND_OPEN_FILES.set(soft);
+}
+
 /// Seconds a command may run when the call gives no `timeout`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// Between SIGTERM and SIGKILL to a command's process group.
@@ -365,6 +377,7 @@ impl Invocation<'_> {
             Some(confinement) => {
                 let plan = confinement.plan.clone();
                 let ruleset = confinement.ruleset;
+                restore_open_files_limit(&mut command);
                 // SAFETY: `enter` is made to run between fork and exec: async-signal-safe
                 // system calls only, on buffers built before the fork (see namespace.rs).
                 unsafe {
@@ -372,6 +385,7 @@ impl Invocation<'_> {
                 }
             }
             None => {
+                restore_open_files_limit(&mut command);
                 // SAFETY: the closure runs between fork and exec and only calls setsid(2),
                 // which is async-signal-safe; the error path builds an io::Error from an
                 // errno, no heap.
@@ -750,6 +764,32 @@ fn signal_name(signal: i32) -> &'static str {
         libc::SIGALRM => "SIGALRM",
         libc::SIGTERM => "SIGTERM",
         _ => "signal",
+    }
+}
+
+/// Lowers the command's soft open-files limit to [`COMMAND_OPEN_FILES`] when one was kept,
+/// between fork and exec (before the sandbox is entered: every process of the call inherits it).
+fn restore_open_files_limit(command: &mut tokio::process::Command) {
+    let Some(&soft) = COMMAND_OPEN_FILES.get() else {
+        return;
+    };
+    let soft = soft as libc::rlim_t;
+    // SAFETY: the closure runs between fork and exec and only calls getrlimit(2) and
+    // setrlimit(2) on a value on its own stack: async-signal-safe, no heap.
+    unsafe {
+        command.pre_exec(move || {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur > soft {
+                limit.rlim_cur = soft;
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
     }
 }
 

@@ -71,6 +71,7 @@ pub fn raise_open_files_limit() -> Option<u64> {
     if current >= maximum {
         return Some(current);
     }
+    crate::exec::keep_open_files_limit_for_commands(current);
     let raised = rustix::process::Rlimit {
         current: Some(maximum),
         maximum: Some(maximum),

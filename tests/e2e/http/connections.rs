@@ -376,3 +376,37 @@ async fn bodies_beyond_the_total_get_503_with_retry_after_and_small_calls_still_
         .await;
     assert!(!wrote.is_error, "{}", wrote.text);
 }
+
+/// The open-files limit the server raised for its connections is not handed to the commands of
+/// `execute`: they start with the limit the server was started with.
+#[tokio::test]
+async fn commands_start_with_the_open_files_limit_the_server_was_given() {
+    let own = raise_own_open_files_limit();
+    if own <= 1024 {
+        crate::support::skips::record(
+            "execute's open-files limit over HTTP",
+            &format!("the hard open-files limit is {own}: the server has nothing to raise"),
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let disk = format!("/=disk:{}", dir.path().display());
+    let server = Server::start_limited(
+        None,
+        "127.0.0.1:0",
+        &["--mount", &disk, "--allow-exec"],
+        &[("MOUNTFS_TOKEN", ALICE)],
+        Some(1024),
+    )
+    .await;
+    let mut client = Client::new(&server.url, Some(ALICE), Protocol::Stateless);
+    let answer = client
+        .call("execute", json!({"command": "ulimit -n"}))
+        .await;
+    assert!(
+        answer.text.contains("\n1024") || answer.text.contains(" 1024"),
+        "{}\nserver:\n{}",
+        answer.text,
+        server.stderr()
+    );
+}

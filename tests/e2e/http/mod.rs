@@ -7,8 +7,8 @@ mod client;
 mod conformance;
 mod connections;
 mod corpus;
-mod roots;
 mod quota;
+mod roots;
 
 use std::time::Duration;
 
