@@ -1281,6 +1281,15 @@ impl Backend for OverlayBackend {
         Ok(None)
     }
 
+    /// Changes go to the layer, file by file; a commit journals its base itself (`stage_commit`).
+    async fn begin_changes(
+        &self,
+        _files: &[super::PlannedFile],
+        _role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
+        Ok(None)
+    }
+
     async fn rename(
         &self,
         from: &VirtualPath,

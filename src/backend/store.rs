@@ -366,6 +366,16 @@ impl Backend for StoreBackend {
         Ok(())
     }
 
+    /// A change of several files in one database transaction is the store's own business
+    /// (see `store_changes`); no journal here.
+    async fn begin_changes(
+        &self,
+        _files: &[super::PlannedFile],
+        _role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
+        Ok(None)
+    }
+
     async fn rename(
         &self,
         from: &VirtualPath,
