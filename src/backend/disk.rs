@@ -657,6 +657,14 @@ impl ChangeJournal for DiskJournal {
         self.journal.host.clone()
     }
 
+    /// One file at a time: each is kept aside by the journal already.
+    async fn apply_at_once(
+        &self,
+        _changes: &[(Option<&[u8]>, Option<Version>)],
+    ) -> Option<std::result::Result<Vec<Option<Version>>, (usize, Error)>> {
+        None
+    }
+
     async fn write(&self, index: usize, content: &[u8], mode: WriteMode) -> Result<WriteOutcome> {
         let path = self.path(index)?;
         let content = content.to_vec();

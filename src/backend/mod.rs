@@ -250,6 +250,16 @@ pub trait ChangeJournal: Send + Sync + fmt::Debug {
     /// The journal's directory on the host (what a [`JournalRole::Secondary`] names).
     fn location(&self) -> std::path::PathBuf;
 
+    /// Applies the whole plan at once where the backend makes it one transaction (a store: one
+    /// database transaction, nothing to roll back after a crash): each planned file's new
+    /// content (`None`: removed) in plan order, and the version it was left with; on a failure
+    /// the index of the file and why, nothing changed. `None`: this journal changes the files
+    /// one by one ([`ChangeJournal::write`], [`ChangeJournal::delete`]).
+    async fn apply_at_once(
+        &self,
+        changes: &[(Option<&[u8]>, Option<Version>)],
+    ) -> Option<std::result::Result<Vec<Option<Version>>, (usize, Error)>>;
+
     /// Writes the planned file `index` under `mode`, as [`Backend::write`].
     async fn write(&self, index: usize, content: &[u8], mode: WriteMode) -> Result<WriteOutcome>;
 

@@ -5,6 +5,9 @@
 //! mount: the files are all as before, or (once decided) all as after, never a mix (issues 32,
 //! 33). A failure or a cancellation while changing puts the files back through the journal.
 //!
+//! On a store mount the journal is the database's own: the whole change is one transaction
+//! ([`ChangeJournal::apply_at_once`]).
+//!
 //! The journal is begun over the whole change only when every file lies in one mount (the usual
 //! patch); a change over several mounts, or with a step that puts back kept content
 //! ([`After::Aside`]), is made file by file as before.
@@ -58,6 +61,49 @@ pub(super) async fn apply(
     changes: &[Change<'_>],
     steps: &mut ChangeSteps<'_>,
 ) -> Result<Vec<Applied>, ApplyAllFailure> {
+    if steps.cancelled() {
+        return Err(ApplyAllFailure {
+            at: changes[0].path.clone(),
+            error: steps.cancellation("Nothing was changed."),
+            applied_before: 0,
+            not_reverted: Vec::new(),
+        });
+    }
+    let whole: Vec<(Option<&[u8]>, Option<Version>)> = changes
+        .iter()
+        .map(|c| {
+            let content = match &c.after {
+                After::Bytes(bytes) => Some(bytes.as_ref()),
+                After::Absent | After::Aside(_) => None,
+            };
+            (content, c.before.version().cloned())
+        })
+        .collect();
+    if let Some(done) = journal.apply_at_once(&whole).await {
+        return match done {
+            Ok(versions) => {
+                for _ in 0..versions.len() {
+                    steps.step().await;
+                }
+                Ok(versions
+                    .into_iter()
+                    .map(|version| Applied {
+                        version,
+                        aside: None,
+                    })
+                    .collect())
+            }
+            Err((index, error)) => {
+                let at = changes[index.min(changes.len() - 1)].path.clone();
+                Err(ApplyAllFailure {
+                    error: stale_or(error.map_path(|_| at.clone())),
+                    at,
+                    applied_before: 0,
+                    not_reverted: Vec::new(),
+                })
+            }
+        };
+    }
     let mut left: Vec<(usize, Option<Version>)> = Vec::with_capacity(changes.len());
     for (index, change) in changes.iter().enumerate() {
         let outcome = if steps.cancelled() {
