@@ -767,12 +767,17 @@ impl OverlayBackend {
             (_, None) => return Ok(false),
             (_, Some(now)) => now,
         };
-        let BoundedRead::Whole(layer) = self
+        let layer = match self
             .layer
             .read_at_most(&change.path, MAX_ROLLBACK_IN_MEMORY)
-            .await?
-        else {
-            return Ok(false);
+            .await
+        {
+            Ok(BoundedRead::Whole(layer)) => layer,
+            Ok(BoundedRead::TooLarge { .. }) => return Ok(false),
+            // Marked changed but its file already gone from the layer: a decided commit was
+            // letting it go (file first, then mark) when the process died; the base has it.
+            Err(Error::NotFound { .. }) => return Ok(true),
+            Err(error) => return Err(error),
         };
         if Version::of_content(&layer.content) == *now {
             return Ok(true);

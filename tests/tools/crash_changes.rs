@@ -16,6 +16,40 @@ use serde_json::json;
 
 use crate::support::stdio::{StdioClient, text_of};
 
+/// Starts the server with `args`: the `mountfs` of this build, or the binary named by
+/// `MOUNTFS_CRASH_BIN` (to see these tests fail on a build without the change journal).
+fn start_server(args: &[&str]) -> StdioClient {
+    let Some(binary) = std::env::var_os("MOUNTFS_CRASH_BIN") else {
+        return StdioClient::start(args);
+    };
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .env("RUST_LOG", "warn");
+    let mut client = StdioClient::spawn_command(command);
+    client.handshake();
+    client
+}
+
+/// Calls a tool that must succeed, waiting up to 5 minutes (a 2,000-file change on a slow,
+/// shared machine in a debug build may take longer than the client's usual 30 s).
+fn ok_long(client: &mut StdioClient, tool: &str, arguments: serde_json::Value) -> String {
+    let id = client.send("tools/call", json!({"name": tool, "arguments": arguments}));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while Instant::now() < deadline {
+        let Some(message) = client.recv_within(Duration::from_secs(1)) else {
+            continue;
+        };
+        if message["id"] == id {
+            let result = &message["result"];
+            assert_eq!(result["isError"], false, "{tool} failed: {message}");
+            return text_of(result);
+        }
+    }
+    panic!("{tool}: no answer within 5 minutes");
+}
+
 /// A fresh directory on tmpfs where there is one: a SIGKILL keeps the page cache, so what is
 /// tested here does not hang on fsync, and a slow CI disk (thousands of fsyncs per change)
 /// does not make the test crawl. Elsewhere a plain temporary directory.
@@ -263,7 +297,7 @@ impl PatchMount {
     }
 
     fn start(&self) -> StdioClient {
-        StdioClient::start(&["--mount", &self.spec()])
+        start_server(&["--mount", &self.spec()])
     }
 }
 
@@ -321,7 +355,11 @@ fn patch_survives_sigkill(mount: PatchMount, kills: usize) {
     read_all(&mut client, &plan.to_read(side));
     let watch = mount.watch_journal();
     let started = Instant::now();
-    client.ok("apply_patch", json!({"patch": plan.patch(side)}));
+    ok_long(
+        &mut client,
+        "apply_patch",
+        json!({"patch": plan.patch(side)}),
+    );
     let duration = started.elapsed();
     let changing_from = watch.map(|w| w.join().unwrap()).unwrap_or_default();
     drop(client);
@@ -440,7 +478,11 @@ fn patch_survives_sigkill(mount: PatchMount, kills: usize) {
     // The same patch applies cleanly again, whatever the last kill left.
     let mut client = mount.start();
     read_all(&mut client, &plan.to_read(side));
-    client.ok("apply_patch", json!({"patch": plan.patch(side)}));
+    ok_long(
+        &mut client,
+        "apply_patch",
+        json!({"patch": plan.patch(side)}),
+    );
     drop(client);
     assert_eq!(
         side_of(&contents(&mount.files().0), &plan),
@@ -517,7 +559,7 @@ impl Overlays {
     fn start(&self) -> StdioClient {
         let args = self.args();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        StdioClient::start(&args)
+        start_server(&args)
     }
 
     fn created(&self) -> usize {
@@ -602,7 +644,7 @@ impl Overlays {
     fn make_changes(&self, client: &mut StdioClient) {
         let (patch, read) = self.patch();
         read_all(client, &read);
-        client.ok("apply_patch", json!({"patch": patch}));
+        ok_long(client, "apply_patch", json!({"patch": patch}));
     }
 }
 
@@ -638,7 +680,7 @@ fn commit_survives_sigkill(bases: usize, sqlite: bool, kills: usize) {
     let mut client = overlays.start();
     overlays.make_changes(&mut client);
     let started = Instant::now();
-    client.ok("commit", json!({"path": "/"}));
+    ok_long(&mut client, "commit", json!({"path": "/"}));
     let duration = started.elapsed();
     drop(client);
     let (now, _) = overlays.bases_now();
@@ -717,7 +759,7 @@ fn commit_survives_sigkill(bases: usize, sqlite: bool, kills: usize) {
             // Every other round, a second commit goes through (else the next round kills
             // the commit of the same layer again).
             if !old || round % 2 == 1 {
-                client.ok("commit", json!({"path": "/"}));
+                ok_long(&mut client, "commit", json!({"path": "/"}));
                 let (now, _) = overlays.bases_now();
                 assert!(
                     now.iter().all(|(t, _)| overlays.is_committed(t)),

@@ -534,3 +534,222 @@ fn remove_journal(root: &Dir, name: &Path) -> io::Result<()> {
     }
     sync_root(root)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::backend::disk::{DiskBackend, DiskOptions};
+    use crate::backend::{Backend, JournalRole, PlannedFile, Version, WriteMode};
+    use crate::path::VirtualPath;
+
+    fn p(s: &str) -> VirtualPath {
+        VirtualPath::parse(s).unwrap()
+    }
+
+    fn ours(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(super::super::TEMP_PREFIX))
+            .collect()
+    }
+
+    /// Copies a journal directory aside (its kept files as copies, modes kept).
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+
+    async fn version(disk: &DiskBackend, path: &str) -> Version {
+        disk.read(&p(path)).await.unwrap().version
+    }
+
+    /// A change cut short (the journal dropped unfinished, as a killed process leaves it) is
+    /// rolled back when the mount is opened again: every file byte-exact with its mode,
+    /// created files and directories gone; resolving it a second time changes nothing.
+    #[tokio::test]
+    async fn an_unfinished_change_is_rolled_back_at_the_next_open_and_twice_is_harmless() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        std::fs::set_permissions(root.join("a.txt"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        std::fs::write(root.join("b.txt"), "b").unwrap();
+        let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+        let (va, vb) = (
+            version(&disk, "/a.txt").await,
+            version(&disk, "/b.txt").await,
+        );
+        let files = [
+            PlannedFile {
+                path: p("/a.txt"),
+                before: Some(va.clone()),
+            },
+            PlannedFile {
+                path: p("/b.txt"),
+                before: Some(vb.clone()),
+            },
+            PlannedFile {
+                path: p("/new/deep/c.txt"),
+                before: None,
+            },
+        ];
+        let journal = disk
+            .begin_changes(&files, &JournalRole::Alone)
+            .await
+            .unwrap()
+            .unwrap();
+        journal
+            .write(0, b"A, changed", WriteMode::IfVersion(va))
+            .await
+            .unwrap();
+        journal.delete(1, &vb).await.unwrap();
+        journal.write(2, b"c", WriteMode::CreateOnly).await.unwrap();
+        let location = journal.location();
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&location, copy.path());
+        drop(journal); // the process is gone: its lock with it
+        drop(disk);
+
+        let check = || {
+            assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"a");
+            let mode = std::fs::metadata(root.join("a.txt"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o7777, 0o600);
+            assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"b");
+            assert!(
+                !root.join("new").exists(),
+                "the directories it created are gone"
+            );
+            assert_eq!(ours(root), Vec::<String>::new());
+        };
+        let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
+        let resolved = disk.take_resolved();
+        assert_eq!(
+            resolved,
+            vec![super::Resolved {
+                files: 3,
+                rolled_back: true
+            }]
+        );
+        check();
+        assert!(disk.take_resolved().is_empty(), "told once");
+
+        // A crash during the roll-back leaves the journal: resolving again is harmless.
+        copy_dir(copy.path(), &location);
+        let again = DiskBackend::open(root, DiskOptions::default()).unwrap();
+        assert_eq!(again.take_resolved().len(), 1);
+        check();
+    }
+
+    /// Once decided, a change cut short stands: the next open only removes the journal.
+    #[tokio::test]
+    async fn a_decided_change_is_completed_not_rolled_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+        let va = version(&disk, "/a.txt").await;
+        let files = [
+            PlannedFile {
+                path: p("/a.txt"),
+                before: Some(va.clone()),
+            },
+            PlannedFile {
+                path: p("/b.txt"),
+                before: None,
+            },
+        ];
+        let journal = disk
+            .begin_changes(&files, &JournalRole::Alone)
+            .await
+            .unwrap()
+            .unwrap();
+        journal
+            .write(0, b"new", WriteMode::IfVersion(va))
+            .await
+            .unwrap();
+        journal.write(1, b"b", WriteMode::CreateOnly).await.unwrap();
+        journal.mark_committed().await.unwrap();
+        drop(journal);
+        drop(disk);
+        let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
+        assert_eq!(
+            disk.take_resolved(),
+            vec![super::Resolved {
+                files: 2,
+                rolled_back: false
+            }]
+        );
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"new");
+        assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"b");
+        assert_eq!(ours(root), Vec::<String>::new());
+    }
+
+    /// A secondary journal waits for its primary's decision; the primary's resolution takes
+    /// the secondaries with it, so two mounts end the same way whichever is opened first.
+    #[tokio::test]
+    async fn secondaries_follow_the_primary_decision() {
+        for decided in [false, true] {
+            let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            for dir in [&one, &two] {
+                std::fs::write(dir.path().join("f.txt"), "old").unwrap();
+            }
+            let a = DiskBackend::open_without_sweep(one.path(), DiskOptions::default()).unwrap();
+            let b = DiskBackend::open_without_sweep(two.path(), DiskOptions::default()).unwrap();
+            let name = super::journal_name();
+            let primary = b.host_dir().unwrap().join(&name);
+            let plan = |v: Version| {
+                [PlannedFile {
+                    path: p("/f.txt"),
+                    before: Some(v),
+                }]
+            };
+            let va = version(&a, "/f.txt").await;
+            let secondary = a
+                .begin_changes(&plan(va.clone()), &JournalRole::Secondary { primary })
+                .await
+                .unwrap()
+                .unwrap();
+            secondary
+                .write(0, b"new", WriteMode::IfVersion(va))
+                .await
+                .unwrap();
+            let vb = version(&b, "/f.txt").await;
+            let main = b
+                .begin_changes(
+                    &plan(vb.clone()),
+                    &JournalRole::Primary {
+                        name,
+                        secondaries: vec![secondary.location()],
+                    },
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            main.write(0, b"new", WriteMode::IfVersion(vb))
+                .await
+                .unwrap();
+            if decided {
+                main.mark_committed().await.unwrap();
+            }
+            drop((secondary, main, a, b));
+            // The primary's mount opens first: it resolves the secondary too.
+            let b = DiskBackend::open(two.path(), DiskOptions::default()).unwrap();
+            let a = DiskBackend::open(one.path(), DiskOptions::default()).unwrap();
+            let want: &[u8] = if decided { b"new" } else { b"old" };
+            for dir in [&one, &two] {
+                assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), want);
+                assert_eq!(ours(dir.path()), Vec::<String>::new());
+            }
+            drop((a, b));
+        }
+    }
+}
