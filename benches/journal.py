@@ -56,17 +56,19 @@ class Server:
         return result
 
     def read_all(self, paths):
-        ids = []
-        for path in paths:
-            ident = self.next
-            self.next += 1
-            ids.append(ident)
-            self.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
-                       "params": {"name": "read_file", "arguments": {"file_path": path}}})
-        pending = set(ids)
-        while pending:
-            message = json.loads(self.proc.stdout.readline())
-            pending.discard(message.get("id"))
+        # In batches: all at once, the server's answers would fill the pipe while this
+        # process still writes requests, and both would wait for ever.
+        for start in range(0, len(paths), 32):
+            pending = set()
+            for path in paths[start:start + 32]:
+                ident = self.next
+                self.next += 1
+                pending.add(ident)
+                self.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+                           "params": {"name": "read_file", "arguments": {"file_path": path}}})
+            while pending:
+                message = json.loads(self.proc.stdout.readline())
+                pending.discard(message.get("id"))
 
     def close(self):
         self.proc.stdin.close()
