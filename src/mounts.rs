@@ -25,6 +25,44 @@ use crate::path::VirtualPath;
 use crate::quota::{MemoryAccount, MemoryBudget};
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 
+/// What opening the disk mounts resolved of changes a crash cut short (see
+/// `backend::disk::journal`), told once, in the next tool answer of any session.
+static RECOVERY_NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Words the agent reads about the unfinished changes of mount `prefix` resolved at start.
+fn note_resolved(prefix: &str, resolved: &[crate::backend::disk::journal::Resolved]) {
+    if resolved.is_empty() {
+        return;
+    }
+    let mut notes = RECOVERY_NOTES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    for one in resolved {
+        notes.push(if one.rolled_back {
+            format!(
+                "Note: the server was stopped (a crash or a kill) in the middle of a change of {} file(s) on the mount {prefix} (an apply_patch or a commit); that change was rolled back at this start, so those files are all as they were before it. Read them again before editing, and make the change again if it is still wanted.",
+                one.files
+            )
+        } else {
+            format!(
+                "Note: the server was stopped (a crash or a kill) just after a change of {} file(s) on the mount {prefix} (an apply_patch or a commit) was decided; it was completed at this start, so those files are all as after it.",
+                one.files
+            )
+        });
+    }
+}
+
+/// The notes of [`note_resolved`] not told yet, as one text; `None` once told.
+pub fn take_recovery_notes() -> Option<String> {
+    let mut notes = RECOVERY_NOTES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if notes.is_empty() {
+        return None;
+    }
+    Some(std::mem::take(&mut *notes).join("\n"))
+}
+
 /// A mount that could not be opened.
 #[derive(Debug, Error)]
 #[error("cannot open mount {prefix}: {reason}")]
@@ -103,6 +141,9 @@ impl MountTable {
                     };
                     let opened =
                         tokio::task::spawn_blocking(move || DiskBackend::open(&dir, options)).await;
+                    if let Ok(Ok(backend)) = &opened {
+                        note_resolved(&spec.display_prefix(), &backend.take_resolved());
+                    }
                     match opened {
                         Ok(Ok(backend)) => match overlay {
                             None => Opened::Shared(Arc::new(backend)),

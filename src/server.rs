@@ -259,7 +259,7 @@ impl MountfsServer {
                 private: false,
             });
         }
-        Ok(match outcome {
+        let mut result = match outcome {
             Ok(reply) => {
                 let file = reply.file.clone();
                 let mut result = success(name, reply);
@@ -274,7 +274,13 @@ impl MountfsServer {
                 tracing::debug!(tool = name, %error, "tool error");
                 failure(error.kind(), error.to_string())
             }
-        })
+        };
+        // A change a crash cut short, resolved when the mounts were opened: told once, ahead
+        // of the answer (its structured content stays the tool's own).
+        if let Some(note) = crate::mounts::take_recovery_notes() {
+            result.content.insert(0, ContentBlock::text(note));
+        }
+        Ok(result)
     }
 }
 

@@ -355,6 +355,41 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
+    /// Within one mount: that mount's journal, paths in its coordinates; a change over
+    /// several mounts is not journaled here (the change layer begins one per mount).
+    async fn begin_changes(
+        &self,
+        files: &[super::PlannedFile],
+        role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
+        let Some(first) = files.first() else {
+            return Ok(None);
+        };
+        // A file the mount refuses is left to the change itself, which says why.
+        let Ok((mount, _)) = self.changeable(&first.path) else {
+            return Ok(None);
+        };
+        let mut inner = Vec::with_capacity(files.len());
+        for file in files {
+            let Ok((owner, path)) = self.changeable(&file.path) else {
+                return Ok(None);
+            };
+            if owner.prefix != mount.prefix {
+                return Ok(None);
+            }
+            inner.push(super::PlannedFile {
+                path,
+                before: file.before.clone(),
+            });
+        }
+        let prefix = mount.prefix.clone();
+        mount
+            .backend
+            .begin_changes(&inner, role)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&prefix)))
+    }
+
     /// Within one mount: that mount's rename. Across mounts: `Ok(None)` (the caller copies).
     async fn rename(
         &self,

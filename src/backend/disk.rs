@@ -47,6 +47,7 @@
 //! All blocking file-system work runs on tokio's blocking pool.
 
 mod aside;
+pub mod journal;
 mod line_index;
 mod rename;
 mod resolve;
@@ -65,9 +66,9 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use rustix::fs::FileType;
 
 use super::{
-    AsideContent, AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error,
-    FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed,
-    Result, Version, WriteMode, WriteOutcome,
+    AsideContent, AsideFile, Backend, BoundedRead, ChangeJournal, DeleteOptions, Entry, EntryKind,
+    Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, JournalRole, LineWindow,
+    PlannedFile, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use resolve::{map_io, relative};
@@ -118,13 +119,33 @@ struct Inner {
     searches: tokio::sync::Semaphore,
     /// Where contents too large for the undo history in memory are kept (see [`aside`]).
     aside: aside::AsideDir,
+    /// The unfinished changes resolved when the mount was opened, until told.
+    resolved: std::sync::Mutex<Vec<journal::Resolved>>,
 }
 
 impl DiskBackend {
     /// Opens `dir` as a mount root and starts removing stale temporary files in the
     /// background, after a delay (see [`temp::SWEEP_DELAY`]; they are invisible meanwhile).
+    ///
+    /// First, before anything can touch the mount, every change a crash left unfinished is
+    /// resolved (see [`journal`]); [`DiskBackend::take_resolved`] tells what was.
     pub fn open(dir: &Path, options: DiskOptions) -> std::result::Result<Self, OpenError> {
         let backend = Self::open_without_sweep(dir, options)?;
+        let resolved = journal::recover(&backend.inner.root);
+        for one in &resolved {
+            tracing::warn!(
+                dir = %dir.display(),
+                files = one.files,
+                rolled_back = one.rolled_back,
+                "a change of several files was cut short by a crash; it was {}",
+                if one.rolled_back { "rolled back" } else { "completed" }
+            );
+        }
+        *backend
+            .inner
+            .resolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = resolved;
         let sweeper = backend.clone();
         temp::sweep_later(move || sweeper.sweep_stale_temp_files());
         Ok(backend)
@@ -155,6 +176,7 @@ impl DiskBackend {
                 line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
                 aside: aside::AsideDir::new(),
+                resolved: std::sync::Mutex::default(),
             }),
         })
     }
@@ -165,6 +187,18 @@ impl DiskBackend {
     pub fn opened_dir(&self) -> PathBuf {
         std::fs::read_link(&self.inner.pinned_root)
             .unwrap_or_else(|_| self.inner.pinned_root.clone())
+    }
+
+    /// The unfinished changes (journals) that opening the mount resolved, once: the caller
+    /// tells the agent in its next answer.
+    pub fn take_resolved(&self) -> Vec<journal::Resolved> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .resolved
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Removes temporary files left by writers that are gone; returns how many.
@@ -520,6 +554,21 @@ impl Backend for DiskBackend {
         Ok(written.map(|(outcome, entry)| (outcome, self.kept(path, entry))))
     }
 
+    async fn begin_changes(
+        &self,
+        files: &[PlannedFile],
+        role: &JournalRole,
+    ) -> Result<Option<Box<dyn ChangeJournal>>> {
+        let (files, role) = (files.to_vec(), role.clone());
+        let journal = self
+            .blocking(move |inner| journal::begin(&inner.root, &inner.host_root, &files, &role))
+            .await?;
+        Ok(Some(Box::new(DiskJournal {
+            backend: self.clone(),
+            journal: Arc::new(journal),
+        })))
+    }
+
     async fn rename(
         &self,
         from: &VirtualPath,
@@ -588,5 +637,79 @@ impl Backend for DiskBackend {
         let _turn = self.inner.searches.acquire().await.ok();
         self.blocking(move |inner| walk::grep(&inner.walk_context(), &query))
             .await
+    }
+}
+
+/// A change journal of this mount in progress (see [`journal`]).
+#[derive(Debug)]
+struct DiskJournal {
+    backend: DiskBackend,
+    journal: Arc<journal::Journal>,
+}
+
+impl DiskJournal {
+    fn path(&self, index: usize) -> Result<VirtualPath> {
+        self.journal
+            .paths
+            .get(index)
+            .cloned()
+            .ok_or_else(|| Error::Unavailable {
+                message: format!("change journal: no planned file {index}"),
+            })
+    }
+}
+
+#[async_trait]
+impl ChangeJournal for DiskJournal {
+    fn location(&self) -> PathBuf {
+        self.journal.host.clone()
+    }
+
+    /// One file at a time: each is kept aside by the journal already.
+    async fn apply_at_once(
+        &self,
+        _changes: &[(Option<&[u8]>, Option<Version>)],
+    ) -> Option<std::result::Result<Vec<Option<Version>>, (usize, Error)>> {
+        None
+    }
+
+    async fn write(&self, index: usize, content: &[u8], mode: WriteMode) -> Result<WriteOutcome> {
+        let path = self.path(index)?;
+        let content = content.to_vec();
+        // The journal holds a second link to a replaced file (its old content).
+        self.backend
+            .blocking(move |inner| write::write_linked(&inner.root, &path, &content, mode, 2))
+            .await
+    }
+
+    async fn delete(&self, index: usize, version: &Version) -> Result<()> {
+        let path = self.path(index)?;
+        let options = DeleteOptions::file_if_version(version.clone());
+        self.backend
+            .blocking(move |inner| write::delete(&inner.root, &path, &options))
+            .await
+    }
+
+    async fn mark_committed(&self) -> Result<()> {
+        let journal = Arc::clone(&self.journal);
+        self.backend
+            .blocking(move |_| journal.mark_committed())
+            .await
+    }
+
+    async fn finish(&self) -> Result<()> {
+        let journal = Arc::clone(&self.journal);
+        self.backend
+            .blocking(move |inner| journal.finish(&inner.root))
+            .await
+    }
+
+    async fn roll_back(&self, applied: &[(usize, Option<Version>)]) -> Vec<(usize, Error)> {
+        let journal = Arc::clone(&self.journal);
+        let applied = applied.to_vec();
+        self.backend
+            .blocking(move |inner| Ok(journal.roll_back(&inner.root, &applied)))
+            .await
+            .unwrap_or_else(|error| vec![(0, error)])
     }
 }

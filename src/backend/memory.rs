@@ -345,6 +345,15 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    /// Nothing in memory survives a crash: no journal (the caller changes file by file).
+    async fn begin_changes(
+        &self,
+        _files: &[super::PlannedFile],
+        _role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
+        Ok(None)
+    }
+
     async fn rename(
         &self,
         from: &VirtualPath,

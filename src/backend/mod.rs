@@ -209,6 +209,76 @@ impl PartialEq for AsideFile {
 
 impl Eq for AsideFile {}
 
+/// One file of a multi-file change, as [`Backend::begin_changes`] is told it before anything
+/// changes: its path and the version it must have now (`None`: it must be absent, the change
+/// creates it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    /// The file, in the backend's coordinates.
+    pub path: VirtualPath,
+    /// Its version now; `None`: absent.
+    pub before: Option<Version>,
+}
+
+/// Where one mount's journal stands in a change over several mounts (an overlay commit over
+/// several overlay mounts): all or nothing across them hangs on one decision, the `committed`
+/// mark of the primary's journal (see `disk::journal`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalRole {
+    /// The only mount the change touches: its own journal decides.
+    Alone,
+    /// One of several: the primary journal, at this host path (it may not exist yet), decides.
+    Secondary {
+        /// The primary journal's directory.
+        primary: std::path::PathBuf,
+    },
+    /// The deciding journal, at the name chosen for it ([`disk::journal_name`]), begun after
+    /// the secondaries, whose journals it lists so that resolving it resolves them.
+    Primary {
+        /// Its directory name beneath its mount root.
+        name: String,
+        /// The secondaries' journal directories.
+        secondaries: Vec<std::path::PathBuf>,
+    },
+}
+
+/// A multi-file change in progress on one mount, kept whole across a crash (see
+/// [`Backend::begin_changes`]). Each file of the plan is changed through it, by its index in
+/// the plan; then it is [`ChangeJournal::finish`]ed (the change stands), or rolled back.
+#[async_trait]
+pub trait ChangeJournal: Send + Sync + fmt::Debug {
+    /// The journal's directory on the host (what a [`JournalRole::Secondary`] names).
+    fn location(&self) -> std::path::PathBuf;
+
+    /// Applies the whole plan at once where the backend makes it one transaction (a store: one
+    /// database transaction, nothing to roll back after a crash): each planned file's new
+    /// content (`None`: removed) in plan order, and the version it was left with; on a failure
+    /// the index of the file and why, nothing changed. `None`: this journal changes the files
+    /// one by one ([`ChangeJournal::write`], [`ChangeJournal::delete`]).
+    async fn apply_at_once(
+        &self,
+        changes: &[(Option<&[u8]>, Option<Version>)],
+    ) -> Option<std::result::Result<Vec<Option<Version>>, (usize, Error)>>;
+
+    /// Writes the planned file `index` under `mode`, as [`Backend::write`].
+    async fn write(&self, index: usize, content: &[u8], mode: WriteMode) -> Result<WriteOutcome>;
+
+    /// Removes the planned file `index` if it has `version`, as [`Backend::delete`].
+    async fn delete(&self, index: usize, version: &Version) -> Result<()>;
+
+    /// Records that the whole change stands (a primary's decision): from here on a crash rolls
+    /// it forward, not back.
+    async fn mark_committed(&self) -> Result<()>;
+
+    /// Removes the journal: the change stands (or was rolled back). Last step of a change.
+    async fn finish(&self) -> Result<()>;
+
+    /// Puts back the planned files changed so far (`applied`: index and the version each was
+    /// left with, `None` removed), each only if it is still what the change left, then removes
+    /// the journal. Returns the files that could not be put back, with why.
+    async fn roll_back(&self, applied: &[(usize, Option<Version>)]) -> Vec<(usize, Error)>;
+}
+
 /// Which source lines of a text file a read wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineWindow {
@@ -729,6 +799,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
         content: &[u8],
         version: &Version,
     ) -> Result<Option<(WriteOutcome, AsideFile)>>;
+
+    /// Starts a change of several files that a crash of the process cannot cut in half: before
+    /// anything changes, a journal on the backend's own storage records the plan and keeps what
+    /// each replaced or removed file held, so that the next start rolls an unfinished change
+    /// back (disk mounts, see `disk::journal`). `Ok(None)` when this backend keeps no journal
+    /// (in memory: nothing survives a crash anyway): the caller changes the files one by one.
+    /// `VersionMismatch` when a planned file is not at its planned version: nothing changed.
+    async fn begin_changes(
+        &self,
+        files: &[PlannedFile],
+        role: &JournalRole,
+    ) -> Result<Option<Box<dyn ChangeJournal>>>;
 
     /// Renames the file or directory at `from` to `to` within this backend, in place: contents,
     /// times and (on disk) mode, owner and inode are kept, a directory moves whole, and memory

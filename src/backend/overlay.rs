@@ -33,9 +33,9 @@ use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
 use super::{
-    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Version, WriteMode,
-    WriteOutcome,
+    AsideFile, Backend, BoundedRead, ChangeJournal, DeleteOptions, Entry, Error, FileBytes,
+    FileView, GlobQuery, GrepFile, GrepQuery, JournalRole, LineWindow, PlannedFile, RenameOptions,
+    Renamed, Result, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use crate::search::GlobMatcher;
@@ -279,9 +279,40 @@ pub struct StagedCommit<'a> {
     dir: VirtualPath,
     changes: Vec<LayerChange>,
     done: Vec<Written>,
+    /// The base's change journal, when the base keeps one (disk): what was written through it.
+    journal: Option<StagedJournal>,
     kept_dirs: Vec<VirtualPath>,
     /// No other change through the overlay until this one is finished or undone.
     _changing: tokio::sync::MutexGuard<'a, ()>,
+}
+
+/// A commit's writes through its base's change journal (see [`OverlayBackend::stage_commit`]).
+#[derive(Debug)]
+struct StagedJournal {
+    journal: Box<dyn ChangeJournal>,
+    /// The planned files, by journal index.
+    paths: Vec<VirtualPath>,
+    /// Each file written so far: its journal index and the version it was left with.
+    applied: Vec<(usize, Option<Version>)>,
+}
+
+impl StagedJournal {
+    /// Puts back what was written: the files put back, and those that could not be.
+    async fn roll_back(self) -> (Vec<VirtualPath>, Vec<(VirtualPath, Error)>) {
+        let failed = self.journal.roll_back(&self.applied).await;
+        let not_restored: Vec<(VirtualPath, Error)> = failed
+            .into_iter()
+            .filter_map(|(i, e)| self.paths.get(i).map(|p| (p.clone(), e)))
+            .collect();
+        let restored = self
+            .applied
+            .iter()
+            .filter_map(|(i, _)| self.paths.get(*i))
+            .filter(|p| !not_restored.iter().any(|(q, _)| q == *p))
+            .cloned()
+            .collect();
+        (restored, not_restored)
+    }
 }
 
 impl StagedCommit<'_> {
@@ -303,7 +334,35 @@ impl StagedCommit<'_> {
     /// Puts back every base file the stage wrote (another overlay mount's stage failed); the
     /// layer keeps all its changes. Returns the files put back and those that could not be.
     pub async fn undo(self) -> (Vec<VirtualPath>, Vec<(VirtualPath, Error)>) {
-        self.overlay.roll_back(self.done).await
+        match self.journal {
+            Some(journal) => journal.roll_back().await,
+            None => self.overlay.roll_back(self.done).await,
+        }
+    }
+
+    /// Where the base's journal of this stage is on the host, when the base keeps one (what a
+    /// [`JournalRole::Secondary`] of the same commit names... and a primary lists).
+    pub fn journal_location(&self) -> Option<std::path::PathBuf> {
+        self.journal.as_ref().map(|j| j.journal.location())
+    }
+
+    /// The decision of a commit (made on its primary or only journal): from here a crash
+    /// completes the commit in the base instead of taking it back.
+    pub async fn decide(&self) -> Result<()> {
+        match &self.journal {
+            Some(journal) => journal.journal.mark_committed().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the base's journal once the commit is decided (secondaries before the primary).
+    pub async fn close_journal(&self) {
+        if let Some(journal) = &self.journal
+            && let Err(error) = journal.journal.finish().await
+        {
+            // Decided: the journal left behind is rolled forward (removed) at the next start.
+            tracing::warn!(%error, "a committed change's journal could not be removed");
+        }
     }
 }
 
@@ -679,9 +738,22 @@ impl OverlayBackend {
 
     /// The base files under `dir` that changed since the layer first took them (another
     /// program wrote, deleted or created them): `commit` writes nothing while there are any.
+    ///
+    /// A base file that already holds what the layer would write (or is gone where the layer
+    /// deletes it) is no conflict: a commit decided just before a crash wrote it, and the layer
+    /// had not let it go yet. Such changes are left out of the next commit's writes.
     pub async fn conflicts(&self, dir: &VirtualPath) -> Result<Vec<CommitConflict>> {
+        Ok(self.check_base(dir).await?.0)
+    }
+
+    /// [`Self::conflicts`], and the changes the base already holds.
+    async fn check_base(
+        &self,
+        dir: &VirtualPath,
+    ) -> Result<(Vec<CommitConflict>, BTreeSet<VirtualPath>)> {
         let changes = self.changes(dir).await?;
         let mut conflicts = Vec::new();
+        let mut settled = BTreeSet::new();
         for change in &changes {
             let now = self.base_version(&change.path).await?;
             let reason = match (&change.base_version, &now) {
@@ -690,12 +762,45 @@ impl OverlayBackend {
                 (None, Some(_)) => "created in the base since",
                 _ => continue,
             };
+            if self.already_in_base(change, now.as_ref()).await? {
+                settled.insert(change.path.clone());
+                continue;
+            }
             conflicts.push(CommitConflict {
                 path: change.path.clone(),
                 reason,
             });
         }
-        Ok(conflicts)
+        Ok((conflicts, settled))
+    }
+
+    /// Whether the base file (at version `now`) already is what committing `change` makes it.
+    async fn already_in_base(&self, change: &LayerChange, now: Option<&Version>) -> Result<bool> {
+        let now = match (change.kind, now) {
+            (ChangeKind::Deleted, now) => return Ok(now.is_none()),
+            (_, None) => return Ok(false),
+            (_, Some(now)) => now,
+        };
+        let layer = match self
+            .layer
+            .read_at_most(&change.path, MAX_ROLLBACK_IN_MEMORY)
+            .await
+        {
+            Ok(BoundedRead::Whole(layer)) => layer,
+            Ok(BoundedRead::TooLarge { .. }) => return Ok(false),
+            // Marked changed but its file already gone from the layer: a decided commit was
+            // letting it go (file first, then mark) when the process died; the base has it.
+            Err(Error::NotFound { .. }) => return Ok(true),
+            Err(error) => return Err(error),
+        };
+        if Version::of_content(&layer.content) == *now {
+            return Ok(true);
+        }
+        let base = self
+            .base
+            .read_at_most(&change.path, MAX_ROLLBACK_IN_MEMORY)
+            .await?;
+        Ok(matches!(base, BoundedRead::Whole(base) if base.content == layer.content))
     }
 
     /// Writes the layer's changes under `dir` into the base, each file atomically as the base
@@ -713,13 +818,91 @@ impl OverlayBackend {
     /// or is undone (the base is put back), so that a commit over several overlay mounts is all
     /// or nothing across them: each is staged, and only when all are does any finish. Other
     /// changes through this overlay wait until it finishes or is undone.
-    pub async fn stage_commit(&self, dir: &VirtualPath) -> Result<Staged<'_>> {
+    ///
+    /// Where the base keeps a change journal (disk), the writes go through it (`role`: this
+    /// mount's place among the mounts of the commit): a crash at any moment leaves the base as
+    /// before the commit, or — once [`StagedCommit::decide`] ran — as after it; the layer lets
+    /// its changes go only after that (see the module doc of `disk::journal`).
+    pub async fn stage_commit(&self, dir: &VirtualPath, role: &JournalRole) -> Result<Staged<'_>> {
         let changing = self.changing.lock().await;
-        let conflicts = self.conflicts(dir).await?;
+        let (conflicts, settled) = self.check_base(dir).await?;
         if !conflicts.is_empty() {
             return Ok(Staged::Conflicts(conflicts));
         }
         let changes = self.changes(dir).await?;
+        let planned: Vec<&LayerChange> = changes
+            .iter()
+            .filter(|c| !settled.contains(&c.path))
+            .filter(|c| !(c.kind == ChangeKind::Deleted && c.base_version.is_none()))
+            .collect();
+        let files: Vec<PlannedFile> = planned
+            .iter()
+            .map(|c| PlannedFile {
+                path: c.path.clone(),
+                before: c.base_version.clone(),
+            })
+            .collect();
+        // A primary journal is begun even with nothing to write here: it holds the decision
+        // the other mounts' journals wait for.
+        let journal = if files.is_empty() && !matches!(role, JournalRole::Primary { .. }) {
+            None
+        } else {
+            match self.base.begin_changes(&files, role).await {
+                Ok(journal) => journal,
+                Err(Error::VersionMismatch { path }) => {
+                    // Another program changed it between the check and the journal.
+                    return Ok(Staged::Conflicts(vec![CommitConflict {
+                        path,
+                        reason: "changed in the base since",
+                    }]));
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        if let Some(journal) = journal {
+            let mut staged = StagedJournal {
+                journal,
+                paths: files.into_iter().map(|f| f.path).collect(),
+                applied: Vec::new(),
+            };
+            let mut failure = None;
+            for (index, change) in planned.iter().enumerate() {
+                match self.commit_journaled(&*staged.journal, index, change).await {
+                    Ok(now) => staged.applied.push((index, now)),
+                    Err(error) => {
+                        failure = Some((change.path.clone(), error));
+                        break;
+                    }
+                }
+            }
+            let kept_dirs = match failure {
+                Some(failure) => Err(failure),
+                None => self
+                    .commit_opaque(dir)
+                    .await
+                    .map_err(|error| (dir.clone(), error)),
+            };
+            return match kept_dirs {
+                Ok(kept_dirs) => Ok(Staged::Written(StagedCommit {
+                    overlay: self,
+                    dir: dir.clone(),
+                    changes,
+                    done: Vec::new(),
+                    journal: Some(staged),
+                    kept_dirs,
+                    _changing: changing,
+                })),
+                Err((path, error)) => {
+                    let (restored, not_restored) = staged.roll_back().await;
+                    Ok(Staged::Failed {
+                        path,
+                        error,
+                        restored,
+                        not_restored,
+                    })
+                }
+            };
+        }
         let mut done: Vec<Written> = Vec::new();
         let mut failure = None;
         for change in &changes {
@@ -745,6 +928,7 @@ impl OverlayBackend {
                 dir: dir.clone(),
                 changes,
                 done,
+                journal: None,
                 kept_dirs,
                 _changing: changing,
             })),
@@ -756,6 +940,29 @@ impl OverlayBackend {
                     restored,
                     not_restored,
                 })
+            }
+        }
+    }
+
+    /// Writes one change into the base through its journal (planned file `index`): the
+    /// version the base file is left with (`None`: deleted).
+    async fn commit_journaled(
+        &self,
+        journal: &dyn ChangeJournal,
+        index: usize,
+        change: &LayerChange,
+    ) -> Result<Option<Version>> {
+        match (change.kind, &change.base_version) {
+            (ChangeKind::Deleted, Some(old)) => journal.delete(index, old).await.map(|()| None),
+            (ChangeKind::Deleted, None) => Ok(None),
+            (ChangeKind::Added | ChangeKind::Modified, base_version) => {
+                let file = self.layer.read(&change.path).await?;
+                let mode = match base_version {
+                    Some(old) => WriteMode::IfVersion(old.clone()),
+                    None => WriteMode::CreateOnly,
+                };
+                let outcome = journal.write(index, &file.content, mode).await?;
+                Ok(Some(outcome.version))
             }
         }
     }
@@ -1292,6 +1499,15 @@ impl Backend for OverlayBackend {
         _content: &[u8],
         _version: &Version,
     ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+
+    /// Changes go to the layer, file by file; a commit journals its base itself (`stage_commit`).
+    async fn begin_changes(
+        &self,
+        _files: &[super::PlannedFile],
+        _role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
         Ok(None)
     }
 

@@ -82,6 +82,22 @@ fn failure(path: &VirtualPath, error: store::Error) -> Error {
 }
 
 impl StoreBackend {
+    /// The file/directory shape checks of a write (see the module doc): no directory at
+    /// `path`, no file at any of its parents.
+    async fn check_shape(&self, path: &VirtualPath) -> Result<()> {
+        if path.is_root() || self.has_children(path).await? {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        let mut ancestor = path.parent();
+        while let Some(dir) = ancestor {
+            if self.head(&dir).await?.is_some() {
+                return Err(Error::NotADirectory { path: dir });
+            }
+            ancestor = dir.parent();
+        }
+        Ok(())
+    }
+
     /// A backend over `namespace` of `store`.
     pub fn new(store: Arc<dyn Store>, namespace: Namespace) -> Self {
         Self { store, namespace }
@@ -300,16 +316,7 @@ impl Backend for StoreBackend {
         content: &[u8],
         mode: WriteMode,
     ) -> Result<WriteOutcome> {
-        if path.is_root() || self.has_children(path).await? {
-            return Err(Error::IsADirectory { path: path.clone() });
-        }
-        let mut ancestor = path.parent();
-        while let Some(dir) = ancestor {
-            if self.head(&dir).await?.is_some() {
-                return Err(Error::NotADirectory { path: dir });
-            }
-            ancestor = dir.parent();
-        }
+        self.check_shape(path).await?;
         let condition = match mode {
             WriteMode::CreateOnly => PutCondition::CreateOnly,
             WriteMode::Overwrite => PutCondition::Overwrite,
@@ -364,6 +371,19 @@ impl Backend for StoreBackend {
             return Err(Error::NotFound { path: path.clone() });
         }
         Ok(())
+    }
+
+    /// A change of several files is one database transaction ([`Store::apply_batch`]): a crash
+    /// leaves all of it or none, with nothing to resolve at the next start.
+    async fn begin_changes(
+        &self,
+        files: &[super::PlannedFile],
+        _role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
+        Ok(Some(Box::new(StoreTransaction {
+            backend: self.clone(),
+            paths: files.iter().map(|f| f.path.clone()).collect(),
+        })))
     }
 
     async fn rename(
@@ -555,5 +575,121 @@ impl Backend for StoreBackend {
             }
             page_query.start = ListStart::After(last.unwrap_or(last_planned));
         }
+    }
+}
+
+/// A change of several files of a store, made in one database transaction (see
+/// [`StoreBackend::begin_changes`]).
+#[derive(Debug)]
+struct StoreTransaction {
+    backend: StoreBackend,
+    paths: Vec<VirtualPath>,
+}
+
+impl StoreTransaction {
+    fn one_by_one(&self, index: usize) -> Error {
+        Error::Unsupported {
+            path: self
+                .paths
+                .get(index)
+                .cloned()
+                .unwrap_or_else(VirtualPath::root),
+            reason: "a store changes several files in one transaction, not one by one".into(),
+        }
+    }
+
+    fn path(&self, index: usize) -> Result<&VirtualPath> {
+        self.paths.get(index).ok_or_else(|| Error::Unavailable {
+            message: format!("store transaction: no planned file {index}"),
+        })
+    }
+}
+
+#[async_trait]
+impl super::ChangeJournal for StoreTransaction {
+    fn location(&self) -> std::path::PathBuf {
+        std::path::PathBuf::new()
+    }
+
+    async fn apply_at_once(
+        &self,
+        changes: &[(Option<&[u8]>, Option<Version>)],
+    ) -> Option<std::result::Result<Vec<Option<Version>>, (usize, Error)>> {
+        let mut ops = Vec::with_capacity(changes.len());
+        for (index, (content, before)) in changes.iter().enumerate() {
+            let path = match self.path(index) {
+                Ok(path) => path,
+                Err(error) => return Some(Err((index, error))),
+            };
+            let mismatch = || (index, Error::VersionMismatch { path: path.clone() });
+            let version = match before {
+                Some(v) => match v.as_str().parse::<i64>() {
+                    Ok(v) => Some(v),
+                    Err(_) => return Some(Err(mismatch())),
+                },
+                None => None,
+            };
+            match content {
+                Some(content) => {
+                    // The shape checks of `write`, read before the transaction as there.
+                    if let Err(error) = self.backend.check_shape(path).await {
+                        return Some(Err((index, error)));
+                    }
+                    ops.push(store::BatchOp::Put {
+                        key: path.as_str().to_owned(),
+                        content: content.to_vec(),
+                        condition: match version {
+                            Some(v) => PutCondition::IfVersion(v),
+                            None => PutCondition::CreateOnly,
+                        },
+                    });
+                }
+                None => match version {
+                    Some(version) => ops.push(store::BatchOp::Delete {
+                        key: path.as_str().to_owned(),
+                        version,
+                    }),
+                    None => return Some(Err(mismatch())),
+                },
+            }
+        }
+        let done = self
+            .backend
+            .store
+            .apply_batch(&self.backend.namespace, ops)
+            .await;
+        Some(match done {
+            Ok(versions) => Ok(versions.into_iter().map(|v| v.map(version_of)).collect()),
+            Err((index, error)) => {
+                let path = self
+                    .paths
+                    .get(index)
+                    .cloned()
+                    .unwrap_or_else(VirtualPath::root);
+                Err((index, failure(&path, error)))
+            }
+        })
+    }
+
+    /// Never file by file: [`Self::apply_at_once`] makes the whole change.
+    async fn write(&self, index: usize, _content: &[u8], _mode: WriteMode) -> Result<WriteOutcome> {
+        Err(self.one_by_one(index))
+    }
+
+    /// Never file by file: [`Self::apply_at_once`] makes the whole change.
+    async fn delete(&self, index: usize, _version: &Version) -> Result<()> {
+        Err(self.one_by_one(index))
+    }
+
+    async fn mark_committed(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn finish(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn roll_back(&self, _applied: &[(usize, Option<Version>)]) -> Vec<(usize, Error)> {
+        Vec::new()
     }
 }

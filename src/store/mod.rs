@@ -152,6 +152,27 @@ pub enum PutCondition {
     IfVersion(i64),
 }
 
+/// One change of a [`Store::apply_batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchOp {
+    /// A [`Store::put`].
+    Put {
+        /// The key.
+        key: String,
+        /// The content.
+        content: Vec<u8>,
+        /// Its condition.
+        condition: PutCondition,
+    },
+    /// A [`Store::delete`] that must find the item at this version.
+    Delete {
+        /// The key.
+        key: String,
+        /// The version the item must have.
+        version: i64,
+    },
+}
+
 /// What a successful `put` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
@@ -305,6 +326,16 @@ pub trait Store: Send + Sync + fmt::Debug {
         to_prefix: &str,
         to_key: &str,
     ) -> Result<u64>;
+
+    /// Applies `ops` in order in one transaction: all of them, or — when one fails, given
+    /// with its index — none (a crash of the process in between leaves none either). Returns
+    /// each put's new version (`None` for a delete). A delete finding nothing is
+    /// [`Error::VersionMismatch`].
+    async fn apply_batch(
+        &self,
+        namespace: &Namespace,
+        ops: Vec<BatchOp>,
+    ) -> std::result::Result<Vec<Option<i64>>, (usize, Error)>;
 
     /// Deletes every key starting with `prefix` in one statement; returns how many.
     async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64>;

@@ -23,8 +23,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::{
-    Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store, Written,
-    from_micros, to_micros,
+    BatchOp, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store,
+    Written, from_micros, to_micros,
 };
 
 /// Connections per server process.
@@ -428,6 +428,104 @@ impl Store for PostgresStore {
         }
     }
 
+    async fn apply_batch(
+        &self,
+        namespace: &Namespace,
+        ops: Vec<BatchOp>,
+    ) -> std::result::Result<Vec<Option<i64>>, (usize, Error)> {
+        let ns = namespace.as_str();
+        let now = to_micros(SystemTime::now());
+        let mut client = self.client().await.map_err(|e| (0, e))?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| (0, self.map_error(e)))?;
+        let mut versions = Vec::with_capacity(ops.len());
+        for (index, op) in ops.iter().enumerate() {
+            let rows = match op {
+                BatchOp::Put {
+                    key,
+                    content,
+                    condition,
+                } => {
+                    let encoding = Encoding::of(content).as_str();
+                    let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
+                    let (sql, missing) = match condition {
+                        PutCondition::CreateOnly => (
+                            "INSERT INTO mountfs_items
+                                 (namespace, key, encoding, size, created_at, modified_at, version, content)
+                             VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
+                             ON CONFLICT (namespace, key) DO NOTHING
+                             RETURNING version",
+                            Error::AlreadyExists,
+                        ),
+                        PutCondition::IfVersion(_) => (
+                            "UPDATE mountfs_items
+                             SET encoding = $3, size = $4, modified_at = $5,
+                                 version = nextval('mountfs_versions'), content = $6
+                             WHERE namespace = $1 AND key = $2 AND version = $7
+                             RETURNING version",
+                            Error::VersionMismatch,
+                        ),
+                        PutCondition::Overwrite => (
+                            "INSERT INTO mountfs_items
+                                 (namespace, key, encoding, size, created_at, modified_at, version, content)
+                             VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
+                             ON CONFLICT (namespace, key) DO UPDATE
+                             SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
+                                 modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
+                                 content = EXCLUDED.content
+                             RETURNING version",
+                            Error::Query("PostgreSQL upsert returned no row".to_owned()),
+                        ),
+                    };
+                    let rows = match condition {
+                        PutCondition::IfVersion(expected) => {
+                            tx.query(
+                                sql,
+                                &[ns_ref(&ns), key, &encoding, &size, &now, content, expected],
+                            )
+                            .await
+                        }
+                        _ => {
+                            tx.query(sql, &[ns_ref(&ns), key, &encoding, &size, &now, content])
+                                .await
+                        }
+                    };
+                    rows.map_err(|e| self.map_conflict(e))
+                        .and_then(|rows| match rows.first() {
+                            Some(row) => Ok(Some(column(row, 0)?)),
+                            None => Err(missing),
+                        })
+                }
+                BatchOp::Delete { key, version } => tx
+                    .query(
+                        "DELETE FROM mountfs_items
+                         WHERE namespace = $1 AND key = $2 AND version = $3 RETURNING 1",
+                        &[ns_ref(&ns), key, version],
+                    )
+                    .await
+                    .map_err(|e| self.map_error(e))
+                    .and_then(|rows| {
+                        if rows.is_empty() {
+                            Err(Error::VersionMismatch)
+                        } else {
+                            Ok(None)
+                        }
+                    }),
+            };
+            match rows {
+                // Dropping the transaction rolls it back.
+                Err(error) => return Err((index, error)),
+                Ok(version) => versions.push(version),
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(|e| (ops.len().saturating_sub(1), self.map_error(e)))?;
+        Ok(versions)
+    }
+
     async fn rename(
         &self,
         namespace: &Namespace,
@@ -554,4 +652,9 @@ impl Store for PostgresStore {
         let rows = self.range_query(namespace, query, &columns).await?;
         rows.iter().map(item_of_row).collect()
     }
+}
+
+/// A namespace as a statement parameter.
+fn ns_ref<'a>(ns: &'a &str) -> &'a (dyn ToSql + Sync) {
+    ns
 }

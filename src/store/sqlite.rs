@@ -20,8 +20,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use tokio::sync::Semaphore;
 
 use super::{
-    Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store, Written,
-    from_micros, to_micros,
+    BatchOp, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store,
+    Written, from_micros, to_micros,
 };
 
 /// Connections open at most at once (the machine target has 2 cores; more would only queue on
@@ -353,66 +353,66 @@ impl Store for SqliteStore {
             content.to_vec(),
         );
         self.run(move |conn| {
-            let now = to_micros(SystemTime::now());
-            let encoding = Encoding::of(&content).as_str();
-            let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
             // The write lock is taken at BEGIN, so the conditional statements below and the
             // version counter see no other writer in between.
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_error)?;
-            let version: i64 = tx
-                .query_row(
-                    "UPDATE mountfs_counters SET value = value + 1 WHERE name = 'version' RETURNING value",
-                    [],
-                    |row| row.get(0),
-                )
-                .map_err(map_error)?;
-            let insert = |tx: &rusqlite::Transaction<'_>| {
-                tx.execute(
-                    "INSERT INTO mountfs_items
-                         (namespace, key, encoding, size, created_at, modified_at, version, content)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
-                     ON CONFLICT (namespace, key) DO NOTHING",
-                    params![ns, key, encoding, size, now, version, content],
-                )
-                .map_err(map_error)
-            };
-            let update = |tx: &rusqlite::Transaction<'_>, expected: Option<i64>| {
-                tx.execute(
-                    "UPDATE mountfs_items
-                     SET encoding = ?3, size = ?4, modified_at = ?5, version = ?6, content = ?7
-                     WHERE namespace = ?1 AND key = ?2 AND (?8 IS NULL OR version = ?8)",
-                    params![ns, key, encoding, size, now, version, content, expected],
-                )
-                .map_err(map_error)
-            };
-            let created = match condition {
-                PutCondition::CreateOnly => {
-                    if insert(&tx)? == 0 {
-                        return Err(Error::AlreadyExists);
-                    }
-                    true
-                }
-                PutCondition::IfVersion(expected) => {
-                    if update(&tx, Some(expected))? == 0 {
-                        return Err(Error::VersionMismatch);
-                    }
-                    false
-                }
-                PutCondition::Overwrite => {
-                    if update(&tx, None)? == 0 {
-                        insert(&tx)?;
-                        true
-                    } else {
-                        false
-                    }
-                }
-            };
+            let written = put_in(&tx, &ns, &key, &content, condition)?;
             tx.commit().map_err(map_error)?;
-            Ok(Written { version, created })
+            Ok(written)
         })
         .await
+    }
+
+    async fn apply_batch(
+        &self,
+        namespace: &Namespace,
+        ops: Vec<BatchOp>,
+    ) -> std::result::Result<Vec<Option<i64>>, (usize, Error)> {
+        let ns = namespace.as_str().to_owned();
+        let outcome = self
+            .run(move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(map_error)?;
+                let mut versions = Vec::with_capacity(ops.len());
+                for (index, op) in ops.iter().enumerate() {
+                    let done = match op {
+                        BatchOp::Put {
+                            key,
+                            content,
+                            condition,
+                        } => put_in(&tx, &ns, key, content, *condition).map(|w| Some(w.version)),
+                        BatchOp::Delete { key, version } => tx
+                            .execute(
+                                "DELETE FROM mountfs_items
+                                 WHERE namespace = ?1 AND key = ?2 AND version = ?3",
+                                params![ns, key, version],
+                            )
+                            .map_err(map_error)
+                            .and_then(|n| {
+                                if n == 0 {
+                                    Err(Error::VersionMismatch)
+                                } else {
+                                    Ok(None)
+                                }
+                            }),
+                    };
+                    match done {
+                        // Dropping the transaction rolls it back.
+                        Err(error) => return Ok(Err((index, error))),
+                        Ok(version) => versions.push(version),
+                    }
+                }
+                tx.commit().map_err(map_error)?;
+                Ok(Ok(versions))
+            })
+            .await;
+        match outcome {
+            Ok(done) => done,
+            Err(error) => Err((0, error)),
+        }
     }
 
     async fn delete(
@@ -621,4 +621,66 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
+
+/// A [`Store::put`] inside the transaction `tx` (which holds the write lock).
+fn put_in(
+    tx: &rusqlite::Transaction<'_>,
+    ns: &str,
+    key: &str,
+    content: &[u8],
+    condition: PutCondition,
+) -> Result<Written> {
+    let now = to_micros(SystemTime::now());
+    let encoding = Encoding::of(content).as_str();
+    let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
+    let version: i64 = tx
+        .query_row(
+            "UPDATE mountfs_counters SET value = value + 1 WHERE name = 'version' RETURNING value",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(map_error)?;
+    let insert = |tx: &rusqlite::Transaction<'_>| {
+        tx.execute(
+            "INSERT INTO mountfs_items
+                         (namespace, key, encoding, size, created_at, modified_at, version, content)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
+                     ON CONFLICT (namespace, key) DO NOTHING",
+            params![ns, key, encoding, size, now, version, content],
+        )
+        .map_err(map_error)
+    };
+    let update = |tx: &rusqlite::Transaction<'_>, expected: Option<i64>| {
+        tx.execute(
+            "UPDATE mountfs_items
+                     SET encoding = ?3, size = ?4, modified_at = ?5, version = ?6, content = ?7
+                     WHERE namespace = ?1 AND key = ?2 AND (?8 IS NULL OR version = ?8)",
+            params![ns, key, encoding, size, now, version, content, expected],
+        )
+        .map_err(map_error)
+    };
+    let created = match condition {
+        PutCondition::CreateOnly => {
+            if insert(tx)? == 0 {
+                return Err(Error::AlreadyExists);
+            }
+            true
+        }
+        PutCondition::IfVersion(expected) => {
+            if update(tx, Some(expected))? == 0 {
+                return Err(Error::VersionMismatch);
+            }
+            false
+        }
+        PutCondition::Overwrite => {
+            if update(tx, None)? == 0 {
+                insert(tx)?;
+                true
+            } else {
+                false
+            }
+        }
+    };
+    Ok(Written { version, created })
 }

@@ -20,6 +20,7 @@
 //! step). Locking, read-before-edit checks and the text work stay with the callers; what a change
 //! looks like to the agent lives beside it in [`report`].
 
+mod journaled;
 pub mod report;
 pub mod trail;
 
@@ -339,7 +340,8 @@ pub struct ApplyAllFailure {
 
 /// Applies `changes` in order, all or none: when one fails, or the call is cancelled before
 /// the last one (`steps`: one step per change, phase "changed"), those applied before it are
-/// taken back in reverse order ([`Change::revert`]); a cancelled call's failure carries
+/// taken back in reverse order ([`Change::revert`]). On a mount that keeps a change journal
+/// (disk) that holds across a crash of the process too ([`journaled`]); a cancelled call's failure carries
 /// [`ToolError::ChangeCancelled`]. Nothing is recorded; on success the caller records each change
 /// with what it left.
 pub async fn apply_all(
@@ -347,8 +349,12 @@ pub async fn apply_all(
     changes: &[Change<'_>],
     steps: &mut ChangeSteps<'_>,
 ) -> Result<Vec<Applied>, ApplyAllFailure> {
-    let mut applied: Vec<Applied> = Vec::with_capacity(changes.len());
+    let journal = journaled::begin(session, changes).await?;
     steps.phase("changed", changes.len() as u64).await;
+    if let Some(journal) = journal {
+        return journaled::apply(journal, changes, steps).await;
+    }
+    let mut applied: Vec<Applied> = Vec::with_capacity(changes.len());
     for change in changes {
         let outcome = if steps.cancelled() {
             Err(steps.cancellation("The changes made were taken back."))

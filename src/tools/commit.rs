@@ -9,6 +9,8 @@ use serde_json::json;
 
 use super::changes::{Reached, overlays_at};
 use super::{ToolError, ToolReply};
+use crate::backend::JournalRole;
+use crate::backend::disk::journal::journal_name;
 use crate::backend::overlay::{Staged, StagedCommit};
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -50,10 +52,25 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         });
     }
     // Each overlay writes its changes into its base, keeping them in its layer; only when
-    // every one has does any let them go. A failure anywhere puts every base back.
+    // every one has does any let them go. A failure anywhere puts every base back. Bases that
+    // keep a change journal (disk) write through it: one journal per base, the last one
+    // (primary) deciding for all, so that a crash leaves every base as before or as after.
+    let roles = journal_roles(&reached);
     let mut staged = Vec::new();
-    for one in &reached {
-        match one.overlay.stage_commit(&one.inner).await {
+    for (one, role) in reached.iter().zip(&roles) {
+        let role = match role {
+            JournalRole::Primary { name, .. } => JournalRole::Primary {
+                name: name.clone(),
+                secondaries: staged
+                    .iter()
+                    .filter_map(|(_, stage): &(&Reached, StagedCommit<'_>)| {
+                        stage.journal_location()
+                    })
+                    .collect(),
+            },
+            other => other.clone(),
+        };
+        match one.overlay.stage_commit(&one.inner, &role).await {
             Ok(Staged::Written(stage)) => staged.push((one, stage)),
             Err(error) => {
                 undo_stages(staged).await;
@@ -99,6 +116,30 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             }
         }
     }
+    // The decision, on the deciding journal; then the journals go, the primary's last.
+    let decider = roles
+        .iter()
+        .position(|r| matches!(r, JournalRole::Primary { .. }))
+        .or_else(|| {
+            staged
+                .iter()
+                .position(|(_, stage)| stage.journal_location().is_some())
+        });
+    if let Some((one, stage)) = decider.and_then(|d| staged.get(d))
+        && let Err(error) = stage.decide().await
+    {
+        let error = error.map_path(|p| p.under(&one.prefix));
+        undo_stages(staged).await;
+        return Err(error.into());
+    }
+    for (k, (_, stage)) in staged.iter().enumerate() {
+        if Some(k) != decider {
+            stage.close_journal().await;
+        }
+    }
+    if let Some((_, stage)) = decider.and_then(|d| staged.get(d)) {
+        stage.close_journal().await;
+    }
     let mut written = Vec::new();
     let mut kept = Vec::new();
     for (one, stage) in staged {
@@ -143,6 +184,39 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         ),
         ..ToolReply::text(crate::text::truncate::cap_result(text))
     })
+}
+
+/// Each reached overlay's place in the commit's journals: alone when one base keeps a
+/// journal; else the last such base is the primary (its journal, named here, decides) and the
+/// others its secondaries. Bases without a journal are `Alone` (theirs is `None` anyway).
+fn journal_roles(reached: &[Reached]) -> Vec<JournalRole> {
+    let hosts: Vec<Option<&std::path::Path>> = reached
+        .iter()
+        .map(|one| one.overlay.base().host_dir())
+        .collect();
+    let journaled = hosts.iter().filter(|h| h.is_some()).count();
+    let primary = hosts.iter().rposition(Option::is_some);
+    match primary {
+        Some(primary) if journaled > 1 => {
+            let name = journal_name();
+            let location = hosts[primary].map(|h| h.join(&name)).unwrap_or_default();
+            hosts
+                .iter()
+                .enumerate()
+                .map(|(k, host)| match host {
+                    _ if k == primary => JournalRole::Primary {
+                        name: name.clone(),
+                        secondaries: Vec::new(),
+                    },
+                    Some(_) => JournalRole::Secondary {
+                        primary: location.clone(),
+                    },
+                    None => JournalRole::Alone,
+                })
+                .collect()
+        }
+        _ => vec![JournalRole::Alone; reached.len()],
+    }
 }
 
 /// Undoes the stages of the overlays staged so far, last first: the files put back, and

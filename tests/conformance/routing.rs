@@ -429,6 +429,14 @@ impl Backend for Unreadable {
     ) -> Result<Option<(mountfs::backend::WriteOutcome, AsideFile)>, Error> {
         Ok(None)
     }
+    async fn begin_changes(
+        &self,
+        _files: &[mountfs::backend::PlannedFile],
+        _role: &mountfs::backend::JournalRole,
+    ) -> mountfs::backend::Result<Option<Box<dyn mountfs::backend::ChangeJournal>>> {
+        Ok(None)
+    }
+
     async fn rename(
         &self,
         _from: &VirtualPath,

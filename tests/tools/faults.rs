@@ -96,6 +96,14 @@ impl Backend for FaultyBackend {
     ) -> Result<Option<(WriteOutcome, AsideFile)>> {
         Ok(None)
     }
+    async fn begin_changes(
+        &self,
+        _files: &[mountfs::backend::PlannedFile],
+        _role: &mountfs::backend::JournalRole,
+    ) -> mountfs::backend::Result<Option<Box<dyn mountfs::backend::ChangeJournal>>> {
+        Ok(None)
+    }
+
     /// Never in place: a move copies and deletes, through the faults above.
     async fn rename(
         &self,

@@ -22,6 +22,7 @@ mod support;
 
 mod cases;
 mod crash;
+mod crash_changes;
 mod disk_behaviour;
 mod faults;
 mod fixtures;

@@ -797,7 +797,10 @@ fn commit_crash_child() {
         }
         std::fs::write(Path::new(&dir).join("ready"), "").unwrap();
         match overlay
-            .stage_commit(&mountfs::path::VirtualPath::root())
+            .stage_commit(
+                &mountfs::path::VirtualPath::root(),
+                &mountfs::backend::JournalRole::Alone,
+            )
             .await
             .unwrap()
         {

@@ -35,6 +35,7 @@ use crate::path::VirtualPath;
 const NEW_FILE_MODE: u32 = 0o644;
 
 /// An exclusive `flock` on a directory, released on drop (by closing the descriptor).
+#[derive(Debug)]
 pub(super) struct DirLock {
     pub(super) dir: Dir,
 }
@@ -79,6 +80,18 @@ pub(super) fn write(
     content: &[u8],
     mode: WriteMode,
 ) -> Result<WriteOutcome> {
+    write_linked(root, path, content, mode, 1)
+}
+
+/// [`write`] over a file that may have up to `links` hard links: a change journal (see
+/// `journal`) holds one of them, in its private directory, for the file's old content.
+pub(super) fn write_linked(
+    root: &Dir,
+    path: &VirtualPath,
+    content: &[u8],
+    mode: WriteMode,
+    links: u64,
+) -> Result<WriteOutcome> {
     let io = |e: io::Error| map_io(e, path);
     let canonical = canonicalize(root, path, true)?;
     refuse_inside_git(&canonical, path)?;
@@ -96,7 +109,7 @@ pub(super) fn write(
     };
     let kept = match &existing {
         Some(stat) => {
-            check_replaceable(stat, path)?;
+            check_replaceable_links(stat, path, links)?;
             let current = current_version(dir, &name, path)?;
             match &mode {
                 WriteMode::CreateOnly => return Err(Error::AlreadyExists { path: path.clone() }),
@@ -149,6 +162,11 @@ pub(super) struct Kept {
 
 /// Refuses to replace anything but a plain, singly linked regular file.
 pub(super) fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
+    check_replaceable_links(stat, path, 1)
+}
+
+/// [`check_replaceable`] allowing up to `links` hard links (a change journal holds one).
+pub(super) fn check_replaceable_links(stat: &Stat, path: &VirtualPath, links: u64) -> Result<()> {
     let unsupported = |reason: &str| Error::Unsupported {
         path: path.clone(),
         reason: reason.to_owned(),
@@ -172,7 +190,7 @@ pub(super) fn check_replaceable(stat: &Stat, path: &VirtualPath) -> Result<()> {
             "it is read-only (no write permission bit); mountfs does not replace read-only files. Ask the user to make it writable",
         ));
     }
-    if stat.st_nlink > 1 {
+    if stat.st_nlink > links {
         return Err(unsupported(&format!(
             "it has {} hard links; replacing it would split them (and another name may lie outside this mount), so mountfs refuses to write it",
             stat.st_nlink

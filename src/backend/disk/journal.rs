@@ -1,0 +1,755 @@
+//! The change journal of a disk mount: a change of several files (an `apply_patch`, an overlay
+//! `commit`) that a crash of the process — `SIGKILL`, an OOM kill, a power cut — leaves whole
+//! or absent, never half done (issues 32 and 33).
+//!
+//! One journal is one private directory at the mount root, `.mountfs-tmp-journal-<pid>-<n>`
+//! (mode 0700; hidden from every listing like our temporary files, and never taken by their
+//! sweep: its name is not of their form). In order:
+//! 1. **begin**: each file the change will replace or remove is hard-linked into the directory
+//!    as `a<index>` (the old inode, so its bytes, mode and owner, kept without copying; a
+//!    copy when the file lies on another file system); the plan — every path, whether it
+//!    existed, the directories its creation will add — is written to `journal`, fsync'ed, and
+//!    the directory and the root are fsync'ed. Nothing has changed yet.
+//! 2. the files change, each atomically as every disk write does (temporary file, rename).
+//! 3. **commit**: a `committed` mark is made (fsync'ed), then the directory is removed.
+//!
+//! At the next start ([`recover`], synchronously when the mount is opened, before any tool can
+//! touch it), a journal without its mark is **rolled back**: each kept file is renamed back
+//! over its path (byte-exact, mode kept), each file the change created is removed, each
+//! directory it created is removed if empty, the temporary files the dead writer left beside
+//! them go; then the directory goes. Every step is idempotent, so a crash during a roll-back
+//! is resolved by rolling back again. A journal with its mark is rolled forward: the change
+//! stands, only the journal goes.
+//!
+//! A change over several mounts (a commit over several overlay mounts) has one journal per
+//! mount, and one decision: the `committed` mark of the **primary** journal, begun last and
+//! listing the others ([`JournalRole`]). A secondary is rolled forward only if the primary
+//! holds the mark; the primary goes only after the secondaries, so a secondary never outlives
+//! the decision it waits for.
+//!
+//! A live journal's directory is `flock`ed by its process: another mountfs serving the same
+//! directory never resolves a change still in progress.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::{Dir, OpenOptionsExt};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
+use serde::{Deserialize, Serialize};
+
+use super::resolve::{canonicalize, map_io};
+use super::temp::TEMP_PREFIX;
+use super::write::{DirLock, current_version, refuse_inside_git};
+use crate::backend::{Error, JournalRole, PlannedFile, Result, Version};
+use crate::path::VirtualPath;
+
+/// Names of journal directories start with this (a temporary name: hidden from listings).
+pub const JOURNAL_PREFIX: &str = ".mountfs-tmp-journal-";
+
+/// The plan's file inside a journal directory.
+const PLAN: &str = "journal";
+/// Written while the plan is being made durable, renamed to [`PLAN`].
+const PLAN_TEMP: &str = "journal.tmp";
+/// The decision: the change stands.
+const COMMITTED: &str = "committed";
+
+static JOURNAL_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh journal directory name of this process.
+pub fn journal_name() -> String {
+    let n = JOURNAL_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{JOURNAL_PREFIX}{}-{n}", std::process::id())
+}
+
+/// The plan as written to disk. Paths are root-relative host paths (bytes, after symlinks
+/// inside the root were resolved), so that the roll-back needs nothing but the root.
+#[derive(Debug, Serialize, Deserialize)]
+struct Plan {
+    /// The process that made the change (its temporary files are removed on roll-back).
+    pid: u32,
+    /// The primary journal's directory, for a secondary.
+    primary: Option<PathBuf>,
+    /// The secondaries' journal directories, for a primary.
+    secondaries: Vec<PathBuf>,
+    files: Vec<PlanFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PlanFile {
+    /// The file's root-relative components.
+    path: Vec<Vec<u8>>,
+    /// Whether a file was there (kept as `a<index>`): else the change creates it.
+    existed: bool,
+    /// Directories the creation adds, nearest to the root first (root-relative components).
+    created_dirs: Vec<Vec<Vec<u8>>>,
+}
+
+fn to_path(components: &[Vec<u8>]) -> PathBuf {
+    components
+        .iter()
+        .map(|c| OsStr::from_bytes(c))
+        .collect::<PathBuf>()
+}
+
+fn components_of(path: &Path) -> Vec<Vec<u8>> {
+    path.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .map(|c| c.as_os_str().as_bytes().to_vec())
+        .collect()
+}
+
+fn aside_name(index: usize) -> String {
+    format!("a{index}")
+}
+
+/// An open journal of this process (see the module doc).
+#[derive(Debug)]
+pub(super) struct Journal {
+    /// Its directory name beneath the root.
+    pub(super) name: String,
+    /// Its directory on the host.
+    pub(super) host: PathBuf,
+    /// The directory, open and `flock`ed while the change runs.
+    dir: DirLock,
+    /// The planned files, by index.
+    pub(super) paths: Vec<VirtualPath>,
+    plan: Plan,
+}
+
+fn io_at(path: &VirtualPath) -> impl Fn(io::Error) -> Error + '_ {
+    move |e| map_io(e, path)
+}
+
+/// Opens a directory beneath `root` as a readable descriptor (one that can be locked and
+/// synced).
+fn open_dir(root: &Dir, path: &Path) -> io::Result<Dir> {
+    let mut options = cap_std::fs::OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags((OFlags::DIRECTORY | OFlags::CLOEXEC).bits() as i32);
+    Ok(Dir::from_std_file(
+        root.open_with(path, &options)?.into_std(),
+    ))
+}
+
+fn sync_dir(dir: &Dir) -> io::Result<()> {
+    rustix::fs::fsync(dir.as_fd()).map_err(Into::into)
+}
+
+/// Syncs the root directory itself (cap-std's root handle is `O_PATH`: it cannot be synced).
+fn sync_root(root: &Dir) -> io::Result<()> {
+    sync_dir(&open_dir(root, Path::new("."))?)
+}
+
+/// Step 1 of the module doc: keeps every planned file aside and makes the plan durable.
+/// `VersionMismatch` when a planned file is not at its version (nothing changed then; the
+/// half-made journal is removed).
+pub(super) fn begin(
+    root: &Dir,
+    host_root: &Path,
+    files: &[PlannedFile],
+    role: &JournalRole,
+) -> Result<Journal> {
+    let (name, primary, secondaries) = match role {
+        JournalRole::Alone => (journal_name(), None, Vec::new()),
+        JournalRole::Secondary { primary } => (journal_name(), Some(primary.clone()), Vec::new()),
+        JournalRole::Primary { name, secondaries } => (name.clone(), None, secondaries.clone()),
+    };
+    let root_io = |e: io::Error| map_io(e, &VirtualPath::root());
+    rustix::fs::mkdirat(root, name.as_str(), Mode::from_raw_mode(0o700))
+        .map_err(|e| root_io(e.into()))?;
+    let made = (|| {
+        let dir =
+            DirLock::lock(open_dir(root, Path::new(&name)).map_err(root_io)?).map_err(root_io)?;
+        let mut plan = Plan {
+            pid: std::process::id(),
+            primary,
+            secondaries,
+            files: Vec::with_capacity(files.len()),
+        };
+        for (index, file) in files.iter().enumerate() {
+            plan.files.push(keep(root, &dir.dir, index, file)?);
+        }
+        write_plan(&dir.dir, &plan).map_err(root_io)?;
+        sync_root(root).map_err(root_io)?;
+        Ok(Journal {
+            host: host_root.join(&name),
+            name: name.clone(),
+            dir,
+            paths: files.iter().map(|f| f.path.clone()).collect(),
+            plan,
+        })
+    })();
+    if made.is_err() {
+        let _ = root.remove_dir_all(&name);
+    }
+    made
+}
+
+/// Keeps one planned file aside (or notes the directories its creation adds).
+fn keep(root: &Dir, journal: &Dir, index: usize, file: &PlannedFile) -> Result<PlanFile> {
+    let path = &file.path;
+    let io = io_at(path);
+    let canonical = canonicalize(root, path, true)?;
+    refuse_inside_git(&canonical, path)?;
+    let Some((parent, name)) = canonical.split_last() else {
+        return Err(Error::IsADirectory { path: path.clone() });
+    };
+    let components = components_of(&canonical.path());
+    let Some(version) = &file.before else {
+        let mut created_dirs = Vec::new();
+        let mut at = PathBuf::new();
+        for part in components_of(&parent) {
+            at.push(OsStr::from_bytes(&part));
+            let exists = match root.symlink_metadata(&at) {
+                Ok(_) => true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+                Err(e) => return Err(io(e)),
+            };
+            if !exists {
+                created_dirs.push(components_of(&at));
+            }
+        }
+        return Ok(PlanFile {
+            path: components,
+            existed: false,
+            created_dirs,
+        });
+    };
+    let lock = DirLock::take(root, &parent).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Error::VersionMismatch { path: path.clone() },
+        _ => io(e),
+    })?;
+    let stat = match rustix::fs::statat(&lock.dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(rustix::io::Errno::NOENT) => return Err(Error::VersionMismatch { path: path.clone() }),
+        Err(errno) => return Err(io(errno.into())),
+    };
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+        || current_version(&lock.dir, &name, path)? != *version
+    {
+        return Err(Error::VersionMismatch { path: path.clone() });
+    }
+    let aside = aside_name(index);
+    match rustix::fs::linkat(&lock.dir, &name, journal, aside.as_str(), AtFlags::empty()) {
+        Ok(()) => {}
+        // Another file system (a bind mount inside the root): a copy, mode kept.
+        Err(rustix::io::Errno::XDEV) => {
+            copy_aside(&lock.dir, &name, journal, &aside, &stat).map_err(&io)?
+        }
+        Err(errno) => return Err(io(errno.into())),
+    }
+    Ok(PlanFile {
+        path: components,
+        existed: true,
+        created_dirs: Vec::new(),
+    })
+}
+
+/// Copies `name` of `dir` into the journal as `aside`, with its permission bits, durably.
+fn copy_aside(
+    dir: &Dir,
+    name: &OsStr,
+    journal: &Dir,
+    aside: &str,
+    stat: &rustix::fs::Stat,
+) -> io::Result<()> {
+    let mut from = dir.open(name)?;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    let mut to = journal.open_with(aside, &options)?;
+    io::copy(&mut from, &mut to)?;
+    rustix::fs::fchmod(&to, Mode::from_raw_mode(stat.st_mode & 0o7777))?;
+    to.sync_all()
+}
+
+/// Writes the plan durably: temporary file, fsync, rename, fsync of the directory.
+fn write_plan(dir: &Dir, plan: &Plan) -> io::Result<()> {
+    let bytes = serde_json::to_vec(plan).map_err(io::Error::other)?;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let mut file = dir.open_with(PLAN_TEMP, &options)?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    dir.rename(PLAN_TEMP, dir, PLAN)?;
+    sync_dir(dir)
+}
+
+impl Journal {
+    /// Step 3, the decision: the change stands.
+    pub(super) fn mark_committed(&self) -> Result<()> {
+        let io = |e: io::Error| map_io(e, &VirtualPath::root());
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        let file = self.dir.dir.open_with(COMMITTED, &options).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        sync_dir(&self.dir.dir).map_err(io)
+    }
+
+    /// Removes the journal (after the decision, or after a roll-back), durably.
+    pub(super) fn finish(&self, root: &Dir) -> Result<()> {
+        let io = |e: io::Error| map_io(e, &VirtualPath::root());
+        match root.remove_dir_all(&self.name) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        sync_root(root).map_err(io)
+    }
+
+    /// Puts back the files changed so far, each only if it is what the change left it
+    /// (`applied`: index, version left; `None` removed), then removes the journal. Returns
+    /// those that could not be put back.
+    pub(super) fn roll_back(
+        &self,
+        root: &Dir,
+        applied: &[(usize, Option<Version>)],
+    ) -> Vec<(usize, Error)> {
+        let mut failed = Vec::new();
+        for (index, now) in applied.iter().rev() {
+            let Some(file) = self.plan.files.get(*index) else {
+                continue;
+            };
+            let path = &self.paths[*index];
+            if let Err(error) = self.put_back(root, *index, file, path, now.as_ref()) {
+                failed.push((*index, error));
+            }
+        }
+        if failed.is_empty() {
+            let _ = self.finish(root);
+        }
+        // Else the journal stays: the next start finishes the roll-back.
+        failed
+    }
+
+    fn put_back(
+        &self,
+        root: &Dir,
+        index: usize,
+        file: &PlanFile,
+        path: &VirtualPath,
+        now: Option<&Version>,
+    ) -> Result<()> {
+        let io = io_at(path);
+        let host = to_path(&file.path);
+        let (parent, name) = split(&host);
+        root.create_dir_all(&parent).map_err(&io)?;
+        let lock = DirLock::take(root, &parent).map_err(&io)?;
+        let dir = &lock.dir;
+        let there = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(_) => true,
+            Err(rustix::io::Errno::NOENT) => false,
+            Err(errno) => return Err(io(errno.into())),
+        };
+        match now {
+            Some(version) if !there || current_version(dir, &name, path)? != *version => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            None if there => return Err(Error::AlreadyExists { path: path.clone() }),
+            _ => {}
+        }
+        if file.existed {
+            rustix::fs::renameat(&self.dir.dir, aside_name(index).as_str(), dir, &name)
+                .map_err(|e| io(e.into()))?;
+        } else if there {
+            rustix::fs::unlinkat(dir, &name, AtFlags::empty()).map_err(|e| io(e.into()))?;
+        }
+        sync_dir(dir).map_err(&io)?;
+        drop(lock);
+        remove_created_dirs(root, file);
+        Ok(())
+    }
+}
+
+/// The parent directory and the last name of a root-relative path.
+fn split(path: &Path) -> (PathBuf, OsString) {
+    let name = path.file_name().map(OsStr::to_owned).unwrap_or_default();
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    (parent, name)
+}
+
+/// Removes the directories a file's creation added, deepest first, while they are empty.
+fn remove_created_dirs(root: &Dir, file: &PlanFile) {
+    for dir in file.created_dirs.iter().rev() {
+        if root.remove_dir(to_path(dir)).is_err() {
+            break;
+        }
+    }
+}
+
+/// What resolving one unfinished journal did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// How many files the change planned.
+    pub files: usize,
+    /// Rolled back (else rolled forward: the change had been decided and stands).
+    pub rolled_back: bool,
+}
+
+/// Resolves every unfinished journal beneath `root` whose process is gone (see the module
+/// doc): returns what each one was.
+pub(super) fn recover(root: &Dir) -> Vec<Resolved> {
+    let Ok(entries) = root.entries() else {
+        return Vec::new();
+    };
+    let mut names: Vec<OsString> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.as_bytes().starts_with(JOURNAL_PREFIX.as_bytes()))
+        .collect();
+    names.sort();
+    let mut resolved = Vec::new();
+    for name in names {
+        match resolve(root, Path::new(&name)) {
+            Ok(Some(done)) => resolved.push(done),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, journal = ?name, "an unfinished change journal could not be resolved; the next start tries again");
+            }
+        }
+    }
+    resolved
+}
+
+/// Resolves one journal directory (`Ok(None)`: its process still runs it, or it held no plan
+/// yet and is simply removed).
+fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
+    let dir = open_dir(root, name)?;
+    match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+        Err(errno) => return Err(errno.into()),
+    }
+    let plan: Plan = match dir.read(PLAN) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(io::Error::other)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Begun, never made durable: nothing had changed.
+            remove_journal(root, name)?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let committed = match &plan.primary {
+        Some(primary) => primary.join(COMMITTED).exists(),
+        None => dir.exists(COMMITTED),
+    };
+    if committed {
+        for secondary in &plan.secondaries {
+            match std::fs::remove_dir_all(secondary) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            if let Some(parent) = secondary.parent() {
+                std::fs::File::open(parent)?.sync_all()?;
+            }
+        }
+        remove_temp_files(root, &plan);
+        remove_journal(root, name)?;
+        return Ok(Some(Resolved {
+            files: plan.files.len(),
+            rolled_back: false,
+        }));
+    }
+    for (index, file) in plan.files.iter().enumerate() {
+        let host = to_path(&file.path);
+        let (parent, leaf) = split(&host);
+        if file.existed {
+            let aside = aside_name(index);
+            if !dir.exists(&aside) {
+                // Put back already (a roll-back cut short), or never kept.
+                continue;
+            }
+            root.create_dir_all(&parent)?;
+            let parent_dir = open_dir(root, &parent)?;
+            rustix::fs::renameat(&dir, aside.as_str(), &parent_dir, &leaf)?;
+            sync_dir(&parent_dir)?;
+        } else {
+            let Ok(parent_dir) = open_dir(root, &parent) else {
+                continue;
+            };
+            match rustix::fs::statat(&parent_dir, &leaf, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
+                    rustix::fs::unlinkat(&parent_dir, &leaf, AtFlags::empty())?;
+                    sync_dir(&parent_dir)?;
+                }
+                _ => {}
+            }
+        }
+    }
+    remove_temp_files(root, &plan);
+    for file in &plan.files {
+        remove_created_dirs(root, file);
+    }
+    remove_journal(root, name)?;
+    Ok(Some(Resolved {
+        files: plan.files.len(),
+        rolled_back: true,
+    }))
+}
+
+/// Removes the temporary files the journal's process left beside the planned files (a write
+/// cut short by the crash), so that nothing of the change is left once it is resolved.
+fn remove_temp_files(root: &Dir, plan: &Plan) {
+    let prefix = format!("{TEMP_PREFIX}{}-", plan.pid);
+    let mut parents: Vec<PathBuf> = plan
+        .files
+        .iter()
+        .map(|f| split(&to_path(&f.path)).0)
+        .collect();
+    parents.sort();
+    parents.dedup();
+    for parent in parents {
+        let Ok(dir) = open_dir(root, &parent) else {
+            continue;
+        };
+        let Ok(entries) = dir.entries() else {
+            continue;
+        };
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name();
+            let Some(rest) = name.as_bytes().strip_prefix(prefix.as_bytes()) else {
+                continue;
+            };
+            if rest.is_empty() || !rest.iter().all(u8::is_ascii_digit) {
+                continue;
+            }
+            let _ = dir.remove_file(&name);
+        }
+    }
+}
+
+fn remove_journal(root: &Dir, name: &Path) -> io::Result<()> {
+    match root.remove_dir_all(name) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    sync_root(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::backend::disk::{DiskBackend, DiskOptions};
+    use crate::backend::{Backend, JournalRole, PlannedFile, Version, WriteMode};
+    use crate::path::VirtualPath;
+
+    fn p(s: &str) -> VirtualPath {
+        VirtualPath::parse(s).unwrap()
+    }
+
+    fn ours(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(super::super::TEMP_PREFIX))
+            .collect()
+    }
+
+    /// Copies a journal directory aside (its kept files as copies, modes kept).
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+
+    async fn version(disk: &DiskBackend, path: &str) -> Version {
+        disk.read(&p(path)).await.unwrap().version
+    }
+
+    /// A change cut short (the journal dropped unfinished, as a killed process leaves it) is
+    /// rolled back when the mount is opened again: every file byte-exact with its mode,
+    /// created files and directories gone; resolving it a second time changes nothing.
+    #[tokio::test]
+    async fn an_unfinished_change_is_rolled_back_at_the_next_open_and_twice_is_harmless() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        std::fs::set_permissions(root.join("a.txt"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        std::fs::write(root.join("b.txt"), "b").unwrap();
+        let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+        let (va, vb) = (
+            version(&disk, "/a.txt").await,
+            version(&disk, "/b.txt").await,
+        );
+        let files = [
+            PlannedFile {
+                path: p("/a.txt"),
+                before: Some(va.clone()),
+            },
+            PlannedFile {
+                path: p("/b.txt"),
+                before: Some(vb.clone()),
+            },
+            PlannedFile {
+                path: p("/new/deep/c.txt"),
+                before: None,
+            },
+        ];
+        let journal = disk
+            .begin_changes(&files, &JournalRole::Alone)
+            .await
+            .unwrap()
+            .unwrap();
+        journal
+            .write(0, b"A, changed", WriteMode::IfVersion(va))
+            .await
+            .unwrap();
+        journal.delete(1, &vb).await.unwrap();
+        journal.write(2, b"c", WriteMode::CreateOnly).await.unwrap();
+        let location = journal.location();
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&location, copy.path());
+        drop(journal); // the process is gone: its lock with it
+        drop(disk);
+
+        let check = || {
+            assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"a");
+            let mode = std::fs::metadata(root.join("a.txt"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o7777, 0o600);
+            assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"b");
+            assert!(
+                !root.join("new").exists(),
+                "the directories it created are gone"
+            );
+            assert_eq!(ours(root), Vec::<String>::new());
+        };
+        let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
+        let resolved = disk.take_resolved();
+        assert_eq!(
+            resolved,
+            vec![super::Resolved {
+                files: 3,
+                rolled_back: true
+            }]
+        );
+        check();
+        assert!(disk.take_resolved().is_empty(), "told once");
+
+        // A crash during the roll-back leaves the journal: resolving again is harmless.
+        copy_dir(copy.path(), &location);
+        let again = DiskBackend::open(root, DiskOptions::default()).unwrap();
+        assert_eq!(again.take_resolved().len(), 1);
+        check();
+    }
+
+    /// Once decided, a change cut short stands: the next open only removes the journal.
+    #[tokio::test]
+    async fn a_decided_change_is_completed_not_rolled_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+        let va = version(&disk, "/a.txt").await;
+        let files = [
+            PlannedFile {
+                path: p("/a.txt"),
+                before: Some(va.clone()),
+            },
+            PlannedFile {
+                path: p("/b.txt"),
+                before: None,
+            },
+        ];
+        let journal = disk
+            .begin_changes(&files, &JournalRole::Alone)
+            .await
+            .unwrap()
+            .unwrap();
+        journal
+            .write(0, b"new", WriteMode::IfVersion(va))
+            .await
+            .unwrap();
+        journal.write(1, b"b", WriteMode::CreateOnly).await.unwrap();
+        journal.mark_committed().await.unwrap();
+        drop(journal);
+        drop(disk);
+        let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
+        assert_eq!(
+            disk.take_resolved(),
+            vec![super::Resolved {
+                files: 2,
+                rolled_back: false
+            }]
+        );
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"new");
+        assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"b");
+        assert_eq!(ours(root), Vec::<String>::new());
+    }
+
+    /// A secondary journal waits for its primary's decision; the primary's resolution takes
+    /// the secondaries with it, so two mounts end the same way whichever is opened first.
+    #[tokio::test]
+    async fn secondaries_follow_the_primary_decision() {
+        for decided in [false, true] {
+            let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            for dir in [&one, &two] {
+                std::fs::write(dir.path().join("f.txt"), "old").unwrap();
+            }
+            let a = DiskBackend::open_without_sweep(one.path(), DiskOptions::default()).unwrap();
+            let b = DiskBackend::open_without_sweep(two.path(), DiskOptions::default()).unwrap();
+            let name = super::journal_name();
+            let primary = b.host_dir().unwrap().join(&name);
+            let plan = |v: Version| {
+                [PlannedFile {
+                    path: p("/f.txt"),
+                    before: Some(v),
+                }]
+            };
+            let va = version(&a, "/f.txt").await;
+            let secondary = a
+                .begin_changes(&plan(va.clone()), &JournalRole::Secondary { primary })
+                .await
+                .unwrap()
+                .unwrap();
+            secondary
+                .write(0, b"new", WriteMode::IfVersion(va))
+                .await
+                .unwrap();
+            let vb = version(&b, "/f.txt").await;
+            let main = b
+                .begin_changes(
+                    &plan(vb.clone()),
+                    &JournalRole::Primary {
+                        name,
+                        secondaries: vec![secondary.location()],
+                    },
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            main.write(0, b"new", WriteMode::IfVersion(vb))
+                .await
+                .unwrap();
+            if decided {
+                main.mark_committed().await.unwrap();
+            }
+            drop((secondary, main, a, b));
+            // The primary's mount opens first: it resolves the secondary too.
+            let b = DiskBackend::open(two.path(), DiskOptions::default()).unwrap();
+            let a = DiskBackend::open(one.path(), DiskOptions::default()).unwrap();
+            let want: &[u8] = if decided { b"new" } else { b"old" };
+            for dir in [&one, &two] {
+                assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), want);
+                assert_eq!(ours(dir.path()), Vec::<String>::new());
+            }
+            drop((a, b));
+        }
+    }
+}
