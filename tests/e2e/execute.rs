@@ -531,9 +531,17 @@ fn progress_notifications_arrive_with_a_token_and_none_without() {
 }
 
 /// A fresh directory outside `/tmp` (commands get a private `/tmp`, so a host file there is
-/// out of sight anyway): what these tests show must hold where the command can see.
-fn outside_tmp() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+/// out of sight anyway): what these tests show must hold where the command can see. In
+/// `/var/tmp`, since a checkout, and its `target/tmp`, may itself lie under `/tmp` (CI clones
+/// there); in `target/tmp` where there is no `/var/tmp`.
+pub(crate) fn outside_tmp() -> tempfile::TempDir {
+    let var_tmp = std::path::Path::new("/var/tmp");
+    let base = if var_tmp.is_dir() {
+        var_tmp
+    } else {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+    };
+    tempfile::tempdir_in(base).unwrap()
 }
 
 /// Whether `file` has no `user.x` attribute (python3's os.getxattr; without python3 the
