@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mountfs::store::{
-    self, Encoding, ListQuery, ListStart, Namespace, PostgresStore, PutCondition, SqliteStore,
-    Store,
+    self, BatchOp, Encoding, ListQuery, ListStart, Namespace, PostgresStore, PutCondition,
+    SqliteStore, Store,
 };
 
 /// A store and two fresh namespaces in it; clean-up happens on drop.
@@ -87,6 +87,71 @@ mod cases {
         let again = s.put(ns, "/a", b"two", PutCondition::CreateOnly).await;
         assert_eq!(again, Err(store::Error::AlreadyExists));
         assert_eq!(s.get(ns, "/a").await.unwrap().unwrap().content, b"one");
+    }
+
+    /// A batch (a multi-file `apply_patch`) is one transaction: when its third change fails,
+    /// the first two are not there either, and the error names the failing change; a batch
+    /// that holds applies every change, deletes included (issue 33).
+    pub(crate) async fn a_batch_applies_all_or_none(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        let a = s
+            .put(ns, "/a", b"a1", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        let b = s
+            .put(ns, "/b", b"b1", PutCondition::CreateOnly)
+            .await
+            .unwrap()
+            .version;
+        let failing = vec![
+            BatchOp::Put {
+                key: "/a".into(),
+                content: b"a2".to_vec(),
+                condition: PutCondition::IfVersion(a),
+            },
+            BatchOp::Put {
+                key: "/new".into(),
+                content: b"n".to_vec(),
+                condition: PutCondition::CreateOnly,
+            },
+            BatchOp::Delete {
+                key: "/b".into(),
+                version: b + 1000,
+            },
+        ];
+        let refused = s.apply_batch(ns, failing).await;
+        assert!(
+            matches!(refused, Err((2, store::Error::VersionMismatch))),
+            "{refused:?}"
+        );
+        assert_eq!(s.get(ns, "/a").await.unwrap().unwrap().content, b"a1");
+        assert_eq!(s.head(ns, "/new").await.unwrap(), None);
+        assert_eq!(s.get(ns, "/b").await.unwrap().unwrap().content, b"b1");
+
+        let holding = vec![
+            BatchOp::Put {
+                key: "/a".into(),
+                content: b"a2".to_vec(),
+                condition: PutCondition::IfVersion(a),
+            },
+            BatchOp::Put {
+                key: "/new".into(),
+                content: b"n".to_vec(),
+                condition: PutCondition::CreateOnly,
+            },
+            BatchOp::Delete {
+                key: "/b".into(),
+                version: b,
+            },
+        ];
+        let versions = s.apply_batch(ns, holding).await.unwrap();
+        assert_eq!(versions.len(), 3);
+        assert!(versions[0].is_some_and(|v| v > a) && versions[1].is_some());
+        assert_eq!(versions[2], None);
+        assert_eq!(s.get(ns, "/a").await.unwrap().unwrap().content, b"a2");
+        assert_eq!(s.get(ns, "/new").await.unwrap().unwrap().content, b"n");
+        assert_eq!(s.head(ns, "/b").await.unwrap(), None);
     }
 
     pub(crate) async fn if_version_writes_only_over_the_current_version(fx: &StoreFixture) {
@@ -326,6 +391,7 @@ macro_rules! every_engine {
             store_cases!($engine:
                 binary_and_text_round_trip_byte_for_byte,
                 create_only_refuses_an_existing_key,
+                a_batch_applies_all_or_none,
                 if_version_writes_only_over_the_current_version,
                 overwrite_keeps_created_at_and_gives_a_new_version,
                 versions_are_never_reused_after_delete_and_recreate,
