@@ -278,12 +278,41 @@ pub struct StagedCommit<'a> {
     overlay: &'a OverlayBackend,
     dir: VirtualPath,
     changes: Vec<LayerChange>,
-    done: Vec<Written>,
-    /// The base's change journal, when the base keeps one (disk): what was written through it.
-    journal: Option<StagedJournal>,
+    /// What was written into the base, and how to put it back.
+    writes: CommitWrites,
     kept_dirs: Vec<VirtualPath>,
     /// No other change through the overlay until this one is finished or undone.
     _changing: tokio::sync::MutexGuard<'a, ()>,
+}
+
+/// What a commit wrote into its base so far, and how each write is put back.
+#[derive(Debug)]
+enum CommitWrites {
+    /// Through the base's change journal (disk): a crash cannot cut the commit in half.
+    Journaled(StagedJournal),
+    /// File by file, each kept aside (or in memory) by the commit itself (a base without a
+    /// journal: nothing of it survives a crash to be put back).
+    Plain(Vec<Written>),
+}
+
+impl CommitWrites {
+    /// Puts back what was written: the files put back, and those that could not be.
+    async fn roll_back(
+        self,
+        overlay: &OverlayBackend,
+    ) -> (Vec<VirtualPath>, Vec<(VirtualPath, Error)>) {
+        match self {
+            Self::Journaled(journal) => journal.roll_back().await,
+            Self::Plain(done) => overlay.roll_back(done).await,
+        }
+    }
+
+    fn journal(&self) -> Option<&StagedJournal> {
+        match self {
+            Self::Journaled(journal) => Some(journal),
+            Self::Plain(_) => None,
+        }
+    }
 }
 
 /// A commit's writes through its base's change journal (see [`OverlayBackend::stage_commit`]).
@@ -334,22 +363,19 @@ impl StagedCommit<'_> {
     /// Puts back every base file the stage wrote (another overlay mount's stage failed); the
     /// layer keeps all its changes. Returns the files put back and those that could not be.
     pub async fn undo(self) -> (Vec<VirtualPath>, Vec<(VirtualPath, Error)>) {
-        match self.journal {
-            Some(journal) => journal.roll_back().await,
-            None => self.overlay.roll_back(self.done).await,
-        }
+        self.writes.roll_back(self.overlay).await
     }
 
     /// Where the base's journal of this stage is on the host, when the base keeps one (what a
     /// [`JournalRole::Secondary`] of the same commit names... and a primary lists).
     pub fn journal_location(&self) -> Option<std::path::PathBuf> {
-        self.journal.as_ref().map(|j| j.journal.location())
+        self.writes.journal().map(|j| j.journal.location())
     }
 
     /// The decision of a commit (made on its primary or only journal): from here a crash
     /// completes the commit in the base instead of taking it back.
     pub async fn decide(&self) -> Result<()> {
-        match &self.journal {
+        match self.writes.journal() {
             Some(journal) => journal.journal.mark_committed().await,
             None => Ok(()),
         }
@@ -357,7 +383,7 @@ impl StagedCommit<'_> {
 
     /// Removes the base's journal once the commit is decided (secondaries before the primary).
     pub async fn close_journal(&self) {
-        if let Some(journal) = &self.journal
+        if let Some(journal) = self.writes.journal()
             && let Err(error) = journal.journal.finish().await
         {
             // Decided: the journal left behind is rolled forward (removed) at the next start.
@@ -859,60 +885,31 @@ impl OverlayBackend {
                 Err(error) => return Err(error),
             }
         };
-        if let Some(journal) = journal {
-            let mut staged = StagedJournal {
+        let mut writes = match journal {
+            Some(journal) => CommitWrites::Journaled(StagedJournal {
                 journal,
                 paths: files.into_iter().map(|f| f.path).collect(),
                 applied: Vec::new(),
-            };
-            let mut failure = None;
-            for (index, change) in planned.iter().enumerate() {
-                match self.commit_journaled(&*staged.journal, index, change).await {
-                    Ok(now) => staged.applied.push((index, now)),
-                    Err(error) => {
-                        failure = Some((change.path.clone(), error));
-                        break;
-                    }
-                }
-            }
-            let kept_dirs = match failure {
-                Some(failure) => Err(failure),
-                None => self
-                    .commit_opaque(dir)
-                    .await
-                    .map_err(|error| (dir.clone(), error)),
-            };
-            return match kept_dirs {
-                Ok(kept_dirs) => Ok(Staged::Written(StagedCommit {
-                    overlay: self,
-                    dir: dir.clone(),
-                    changes,
-                    done: Vec::new(),
-                    journal: Some(staged),
-                    kept_dirs,
-                    _changing: changing,
-                })),
-                Err((path, error)) => {
-                    let (restored, not_restored) = staged.roll_back().await;
-                    Ok(Staged::Failed {
-                        path,
-                        error,
-                        restored,
-                        not_restored,
-                    })
-                }
-            };
-        }
-        let mut done: Vec<Written> = Vec::new();
+            }),
+            None => CommitWrites::Plain(Vec::new()),
+        };
+        // Only the planned changes: a change the base already holds (a decided commit cut short
+        // while its layer let go) is not written twice, and its layer file may be gone.
         let mut failure = None;
-        for change in &changes {
-            match self.commit_one(change).await {
-                Ok(Some(written)) => done.push(written),
-                Ok(None) => {}
-                Err(error) => {
-                    failure = Some((change.path.clone(), error));
-                    break;
-                }
+        for (index, change) in planned.iter().enumerate() {
+            let written = match &mut writes {
+                CommitWrites::Journaled(staged) => self
+                    .commit_journaled(&*staged.journal, index, change)
+                    .await
+                    .map(|now| staged.applied.push((index, now))),
+                CommitWrites::Plain(done) => self
+                    .commit_one(change)
+                    .await
+                    .map(|written| done.extend(written)),
+            };
+            if let Err(error) = written {
+                failure = Some((change.path.clone(), error));
+                break;
             }
         }
         let kept_dirs = match failure {
@@ -927,13 +924,12 @@ impl OverlayBackend {
                 overlay: self,
                 dir: dir.clone(),
                 changes,
-                done,
-                journal: None,
+                writes,
                 kept_dirs,
                 _changing: changing,
             })),
             Err((path, error)) => {
-                let (restored, not_restored) = self.roll_back(done).await;
+                let (restored, not_restored) = writes.roll_back(self).await;
                 Ok(Staged::Failed {
                     path,
                     error,
