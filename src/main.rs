@@ -282,6 +282,9 @@ fn main() -> ExitCode {
             }
         };
         let table = table.with_memory_budget(memory_budget);
+        if let Some(log) = &audit_log {
+            record_recoveries(log).await;
+        }
         let hidden = server_files(
             &specs_kept,
             audit_kept.as_ref(),
@@ -353,6 +356,23 @@ fn server_files(
     files.extend(data.map(|dir| dir.join("mountfs")));
     files.extend(token_file.map(std::path::Path::to_owned));
     files
+}
+
+/// Records in the audit log each change a crash cut short that opening the mounts resolved
+/// (rolled back, or completed when it had been decided): its call never answered, so this is
+/// the only entry it gets.
+async fn record_recoveries(log: &mountfs::audit::AuditLog) {
+    for one in mountfs::mounts::take_recoveries() {
+        let change = mountfs::audit::record::recovery_change(
+            one.tool,
+            &one.prefix,
+            &one.paths,
+            one.rolled_back,
+        );
+        if let Err(error) = log.record(&change).await {
+            tracing::warn!(%error, tool = one.tool, mount = %one.prefix, "a change resolved at start could not be written to the audit log");
+        }
+    }
 }
 
 /// How long a server that stops waits for its logged changes to reach the audit database

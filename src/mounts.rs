@@ -29,27 +29,71 @@ use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
 /// `backend::disk::journal`), told once, in the next tool answer of any session.
 static RECOVERY_NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Words the agent reads about the unfinished changes of mount `prefix` resolved at start.
-fn note_resolved(prefix: &str, resolved: &[crate::backend::disk::journal::Resolved]) {
+/// The same changes, for the audit log (see [`take_recoveries`]).
+static RECOVERIES: Mutex<Vec<Recovery>> = Mutex::new(Vec::new());
+
+/// A change of several files that a crash cut short, resolved when its mount was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// The mount.
+    pub prefix: String,
+    /// The tool whose change it was: `commit` on the base of an overlay mount, `apply_patch`
+    /// on a plain disk mount (the only tools that journal a change).
+    pub tool: &'static str,
+    /// How many files the change planned.
+    pub files: usize,
+    /// Rolled back (else completed: it had been decided).
+    pub rolled_back: bool,
+    /// The planned files, as virtual paths (under `prefix`).
+    pub paths: Vec<String>,
+}
+
+/// Words the agent reads about the unfinished changes of mount `prefix` (made by `tool`)
+/// resolved at start.
+fn note_resolved(
+    prefix: &str,
+    tool: &'static str,
+    resolved: &[crate::backend::disk::journal::Resolved],
+) {
     if resolved.is_empty() {
         return;
     }
     let mut notes = RECOVERY_NOTES
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
+    let mut recoveries = RECOVERIES.lock().unwrap_or_else(PoisonError::into_inner);
     for one in resolved {
         notes.push(if one.rolled_back {
             format!(
-                "Note: the server was stopped (a crash or a kill) in the middle of a change of {} file(s) on the mount {prefix} (an apply_patch or a commit); that change was rolled back at this start, so those files are all as they were before it. Read them again before editing, and make the change again if it is still wanted.",
+                "Note: the server was stopped (a crash or a kill) in the middle of a change of {} file(s) on the mount {prefix} by {tool}; that change was rolled back at this start, so those files are all as they were before it. Read them again before editing, and make the change again if it is still wanted.",
                 one.files
             )
         } else {
             format!(
-                "Note: the server was stopped (a crash or a kill) just after a change of {} file(s) on the mount {prefix} (an apply_patch or a commit) was decided; it was completed at this start, so those files are all as after it.",
+                "Note: the server was stopped (a crash or a kill) just after a change of {} file(s) on the mount {prefix} by {tool} was decided; it was completed at this start, so those files are all as after it.",
                 one.files
             )
         });
+        recoveries.push(Recovery {
+            prefix: prefix.to_owned(),
+            tool,
+            files: one.files,
+            rolled_back: one.rolled_back,
+            paths: one
+                .paths
+                .iter()
+                .map(|p| match prefix.trim_end_matches('/') {
+                    "" => p.clone(),
+                    mount => format!("{mount}{p}"),
+                })
+                .collect(),
+        });
     }
+}
+
+/// The changes resolved at start not yet taken (for the audit log: each recorded once).
+pub fn take_recoveries() -> Vec<Recovery> {
+    std::mem::take(&mut *RECOVERIES.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
 /// The notes of [`note_resolved`] not told yet, as one text; `None` once told.
@@ -142,7 +186,12 @@ impl MountTable {
                     let opened =
                         tokio::task::spawn_blocking(move || DiskBackend::open(&dir, options)).await;
                     if let Ok(Ok(backend)) = &opened {
-                        note_resolved(&spec.display_prefix(), &backend.take_resolved());
+                        let tool = if overlay.is_some() {
+                            "commit"
+                        } else {
+                            "apply_patch"
+                        };
+                        note_resolved(&spec.display_prefix(), tool, &backend.take_resolved());
                     }
                     match opened {
                         Ok(Ok(backend)) => match overlay {

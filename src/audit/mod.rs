@@ -33,6 +33,9 @@ use thiserror::Error;
 pub const MAX_DIFF_BYTES: usize = 64 * 1024;
 /// The most files one entry lists (a recursive delete of a large tree); the rest are counted.
 pub const MAX_FILES_PER_ENTRY: usize = 1000;
+/// The principal of the entries the server makes itself: a change a crash cut short, resolved
+/// when the next start opened its mount (see [`record::recovery_change`]).
+pub const SERVER_PRINCIPAL: &str = "mountfs";
 /// The most characters of an entry's summary and command.
 pub const MAX_SUMMARY_CHARS: usize = 1000;
 /// How many entries `history` shows unless told otherwise.
@@ -249,6 +252,11 @@ impl Entry {
         }
         if let Some(code) = change.exit_code {
             line.push_str(&format!(" exit {code}"));
+        }
+        if change.principal == SERVER_PRINCIPAL && change.client.name.is_empty() {
+            // What the server did at start (a change rolled back or completed) shows in every
+            // listing, not only in the entry's detail.
+            line.push_str(&format!(" [{}]", one_line(&change.summary)));
         }
         line
     }

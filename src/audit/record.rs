@@ -44,6 +44,48 @@ impl Default for Origin {
     }
 }
 
+/// The entry of a change of `files` files by `tool` on the mount `prefix` that a crash of the
+/// server cut short, resolved when the next start opened the mount: `rolled_back` (nothing of
+/// it stands; its call was never recorded, as it never answered) or completed (it had been
+/// decided: the change stands, and this is its only entry, as its call never answered either).
+pub fn recovery_change(tool: &str, prefix: &str, paths: &[String], rolled_back: bool) -> Change {
+    let files = paths.len();
+    let summary = if rolled_back {
+        format!(
+            "Rolled back at start: a change of {files} file(s) on {prefix} by {tool} was cut short by a crash of the server; those files are as before it."
+        )
+    } else {
+        format!(
+            "Completed at start: a change of {files} file(s) on {prefix} by {tool} had been decided when the server crashed; it stands."
+        )
+    };
+    Change {
+        time: SystemTime::now(),
+        principal: super::SERVER_PRINCIPAL.to_owned(),
+        workspace: format!("start-up pid {}", std::process::id()),
+        client: ClientInfo::default(),
+        tool: tool.to_owned(),
+        request_id: String::new(),
+        files: paths
+            .iter()
+            .take(MAX_FILES_PER_ENTRY)
+            .map(|path| FileChange {
+                path: path.clone(),
+                before: None,
+                after: None,
+            })
+            .collect(),
+        more_files: files.saturating_sub(MAX_FILES_PER_ENTRY) as u64,
+        lines_added: 0,
+        lines_removed: 0,
+        summary,
+        command: None,
+        exit_code: None,
+        diff: String::new(),
+        diff_truncated: false,
+    }
+}
+
 /// The entry of a successful call of `tool`, or `None` when the tool changes nothing.
 /// `files`/`more_files`: the files of the call's trail; when it noted nothing (a directory removed or
 /// moved whole), the paths the arguments name stand in, without versions.

@@ -1106,3 +1106,168 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_the_waiting_changes_ar
         "{stderr}"
     );
 }
+
+/// Leaves on the disk mount `root` what a server killed in the middle of a change of `a.txt`
+/// (replaced) and `new/b.txt` (created) leaves: both written through the change's journal,
+/// decided (`decided`) or not, the journal never finished.
+async fn cut_short_change(root: &Path, decided: bool) {
+    use mountfs::backend::{
+        Backend, DiskBackend, DiskOptions, JournalRole, PlannedFile, WriteMode,
+    };
+    use mountfs::path::VirtualPath;
+    std::fs::write(root.join("a.txt"), "old\n").unwrap();
+    let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+    let a = VirtualPath::parse("/a.txt").unwrap();
+    let old = disk.read(&a).await.unwrap().version;
+    let files = [
+        PlannedFile {
+            path: a,
+            before: Some(old.clone()),
+        },
+        PlannedFile {
+            path: VirtualPath::parse("/new/b.txt").unwrap(),
+            before: None,
+        },
+    ];
+    let journal = disk
+        .begin_changes(&files, &JournalRole::Alone)
+        .await
+        .unwrap()
+        .unwrap();
+    journal
+        .write(0, b"new\n", WriteMode::IfVersion(old))
+        .await
+        .unwrap();
+    journal
+        .write(1, b"b\n", WriteMode::CreateOnly)
+        .await
+        .unwrap();
+    if decided {
+        journal.mark_committed().await.unwrap();
+    }
+    drop(journal); // the process is gone, and its lock with it
+}
+
+/// Issue 32: a change a crash cut short is resolved at the next start before any tool touches
+/// its mount, the next answer says what was done, and the audit log records it once as such:
+/// a commit (on an overlay mount's base) rolled back, a patch (on a plain disk mount) that had
+/// been decided completed; each entry names its files and shows what happened in the listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_cut_short_by_a_crash_is_logged_once_as_rolled_back_or_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, plain) = (dir.path().join("base"), dir.path().join("plain"));
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::create_dir_all(&plain).unwrap();
+    cut_short_change(&base, false).await;
+    cut_short_change(&plain, true).await;
+    let audit_db = dir.path().join("audit.db");
+    let arguments = args(
+        &[
+            format!(
+                "/=disk:{},overlay=sqlite:{}",
+                base.display(),
+                dir.path().join("layer.db").display()
+            ),
+            format!("/p=disk:{}", plain.display()),
+        ],
+        &format!("sqlite:{}", audit_db.display()),
+    );
+    let server = McpServer::start(&arguments).await;
+    assert_eq!(
+        std::fs::read_to_string(base.join("a.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(
+        !base.join("new").exists(),
+        "the created file and directory go"
+    );
+    assert_eq!(
+        std::fs::read_to_string(plain.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(plain.join("new/b.txt")).unwrap(),
+        "b\n"
+    );
+
+    let first = server.ok("ls", json!({"path": "/"})).await;
+    assert!(
+        first
+            .text
+            .contains("in the middle of a change of 2 file(s) on the mount / by commit;")
+            && first.text.contains("rolled back at this start"),
+        "{}",
+        first.text
+    );
+    assert!(
+        first.text.contains(
+            "just after a change of 2 file(s) on the mount /p/ by apply_patch was decided"
+        ) && first.text.contains("completed at this start"),
+        "{}",
+        first.text
+    );
+    let second = server.ok("ls", json!({"path": "/"})).await;
+    assert!(
+        !second.text.contains("Note: the server was stopped"),
+        "told once"
+    );
+
+    let mut entries = Vec::new();
+    for _ in 0..50 {
+        entries = history(&server, "/").await;
+        if entries.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop().await;
+    let mut found: Vec<(String, String, Vec<String>, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap().to_owned(),
+                e["principal"].as_str().unwrap().to_owned(),
+                e["files"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f["path"].as_str().unwrap().to_owned())
+                    .collect(),
+                e["summary"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found.len(), 2, "one entry per resolved change: {entries:?}");
+    assert_eq!(found[0].0, "apply_patch");
+    assert_eq!(found[0].1, "mountfs");
+    assert_eq!(found[0].2, ["/p/a.txt", "/p/new/b.txt"]);
+    assert!(
+        found[0].3.starts_with("Completed at start"),
+        "{}",
+        found[0].3
+    );
+    assert_eq!(found[1].0, "commit");
+    assert_eq!(found[1].2, ["/a.txt", "/new/b.txt"]);
+    assert!(
+        found[1].3.starts_with("Rolled back at start"),
+        "{}",
+        found[1].3
+    );
+
+    let printed = log_command(&["--audit", &format!("sqlite:{}", audit_db.display())]);
+    assert!(
+        printed.contains("mountfs commit /a.txt (+1 more) +0 -0 [Rolled back at start"),
+        "{printed}"
+    );
+    // The next start finds nothing to resolve and logs nothing more.
+    let again = McpServer::start(&arguments).await;
+    again.ok("ls", json!({})).await;
+    again.stop().await;
+    let printed = log_command(&[
+        "--audit",
+        &format!("sqlite:{}", audit_db.display()),
+        "--json",
+    ]);
+    assert_eq!(printed.lines().count(), 2, "{printed}");
+}

@@ -391,6 +391,24 @@ pub struct Resolved {
     pub files: usize,
     /// Rolled back (else rolled forward: the change had been decided and stands).
     pub rolled_back: bool,
+    /// The planned files, as paths from the mount root (`/a/b.txt`; bytes that are not UTF-8
+    /// shown as U+FFFD), in plan order.
+    pub paths: Vec<String>,
+}
+
+/// The planned files of `plan` as paths from the mount root (see [`Resolved::paths`]).
+fn plan_paths(plan: &Plan) -> Vec<String> {
+    plan.files
+        .iter()
+        .map(|file| {
+            let parts: Vec<String> = file
+                .path
+                .iter()
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            format!("/{}", parts.join("/"))
+        })
+        .collect()
 }
 
 /// Resolves every unfinished journal beneath `root` whose process is gone (see the module
@@ -456,6 +474,7 @@ fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
         return Ok(Some(Resolved {
             files: plan.files.len(),
             rolled_back: false,
+            paths: plan_paths(&plan),
         }));
     }
     for (index, file) in plan.files.iter().enumerate() {
@@ -492,6 +511,7 @@ fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
     Ok(Some(Resolved {
         files: plan.files.len(),
         rolled_back: true,
+        paths: plan_paths(&plan),
     }))
 }
 
@@ -636,7 +656,8 @@ mod tests {
             resolved,
             vec![super::Resolved {
                 files: 3,
-                rolled_back: true
+                rolled_back: true,
+                paths: vec!["/a.txt".into(), "/b.txt".into(), "/new/deep/c.txt".into()],
             }]
         );
         check();
@@ -685,7 +706,8 @@ mod tests {
             disk.take_resolved(),
             vec![super::Resolved {
                 files: 2,
-                rolled_back: false
+                rolled_back: false,
+                paths: vec!["/a.txt".into(), "/b.txt".into()],
             }]
         );
         assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"new");
