@@ -690,6 +690,14 @@ impl ChangeJournal for DiskJournal {
             .await
     }
 
+    async fn remove_dir(&self, path: &VirtualPath) -> Result<bool> {
+        let journal = Arc::clone(&self.journal);
+        let path = path.clone();
+        self.backend
+            .blocking(move |inner| journal.remove_dir(&inner.root, &path))
+            .await
+    }
+
     async fn mark_committed(&self) -> Result<()> {
         let journal = Arc::clone(&self.journal);
         self.backend

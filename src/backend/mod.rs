@@ -266,6 +266,16 @@ pub trait ChangeJournal: Send + Sync + fmt::Debug {
     /// Removes the planned file `index` if it has `version`, as [`Backend::delete`].
     async fn delete(&self, index: usize, version: &Version) -> Result<()>;
 
+    /// Removes the directory at `path` whole (a commit of a directory deleted whole), keeping
+    /// it so that a roll-back — in this process or at the next start — puts it back as it was:
+    /// every file below it (those a listing skips too), empty directories, modes. `Ok(false)`:
+    /// this journal cannot keep it (none here, or another file system): nothing was done, and
+    /// the caller removes it as any delete does.
+    async fn remove_dir(&self, path: &VirtualPath) -> Result<bool> {
+        let _ = path;
+        Ok(false)
+    }
+
     /// Records that the whole change stands (a primary's decision): from here on a crash rolls
     /// it forward, not back.
     async fn mark_committed(&self) -> Result<()>;

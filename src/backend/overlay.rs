@@ -915,7 +915,7 @@ impl OverlayBackend {
         let kept_dirs = match failure {
             Some(failure) => Err(failure),
             None => self
-                .commit_opaque(dir)
+                .commit_opaque(dir, writes.journal().map(|j| &*j.journal))
                 .await
                 .map_err(|error| (dir.clone(), error)),
         };
@@ -1121,15 +1121,41 @@ impl OverlayBackend {
         (restored, not_restored)
     }
 
+    /// Removes the base directory `path` whole: through the commit's journal where there is
+    /// one (a roll-back then puts it back as it was, whatever it held), else as a delete.
+    async fn remove_base_dir(
+        &self,
+        path: &VirtualPath,
+        journal: Option<&dyn ChangeJournal>,
+    ) -> Result<()> {
+        if let Some(journal) = journal
+            && journal.remove_dir(path).await?
+        {
+            return Ok(());
+        }
+        let options = DeleteOptions {
+            recursive: true,
+            if_version: None,
+        };
+        match self.base.delete(path, &options).await {
+            Ok(()) | Err(Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Removes the base directories deleted whole under `dir`, deepest first, unless they still
     /// hold files the layer did not delete (created since by someone else): those are kept.
     /// The layer's marks of them stay (the caller drops them once the whole commit is done).
-    async fn commit_opaque(&self, dir: &VirtualPath) -> Result<Vec<VirtualPath>> {
+    async fn commit_opaque(
+        &self,
+        dir: &VirtualPath,
+        journal: Option<&dyn ChangeJournal>,
+    ) -> Result<Vec<VirtualPath>> {
         let mut kept = Vec::new();
         for path in self.opaque_under(dir).await?.iter().rev() {
             if self.book().await?.shown_within(path) {
                 // Part of it was shown again: remove only what lies beside the shown paths.
-                self.commit_partly_shown(path, &mut kept).await?;
+                self.commit_partly_shown(path, &mut kept, journal).await?;
                 continue;
             }
             if self.base.stat(path).await?.is_some_and(|e| e.is_dir()) {
@@ -1141,14 +1167,7 @@ impl OverlayBackend {
                     control: super::SearchControl::default(),
                 };
                 if self.base.glob(&query).await?.is_empty() {
-                    let options = DeleteOptions {
-                        recursive: true,
-                        if_version: None,
-                    };
-                    match self.base.delete(path, &options).await {
-                        Ok(()) | Err(Error::NotFound { .. }) => {}
-                        Err(error) => return Err(error),
-                    }
+                    self.remove_base_dir(path, journal).await?;
                 } else {
                     kept.push(path.clone());
                 }
@@ -1164,6 +1183,7 @@ impl OverlayBackend {
         &self,
         dir: &VirtualPath,
         kept: &mut Vec<VirtualPath>,
+        journal: Option<&dyn ChangeJournal>,
     ) -> Result<()> {
         let mut stack = vec![dir.clone()];
         while let Some(at) = stack.pop() {
@@ -1196,14 +1216,7 @@ impl OverlayBackend {
                     control: super::SearchControl::default(),
                 };
                 if self.base.glob(&query).await?.is_empty() {
-                    let options = DeleteOptions {
-                        recursive: true,
-                        if_version: None,
-                    };
-                    match self.base.delete(&child.path, &options).await {
-                        Ok(()) | Err(Error::NotFound { .. }) => {}
-                        Err(error) => return Err(error),
-                    }
+                    self.remove_base_dir(&child.path, journal).await?;
                 } else {
                     kept.push(child.path);
                 }

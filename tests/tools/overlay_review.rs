@@ -635,6 +635,69 @@ async fn a_commit_over_two_overlay_mounts_failing_in_either_puts_back_both() {
     commit_over_two_overlays_with_one_blocked(1).await;
 }
 
+/// Issue 32: a directory deleted whole goes from the base through the commit's journal, so a
+/// commit put back (here: another overlay mount's part fails) brings it back exactly — the
+/// files no listing shows (ignored, hidden), the empty directories, the modes — and only a
+/// commit that stands removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_deleted_whole_comes_back_whole_when_the_commit_is_put_back() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let a = dirs[0].path();
+    std::fs::write(a.join(".gitignore"), "*.log\n").unwrap();
+    std::fs::create_dir_all(a.join("gone/sub/empty")).unwrap();
+    std::fs::write(a.join("gone/x.txt"), "x\n").unwrap();
+    std::fs::write(a.join("gone/.hidden"), "h\n").unwrap();
+    std::fs::write(a.join("gone/ignored.log"), "kept by no listing\n").unwrap();
+    std::fs::set_permissions(a.join("gone/sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let specs: Vec<String> = ["/a", "/bb"]
+        .iter()
+        .zip(&dirs)
+        .map(|(prefix, dir)| format!("{prefix}=disk:{},overlay", dir.path().display()))
+        .collect();
+    let table = MountTable::open(parse_table(&specs).unwrap())
+        .await
+        .unwrap();
+    let session = Session::new(
+        Arc::new(table.workspace_backend("alice")),
+        WriteOptions::default(),
+    );
+    ok_in(
+        &session,
+        "delete",
+        json!({"file_path": "/a/gone", "recursive": true}),
+    )
+    .await;
+    ok_in(
+        &session,
+        "write_file",
+        json!({"file_path": "/bb/new/added.txt", "content": "layer\n"}),
+    )
+    .await;
+    // /a is staged first; /bb then fails: a directory is in the way of its new file.
+    std::fs::create_dir_all(dirs[1].path().join("new/added.txt")).unwrap();
+    let before = digest(a);
+    let error = match mountfs::tools::call("commit", json!({"path": "/"}), &session).await {
+        Ok(reply) => panic!("commit should fail, said: {}", reply.text),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("Nothing was committed"), "{error}");
+    let mut after = digest(a);
+    after.retain(|name, _| !name.starts_with(".mountfs-tmp-"));
+    assert_eq!(
+        after, before,
+        "every byte, directory and mode of /a put back"
+    );
+
+    std::fs::remove_dir(dirs[1].path().join("new/added.txt")).unwrap();
+    ok_in(&session, "commit", json!({"path": "/"})).await;
+    assert!(!a.join("gone").exists(), "a commit that stands removes it");
+    let left: Vec<String> = digest(a)
+        .into_keys()
+        .filter(|name| name.starts_with(".mountfs-tmp-"))
+        .collect();
+    assert!(left.is_empty(), "nothing of the journal is left: {left:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discard_below_a_deleted_directory_brings_back_only_that_part() {
     let o = Overlay::new("disk:DIR,overlay").await;

@@ -10,11 +10,15 @@
 //!    copy when the file lies on another file system); the plan — every path, whether it
 //!    existed, the directories its creation will add — is written to `journal`, fsync'ed, and
 //!    the directory and the root are fsync'ed. Nothing has changed yet.
-//! 2. the files change, each atomically as every disk write does (temporary file, rename).
+//! 2. the files change, each atomically as every disk write does (temporary file, rename). A
+//!    directory the change removes whole (a commit of a directory deleted whole) is moved into
+//!    the journal as `d<k>`, after a durable record `d<k>.path` of where it was: whatever it
+//!    holds, files no listing shows included, stays there until the decision.
 //! 3. **commit**: a `committed` mark is made (fsync'ed), then the directory is removed.
 //!
 //! At the next start ([`recover`], synchronously when the mount is opened, before any tool can
-//! touch it), a journal without its mark is **rolled back**: each kept file is renamed back
+//! touch it), a journal without its mark is **rolled back**: each directory removed whole is
+//! renamed back (the last removed first), each kept file is renamed back
 //! over its path (byte-exact, mode kept), each file the change created is removed, each
 //! directory it created is removed if empty, the temporary files the dead writer left beside
 //! them go; then the directory goes. Every step is idempotent, so a crash during a roll-back
@@ -106,6 +110,17 @@ fn aside_name(index: usize) -> String {
     format!("a{index}")
 }
 
+/// A directory the change removed whole, kept in the journal (the `k`-th it removed).
+fn moved_dir_name(k: usize) -> String {
+    format!("d{k}")
+}
+
+/// Where that directory was: its root-relative components, as JSON (written, fsync'ed, before
+/// the directory moves; removed after it was put back).
+fn moved_dir_record(k: usize) -> String {
+    format!("d{k}.path")
+}
+
 /// An open journal of this process (see the module doc).
 #[derive(Debug)]
 pub(super) struct Journal {
@@ -118,6 +133,8 @@ pub(super) struct Journal {
     /// The planned files, by index.
     pub(super) paths: Vec<VirtualPath>,
     plan: Plan,
+    /// How many directories the change removed whole so far (see [`Journal::remove_dir`]).
+    dirs_moved: std::sync::atomic::AtomicUsize,
 }
 
 fn io_at(path: &VirtualPath) -> impl Fn(io::Error) -> Error + '_ {
@@ -182,6 +199,7 @@ pub(super) fn begin(
             dir,
             paths: files.iter().map(|f| f.path.clone()).collect(),
             plan,
+            dirs_moved: std::sync::atomic::AtomicUsize::new(0),
         })
     })();
     if made.is_err() {
@@ -301,15 +319,71 @@ impl Journal {
         sync_root(root).map_err(io)
     }
 
+    /// Removes the directory `path` whole by moving it into the journal (as `d<k>`, after a
+    /// durable record of where it was): a roll-back moves it back as it was — every file below
+    /// it, ignored and hidden ones too, empty directories, modes — and the removal of the
+    /// journal after the decision removes it for good. `Ok(false)` when it cannot be kept so
+    /// (not a directory, or on another file system than the root): nothing was done.
+    pub(super) fn remove_dir(&self, root: &Dir, path: &VirtualPath) -> Result<bool> {
+        let io = io_at(path);
+        let canonical = canonicalize(root, path, false)?;
+        refuse_inside_git(&canonical, path)?;
+        let Some((parent, name)) = canonical.split_last() else {
+            return Ok(false);
+        };
+        let lock = DirLock::take(root, &parent).map_err(&io)?;
+        match rustix::fs::statat(&lock.dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {}
+            Ok(_) | Err(rustix::io::Errno::NOENT) => return Ok(false),
+            Err(errno) => return Err(io(errno.into())),
+        }
+        let k = self.dirs_moved.fetch_add(1, Ordering::Relaxed);
+        let record = moved_dir_record(k);
+        let journal = &self.dir.dir;
+        let components = components_of(&canonical.path());
+        let bytes = serde_json::to_vec(&components).map_err(|e| io(io::Error::other(e)))?;
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        let written = (|| {
+            let mut file = journal.open_with(&record, &options)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            sync_dir(journal)
+        })();
+        if let Err(error) = written {
+            let _ = journal.remove_file(&record);
+            return Err(io(error));
+        }
+        match rustix::fs::renameat(&lock.dir, &name, journal, moved_dir_name(k).as_str()) {
+            Ok(()) => {}
+            Err(errno) => {
+                let _ = journal.remove_file(&record);
+                return match errno {
+                    rustix::io::Errno::XDEV => Ok(false),
+                    errno => Err(io(errno.into())),
+                };
+            }
+        }
+        sync_dir(&lock.dir).map_err(&io)?;
+        sync_dir(journal).map_err(&io)?;
+        Ok(true)
+    }
+
     /// Puts back the files changed so far, each only if it is what the change left it
     /// (`applied`: index, version left; `None` removed), then removes the journal. Returns
-    /// those that could not be put back.
+    /// those that could not be put back. Directories removed whole go back first, so that
+    /// the files deleted inside them return into them.
     pub(super) fn roll_back(
         &self,
         root: &Dir,
         applied: &[(usize, Option<Version>)],
     ) -> Vec<(usize, Error)> {
         let mut failed = Vec::new();
+        if let Err(error) = restore_dirs(root, &self.dir.dir) {
+            // The journal stays: the next start finishes the roll-back.
+            failed.push((0, map_io(error, &VirtualPath::root())));
+            return failed;
+        }
         for (index, now) in applied.iter().rev() {
             let Some(file) = self.plan.files.get(*index) else {
                 continue;
@@ -363,6 +437,38 @@ impl Journal {
         remove_created_dirs(root, file);
         Ok(())
     }
+}
+
+/// Moves every directory the change removed whole back where it was, the last removed first
+/// (a directory removed after one below it holds it: it goes back first). Idempotent: one
+/// already moved back has no `d<k>` left in the journal, only its record, which goes.
+fn restore_dirs(root: &Dir, journal: &Dir) -> io::Result<()> {
+    let mut moved: Vec<usize> = journal
+        .entries()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            name.strip_prefix('d')?.strip_suffix(".path")?.parse().ok()
+        })
+        .collect();
+    moved.sort_unstable_by(|a, b| b.cmp(a));
+    for k in moved {
+        let record = moved_dir_record(k);
+        let components: Vec<Vec<u8>> =
+            serde_json::from_slice(&journal.read(&record)?).map_err(io::Error::other)?;
+        let kept = moved_dir_name(k);
+        if journal.symlink_metadata(&kept).is_ok() {
+            let host = to_path(&components);
+            let (parent, leaf) = split(&host);
+            root.create_dir_all(&parent)?;
+            let parent_dir = open_dir(root, &parent)?;
+            rustix::fs::renameat(journal, kept.as_str(), &parent_dir, &leaf)?;
+            sync_dir(&parent_dir)?;
+        }
+        journal.remove_file(&record)?;
+    }
+    sync_dir(journal)
 }
 
 /// The parent directory and the last name of a root-relative path.
@@ -477,6 +583,7 @@ fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
             paths: plan_paths(&plan),
         }));
     }
+    restore_dirs(root, &dir)?;
     for (index, file) in plan.files.iter().enumerate() {
         let host = to_path(&file.path);
         let (parent, leaf) = split(&host);
@@ -668,6 +775,56 @@ mod tests {
         let again = DiskBackend::open(root, DiskOptions::default()).unwrap();
         assert_eq!(again.take_resolved().len(), 1);
         check();
+    }
+
+    /// A directory a change removed whole (an overlay commit of a directory deleted whole)
+    /// comes back exactly when the change is rolled back at the next open — files a listing
+    /// skips, empty directories, modes — and goes for good when the change was decided.
+    #[tokio::test]
+    async fn a_directory_removed_whole_is_put_back_by_the_roll_back_and_gone_once_decided() {
+        for decided in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            std::fs::create_dir_all(root.join("d/sub/empty")).unwrap();
+            std::fs::write(root.join("d/ignored.log"), "i").unwrap();
+            std::fs::set_permissions(root.join("d/sub"), std::fs::Permissions::from_mode(0o700))
+                .unwrap();
+            let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+            let journal = disk
+                .begin_changes(&[], &JournalRole::Alone)
+                .await
+                .unwrap()
+                .unwrap();
+            // Deepest first, as a commit removes them.
+            assert!(journal.remove_dir(&p("/d/sub")).await.unwrap());
+            assert!(journal.remove_dir(&p("/d")).await.unwrap());
+            assert!(!journal.remove_dir(&p("/absent")).await.unwrap());
+            assert!(!root.join("d").exists());
+            if decided {
+                journal.mark_committed().await.unwrap();
+            }
+            drop(journal); // the process is gone
+            drop(disk);
+            let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
+            assert_eq!(disk.take_resolved().len(), 1);
+            if decided {
+                assert!(!root.join("d").exists());
+            } else {
+                assert_eq!(std::fs::read(root.join("d/ignored.log")).unwrap(), b"i");
+                assert!(root.join("d/sub/empty").is_dir());
+                let mode = std::fs::metadata(root.join("d/sub"))
+                    .unwrap()
+                    .permissions()
+                    .mode();
+                assert_eq!(mode & 0o7777, 0o700);
+            }
+            let names: Vec<String> = std::fs::read_dir(root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".mountfs-tmp-"))
+                .collect();
+            assert!(names.is_empty(), "{names:?}");
+        }
     }
 
     /// Once decided, a change cut short stands: the next open only removes the journal.
