@@ -582,6 +582,12 @@ impl Overlays {
             for i in 0..COMMIT_DELETED {
                 write_mode(&base.join(format!("d/f{i}.txt")), &format!("d {i}\n"));
             }
+            // A directory the commit removes whole, holding a file no listing shows (ignored)
+            // and an empty directory: a roll-back must bring all of it back.
+            write_mode(&base.join(".gitignore"), "*.log\n");
+            write_mode(&base.join("gone/x.txt"), "x\n");
+            write_mode(&base.join("gone/ignored.log"), "ignored\n");
+            std::fs::create_dir_all(base.join("gone/sub/empty")).unwrap();
             // The database with its WAL and shared-memory files: a stale WAL left beside a
             // fresh database would be replayed into it.
             for suffix in ["", "-wal", "-shm"] {
@@ -633,6 +639,7 @@ impl Overlays {
     /// Whether base `k` holds exactly the committed state (modified files keeping 0640).
     fn is_committed(&self, tree: &Tree) -> bool {
         let mut expected = BTreeMap::new();
+        expected.insert("/.gitignore".to_owned(), b"*.log\n".to_vec());
         for i in 0..COMMIT_MODIFIED {
             expected.insert(format!("/m/f{i}.txt"), format!("m {i} new\n").into_bytes());
         }
@@ -654,6 +661,20 @@ impl Overlays {
         let (patch, read) = self.patch();
         read_all(client, &read);
         ok_long(client, "apply_patch", json!({"patch": patch}));
+        for k in 0..self.bases {
+            let gone = format!("{}/gone", self.prefix(k));
+            ok_long(
+                client,
+                "delete",
+                json!({"file_path": gone, "recursive": true}),
+            );
+        }
+    }
+
+    /// The changed files `changes` lists: the patch's, and the one file each deleted
+    /// directory shows (its ignored file is not listed).
+    fn listed_changes(&self) -> u64 {
+        (COMMIT_FILES + self.bases) as u64
     }
 }
 
@@ -723,7 +744,7 @@ fn commit_survives_sigkill(bases: usize, sqlite: bool) {
         if sqlite {
             assert_eq!(
                 changes_total(&mut client),
-                COMMIT_FILES as u64,
+                overlays.listed_changes(),
                 "{what}, seed {seed}, round {round}"
             );
         } else {
@@ -771,7 +792,7 @@ fn commit_survives_sigkill(bases: usize, sqlite: bool) {
                 // The layer still holds every change the base does not.
                 assert_eq!(
                     changes_total(&mut client),
-                    COMMIT_FILES as u64,
+                    overlays.listed_changes(),
                     "{what}, seed {seed}, round {round}: the layer lost changes"
                 );
             }
