@@ -19,8 +19,8 @@ use hyper_util::rt::TokioIo;
 use super::client::Server;
 use super::{ALICE, token_file};
 
-/// Scenarios of the suite that apply to a tools-only server; each must pass. The README
-/// ("Conformance") lists the others and why they do not apply.
+/// Scenarios of the suite that apply to a tools-only server; each must pass. docs/http.md
+/// ("MCP conformance") lists the others and why they do not apply.
 const APPLICABLE: &[&str] = &[
     "server-initialize",
     "ping",
