@@ -40,21 +40,12 @@ fn the_official_python_sdk_runs_a_whole_session() {
     assert!(stdout.contains("session ok"), "{stdout}");
 }
 
-/// The Inspector CLI's entry point, installing the pinned version when it is missing.
+/// The Inspector CLI's entry point, installing the pinned version when it is missing (once, under
+/// a lock: both Inspector tests ask at the same moment on a fresh clone).
 pub fn inspector() -> Option<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/inspector");
     let cli = dir.join("node_modules/@modelcontextprotocol/inspector/cli/build/cli.js");
-    if !cli.exists() {
-        let installed = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            return None;
-        }
-    }
-    cli.exists().then_some(cli)
+    crate::npm::installed(&dir, &[&cli]).then_some(cli)
 }
 
 /// Runs one Inspector CLI call against the binary; returns its parsed JSON output.

@@ -23,6 +23,7 @@ mod grep_memory;
 mod http;
 mod large_results;
 mod memory;
+mod npm;
 mod output_schemas;
 mod protocol;
 mod quota;

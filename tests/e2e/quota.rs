@@ -12,7 +12,7 @@ pub const MIB: u64 = 1024 * 1024;
 /// debug build at rest) and the transient copies of the one 8 MiB request in flight (the JSON
 /// line read, the parsed message, the content as the tool encodes it and as the mount keeps
 /// it: about five times the request). Measured 70 MiB over the quota with 64 and 256 MiB
-/// quotas alike. Documented in README ("Memory quotas").
+/// quotas alike. Documented in docs/reliability.md ("Memory quotas").
 pub const RSS_MARGIN: u64 = 96 * MIB;
 
 /// `mib` MiB of text: lines of 1023 `x`s.

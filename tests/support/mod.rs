@@ -17,7 +17,7 @@ pub mod stdio;
 /// The environment variable naming the test PostgreSQL server; `off` skips those tests.
 pub const POSTGRES_ENV: &str = "MOUNTFS_TEST_POSTGRES";
 
-/// The server tried when [`POSTGRES_ENV`] is unset (the one `.ci/run` and DEVELOPERS.md use).
+/// The server tried when [`POSTGRES_ENV`] is unset (the one `.ci/run` and docs/development.md use).
 pub const LOCAL_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// The PostgreSQL URL to test against: [`POSTGRES_ENV`] when set, else [`LOCAL_POSTGRES`] when

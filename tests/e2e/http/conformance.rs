@@ -9,7 +9,6 @@
 //! Host/Origin is refused and a localhost one accepted.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -20,8 +19,8 @@ use hyper_util::rt::TokioIo;
 use super::client::Server;
 use super::{ALICE, token_file};
 
-/// Scenarios of the suite that apply to a tools-only server; each must pass. The README
-/// ("Conformance") lists the others and why they do not apply.
+/// Scenarios of the suite that apply to a tools-only server; each must pass. docs/http.md
+/// ("MCP conformance") lists the others and why they do not apply.
 const APPLICABLE: &[&str] = &[
     "server-initialize",
     "ping",
@@ -32,22 +31,13 @@ const APPLICABLE: &[&str] = &[
     "server-sse-multiple-streams",
 ];
 
-/// Node and the suite's entry point, installing the pinned versions when they are missing.
+/// Node and the suite's entry point, installing the pinned versions when they are missing (under
+/// the same lock as the Inspector's install).
 fn suite() -> Option<(PathBuf, PathBuf)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-conformance");
     let node = dir.join("node_modules/.bin/node");
     let entry = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    if !node.exists() || !entry.exists() {
-        let installed = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            return None;
-        }
-    }
-    (node.exists() && entry.exists()).then_some((node, entry))
+    crate::npm::installed(&dir, &[&node, &entry]).then_some((node, entry))
 }
 
 /// Forwards every request on 127.0.0.1:PORT to `target` (`host:port`) with

@@ -17,7 +17,7 @@ use super::{ALICE, plain_get};
 const FLOOD: usize = 1100;
 
 /// The peak resident memory (VmHWM) allowed to a server taking eight concurrent `write_file`
-/// calls of 16 MiB (README, "Connections and memory"). With the default --max-body-total two
+/// calls of 16 MiB (docs/http.md, "Connections and memory"). With the default --max-body-total two
 /// such bodies are handled at once, each holding about five copies of itself while it runs
 /// (~75-90 MiB), over a base of ~30 MiB: 169-201 MiB measured (debug build, alone and beside
 /// the other HTTP tests). Without the bound all eight ran at once: 337-343 MiB.
