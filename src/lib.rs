@@ -59,6 +59,7 @@
 pub mod audit;
 pub mod backend;
 pub mod changes;
+pub mod cli;
 pub mod config;
 pub mod content;
 pub mod exec;

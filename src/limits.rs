@@ -37,40 +37,40 @@ pub struct Limits {
     /// The largest content a tool holds whole to change it, in bytes: write_file content,
     /// each file apply_patch writes, a file edit_file/multi_edit loads, a file move copies
     /// between mounts. Larger is refused with an error naming this flag.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_EDIT_BYTES)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_MAX_EDIT_BYTES)]
     pub max_edit_bytes: u64,
 
     /// The most bytes of earlier file contents one session keeps in memory for undo_edit,
     /// oldest dropped first. A file over half of it is not read for undo: on a disk mount it
     /// is set aside on disk instead; elsewhere the answer says the change cannot be undone.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_UNDO_MEMORY_BYTES)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_MAX_UNDO_MEMORY_BYTES)]
     pub max_undo_memory_bytes: u64,
 
     /// The longest line grep holds in memory, in bytes; a file with a longer line is
     /// reported as skipped, with the reason.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_GREP_MAX_LINE_BYTES)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_GREP_MAX_LINE_BYTES)]
     pub grep_max_line_bytes: u64,
 
     /// The largest compiled program of a grep pattern, in bytes; a larger pattern is an error.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_REGEX_SIZE_LIMIT)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_REGEX_SIZE_LIMIT)]
     pub regex_size_limit: usize,
 
     /// The largest cache of a grep pattern's lazy DFA, in bytes; past it matching falls back
     /// to a slower engine instead of growing.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_REGEX_DFA_SIZE_LIMIT)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_REGEX_DFA_SIZE_LIMIT)]
     pub regex_dfa_size_limit: usize,
 
     /// The most bytes one workspace (the stdio session, an HTTP session or a stateless
     /// principal) holds in memory: files of memory mounts and /scratch/, in-memory overlay
     /// layers, undo history. A write past it is refused, naming what to free. Default 256 MiB; sizes take K, M or G
     /// (e.g. 64M).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_QUOTA, value_parser = parse_bytes)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_QUOTA, value_parser = parse_bytes)]
     pub memory_quota: u64,
 
     /// The most bytes all workspaces together hold in memory (as --memory-quota counts them).
     /// Past it, writes into memory are refused and new HTTP sessions get 503; reads and
     /// disk/store work go on. Default 1 GiB (e.g. 4G).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_BUDGET, value_parser = parse_bytes)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = crate::quota::DEFAULT_MEMORY_BUDGET, value_parser = parse_bytes)]
     pub memory_budget: u64,
 }
 

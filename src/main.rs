@@ -65,16 +65,16 @@ fn unsafe_working_directory() -> Option<std::path::PathBuf> {
 )]
 struct Cli {
     /// A mount, PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]; repeatable.
-    #[arg(long = "mount", value_name = "PREFIX=SPEC")]
+    #[arg(long = "mount", value_name = "PREFIX=SPEC", global = true)]
     mounts: Vec<String>,
 
     /// Add a final newline to text files written without one.
-    #[arg(long)]
+    #[arg(long, global = true)]
     ensure_final_newline: bool,
 
     /// The largest JSON-RPC message read from stdin, in bytes; a longer line is skipped and
     /// answered with error -32600.
-    #[arg(long, value_name = "BYTES", default_value_t = mountfs::transport::DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = mountfs::transport::DEFAULT_MAX_MESSAGE_BYTES, global = true)]
     max_message_bytes: usize,
 
     /// Serve only these tools (comma-separated, e.g. ls,read_file,glob,grep); with ,ro
@@ -134,6 +134,11 @@ enum Command {
         #[arg(long, value_enum, default_value = "json")]
         format: mountfs::prompt::PromptFormat,
     },
+    /// Check a configuration without serving: give it the flags you serve with (--mount,
+    /// --http, --token-file, --audit, --allow-exec). Prints one line per item (each mount
+    /// reachable and writable as declared, overlay layer files, token file present and
+    /// private, audit log, execute's sandbox) and exits with status 1 at the first failure.
+    Check,
     /// Print the audit log (--audit, or the default file): one line per change, newest first,
     /// like the history tool; --json prints one JSON object per line (for jq).
     Log {
@@ -221,6 +226,9 @@ fn main() -> ExitCode {
                 json,
             };
             return print_log(audit_target, cli.audit_keep, &request);
+        }
+        Some(Command::Check) => {
+            return run_check(&cli, audit_target.as_ref());
         }
         None => {}
     }
@@ -356,6 +364,45 @@ fn server_files(
     files.extend(data.map(|dir| dir.join("mountfs")));
     files.extend(token_file.map(std::path::Path::to_owned));
     files
+}
+
+/// `mountfs check`: the same mount table and flags a start would use, checked item by item.
+fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode {
+    let texts: Vec<String> = if cli.mounts.is_empty() {
+        default_mounts()
+    } else {
+        cli.mounts.clone()
+    };
+    let specs = match config::parse_table(&texts) {
+        Ok(specs) => specs,
+        Err(error) => {
+            println!("FAIL  mount table: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("ok    mount table: {} mount(s)", specs.len());
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mountfs: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let request = mountfs::cli::check::CheckRequest {
+        mounts: &specs,
+        http: cli.http.http.is_some(),
+        token_file: cli.http.token_file.as_deref(),
+        exec: cli.allow_exec,
+        audit,
+    };
+    let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
+        println!("{}", item.line());
+    }));
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Records in the audit log each change a crash cut short that opening the mounts resolved

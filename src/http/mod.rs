@@ -59,59 +59,64 @@ pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 pub struct HttpArgs {
     /// Serve MCP over Streamable HTTP at ADDR (e.g. 127.0.0.1:8765), endpoint /mcp, instead
     /// of stdio. GET /healthz answers load balancers.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(global = true, long, value_name = "ADDR")]
     pub http: Option<String>,
 
     /// With --http: accepted bearer tokens, one `NAME TOKEN` per line (NAME is the agent's
     /// principal; # starts a comment). Without it, MOUNTFS_TOKEN is the one token; without
     /// either, a token is generated and printed once, and only loopback addresses may be served.
-    #[arg(long, value_name = "FILE", requires = "http")]
+    #[arg(global = true, long, value_name = "FILE", requires = "http")]
     pub token_file: Option<PathBuf>,
 
     /// With --http: a browser Origin allowed to call /mcp (e.g. https://app.example.com or
     /// http://localhost:*); repeatable. Requests carrying any other Origin get 403.
-    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    #[arg(
+        global = true,
+        long = "allow-origin",
+        value_name = "ORIGIN",
+        requires = "http"
+    )]
     pub allow_origins: Vec<String>,
 
     /// With --http: drop a session's or principal's workspace (memory mounts, read ledger, undo
     /// history) after this long unused: 90s, 30m, 2h.
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_IDLE_TIMEOUT, value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = DEFAULT_IDLE_TIMEOUT, value_parser = parse_duration)]
     pub idle_timeout: Duration,
 
     /// With --http: at most this many MCP sessions at once; more get 503.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS, value_parser = parse_positive)]
+    #[arg(global = true, long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS, value_parser = parse_positive)]
     pub max_sessions: usize,
 
     /// With --http: largest request body in bytes; larger ones get 413.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body: usize,
 
     /// With --http: longest wait for a request's whole body once its headers arrived (90s,
     /// 2m); a slower body gets 408 and nothing runs.
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_BODY_TIMEOUT, value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = DEFAULT_BODY_TIMEOUT, value_parser = parse_duration)]
     pub body_timeout: Duration,
 
     /// With --http: the most request-body bytes held at once across all requests; a body
     /// that would go beyond gets 503 with Retry-After (bodies of at most 64 KiB, every
     /// ordinary call, are never refused). At least --max-body.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_TOTAL_BYTES, value_parser = parse_positive)]
+    #[arg(global = true, long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_TOTAL_BYTES, value_parser = parse_positive)]
     pub max_body_total: usize,
 
     /// With --http: at most this many open connections. When full, the oldest connection
     /// that has not yet sent a request with a valid token is closed for the new one (lowered to
     /// fit the open-files limit, which is raised to its hard limit at start-up).
-    #[arg(long, value_name = "N", default_value_t = conns::DEFAULT_MAX_CONNECTIONS, value_parser = parse_positive)]
+    #[arg(global = true, long, value_name = "N", default_value_t = conns::DEFAULT_MAX_CONNECTIONS, value_parser = parse_positive)]
     pub max_connections: usize,
 
     /// With --http: longest wait for a request's headers (and for the next request on an
     /// idle keep-alive connection); a slower client's connection is closed.
-    #[arg(long, value_name = "DURATION", default_value = conns::DEFAULT_HEADER_TIMEOUT, value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = conns::DEFAULT_HEADER_TIMEOUT, value_parser = parse_duration)]
     pub header_timeout: Duration,
 
     /// With --http and no --mount: mount MCP client roots, but only those inside DIR (a
     /// directory on this server). Without it, HTTP clients' roots are never mounted: a remote
     /// client's file:// roots name its own machine, not this one.
-    #[arg(long, value_name = "DIR", requires = "http")]
+    #[arg(global = true, long, value_name = "DIR", requires = "http")]
     pub http_roots_under: Option<PathBuf>,
 }
 

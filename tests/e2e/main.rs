@@ -14,6 +14,7 @@ mod support;
 mod allow_list;
 mod audit;
 mod cancel;
+mod check;
 mod clients;
 mod corpus;
 mod edits;

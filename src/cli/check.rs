@@ -1,0 +1,284 @@
+//! `mountfs check [the flags of serving]`: validates a configuration without serving (issue 30).
+//!
+//! One item per line, in the order a start meets them: each mount (reachable, and writable when
+//! declared so), the overlay layers' files, the HTTP token file (present, parsable, private),
+//! the audit log, and the sandbox of `execute` (Landlock and namespaces) when `--allow-exec`
+//! asks for it. The first failure ends the check: what was wrong and how to fix it.
+//!
+//! Nothing is served and nothing the agent sees changes: writability is probed with an unnamed
+//! file (`O_TMPFILE`, gone when closed) or `access(2)`, stores are opened as a start opens them
+//! (a SQLite file that does not exist yet is not created: its directory is checked instead).
+
+use std::path::{Path, PathBuf};
+
+use crate::audit::{AuditLog, AuditTarget};
+use crate::backend::{DiskBackend, DiskOptions};
+use crate::config::{BackendSpec, MountSpec, OverlaySpec};
+use crate::exec::ExecMode;
+use crate::store::{PostgresStore, SqliteStore};
+
+/// What `mountfs check` was given: the flags a start would get.
+#[derive(Debug)]
+pub struct CheckRequest<'a> {
+    /// The mount table.
+    pub mounts: &'a [MountSpec],
+    /// `--http` was given.
+    pub http: bool,
+    /// `--token-file`.
+    pub token_file: Option<&'a Path>,
+    /// `--allow-exec`.
+    pub exec: Option<ExecMode>,
+    /// The audit log (`None`: off).
+    pub audit: Option<&'a AuditTarget>,
+}
+
+/// One checked item: what, and what was found (`Err`: why it fails and how to fix it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// What was checked, e.g. `mount /docs/`.
+    pub what: String,
+    /// What was found.
+    pub outcome: Result<String, String>,
+}
+
+impl Item {
+    /// The line `mountfs check` prints.
+    pub fn line(&self) -> String {
+        match &self.outcome {
+            Ok(found) => format!("ok    {}: {found}", self.what),
+            Err(why) => format!("FAIL  {}: {why}", self.what),
+        }
+    }
+}
+
+/// Checks `request` item by item, telling `report` each one as it is done; stops at the first
+/// failure. Returns whether every item passed.
+pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) -> bool {
+    let mut items = Vec::new();
+    for spec in request.mounts {
+        items.push(check_mount(spec).await);
+        if items.last().is_some_and(|i| i.outcome.is_err()) {
+            break;
+        }
+        if let BackendSpec::Disk {
+            overlay: Some(OverlaySpec::Sqlite(file)),
+            ..
+        } = &spec.backend
+        {
+            items.push(Item {
+                what: format!("overlay layers of {}", spec.display_prefix()),
+                outcome: check_sqlite_file(file, true).await,
+            });
+        }
+        if items.last().is_some_and(|i| i.outcome.is_err()) {
+            break;
+        }
+    }
+    let passed = |items: &[Item]| items.iter().all(|i| i.outcome.is_ok());
+    if passed(&items) && request.http {
+        items.push(Item {
+            what: "token file".to_owned(),
+            outcome: check_token_file(request.token_file),
+        });
+    }
+    if passed(&items)
+        && let Some(target) = request.audit
+    {
+        items.push(Item {
+            what: "audit log".to_owned(),
+            outcome: check_audit(target).await,
+        });
+    }
+    if passed(&items)
+        && let Some(mode) = request.exec
+    {
+        items.push(Item {
+            what: "execute".to_owned(),
+            outcome: check_exec(mode),
+        });
+    }
+    for item in &items {
+        report(item);
+    }
+    passed(&items)
+}
+
+/// One mount: opened as a start opens it, and writable unless `,ro`.
+async fn check_mount(spec: &MountSpec) -> Item {
+    let what = format!("mount {}", spec.display_prefix());
+    let outcome = match &spec.backend {
+        BackendSpec::Memory => Ok("memory, one per workspace".to_owned()),
+        BackendSpec::Disk { dir, overlay, .. } => {
+            check_disk(dir, spec.read_only, overlay.is_some())
+        }
+        BackendSpec::Sqlite { file, namespace } => check_sqlite_file(file, !spec.read_only)
+            .await
+            .map(|found| format!("{found}, namespace {namespace}")),
+        BackendSpec::Postgres { url, namespace } => match PostgresStore::connect(url).await {
+            Ok(_) => Ok(format!("PostgreSQL answers, namespace {namespace}")),
+            Err(error) => Err(format!(
+                "{error}. Start PostgreSQL or fix the URL (user, host, port, database)"
+            )),
+        },
+    };
+    Item { what, outcome }
+}
+
+/// A disk mount's directory: opened as a start opens it (without resolving a crash's journal,
+/// which a start does), and writable unless `,ro` (an overlay's commit writes it too).
+fn check_disk(dir: &Path, read_only: bool, overlay: bool) -> Result<String, String> {
+    DiskBackend::open_without_sweep(dir, DiskOptions::default())
+        .map_err(|error| format!("{error}. Create the directory or fix the path"))?;
+    let shown = dir.display();
+    if read_only {
+        return Ok(format!("directory {shown}, read-only as declared"));
+    }
+    writable_dir(dir).map_err(|error| {
+        format!(
+            "directory {shown} is mounted writable but this user cannot write it ({error}). Give the user write permission, or add ,ro to the mount"
+        )
+    })?;
+    Ok(format!(
+        "directory {shown}, writable{}",
+        if overlay {
+            " (changes kept in layers until commit)"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Whether this process can create files in `dir`: an unnamed file (gone when closed), or where
+/// the file system has none, `access(2)`.
+fn writable_dir(dir: &Path) -> Result<(), String> {
+    use rustix::fs::{Mode, OFlags};
+    match rustix::fs::open(
+        dir,
+        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    ) {
+        Ok(_) => Ok(()),
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR) => {
+            rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).map_err(|e| e.to_string())
+        }
+        Err(errno) => Err(std::io::Error::from(errno).to_string()),
+    }
+}
+
+/// A SQLite file of a store or of overlay layers: opened when it exists (and, when `write`, its
+/// file and directory writable: SQLite writes a journal beside it); else its directory, where a
+/// start creates it.
+async fn check_sqlite_file(file: &Path, write: bool) -> Result<String, String> {
+    let shown = file.display();
+    if !file.exists() {
+        let dir = nearest_existing_dir(file);
+        writable_dir(&dir).map_err(|error| {
+            format!(
+                "SQLite file {shown} does not exist and cannot be created: {} is not writable ({error}). Choose another path or give write permission",
+                dir.display()
+            )
+        })?;
+        return Ok(format!("SQLite file {shown} is created at start"));
+    }
+    if write {
+        rustix::fs::access(file, rustix::fs::Access::WRITE_OK).map_err(|error| {
+            format!(
+                "SQLite file {shown} is not writable ({error}). Give write permission, or add ,ro to the mount"
+            )
+        })?;
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            writable_dir(dir).map_err(|error| {
+                format!(
+                    "the directory of SQLite file {shown} is not writable ({error}): SQLite keeps its write-ahead log there. Give write permission"
+                )
+            })?;
+        }
+    }
+    SqliteStore::open(file)
+        .await
+        .map(|_| format!("SQLite file {shown}"))
+        .map_err(|error| format!("{error}. Is it a mountfs SQLite file, not damaged?"))
+}
+
+/// The nearest ancestor of `file` that exists (where a start would create its directories).
+fn nearest_existing_dir(file: &Path) -> PathBuf {
+    let mut at = file.parent();
+    while let Some(dir) = at {
+        if dir.as_os_str().is_empty() {
+            return PathBuf::from(".");
+        }
+        if dir.is_dir() {
+            return dir.to_path_buf();
+        }
+        at = dir.parent();
+    }
+    PathBuf::from(".")
+}
+
+/// The HTTP token file: present, parsable, a regular file of this user that no one else may
+/// read (it holds every principal's bearer token).
+fn check_token_file(file: Option<&Path>) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(file) = file else {
+        return Ok(format!(
+            "none: {} or a token generated per run (loopback only)",
+            crate::http::auth::TOKEN_ENV
+        ));
+    };
+    let shown = file.display();
+    let meta = std::fs::metadata(file).map_err(|error| {
+        format!("{shown}: {error}. Create it with one `NAME TOKEN` line per principal, mode 600")
+    })?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{shown} has mode {mode:o}: others may read the bearer tokens. Run chmod 600 {shown}"
+        ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "{shown} belongs to user {} but the server runs as user {me}: another user could change who may connect. Run chown to the server's user",
+            meta.uid()
+        ));
+    }
+    let tokens = crate::http::auth::Tokens::from_file(file).map_err(|error| error.to_string())?;
+    Ok(format!(
+        "{shown}, private, {} principal(s)",
+        tokens.principal_count()
+    ))
+}
+
+/// The audit log: opened (created when missing) as a start opens it.
+async fn check_audit(target: &AuditTarget) -> Result<String, String> {
+    if let AuditTarget::Sqlite(file) = target
+        && !file.exists()
+    {
+        return check_sqlite_file(file, true).await;
+    }
+    match AuditLog::open(target, None).await {
+        Ok(Some(log)) => Ok(log.describe()),
+        Ok(None) => Ok("off".to_owned()),
+        Err(error) => Err(format!("{error}. Fix it, or pass --audit off")),
+    }
+}
+
+/// `execute`'s sandbox: Landlock and namespaces, when asked for.
+fn check_exec(mode: ExecMode) -> Result<String, String> {
+    match mode {
+        ExecMode::Unsandboxed => {
+            Ok("commands run with the server's full rights (unsandboxed)".to_owned())
+        }
+        ExecMode::Sandboxed => match crate::exec::sandbox::probe() {
+            Ok(()) => Ok(
+                "sandbox available: Landlock and user, mount, PID and IPC namespaces".to_owned(),
+            ),
+            Err(error) => Err(format!(
+                "cannot sandbox commands: {error}. Use a kernel with Landlock (5.13+, enabled in the LSM list) and unprivileged user namespaces, or pass --allow-exec=unsandboxed"
+            )),
+        },
+    }
+}

@@ -1,0 +1,3 @@
+//! The subcommands of the `mountfs` binary beside serving, as library code `main.rs` calls.
+
+pub mod check;
