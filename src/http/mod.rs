@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Notify;
@@ -374,6 +374,7 @@ impl HttpServer {
         let app = Router::new()
             .route("/mcp", any(gate::mcp_endpoint))
             .route("/healthz", get(healthz))
+            .route("/register", post(no_oauth_registration))
             .with_state(gate.clone());
         let drain_gate = gate.clone();
         let graceful = async move {
@@ -422,6 +423,30 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> (StatusCode, &'static str) {
     } else {
         (StatusCode::OK, "ok\n")
     }
+}
+
+/// What an OAuth client is told when it tries to register (`POST /register`, the path a client
+/// of MCP's authorization falls back to after a 401 when the server publishes no OAuth
+/// metadata): an RFC 7591 error whose description says that this server takes no OAuth, only
+/// a bearer token from its token file — the one thing a person reading the client's log needs
+/// after a wrong token (mcp-remote prints it: "Dynamic Client Registration rejected (HTTP 400):
+/// …"). Nothing about the server or its tokens is in it.
+async fn no_oauth_registration() -> (
+    StatusCode,
+    [(axum::http::HeaderName, &'static str); 1],
+    String,
+) {
+    let body = serde_json::json!({
+        "error": "invalid_client_metadata",
+        "error_description": format!(
+            "mountfs takes no OAuth: a client sends the header `Authorization: Bearer <token>` with a token from the server's --token-file (or {TOKEN_ENV}). The token this client sent was missing or is not one of them: check it (mcp-remote: --header \"Authorization:Bearer <token>\")."
+        ),
+    });
+    (
+        StatusCode::BAD_REQUEST,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
 }
 
 /// Refuses new requests, then waits (at most [`DRAIN_LIMIT`]) for those in flight.

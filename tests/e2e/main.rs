@@ -13,6 +13,7 @@ mod support;
 
 mod allow_list;
 mod audit;
+mod bridge;
 mod cancel;
 mod check;
 mod clients;
@@ -28,6 +29,7 @@ mod npm;
 mod output_schemas;
 mod protocol;
 mod quota;
+mod registry_entry;
 mod resources;
 mod roots;
 mod session;

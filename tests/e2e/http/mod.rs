@@ -3,7 +3,7 @@
 //! workspaces (sessions and stateless principals), limits, malformed bodies, `/healthz`,
 //! graceful shutdown, and two instances sharing one PostgreSQL mount.
 
-mod client;
+pub mod client;
 mod conformance;
 mod connections;
 mod corpus;
