@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{BackendSpec, MountSpec};
 use crate::path::VirtualPath;
-use crate::resources::uri_of;
+use crate::uri::uri_of;
 
 /// The shortest time between two notifications about one resource (and between two
 /// `list_changed`) of one subscription.

@@ -106,6 +106,10 @@ pub fn display_prefix(prefix: &VirtualPath) -> String {
 /// The default namespace of a store mount.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
+/// The environment variable holding the one token of a single-principal HTTP server (read by
+/// `http::auth`, withheld from `execute`'s commands by `exec::env`).
+pub const TOKEN_ENV: &str = "MOUNTFS_TOKEN";
+
 /// Whether a namespace name is acceptable: 1–64 of `[A-Za-z0-9_.-]`, not starting with `.`.
 pub fn valid_namespace(name: &str) -> bool {
     !name.is_empty()

@@ -77,8 +77,10 @@ pub mod server;
 pub mod session;
 pub mod store;
 pub mod text;
+pub mod time;
 pub mod tools;
 pub mod transport;
+pub mod uri;
 pub mod workspace;
 
 use std::sync::Arc;

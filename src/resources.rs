@@ -10,7 +10,7 @@
 //! and a pointer to `read_file` windows.
 
 use base64::Engine;
-use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
+use percent_encoding::percent_decode_str;
 use rmcp::model::{Annotations, Resource, ResourceContents};
 use thiserror::Error;
 
@@ -18,38 +18,15 @@ use crate::backend::{self, Backend, BoundedRead, Entry};
 use crate::content;
 use crate::path::VirtualPath;
 use crate::text::encoding::{self, Detection};
-use crate::tools::file_info::format_time;
+use crate::time::format_time;
+pub use crate::uri::{URI_PREFIX, URI_TEMPLATE, uri_of};
 
-/// The URI scheme and authority of every resource; the virtual path follows.
-pub const URI_PREFIX: &str = "mountfs://";
-/// The resource template naming any file.
-pub const URI_TEMPLATE: &str = "mountfs:///{+path}";
 /// Files listed per `resources/list` page.
 pub const PAGE_SIZE: usize = 500;
 /// The largest file `resources/read` returns; larger ones are read with `read_file` windows.
 pub const MAX_RESOURCE_BYTES: u64 = 4 * 1024 * 1024;
 /// Directories never listed as resources (version-control internals).
 const SKIPPED_DIRS: &[&str] = &[".git"];
-
-/// Bytes percent-encoded in a path segment: everything but RFC 3986 unreserved characters and
-/// the sub-delimiters that are safe in a path (`/` separates segments and is kept as is).
-const SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'[')
-    .add(b'\\')
-    .add(b']')
-    .add(b'^')
-    .add(b'`')
-    .add(b'{')
-    .add(b'|')
-    .add(b'}')
-    .add(b'/');
 
 /// A resource request that cannot be served.
 #[derive(Debug, Error)]
@@ -94,19 +71,6 @@ pub enum ResourceError {
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] backend::Error),
-}
-
-/// The URI of the file at `path`.
-pub fn uri_of(path: &VirtualPath) -> String {
-    let mut uri = String::from(URI_PREFIX);
-    for segment in path.components() {
-        uri.push('/');
-        uri.extend(utf8_percent_encode(segment, SEGMENT));
-    }
-    if uri.len() == URI_PREFIX.len() {
-        uri.push('/');
-    }
-    uri
 }
 
 /// The virtual path a `mountfs:///…` URI names.

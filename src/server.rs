@@ -150,7 +150,7 @@ impl MountfsServer {
             ));
         };
         let session_id = parts
-            .and_then(|parts| parts.headers.get(crate::http::gate::SESSION_HEADER))
+            .and_then(|parts| parts.headers.get(crate::transport::SESSION_HEADER))
             .and_then(|id| id.to_str().ok());
         match session_id {
             Some(id) => workspaces
@@ -295,7 +295,7 @@ async fn log_change(
     reply: &mut ToolReply,
     files: Vec<crate::audit::FileChange>,
     more_files: u64,
-    origin: &crate::audit::record::Origin,
+    origin: &crate::audit::Origin,
 ) {
     let Some(change) =
         crate::audit::record::change_of(tool, arguments, reply, files, more_files, origin)
@@ -382,8 +382,8 @@ fn call_context(
 /// Who sends a request, for the audit log: the HTTP principal and MCP session (or the stdio
 /// process), and the client as it named itself in the request's `_meta` (`server/discover`,
 /// stateless MCP) or at `initialize`.
-fn origin_of(context: &RequestContext<RoleServer>) -> crate::audit::record::Origin {
-    let mut origin = crate::audit::record::Origin {
+fn origin_of(context: &RequestContext<RoleServer>) -> crate::audit::Origin {
+    let mut origin = crate::audit::Origin {
         request_id: context.id.to_string(),
         ..Default::default()
     };
@@ -403,7 +403,7 @@ fn origin_of(context: &RequestContext<RoleServer>) -> crate::audit::record::Orig
     if let Some(principal) = parts.and_then(|parts| parts.extensions.get::<Principal>()) {
         origin.principal = principal.to_string();
         origin.workspace = match parts
-            .and_then(|parts| parts.headers.get(crate::http::gate::SESSION_HEADER))
+            .and_then(|parts| parts.headers.get(crate::transport::SESSION_HEADER))
             .and_then(|id| id.to_str().ok())
         {
             Some(session) => format!("session {session}"),

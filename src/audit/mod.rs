@@ -138,6 +138,36 @@ pub struct FileChange {
     pub after: Option<String>,
 }
 
+/// Who made a call, as the entry names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The bearer token's name over HTTP; `stdio` for a stdio process.
+    pub principal: String,
+    /// The MCP session, the principal (stateless), or the stdio process.
+    pub workspace: String,
+    /// The client, from `initialize` or the request's `_meta`.
+    pub client: ClientInfo,
+    /// The JSON-RPC request id.
+    pub request_id: String,
+}
+
+/// The workspace of this process's stdio client, named once: every call builds an [`Origin`],
+/// and `getpid` is a system call each time (strace: one per `ls`).
+static STDIO_WORKSPACE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("stdio pid {}", std::process::id()));
+
+impl Default for Origin {
+    /// A call from this process's own stdio client (or an in-process caller).
+    fn default() -> Self {
+        Self {
+            principal: "stdio".to_owned(),
+            workspace: STDIO_WORKSPACE.clone(),
+            client: ClientInfo::default(),
+            request_id: String::new(),
+        }
+    }
+}
+
 /// The client that made a change, from the MCP handshake (`initialize`) or the request's own
 /// `_meta` (`server/discover`, stateless MCP).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,39 +10,10 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+pub use super::Origin;
 use super::{Change, ClientInfo, FileChange, MAX_FILES_PER_ENTRY, cap_diff, count_diff_lines};
 use crate::path::VirtualPath;
 use crate::tools::ToolReply;
-
-/// Who made a call, as the entry names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    /// The bearer token's name over HTTP; `stdio` for a stdio process.
-    pub principal: String,
-    /// The MCP session, the principal (stateless), or the stdio process.
-    pub workspace: String,
-    /// The client, from `initialize` or the request's `_meta`.
-    pub client: ClientInfo,
-    /// The JSON-RPC request id.
-    pub request_id: String,
-}
-
-/// The workspace of this process's stdio client, named once: every call builds an [`Origin`],
-/// and `getpid` is a system call each time (strace: one per `ls`).
-static STDIO_WORKSPACE: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("stdio pid {}", std::process::id()));
-
-impl Default for Origin {
-    /// A call from this process's own stdio client (or an in-process caller).
-    fn default() -> Self {
-        Self {
-            principal: "stdio".to_owned(),
-            workspace: STDIO_WORKSPACE.clone(),
-            client: ClientInfo::default(),
-            request_id: String::new(),
-        }
-    }
-}
 
 /// The entry of a change of `files` files by `tool` on the mount `prefix` that a crash of the
 /// server cut short, resolved when the next start opened the mount: `rolled_back` (nothing of

@@ -31,7 +31,7 @@ pub const NON_INTERACTIVE: &[(&str, &str)] = &[
 
 /// Variables of the server's own environment a command never sees: secrets meant for the
 /// server (the HTTP bearer token).
-pub const WITHHELD: &[&str] = &[crate::http::auth::TOKEN_ENV];
+pub const WITHHELD: &[&str] = &[crate::config::TOKEN_ENV];
 
 /// The shell for commands: `shell_var` (`$SHELL`) when it names bash, zsh or sh and exists,
 /// else [`FALLBACK_SHELL`].

@@ -13,8 +13,7 @@ use subtle::ConstantTimeEq;
 
 use crate::workspace::Principal;
 
-/// The environment variable holding the one token of a single-principal server.
-pub const TOKEN_ENV: &str = "MOUNTFS_TOKEN";
+pub use crate::config::TOKEN_ENV;
 /// The principal of the `MOUNTFS_TOKEN` or generated token.
 pub const DEFAULT_PRINCIPAL: &str = "default";
 /// Shortest token accepted: 16 characters (a guess then needs far more tries than any server

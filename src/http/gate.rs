@@ -39,8 +39,7 @@ use crate::transport;
 use crate::transport::message::{self, Incoming};
 use crate::workspace::{Principal, Workspaces};
 
-/// The session header of MCP 2025-11-25.
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub use crate::transport::SESSION_HEADER;
 
 /// JSON-RPC implementation-defined: refused by the server (auth, origin, limits, shutdown).
 const SERVER_REFUSED: i64 = -32000;

@@ -27,7 +27,6 @@ pub mod trail;
 use std::borrow::Cow;
 
 use super::ToolError;
-use super::editing::fits_undo;
 use super::steps::ChangeSteps;
 use crate::backend::{self, AsideFile, DeleteOptions, FileBytes, Version, WriteMode};
 use crate::path::VirtualPath;
@@ -510,6 +509,12 @@ fn record(
         }
         History::Keep => true,
     }
+}
+
+/// Whether a step of `bytes` can be kept in the session's undo history at all (a content larger
+/// than half the budget, `--max-undo-memory-bytes`, would evict the whole history at once).
+pub fn fits_undo(session: &Session, bytes: usize) -> bool {
+    bytes as u64 <= session.write_options.limits.max_undo_snapshot_bytes()
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::{Applied, Before, Change, record_removed};
-use super::editing::{check_not_stale, fits_undo, lock_files};
+use super::change::{Applied, Before, Change, fits_undo, record_removed};
+use super::editing::{check_not_stale, lock_files};
 use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes};

@@ -463,12 +463,6 @@ pub const LOOSE_QUOTES_NOTE: &str = "Quotes matched loosely: old_string was foun
     typographic and straight quotes treated as equal (“ ” = \", ‘ ’ = '); new_string was written \
     with the file's quotes.";
 
-/// Whether a step of `bytes` can be kept in the session's undo history at all (a content larger
-/// than half the budget, `--max-undo-memory-bytes`, would evict the whole history at once).
-pub fn fits_undo(session: &Session, bytes: usize) -> bool {
-    bytes as u64 <= session.write_options.limits.max_undo_snapshot_bytes()
-}
-
 /// A stale-check for tools that may change a file the session never read (delete, move):
 /// unread is allowed (like `rm`), but read-and-changed-since is refused, because the agent would
 /// be acting on content it has not seen.

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::file_info::format_time;
+use crate::time::format_time;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::Entry;
 use crate::path::VirtualPath;

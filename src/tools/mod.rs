@@ -22,6 +22,7 @@ pub mod large_result;
 pub mod ls;
 mod move_copy;
 pub mod move_file;
+mod moved;
 pub mod multi_edit;
 pub mod read_file;
 pub mod steps;
@@ -327,7 +328,7 @@ pub struct CallContext {
     /// request was read; redeemed when the tool locks that file ([`Session::lock_file`]).
     pub turn: Option<Arc<Turn>>,
     /// Who made the call, for the audit log.
-    pub origin: crate::audit::record::Origin,
+    pub origin: crate::audit::Origin,
 }
 
 /// Sends `notifications/progress` for one request's progress token.

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::change::{Before, Change, record_move};
 use super::editing::{check_not_stale, read_for_copy};
-use super::move_file::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
+use super::moved::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
 use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, BoundedRead, DeleteOptions, Version};

@@ -10,4 +10,8 @@ pub mod arrival;
 pub mod message;
 pub mod stdio;
 
+/// The session header of MCP 2025-11-25 (Streamable HTTP): how `http::gate` finds a request's
+/// workspace, and how the server tells a request's workspace in the audit log.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
 pub use stdio::{DEFAULT_MAX_MESSAGE_BYTES, StdioTransport, stdio};
