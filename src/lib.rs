@@ -67,6 +67,7 @@ pub mod http;
 pub mod limits;
 pub mod mounts;
 pub mod path;
+pub mod progress;
 pub mod prompt;
 pub mod quota;
 pub mod registry;

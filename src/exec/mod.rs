@@ -2,7 +2,11 @@
 //! its own namespaces with Landlock inside (`namespace.rs`, `sandbox.rs`), stopped at its timeout
 //! or on cancellation, its output streamed as progress and returned labelled.
 //!
-//! The call, step by step: find the real directory behind `cwd` ([`working_dir`]); prepare the
+//! This is the process and sandbox machinery, below the tools: it imports no tool type. The
+//! tool's face (its arguments, the real directory behind `cwd`, the answer) is
+//! `tools::execute`.
+//!
+//! A command, step by step: prepare the
 //! Landlock ruleset (`sandbox.rs`) and the namespaces' plan (`namespace.rs`; unsandboxed: a
 //! private `TMPDIR` instead); start the shell (`env.rs`) in a session and process group of its
 //! own, confined between fork and exec; read stdout and stderr as they come (bounded); wait for
@@ -11,8 +15,8 @@
 //! which kills every process left, even those that left the group. A call whose future is
 //! dropped (the session or the server ends) kills the group in [`ProcessGroup`]'s `Drop`.
 //!
-//! The answer's text and structured content are built in [`Outcome`]; a text over the result
-//! cap goes through `tools::large_result`.
+//! The answer's text and structured content are built in [`Outcome`]; the tool face sends a
+//! text over the result cap through `tools::large_result`.
 
 pub mod env;
 pub mod namespace;
@@ -24,16 +28,13 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
 
-use crate::config::display_prefix;
 use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::tools::{CallContext, ToolError, ToolReply};
+use crate::progress::ProgressReporter;
 
 /// Whether `execute` is offered, and how (`--allow-exec[=MODE]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -86,23 +87,6 @@ const PROGRESS_LINE_CHARS: usize = 200;
 /// How long the output pipes may stay open after the process group is gone (a process that
 /// left the group, e.g. with `setsid`, may still hold them).
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
-
-/// `execute`'s arguments (see `schemas/execute.json`).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// The shell command line.
-    pub command: String,
-    /// Seconds before the command is stopped.
-    #[serde(default = "default_timeout")]
-    pub timeout: u64,
-    /// Virtual path of the directory to run in.
-    pub cwd: Option<String>,
-}
-
-fn default_timeout() -> u64 {
-    DEFAULT_TIMEOUT_SECS
-}
 
 /// Why a command could not be run. Nothing was started.
 #[derive(Debug, Error)]
@@ -162,37 +146,50 @@ pub enum ExecError {
     },
 }
 
-/// Runs `execute` in `session`; `context` brings the client's cancellation and progress token.
+/// One command to run (see the module doc): what `execute`'s tool face (`tools::execute`) found
+/// behind the call's arguments and the session's mount table.
+#[derive(Debug, Clone, Copy)]
+pub struct Command<'a> {
+    /// How commands run here (`--allow-exec[=MODE]`).
+    pub mode: ExecMode,
+    /// The shell command line.
+    pub command: &'a str,
+    /// The real directory it runs in.
+    pub cwd: &'a Path,
+    /// How long it may run.
+    pub timeout: Duration,
+    /// The disk mounts it sees at their real paths (sandboxed).
+    pub mounts: &'a [namespace::HostMount],
+    /// What the sandbox hides and whether it limits reads.
+    pub policy: &'a namespace::SandboxPolicy,
+}
+
+/// Runs `command` until it exits, times out, or `cancel` is cancelled; its output so far goes
+/// to `progress`, when the client asked for progress.
 pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
-    let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
-    let cwd = working_dir(session, args.cwd.as_deref()).await?;
+    command: Command<'_>,
+    cancel: &CancellationToken,
+    progress: Option<&ProgressReporter>,
+) -> Result<Outcome, ExecError> {
     let shell = env::shell(std::env::var_os("SHELL"));
-    let outcome = match mode {
+    let watch = Watch { cancel, progress };
+    match command.mode {
         ExecMode::Sandboxed => {
-            let policy = &session.write_options.sandbox;
-            let mounts: Vec<namespace::HostMount> = session
-                .backend()
-                .mounts()
-                .iter()
-                .filter_map(|mount| {
-                    Some(namespace::HostMount {
-                        dir: mount.backend.host_dir()?.to_owned(),
-                        writable: !mount.read_only,
-                    })
-                })
-                .collect();
-            let writable: Vec<&Path> = mounts
+            let policy = command.policy;
+            let writable: Vec<&Path> = command
+                .mounts
                 .iter()
                 .filter(|m| m.writable)
                 .map(|m| m.dir.as_path())
                 .collect();
-            let ruleset = sandbox::prepare(&writable).map_err(ExecError::from)?;
-            let plan = namespace::Plan::new(&mounts, &cwd, policy, sandbox::granted_access_bits())
-                .map_err(|e| ExecError::Sandbox(e.into()))?;
+            let ruleset = sandbox::prepare(&writable)?;
+            let plan = namespace::Plan::new(
+                command.mounts,
+                command.cwd,
+                policy,
+                sandbox::granted_access_bits(),
+            )
+            .map_err(|e| ExecError::Sandbox(e.into()))?;
             // With limited reads the shell must be one the command can see.
             let shell = if policy.limits_reads()
                 && !namespace::SYSTEM_DIRS
@@ -205,16 +202,16 @@ pub async fn run(
             };
             let invocation = Invocation {
                 shell: &shell,
-                command: &args.command,
-                cwd: &cwd,
+                command: command.command,
+                cwd: command.cwd,
                 temp: Path::new("/tmp"),
                 confinement: Some(Confinement {
                     ruleset: ruleset.raw_fd(),
                     plan: Arc::new(plan),
                 }),
-                timeout: Duration::from_secs(args.timeout),
+                timeout: command.timeout,
             };
-            let outcome = invocation.run(context).await;
+            let outcome = invocation.run(watch).await;
             drop(ruleset);
             outcome
         }
@@ -222,64 +219,24 @@ pub async fn run(
             let temp = PrivateTemp::create().await?;
             let invocation = Invocation {
                 shell: &shell,
-                command: &args.command,
-                cwd: &cwd,
+                command: command.command,
+                cwd: command.cwd,
                 temp: temp.path(),
                 confinement: None,
-                timeout: Duration::from_secs(args.timeout),
+                timeout: command.timeout,
             };
-            let outcome = invocation.run(context).await;
+            let outcome = invocation.run(watch).await;
             temp.remove().await;
             outcome
         }
-    };
-    let outcome = outcome?;
-    let text = outcome.text(args.timeout);
-    let text = crate::tools::large_result::fit(session, context, "execute", text).await;
-    Ok(ToolReply {
-        structured: Some(outcome.structured()),
-        ..ToolReply::text(text)
-    })
+    }
 }
 
-/// The real directory `cwd` names: a directory of a disk mount. Default: the disk mount closest
-/// to the root (`/` when it is a disk mount).
-async fn working_dir(session: &Session, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
-    let backend = session.backend();
-    let mounts = backend.mounts();
-    let Some(cwd) = cwd else {
-        // Mounts come longest prefix first: the last disk mount is the one closest to `/`.
-        let host = mounts.iter().rev().find_map(|m| m.backend.host_dir());
-        return Ok(host.ok_or(ExecError::NoDiskMount)?.to_owned());
-    };
-    let path = VirtualPath::parse(cwd)?;
-    let (mount, inner) = backend.route(&path);
-    let Some(host) = mount.backend.host_dir() else {
-        let mut disk: Vec<String> = mounts
-            .iter()
-            .filter(|m| m.backend.host_dir().is_some())
-            .map(|m| display_prefix(&m.prefix))
-            .collect();
-        if disk.is_empty() {
-            return Err(ExecError::NoDiskMount.into());
-        }
-        disk.sort();
-        return Err(ExecError::NotDisk {
-            path,
-            disk_mounts: disk.join(", "),
-        }
-        .into());
-    };
-    // The backend resolves `inner` beneath its root (no `..`, no symlink out), so a path it
-    // calls a directory is one inside the mount.
-    match mount.backend.stat(&inner).await? {
-        Some(entry) if entry.is_dir() => {}
-        Some(_) => return Err(ExecError::CwdNotDirectory { path }.into()),
-        None => return Err(ExecError::CwdNotFound { path }.into()),
-    }
-    Ok(inner
-        .components()
-        .fold(host.to_owned(), |dir, name| dir.join(name)))
+/// What the client sees of a running command.
+#[derive(Clone, Copy)]
+struct Watch<'a> {
+    cancel: &'a CancellationToken,
+    progress: Option<&'a ProgressReporter>,
 }
 
 /// A directory only this command's `TMPDIR` points at, removed after the call.
@@ -405,7 +362,7 @@ impl Invocation<'_> {
         command
     }
 
-    async fn run(&self, context: &CallContext) -> Result<Outcome, ExecError> {
+    async fn run(&self, context: Watch<'_>) -> Result<Outcome, ExecError> {
         let started = Instant::now();
         let mut child = self.command().spawn().map_err(|e| {
             match self.confinement.as_ref().and_then(|c| c.plan.failure()) {
@@ -665,7 +622,7 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, stream: Stream, live: Arc<Mutex<
 
 /// What happened to one command.
 #[derive(Debug)]
-struct Outcome {
+pub struct Outcome {
     status: Option<ExitStatus>,
     end: End,
     /// Processes other than an exited shell had to be stopped.
@@ -687,7 +644,7 @@ impl Outcome {
     }
 
     /// The answer: status line, what stopped it, then stdout and stderr, each labelled.
-    fn text(&self, timeout_secs: u64) -> String {
+    pub fn text(&self, timeout_secs: u64) -> String {
         let status = match (self.exit_code(), self.signal()) {
             (Some(code), _) => format!("exit code {code}"),
             (None, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
@@ -727,7 +684,7 @@ impl Outcome {
 
     /// `{exit_code, signal, timed_out, cancelled, stdout, stderr, duration_ms}`; the output
     /// fields are capped like the text (the whole output is in the saved file, if any).
-    fn structured(&self) -> serde_json::Value {
+    pub fn structured(&self) -> serde_json::Value {
         let cap = |capture: &Capture| crate::text::truncate::cap_result(capture.text());
         json!({
             "exit_code": self.exit_code(),

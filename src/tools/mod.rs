@@ -14,6 +14,7 @@ pub mod discard;
 pub mod edit_file;
 pub mod editing;
 pub mod error_kind;
+pub mod execute;
 pub mod file_info;
 pub mod glob;
 pub mod grep;
@@ -331,36 +332,7 @@ pub struct CallContext {
     pub origin: crate::audit::Origin,
 }
 
-/// Sends `notifications/progress` for one request's progress token.
-#[derive(Debug, Clone)]
-pub struct ProgressReporter {
-    token: rmcp::model::ProgressToken,
-    peer: rmcp::Peer<rmcp::RoleServer>,
-}
-
-impl ProgressReporter {
-    /// A reporter sending to `peer` under `token`.
-    pub fn new(token: rmcp::model::ProgressToken, peer: rmcp::Peer<rmcp::RoleServer>) -> Self {
-        Self { token, peer }
-    }
-
-    /// Sends one notification; a client gone away is not the tool's failure.
-    pub async fn report(&self, progress: f64, message: String) {
-        self.report_of(progress, None, message).await;
-    }
-
-    /// [`ProgressReporter::report`] with the total the progress counts towards, when known.
-    pub async fn report_of(&self, progress: f64, total: Option<f64>, message: String) {
-        let mut param = rmcp::model::ProgressNotificationParam::new(self.token.clone(), progress)
-            .with_message(message);
-        if let Some(total) = total {
-            param = param.with_total(total);
-        }
-        if let Err(error) = self.peer.notify_progress(param).await {
-            tracing::debug!(%error, "progress notification not sent");
-        }
-    }
-}
+pub use crate::progress::ProgressReporter;
 
 /// How often a search reports progress, when its call carries a progress token.
 pub const SEARCH_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{
     CallContext, ToolError, ToolReply, apply_patch, changes, commit, delete, discard, edit_file,
-    file_info, glob, grep, history, ls, move_file, multi_edit, parse, read_file, undo_edit,
+    execute, file_info, glob, grep, history, ls, move_file, multi_edit, parse, read_file, undo_edit,
     write_file,
 };
 use crate::session::Session;
@@ -104,8 +104,8 @@ pub const TOOLS: &[ToolRow] = &[
         |args, session, context| undo_edit::run(args, session, context)),
     row!("apply_patch", Always, changes: true, apply_patch::Args,
         |args, session, context| apply_patch::run(args, session, context)),
-    row!("execute", Exec, changes: true, crate::exec::Args,
-        |args, session, context| crate::exec::run(args, session, context)),
+    row!("execute", Exec, changes: true, execute::Args,
+        |args, session, context| execute::run(args, session, context)),
     row!("history", Audit, changes: false, history::Args,
         |args, session, _context| history::run(args, session)),
     row!("changes", Overlay, changes: false, changes::Args,
