@@ -434,23 +434,24 @@ impl UndoHistory {
     }
 }
 
-tokio::task_local! {
-    /// The session (by [`Session::identity`]) and mount table a tool call runs with.
-    static CALL_TABLE: (usize, Arc<dyn Router>);
-}
-
 /// One session (see the module doc).
+///
+/// Its state is shared by every handle of it: the session a server holds, and the handle each
+/// tool call runs with ([`Session::for_call`]), which differs only in holding the mount table
+/// the call started with, so the table of a call travels with the call as its argument.
 #[derive(Debug)]
 pub struct Session {
     /// The file system as this session sees it; replaced as a whole when the client's roots
     /// change (see [`Session::backend`]).
-    backend: RwLock<Arc<dyn Router>>,
+    backend: Arc<RwLock<Arc<dyn Router>>>,
+    /// The table a call's handle keeps for the whole call (see [`Session::for_call`]).
+    pinned: Option<Arc<dyn Router>>,
     /// Versions read.
-    pub ledger: ReadLedger,
+    pub ledger: Arc<ReadLedger>,
     /// Changes made.
-    pub undo: UndoHistory,
+    pub undo: Arc<UndoHistory>,
     /// Write options.
-    pub write_options: WriteOptions,
+    pub write_options: Arc<WriteOptions>,
     /// Arrival order of calls per file.
     pub arrival: Arc<ArrivalOrder>,
     /// What this workspace holds in memory, against its quota (issue 34): shared with its
@@ -458,7 +459,7 @@ pub struct Session {
     pub memory: Arc<MemoryAccount>,
     /// Where this session's changes are logged (`--audit`), when anywhere.
     audit: Option<Arc<crate::audit::AuditLog>>,
-    locks: Mutex<HashMap<VirtualPath, Arc<tokio::sync::Mutex<()>>>>,
+    locks: Arc<Mutex<HashMap<VirtualPath, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Session {
@@ -475,17 +476,18 @@ impl Session {
         memory: Arc<MemoryAccount>,
     ) -> Self {
         Self {
-            backend: RwLock::new(backend),
-            ledger: ReadLedger::default(),
-            undo: UndoHistory::accounted(
+            backend: Arc::new(RwLock::new(backend)),
+            pinned: None,
+            ledger: Arc::default(),
+            undo: Arc::new(UndoHistory::accounted(
                 usize::try_from(write_options.limits.max_undo_memory_bytes).unwrap_or(usize::MAX),
                 memory.clone(),
-            ),
-            write_options,
+            )),
+            write_options: Arc::new(write_options),
             arrival: Arc::new(ArrivalOrder::default()),
             memory,
             audit: None,
-            locks: Mutex::new(HashMap::new()),
+            locks: Arc::default(),
         }
     }
 
@@ -500,13 +502,11 @@ impl Session {
         self.audit.as_ref()
     }
 
-    /// The file system as this session sees it: inside [`Session::with_table_snapshot`] (every
-    /// tool call) the table the call started with, else the table now.
+    /// The file system as this session sees it: for a call's handle ([`Session::for_call`])
+    /// the table the call started with, else the table now.
     pub fn backend(&self) -> Arc<dyn Router> {
-        let me = self.identity();
-        let pinned = CALL_TABLE.try_with(|(owner, table)| (*owner == me).then(|| table.clone()));
-        if let Ok(Some(table)) = pinned {
-            return table;
+        if let Some(table) = &self.pinned {
+            return table.clone();
         }
         // The slot only ever holds a whole table: a poisoned lock still holds a valid one.
         self.backend
@@ -515,23 +515,27 @@ impl Session {
             .clone()
     }
 
-    /// Runs `call` with the table as it is now pinned: every [`Session::backend`] of this
-    /// session in `call`'s task sees that one table, even when the client's roots replace it
-    /// meanwhile (a move never copies in one table and deletes in another). Later calls see the
-    /// new table.
-    pub async fn with_table_snapshot<F: std::future::Future>(&self, call: F) -> F::Output {
-        CALL_TABLE
-            .scope((self.identity(), self.backend()), call)
-            .await
-    }
-
-    /// Tells sessions apart while both are alive (a call holds its session for its duration).
-    fn identity(&self) -> usize {
-        std::ptr::from_ref(self) as usize
+    /// The handle one tool call runs with: this session (the same ledger, undo history, locks
+    /// and memory), its mount table as it is now held for the whole call. Every
+    /// [`Session::backend`] of the handle sees that one table, even when the client's roots
+    /// replace it meanwhile (a move never copies in one table and deletes in another); later
+    /// calls see the new table.
+    pub fn for_call(&self) -> Session {
+        Self {
+            backend: self.backend.clone(),
+            pinned: Some(self.backend()),
+            ledger: self.ledger.clone(),
+            undo: self.undo.clone(),
+            write_options: self.write_options.clone(),
+            arrival: self.arrival.clone(),
+            memory: self.memory.clone(),
+            audit: self.audit.clone(),
+            locks: self.locks.clone(),
+        }
     }
 
     /// Serves `backend` from now on (the client's roots changed); calls already running keep
-    /// the table they started with.
+    /// the table they started with (their handles hold it, see [`Session::for_call`]).
     pub fn replace_backend(&self, backend: Arc<dyn Router>) {
         *self.backend.write().unwrap_or_else(PoisonError::into_inner) = backend;
     }
@@ -639,20 +643,15 @@ mod tests {
         let session = Session::new(first.clone(), WriteOptions::default());
         let other = Session::new(memory_table(), WriteOptions::default());
         let second = memory_table();
-        session
-            .with_table_snapshot(async {
-                session.replace_backend(second.clone());
-                tokio::task::yield_now().await;
-                assert!(
-                    Arc::ptr_eq(&session.backend(), &first),
-                    "pinned for the call"
-                );
-                assert!(
-                    !Arc::ptr_eq(&other.backend(), &first),
-                    "another session's table is its own"
-                );
-            })
-            .await;
+        let call = session.for_call();
+        session.replace_backend(second.clone());
+        tokio::task::yield_now().await;
+        assert!(Arc::ptr_eq(&call.backend(), &first), "pinned for the call");
+        assert!(
+            !Arc::ptr_eq(&other.backend(), &first),
+            "another session's table is its own"
+        );
+        drop(call);
         assert!(
             Arc::ptr_eq(&session.backend(), &second),
             "later calls see the new one"

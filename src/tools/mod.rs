@@ -485,10 +485,10 @@ pub async fn call_in(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let held_before = session.memory.used();
-    // One mount table for the whole call, even when the client's roots change meanwhile.
-    let outcome = session
-        .with_table_snapshot(call_with(name, arguments, session, context))
-        .await;
+    // One mount table for the whole call, even when the client's roots change meanwhile: the
+    // call's handle of the session holds it.
+    let call = session.for_call();
+    let outcome = call_with(name, arguments, &call, context).await;
     // Freed memory (a delete, a discard, a commit of an in-memory layer) goes back to the
     // system, not only to the allocator's free lists, so the server's RSS follows the quota.
     if held_before.saturating_sub(session.memory.used()) >= FREED_WORTH_TRIMMING {
