@@ -63,6 +63,8 @@ pub mod cli;
 pub mod config;
 pub mod content;
 pub mod exec;
+#[cfg(test)]
+mod floors;
 pub mod http;
 pub mod limits;
 pub mod mounts;

@@ -10,7 +10,6 @@
 //! tool does not record a read in the session's ledger: the agent has not seen the content, so
 //! it may not edit the file on the strength of `file_info` alone.
 
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

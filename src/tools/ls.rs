@@ -7,11 +7,11 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use crate::time::format_time;
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::Entry;
 use crate::path::VirtualPath;
 use crate::session::Session;
+use crate::time::format_time;
 
 fn default_path() -> String {
     "/".to_owned()

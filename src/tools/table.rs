@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use super::{
     CallContext, ToolError, ToolReply, apply_patch, changes, commit, delete, discard, edit_file,
-    execute, file_info, glob, grep, history, ls, move_file, multi_edit, parse, read_file, undo_edit,
-    write_file,
+    execute, file_info, glob, grep, history, ls, move_file, multi_edit, parse, read_file,
+    undo_edit, write_file,
 };
 use crate::session::Session;
 
