@@ -7,6 +7,14 @@
 //! has one home.
 //!
 //! # Layout
+//! The modules stand on floors that only point down, declared once in `floors.rs` (a test
+//! fails on an import up a floor or a circle): ground (pure helpers: `path`, `limits`, `quota`,
+//! `text`, `content`, `config`, `search`, `time`, `uri`, `progress`) < storage (`store`,
+//! `backend`, the audit log's store, `exec`'s process and sandbox machinery) < state (`session`,
+//! `transport::arrival`) < change (`tools::change` and what every tool shares) < tools (one file
+//! per tool, `tools::table`) < observers (`audit::record`, `changes`, `resources`) < server
+//! (`mounts`, `registry`, `server`, `transport`, `http`, `workspace`, `roots`).
+//!
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks, and the escaped form
 //!   answers show names in.
 //! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
@@ -30,13 +38,17 @@
 //!   workspace, and the whole server, may hold in memory (`--memory-quota`, `--memory-budget`).
 //! - [`registry`]: tool definitions (from the rows of `tools::table` and their `schemas/`
 //!   files) that a server lists, argument validation.
-//! - [`exec`]: the opt-in `execute` tool: shell, Landlock sandbox, timeout and cancellation.
+//! - [`exec`]: the opt-in `execute` tool's machinery: shell, namespaces and Landlock sandbox,
+//!   timeout and cancellation; its tool face (arguments, `cwd`, the answer) is `tools::execute`.
+//! - [`time`], [`uri`]: how answers show times, and resource URIs; [`progress`]: a request's
+//!   progress notifications.
 //! - [`tools`]: one module per tool; `tools::table` the one table of tools (name, schema files,
 //!   when listed, whether it changes files, handler) that the registry, the dispatch and the
 //!   audit log derive from; `tools::change` the one change primitive every changing
 //!   tool applies, takes back and records (where ledger and undo are updated, and the call's
 //!   `trail` gathers what the audit log writes and the subscriptions hear), with its reports
-//!   beside it; [`server`]: the MCP handler; [`transport`]: bytes to
+//!   beside it; a call runs with its own handle of the session (`Session::for_call`), which
+//!   holds the mount table the call started with; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and `transport::arrival`, where each file
 //!   call's arrival ticket is issued (by stdio and HTTP alike) and redeemed; the server hands the
 //!   turn to the tool call as an argument (`tools::CallContext::turn`).
