@@ -1,7 +1,9 @@
 //! The tools: typed arguments → backend calls → the answer the agent reads.
 //!
-//! One module per tool (after mini-redis' one file per command); [`call`] parses the validated
-//! arguments into the tool's `Args` and dispatches in one flat match. The shared edit pipeline
+//! One module per tool (after mini-redis' one file per command); [`call`] (in [`table`], the one
+//! table of tools) parses the validated arguments into the tool's `Args` and runs the tool's row.
+//! This module holds what every tool shares (the change floor: [`ToolError`], [`ToolReply`],
+//! [`CallContext`]); the tools and their table stand on the floor above it. The shared edit pipeline
 //! (read → pure text change → conditional write → ledger and undo) lives in [`editing`]; every
 //! change to a file, whichever tool makes it, is applied, taken back and recorded by [`change`].
 
@@ -31,9 +33,10 @@ pub mod table;
 pub mod undo_edit;
 pub mod write_file;
 
+pub use table::{call, call_in, derived_schemas, is_known};
+
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -428,86 +431,6 @@ pub fn counted(n: usize, noun: &str) -> String {
     } else {
         format!("{n} {noun}s")
     }
-}
-
-/// Whether a tool of this name exists here (the registry decides what is listed).
-pub fn is_known(name: &str) -> bool {
-    table::row(name).is_some()
-}
-
-fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolError> {
-    let arguments = if arguments.is_null() {
-        Value::Object(Default::default())
-    } else {
-        arguments
-    };
-    serde_json::from_value(arguments).map_err(|e| ToolError::Arguments {
-        tool: tool.to_owned(),
-        reason: e.to_string(),
-    })
-}
-
-/// Runs tool `name` with schema-validated `arguments` in `session`.
-#[tracing::instrument(skip_all, fields(tool = name))]
-pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<ToolReply, ToolError> {
-    call_with(name, arguments, session, &CallContext::default()).await
-}
-
-/// [`call`] with the request's context: the tool's row in [`table::TOOLS`] parses the
-/// arguments and runs it.
-async fn call_with(
-    name: &str,
-    arguments: Value,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
-    // Each tool's future is boxed (the rows' handlers return `table::ToolFuture`): unboxed,
-    // this future was as big as the biggest tool's (with every state of every tool), and it was
-    // moved whole into the call's task and the library's request task, ~80,000 bytes copied per
-    // call, however small the call (issue 15, callgrind: memcpy under tokio::spawn was 14% of a
-    // small read_file).
-    match table::row(name) {
-        Some(row) => (row.handler)(arguments, session, context).await,
-        None => Err(ToolError::Arguments {
-            tool: name.to_owned(),
-            reason: "no such tool".into(),
-        }),
-    }
-}
-
-/// [`call`] with what the request brings beyond its arguments: `execute` (only listed with
-/// `--allow-exec`), the searches and the multi-file changes (`delete`, `move`, `apply_patch`)
-/// use the cancellation and progress of `context`.
-pub async fn call_in(
-    name: &str,
-    arguments: Value,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
-    let held_before = session.memory.used();
-    // One mount table for the whole call, even when the client's roots change meanwhile: the
-    // call's handle of the session holds it.
-    let call = session.for_call();
-    let outcome = call_with(name, arguments, &call, context).await;
-    // Freed memory (a delete, a discard, a commit of an in-memory layer) goes back to the
-    // system, not only to the allocator's free lists, so the server's RSS follows the quota.
-    if held_before.saturating_sub(session.memory.used()) >= FREED_WORTH_TRIMMING {
-        release_freed_memory_soon();
-    }
-    outcome
-}
-
-/// Bytes a call must free from its workspace's memory before the allocator is asked to give
-/// free memory back to the system ([`release_freed_memory_soon`]).
-const FREED_WORTH_TRIMMING: u64 = 1024 * 1024;
-
-/// The JSON Schema schemars derives from each tool's typed `Args`, for the test that proves the
-/// structs and `schemas/` agree.
-pub fn derived_schemas() -> Vec<(&'static str, schemars::Schema)> {
-    table::TOOLS
-        .iter()
-        .map(|row| (row.name, (row.args_schema)()))
-        .collect()
 }
 
 #[cfg(test)]
