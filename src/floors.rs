@@ -70,7 +70,7 @@ pub(crate) const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         // The mount table opened into sessions, the registry, the MCP server, its transports,
-        // workspaces and roots; lib.rs and main.rs on top.
+        // workspaces and roots, the CLI's subcommands; lib.rs and main.rs on top.
         "server",
         &[
             "mounts.rs",
@@ -81,6 +81,7 @@ pub(crate) const FLOORS: &[(&str, &[&str])] = &[
             "workspace.rs",
             "transport/",
             "http/",
+            "cli/",
             "lib.rs",
             "main.rs",
         ],
