@@ -218,7 +218,7 @@ fn main() {
 
     println!("| measurement | rg | mountfs (MCP over stdio) | ratio |");
     println!("|---|---|---|---|");
-    let cases: [(&str, Vec<&str>, Value); 3] = [
+    let cases: [(&str, Vec<&str>, Value); 4] = [
         (
             "grep files_with_matches `TODO\\(needle\\)`",
             vec!["-l", "TODO\\(needle\\)", "."],
@@ -233,6 +233,13 @@ fn main() {
             "grep content `TODO\\(needle\\): revisit mount`",
             vec!["-n", "TODO\\(needle\\): revisit mount", "."],
             json!({"pattern": "TODO\\(needle\\): revisit mount", "path": "/tree", "output_mode": "content"}),
+        ),
+        // A literal, a repeated class, a literal (issue 31's `unsafe\s+impl` shape), lines
+        // answered: the regex engine's prefilter and its check of each candidate both run.
+        (
+            "grep content regex `TODO\\(needle\\):\\s+revisit`",
+            vec!["-n", "TODO\\(needle\\):\\s+revisit", "."],
+            json!({"pattern": "TODO\\(needle\\):\\s+revisit", "path": "/tree", "output_mode": "content"}),
         ),
     ];
     for (name, rg_args, tool_args) in cases {

@@ -155,12 +155,15 @@ const PLAN: &[(Op, usize)] = &[
     (Op::Grep(Scope::Small), 1),
     (Op::Grep(Scope::Small), IN_FLIGHT),
     (Op::GrepContent(Scope::Small), 1),
+    (Op::GrepRegex(Scope::Small), 1),
     (Op::Glob(Scope::Crates), 1),
     (Op::Grep(Scope::Crates), 1),
     (Op::GrepContent(Scope::Crates), 1),
+    (Op::GrepRegex(Scope::Crates), 1),
     (Op::Glob(Scope::All), 1),
     (Op::Grep(Scope::All), 1),
     (Op::GrepContent(Scope::All), 1),
+    (Op::GrepRegex(Scope::All), 1),
 ];
 
 /// The soft open-file limit of most Linux desktops (systemd's default), under which MCP clients
@@ -225,7 +228,7 @@ async fn validate(
         };
         let expected = match op {
             Op::Glob(s) => stats.expected(false, s.dir()),
-            Op::Grep(s) | Op::GrepContent(s) => stats.expected(true, s.dir()),
+            Op::Grep(s) | Op::GrepContent(s) | Op::GrepRegex(s) => stats.expected(true, s.dir()),
             Op::Read | Op::Ls => continue,
         };
         let shown: Vec<&String> = stats
@@ -268,7 +271,7 @@ fn validate_rg(rg: &Path, root: &Path, stats: &workspace::Stats) -> Vec<String> 
         }
         let expected = match op {
             Op::Glob(s) => stats.expected(false, s.dir()),
-            Op::Grep(s) | Op::GrepContent(s) => stats.expected(true, s.dir()),
+            Op::Grep(s) | Op::GrepContent(s) | Op::GrepRegex(s) => stats.expected(true, s.dir()),
             Op::Read | Op::Ls => continue,
         };
         let mut expected: Vec<String> = expected.into_iter().map(str::to_owned).collect();
@@ -378,9 +381,13 @@ async fn run(options: Options) {
             let budget = match (op, in_flight) {
                 (Op::Read | Op::Ls, 1) => budgets.small,
                 (Op::Read | Op::Ls, _) => budgets.small_concurrent,
-                (Op::Glob(Scope::All) | Op::Grep(Scope::All) | Op::GrepContent(Scope::All), _) => {
-                    budgets.whole
-                }
+                (
+                    Op::Glob(Scope::All)
+                    | Op::Grep(Scope::All)
+                    | Op::GrepContent(Scope::All)
+                    | Op::GrepRegex(Scope::All),
+                    _,
+                ) => budgets.whole,
                 (_, 1) => budgets.search,
                 _ => budgets.search_concurrent,
             };
@@ -463,7 +470,7 @@ async fn run(options: Options) {
 
 fn op_dir(op: Op) -> &'static str {
     match op {
-        Op::Glob(s) | Op::Grep(s) | Op::GrepContent(s) => s.dir(),
+        Op::Glob(s) | Op::Grep(s) | Op::GrepContent(s) | Op::GrepRegex(s) => s.dir(),
         Op::Read | Op::Ls => "",
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use std::process::Command;
 
-use crate::workspace::{CRATES, GLOB, LS_DIR, NEEDLE, READ_FILE, SMALL};
+use crate::workspace::{CRATES, GLOB, LS_DIR, NEEDLE, NEEDLE_REGEX, READ_FILE, SMALL};
 
 /// Which server a [`Server`] is; each speaks its own tool names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,8 @@ pub enum Op {
     Grep(Scope),
     /// `grep` of one identifier (literal), matching lines with their numbers.
     GrepContent(Scope),
+    /// `grep` of a regular expression with literals in it, matching lines with their numbers.
+    GrepRegex(Scope),
 }
 
 /// Where a search runs.
@@ -79,6 +81,7 @@ impl Op {
             Op::Glob(s) => format!("glob {GLOB}, {}", scope(s)),
             Op::Grep(s) => format!("grep, {}", scope(s)),
             Op::GrepContent(s) => format!("grep content, {}", scope(s)),
+            Op::GrepRegex(s) => format!("grep regex content, {}", scope(s)),
         }
     }
 }
@@ -141,6 +144,10 @@ impl Server {
                 "grep",
                 json!({"pattern": NEEDLE, "path": path(s.dir()), "literal": true, "output_mode": "content"}),
             ),
+            (Flavor::Mountfs, Op::GrepRegex(s)) => call(
+                "grep",
+                json!({"pattern": NEEDLE_REGEX, "path": path(s.dir()), "output_mode": "content"}),
+            ),
             (_, Op::Read) => call("read_text_file", json!({"path": path(READ_FILE)})),
             (_, Op::Ls) => call("list_directory", json!({"path": path(LS_DIR)})),
             (_, Op::Glob(s)) => call(
@@ -148,9 +155,9 @@ impl Server {
                 json!({"path": path(s.dir()), "pattern": GLOB}),
             ),
             // The reference server has no content search.
-            (Flavor::Reference, Op::Grep(_) | Op::GrepContent(_)) => None,
+            (Flavor::Reference, Op::Grep(_) | Op::GrepContent(_) | Op::GrepRegex(_)) => None,
             // rust-mcp-filesystem's content search answers matching lines: measured once.
-            (Flavor::RustMcpFilesystem, Op::GrepContent(_)) => None,
+            (Flavor::RustMcpFilesystem, Op::GrepContent(_) | Op::GrepRegex(_)) => None,
             (Flavor::RustMcpFilesystem, Op::Grep(s)) => call(
                 "search_files_content",
                 json!({"path": path(s.dir()), "pattern": "*", "query": NEEDLE, "is_regex": true}),
@@ -172,6 +179,7 @@ pub fn rg_args(op: Op, dir: &Path) -> Option<Vec<String>> {
         Op::Glob(_) => args.extend(["--files", "-g", "*.toml"].map(String::from)),
         Op::Grep(_) => args.extend(["-l", "-F", NEEDLE].map(String::from)),
         Op::GrepContent(_) => args.extend(["-n", "-F", NEEDLE].map(String::from)),
+        Op::GrepRegex(_) => args.extend(["-n", NEEDLE_REGEX].map(String::from)),
         Op::Read | Op::Ls => return None,
     }
     args.push(dir.display().to_string());

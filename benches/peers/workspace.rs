@@ -47,6 +47,10 @@ pub const LS_DIR: &str = "small/crates/c00/src";
 pub const GLOB: &str = "**/*.toml";
 /// The `grep` pattern: the same text as a regex and as a literal.
 pub const NEEDLE: &str = "deprecated_api_call";
+/// A regular expression finding the very lines that call [`NEEDLE`]: a literal, a class
+/// repeated, another literal (the shape of issue 31's `unsafe\s+impl`), so that the engine's
+/// literal prefilter and its per-line check both run.
+pub const NEEDLE_REGEX: &str = r"legacy::\s*deprecated_\w+\(";
 
 /// What was generated, and what a correct glob/grep must find.
 #[derive(Debug, Clone, Default)]

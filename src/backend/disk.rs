@@ -17,7 +17,7 @@
 //! # Writes
 //! Atomic and durable, keeping permission bits; serialised per directory with `flock` so a
 //! conditional write cannot lose to another mountfs writer (see [`write`]). A crash leaves the
-//! old or the new file; stray temporary files are swept at the next start (see [`temp`]).
+//! old or the new file; its temporary file is removed at the next start (see [`temp`]).
 //!
 //! # Versions
 //! The content hash for files up to 8 MiB (the same versions as every other backend); above
@@ -119,16 +119,18 @@ struct Inner {
     searches: tokio::sync::Semaphore,
     /// Where contents too large for the undo history in memory are kept (see [`aside`]).
     aside: aside::AsideDir,
+    /// The directories holding this process's temporary files in flight (see [`temp`]).
+    temps: temp::InFlight,
     /// The unfinished changes resolved when the mount was opened, until told.
     resolved: std::sync::Mutex<Vec<journal::Resolved>>,
 }
 
 impl DiskBackend {
-    /// Opens `dir` as a mount root and starts removing stale temporary files in the
-    /// background, after a delay (see [`temp::SWEEP_DELAY`]; they are invisible meanwhile).
-    ///
-    /// First, before anything can touch the mount, every change a crash left unfinished is
-    /// resolved (see [`journal`]); [`DiskBackend::take_resolved`] tells what was.
+    /// Opens `dir` as a mount root. Before anything can touch the mount, every change a crash
+    /// left unfinished is resolved (see [`journal`]; [`DiskBackend::take_resolved`] tells what
+    /// was), then the temporary files of writers that are gone are removed: those the records
+    /// of temporary files in flight name, and those at the root (see [`temp`]; no walk of the
+    /// tree: the cost does not grow with it).
     pub fn open(dir: &Path, options: DiskOptions) -> std::result::Result<Self, OpenError> {
         let backend = Self::open_without_sweep(dir, options)?;
         let resolved = journal::recover(&backend.inner.root);
@@ -146,12 +148,15 @@ impl DiskBackend {
             .resolved
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = resolved;
-        let sweeper = backend.clone();
-        temp::sweep_later(move || sweeper.sweep_stale_temp_files());
+        let removed = backend.sweep_stale_temp_files();
+        if removed > 0 {
+            tracing::info!(dir = %dir.display(), removed, "removed temporary files left by a killed writer");
+        }
         Ok(backend)
     }
 
-    /// Opens `dir` without sweeping (tests that watch the sweep call it themselves).
+    /// Opens `dir` without resolving journals or sweeping (tests that watch either call it
+    /// themselves).
     pub fn open_without_sweep(
         dir: &Path,
         options: DiskOptions,
@@ -176,6 +181,7 @@ impl DiskBackend {
                 line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
                 aside: aside::AsideDir::new(),
+                temps: temp::InFlight::default(),
                 resolved: std::sync::Mutex::default(),
             }),
         })
@@ -201,13 +207,9 @@ impl DiskBackend {
         )
     }
 
-    /// Removes temporary files left by writers that are gone; returns how many.
+    /// Removes temporary files left by writers that are gone (see [`temp`]); returns how many.
     pub fn sweep_stale_temp_files(&self) -> usize {
-        temp::sweep_stale_temp_files(
-            &self.inner.root,
-            &self.inner.pinned_root,
-            walk::walker_threads(),
-        )
+        temp::sweep_stale(&self.inner.root)
     }
 
     /// Runs blocking file-system work on tokio's blocking pool.
@@ -516,7 +518,7 @@ impl Backend for DiskBackend {
     ) -> Result<WriteOutcome> {
         let path = path.clone();
         let content = content.to_vec();
-        self.blocking(move |inner| write::write(&inner.root, &path, &content, mode))
+        self.blocking(move |inner| write::write(&inner.root, &inner.temps, &path, &content, mode))
             .await
     }
 
@@ -547,7 +549,14 @@ impl Backend for DiskBackend {
         let written = {
             let path = path.clone();
             self.blocking(move |inner| {
-                aside::write_keeping(&inner.root, &inner.aside, &path, &content, &version)
+                aside::write_keeping(
+                    &inner.root,
+                    &inner.temps,
+                    &inner.aside,
+                    &path,
+                    &content,
+                    &version,
+                )
             })
             .await?
         };
@@ -678,7 +687,9 @@ impl ChangeJournal for DiskJournal {
         let content = content.to_vec();
         // The journal holds a second link to a replaced file (its old content).
         self.backend
-            .blocking(move |inner| write::write_linked(&inner.root, &path, &content, mode, 2))
+            .blocking(move |inner| {
+                write::write_linked(&inner.root, &inner.temps, &path, &content, mode, 2)
+            })
             .await
     }
 

@@ -18,7 +18,7 @@ use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, Mode, RenameFlags};
 
 use super::resolve::{canonicalize, map_io};
-use super::temp::temp_name;
+use super::temp::{InFlight, temp_name};
 use super::version;
 use super::write::{
     DirLock, Kept, check_replaceable, current_version, refuse_inside_git, write_temp_and_rename,
@@ -107,6 +107,7 @@ pub(super) fn set_aside(
 /// (another file system): nothing was changed.
 pub(super) fn write_keeping(
     root: &Dir,
+    temps: &InFlight,
     aside: &AsideDir,
     path: &VirtualPath,
     content: &[u8],
@@ -146,11 +147,16 @@ pub(super) fn write_keeping(
         uid: stat.st_uid,
         gid: stat.st_gid,
     };
+    let in_flight = temps.begin(root, &parent);
     let temp = temp_name();
-    let written = match write_temp_and_rename(dir, &temp, &name, content, Some(kept)) {
+    let written = write_temp_and_rename(dir, &temp, &name, content, Some(kept));
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+    }
+    drop(in_flight);
+    let written = match written {
         Ok(written) => written,
         Err(error) => {
-            let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
             let _ = rustix::fs::unlinkat(&aside_dir, &entry, AtFlags::empty());
             return Err(io(error));
         }

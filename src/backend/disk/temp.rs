@@ -1,15 +1,45 @@
 //! Our own temporary files on disk: how they are named (`TEMP_PREFIX<pid>-<n>`), the names
-//! agents may not use, and the sweep that removes those a killed writer left behind.
+//! agents may not use, the record of those in flight, and the sweep that removes those a killed
+//! writer left behind.
 //!
 //! Writers (`write`) and undo's aside directory (`aside`) take their names from here; listings
-//! and walks hide every name [`is_temp_name`] accepts. The sweep runs once per mount, in the
-//! background after [`SWEEP_DELAY`], and removes only names of exactly our form whose process
-//! is gone.
+//! and walks hide every name [`is_temp_name`] accepts.
+//!
+//! # Finding what a killed writer left, without walking the mount (issue 31)
+//! Before a writer creates a temporary file in a directory, it makes sure the directory is named
+//! in this process's **record** of temporary files in flight ([`InFlight`]): a file at the
+//! mount root, `.mountfs-tmp-inflight-<pid>-<n>`, created when the first temporary file of a
+//! burst is about to be made and removed when the last one of the burst is gone (renamed over its
+//! target or unlinked), `flock`ed by its process meanwhile. A process killed mid-write leaves
+//! its record behind. When the mount is opened ([`sweep_stale`], synchronously, before any tool
+//! can touch it), the root is listed, and each record left by a process that is gone names the
+//! few directories to look in: only names of exactly our form, of that process, are removed
+//! there. Temporary files at the root itself (writes of root files, undo's aside directories)
+//! are found by the same listing. The cost is the root's listing plus the directories a killed
+//! process was writing in, whatever the size of the tree.
+//!
+//! A writer's temporary file is never removed while it runs: its record is locked while the
+//! file exists, and a record is taken only if its lock is free, it is still linked (not
+//! removed by its owner between our open and our lock), and no process with its pid is alive;
+//! a temporary file at the root only if no process with its pid is alive and no live record
+//! carries that pid (a writer in another pid namespace).
+//!
+//! Limits: a record is written, not `fsync`ed (its own fsync would add a disk flush to every
+//! write). A kill of the process (`SIGKILL`, OOM) loses nothing: the page cache keeps the
+//! record. After a power cut, a temporary file the record did not reach may stay (invisible to
+//! every listing and search; ext4's default ordered mode writes the record with the temporary
+//! file's own fsync). Temporary files left by a mountfs older than the record are not looked for.
 
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::Dir;
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 
 use crate::backend::{Error, Result};
 use crate::path::VirtualPath;
@@ -17,6 +47,13 @@ use crate::path::VirtualPath;
 /// Names of temporary files start with this; listings never show them and the sweep at start
 /// removes those whose writer is gone.
 pub const TEMP_PREFIX: &str = ".mountfs-tmp-";
+
+/// Names of records of temporary files in flight start with this (a temporary name: hidden;
+/// and not of the `<pid>-<n>` form, so no sweep takes it for a temporary file).
+pub(super) const RECORD_PREFIX: &str = ".mountfs-tmp-inflight-";
+
+/// The most of a record the sweep reads (a record names each directory once per burst).
+const MAX_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -30,12 +67,25 @@ pub(super) fn temp_name() -> OsString {
     OsString::from(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
 }
 
-/// The writer process a temporary file names, when it parses.
-fn temp_owner(name: &OsStr) -> Option<u32> {
-    let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
+/// `<pid>-<n>` after `prefix`: the pid, when the rest is exactly that.
+fn pid_after(name: &OsStr, prefix: &str) -> Option<u32> {
+    let rest = name.to_str()?.strip_prefix(prefix)?;
     let (pid, counter) = rest.split_once('-')?;
+    if !counter.bytes().all(|b| b.is_ascii_digit()) || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     counter.parse::<u64>().ok()?;
     pid.parse().ok()
+}
+
+/// The writer process a temporary file names, when it parses.
+fn temp_owner(name: &OsStr) -> Option<u32> {
+    pid_after(name, TEMP_PREFIX)
+}
+
+/// The process a record belongs to, when its name parses.
+fn record_owner(name: &OsStr) -> Option<u32> {
+    pid_after(name, RECORD_PREFIX)
 }
 
 /// Refuses a name of the form our temporary files take: such a file would be hidden from
@@ -52,81 +102,224 @@ pub(super) fn refuse_temp_name(name: &OsStr, path: &VirtualPath) -> Result<()> {
     Ok(())
 }
 
-/// How long the start-up sweep of stale temporary files waits before it walks the mount. The
-/// walk covers the whole tree (20,000 files: tens of ms of CPU on two threads); run at once,
-/// it competed with the MCP handshake and made spawn → initialized 8–11 ms instead of ~4
-/// (issue 6). Nothing depends on its timing: stale temporary files are invisible meanwhile.
-pub(super) const SWEEP_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+/// This process's record of the directories holding its temporary files in flight, for one
+/// mount root (see the module doc).
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    state: Mutex<State>,
+}
 
-/// Runs `sweep` on a thread of its own after [`SWEEP_DELAY`], logging what it removed.
-pub(super) fn sweep_later(sweep: impl FnOnce() -> usize + Send + 'static) {
-    let spawned = std::thread::Builder::new()
-        .name("mountfs-sweep".into())
-        .spawn(move || {
-            std::thread::sleep(SWEEP_DELAY);
-            let removed = sweep();
-            if removed > 0 {
-                tracing::info!(removed, "removed temporary files left by a killed writer");
-            }
-        });
-    if let Err(error) = spawned {
-        tracing::warn!(%error, "could not start the temporary-file sweep");
+#[derive(Debug, Default)]
+struct State {
+    /// The record, while temporary files are in flight.
+    record: Option<Record>,
+    /// Writers between [`InFlight::begin`] and the end of their [`InFlightGuard`].
+    writers: usize,
+    /// The directories the record names.
+    dirs: HashSet<PathBuf>,
+    /// A record could not be made once already (said once in the log).
+    warned: bool,
+}
+
+#[derive(Debug)]
+struct Record {
+    /// Open for writing and `flock`ed.
+    file: std::fs::File,
+    name: OsString,
+}
+
+impl InFlight {
+    /// Records that a temporary file is about to be made in `dir` (root-relative, canonical),
+    /// beneath `root`; the record lasts until the guard is dropped, which the caller does once
+    /// the temporary file is renamed or removed. A record that cannot be written (a read-only
+    /// root above a writable directory) does not stop the write: its temporary file would only
+    /// be left, invisible, after a crash; the log says so once.
+    pub(super) fn begin<'a>(&'a self, root: &'a Dir, dir: &Path) -> InFlightGuard<'a> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.writers += 1;
+        if let Err(error) = state.note(root, dir)
+            && !state.warned
+        {
+            state.warned = true;
+            tracing::warn!(%error, "could not record a temporary file at the mount root; one left by a crash would not be removed at the next start");
+        }
+        InFlightGuard {
+            in_flight: self,
+            root,
+        }
+    }
+
+    fn end(&self, root: &Dir) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.writers = state.writers.saturating_sub(1);
+        if state.writers > 0 {
+            return;
+        }
+        state.dirs.clear();
+        if let Some(record) = state.record.take() {
+            // Unlinked while still locked: a sweep that opened it meanwhile finds it unlinked.
+            let _ = rustix::fs::unlinkat(root, &record.name, AtFlags::empty());
+        }
     }
 }
 
-/// Removes temporary files left by writers that are no longer running (a crash or a kill):
-/// walks the whole root, hidden and ignored directories included, without following symlinks.
-/// `threads` walk at once. Returns how many were removed.
-pub(super) fn sweep_stale_temp_files(
-    root: &Dir,
-    walk_root: &std::path::Path,
-    threads: usize,
-) -> usize {
-    let own = std::process::id();
-    let removed = AtomicU64::new(0);
-    let mut builder = ignore::WalkBuilder::new(walk_root);
-    builder
-        .standard_filters(false)
-        .follow_links(false)
-        .threads(threads);
-    builder.build_parallel().run(|| {
-        Box::new(|entry| {
-            let Ok(entry) = entry else {
-                return ignore::WalkState::Continue;
-            };
-            let name = entry.file_name();
-            if !is_temp_name(name) {
-                return ignore::WalkState::Continue;
-            }
-            // A directory of ours is where undo keeps contents aside (see `aside`): never
-            // walked into, removed whole once its process is gone.
-            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            let next = if is_dir {
-                ignore::WalkState::Skip
-            } else {
-                ignore::WalkState::Continue
-            };
-            // Only names of exactly our own form, from a writer that is gone, are ours to remove.
-            let Some(pid) = temp_owner(name) else {
-                return next;
-            };
-            if pid == own || process_alive(pid) {
-                return next;
-            }
-            if let Ok(relative) = entry.path().strip_prefix(walk_root) {
-                let gone = if is_dir {
-                    root.remove_dir_all(relative)
-                } else {
-                    root.remove_file(relative)
-                };
-                if gone.is_ok() {
-                    removed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            next
+impl State {
+    /// Makes sure the record exists and names `dir`.
+    fn note(&mut self, root: &Dir, dir: &Path) -> io::Result<()> {
+        if self.dirs.contains(dir) {
+            return Ok(());
+        }
+        let mut record = match self.record.take() {
+            Some(record) => record,
+            None => Record::create(root)?,
+        };
+        let mut line = Vec::with_capacity(dir.as_os_str().len() + 1);
+        line.extend_from_slice(dir.as_os_str().as_bytes());
+        line.push(0);
+        let written = record.file.write_all(&line);
+        self.record = Some(record);
+        written?;
+        self.dirs.insert(dir.to_path_buf());
+        Ok(())
+    }
+}
+
+impl Record {
+    fn create(root: &Dir) -> io::Result<Self> {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = OsString::from(format!("{RECORD_PREFIX}{}-{n}", std::process::id()));
+        let fd = rustix::fs::openat(
+            root,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        // Locked from before anything is written to it: a sweep finding it empty and unlocked
+        // in between still sees this process alive.
+        rustix::fs::flock(&fd, FlockOperation::LockExclusive)?;
+        Ok(Self {
+            file: std::fs::File::from(fd),
+            name,
         })
-    });
-    usize::try_from(removed.into_inner()).unwrap_or(usize::MAX)
+    }
+}
+
+/// A temporary file in flight (see [`InFlight::begin`]).
+#[derive(Debug)]
+pub(super) struct InFlightGuard<'a> {
+    in_flight: &'a InFlight,
+    root: &'a Dir,
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        self.in_flight.end(self.root);
+    }
+}
+
+/// Removes what writers that are gone left (see the module doc): temporary files and undo's
+/// aside directories at the root, and the temporary files in the directories their records
+/// name; then the records. Returns how many temporary files and directories were removed.
+pub(super) fn sweep_stale(root: &Dir) -> usize {
+    let Ok(entries) = root.entries() else {
+        return 0;
+    };
+    let names: Vec<OsString> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| is_temp_name(n))
+        .collect();
+    let own = std::process::id();
+    // Records first: a locked one is a live writer's, whose pid protects its files below.
+    let mut live: HashSet<u32> = HashSet::new();
+    let mut stale = Vec::new();
+    for name in &names {
+        let Some(pid) = record_owner(name) else {
+            continue;
+        };
+        match open_stale_record(root, name, pid, own) {
+            Some(file) => stale.push((name, pid, file)),
+            None => {
+                live.insert(pid);
+            }
+        }
+    }
+    let mut removed = 0;
+    for name in &names {
+        let Some(pid) = temp_owner(name) else {
+            continue;
+        };
+        if pid == own || live.contains(&pid) || process_alive(pid) {
+            continue;
+        }
+        let is_dir = root.symlink_metadata(name).is_ok_and(|m| m.is_dir());
+        let gone = if is_dir {
+            root.remove_dir_all(name)
+        } else {
+            root.remove_file(name)
+        };
+        if gone.is_ok() {
+            removed += 1;
+        }
+    }
+    for (name, pid, file) in stale {
+        if live.contains(&pid) {
+            continue;
+        }
+        removed += sweep_record(root, pid, file);
+        let _ = rustix::fs::unlinkat(root, name.as_os_str(), AtFlags::empty());
+    }
+    removed
+}
+
+/// The record `name` open and locked, if its process is gone (see the module doc).
+fn open_stale_record(root: &Dir, name: &OsStr, pid: u32, own: u32) -> Option<std::fs::File> {
+    if pid == own || process_alive(pid) {
+        return None;
+    }
+    let fd = rustix::fs::openat(
+        root,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
+    let stat = rustix::fs::fstat(&fd).ok()?;
+    // Unlinked by its owner between our open and our lock: it was live, and is gone.
+    if stat.st_nlink == 0 || FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    Some(std::fs::File::from(fd))
+}
+
+/// Removes, in each directory the record names, the temporary files of process `pid`.
+fn sweep_record(root: &Dir, pid: u32, file: std::fs::File) -> usize {
+    let mut bytes = Vec::new();
+    if file.take(MAX_RECORD_BYTES).read_to_end(&mut bytes).is_err() {
+        return 0;
+    }
+    let mut removed = 0;
+    // Each directory ends with a NUL; a last one cut short by the kill is still looked in.
+    for dir in bytes.split(|b| *b == 0).filter(|d| !d.is_empty()) {
+        let dir = Path::new(OsStr::from_bytes(dir));
+        let Ok(handle) = root.open_dir(dir) else {
+            continue;
+        };
+        let Ok(entries) = handle.entries() else {
+            continue;
+        };
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name();
+            if temp_owner(&name) != Some(pid) || entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if handle.remove_file(&name).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }
 
 /// Whether a process with this id exists (signal 0 probes without sending anything).
@@ -153,5 +346,148 @@ mod tests {
         assert!(is_temp_name(&name));
         assert_eq!(temp_owner(&name), Some(std::process::id()));
         assert!(!is_temp_name(OsStr::new("notes.md")));
+        assert_eq!(temp_owner(OsStr::new(".mountfs-tmp-inflight-12-3")), None);
+        assert_eq!(
+            record_owner(OsStr::new(".mountfs-tmp-inflight-12-3")),
+            Some(12)
+        );
+        assert_eq!(temp_owner(OsStr::new(".mountfs-tmp-12-3.json")), None);
+        assert_eq!(temp_owner(OsStr::new(".mountfs-tmp-+12-3")), None);
+    }
+
+    /// The id of a process that has exited.
+    fn gone_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!process_alive(pid));
+        pid
+    }
+
+    fn open_root(dir: &Path) -> Dir {
+        Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
+    }
+
+    fn root_names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A killed writer's record names where its temporary files are: those go, with the
+    /// record, and so do its files at the root (a temporary file, undo's aside directory).
+    /// A directory no record names is not looked in (the start-up walked the whole tree
+    /// before issue 31): its stale file stays, invisible. Nothing but names of exactly our
+    /// form, of that process, is touched.
+    #[test]
+    fn the_sweep_looks_only_where_a_gone_writers_record_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path();
+        std::fs::create_dir_all(host.join("a/b")).unwrap();
+        std::fs::create_dir_all(host.join("c")).unwrap();
+        let pid = gone_pid();
+        let own = std::process::id();
+        let recorded = host.join(format!("a/b/{TEMP_PREFIX}{pid}-7"));
+        let unrecorded = host.join(format!("c/{TEMP_PREFIX}{pid}-8"));
+        let ours_alive = host.join(format!("a/b/{TEMP_PREFIX}{own}-9"));
+        let users = host.join(format!("a/b/{TEMP_PREFIX}notes.md"));
+        let other_pid = host.join(format!("a/b/{TEMP_PREFIX}{}-1", pid + 1));
+        for file in [&recorded, &unrecorded, &ours_alive, &users, &other_pid] {
+            std::fs::write(file, "x").unwrap();
+        }
+        std::fs::write(host.join(format!("{TEMP_PREFIX}{pid}-3")), "x").unwrap();
+        std::fs::create_dir(host.join(format!("{TEMP_PREFIX}{pid}-4"))).unwrap();
+        std::fs::write(
+            host.join(format!("{TEMP_PREFIX}{pid}-4/{TEMP_PREFIX}{pid}-5")),
+            "x",
+        )
+        .unwrap();
+        std::fs::write(host.join("kept.txt"), "x").unwrap();
+        let record = host.join(format!("{RECORD_PREFIX}{pid}-0"));
+        // The last directory was cut short by the kill (no NUL): still looked in.
+        std::fs::write(&record, b"a/b\0nowhere\0a/b").unwrap();
+
+        let removed = sweep_stale(&open_root(host));
+
+        assert!(!recorded.exists(), "the recorded directory was not swept");
+        assert!(!record.exists(), "the record of a gone writer stayed");
+        assert_eq!(root_names(host), ["a", "c", "kept.txt"]);
+        assert!(
+            unrecorded.exists(),
+            "a directory no record names was looked in"
+        );
+        assert!(ours_alive.exists() && users.exists());
+        assert!(
+            other_pid.exists(),
+            "another process's temporary file was taken"
+        );
+        assert_eq!(removed, 3);
+    }
+
+    /// A record whose lock is held belongs to a live writer, even one whose pid this process
+    /// cannot see (another pid namespace): neither its files nor the root files of its pid go.
+    #[test]
+    fn a_locked_record_keeps_its_writers_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path();
+        std::fs::create_dir(host.join("a")).unwrap();
+        let pid = gone_pid();
+        let temp = host.join(format!("a/{TEMP_PREFIX}{pid}-1"));
+        let at_root = host.join(format!("{TEMP_PREFIX}{pid}-2"));
+        std::fs::write(&temp, "x").unwrap();
+        std::fs::write(&at_root, "x").unwrap();
+        let record = host.join(format!("{RECORD_PREFIX}{pid}-0"));
+        std::fs::write(&record, b"a\0").unwrap();
+        let held = std::fs::File::open(&record).unwrap();
+        rustix::fs::flock(&held, FlockOperation::LockExclusive).unwrap();
+
+        assert_eq!(sweep_stale(&open_root(host)), 0);
+        assert!(temp.exists() && at_root.exists() && record.exists());
+
+        drop(held);
+        assert_eq!(sweep_stale(&open_root(host)), 2);
+        assert_eq!(root_names(host), ["a"]);
+        assert!(!temp.exists());
+    }
+
+    /// The record exists, locked and naming each directory once, exactly while a temporary
+    /// file is in flight.
+    #[test]
+    fn the_record_lasts_while_temporary_files_are_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path();
+        let root = open_root(host);
+        let in_flight = InFlight::default();
+        let first = in_flight.begin(&root, Path::new("a"));
+        let second = in_flight.begin(&root, Path::new("."));
+        let third = in_flight.begin(&root, Path::new("a"));
+        let names = root_names(host);
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert_eq!(
+            record_owner(OsStr::new(&names[0])),
+            Some(std::process::id())
+        );
+        let record = host.join(&names[0]);
+        assert_eq!(std::fs::read(&record).unwrap(), b"a\0.\0");
+        let probe = std::fs::File::open(&record).unwrap();
+        assert_eq!(
+            rustix::fs::flock(&probe, FlockOperation::NonBlockingLockExclusive),
+            Err(rustix::io::Errno::WOULDBLOCK)
+        );
+        // A sweep meanwhile leaves it: its writer is alive.
+        assert_eq!(sweep_stale(&root), 0);
+        drop(first);
+        drop(third);
+        assert!(record.exists());
+        drop(second);
+        assert!(root_names(host).is_empty(), "{:?}", root_names(host));
+        // The next burst makes a new one.
+        let again = in_flight.begin(&root, Path::new("b"));
+        assert_eq!(root_names(host).len(), 1);
+        drop(again);
+        assert!(root_names(host).is_empty());
     }
 }

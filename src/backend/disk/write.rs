@@ -10,7 +10,8 @@
 //!
 //! A reader therefore sees the old or the new content, never a mix; a crash at any moment leaves
 //! the old or the new file plus, at worst, a temporary file that no listing shows and that the
-//! next start removes (the sweep in `temp`).
+//! next start removes (the sweep in `temp`, which finds it through the record of temporary
+//! files in flight that the write adds its directory to first).
 //!
 //! The lock is taken on the directory's own open file description, so it orders writers in
 //! this process (each write opens the directory anew) and in other mountfs processes alike.
@@ -26,7 +27,7 @@ use cap_std::fs::{Dir, OpenOptionsExt};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
 
 use super::resolve::{self, Canonical, canonicalize, map_io};
-use super::temp::{refuse_temp_name, temp_name};
+use super::temp::{InFlight, refuse_temp_name, temp_name};
 use super::version;
 use crate::backend::{DeleteOptions, Error, Result, Version, WriteMode, WriteOutcome};
 use crate::path::VirtualPath;
@@ -76,17 +77,19 @@ pub(super) fn refuse_inside_git(canonical: &Canonical, path: &VirtualPath) -> Re
 /// Writes `content` to `path` under `mode` (see the module doc).
 pub(super) fn write(
     root: &Dir,
+    temps: &InFlight,
     path: &VirtualPath,
     content: &[u8],
     mode: WriteMode,
 ) -> Result<WriteOutcome> {
-    write_linked(root, path, content, mode, 1)
+    write_linked(root, temps, path, content, mode, 1)
 }
 
 /// [`write`] over a file that may have up to `links` hard links: a change journal (see
 /// `journal`) holds one of them, in its private directory, for the file's old content.
 pub(super) fn write_linked(
     root: &Dir,
+    temps: &InFlight,
     path: &VirtualPath,
     content: &[u8],
     mode: WriteMode,
@@ -129,11 +132,13 @@ pub(super) fn write_linked(
         }
         None => None,
     };
+    let in_flight = temps.begin(root, &parent);
     let temp = temp_name();
     let result = write_temp_and_rename(dir, &temp, &name, content, kept);
     if result.is_err() {
         let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
     }
+    drop(in_flight);
     let stat = result.map_err(|e| match e.raw_os_error() {
         // RENAME_NOREPLACE lost a race with another creator.
         Some(code) if code == rustix::io::Errno::EXIST.raw_os_error() => {
