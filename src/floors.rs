@@ -83,6 +83,7 @@ pub(crate) const FLOORS: &[(&str, &[&str])] = &[
             "http/",
             "cli/",
             "lib.rs",
+            "serve.rs",
             "main.rs",
         ],
     ),

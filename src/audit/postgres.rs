@@ -23,7 +23,7 @@ const MIGRATION_LOCK: i64 = 0x6d66_7361_7564_6974;
 /// within `3 × wal_writer_delay`, 0.6 s by default): the flush was about nine tenths of what an
 /// append cost an edit (BENCHMARKS.md). The entry is still written, ordered and visible to every
 /// instance when the append returns, and a mountfs crash loses nothing; only a crash of
-/// PostgreSQL itself (or of its machine) may lose the entries of its last moments, as the README
+/// PostgreSQL itself (or of its machine) may lose the entries of its last moments, as docs/overlay-and-audit.md
 /// says. `?options=-c%20synchronous_commit%3Don` in the URL restores durable commits.
 const SESSION_SETTINGS: &str = "-c synchronous_commit=off";
 

@@ -49,7 +49,7 @@ pub const DEFAULT_BODY_TIMEOUT: &str = "30s";
 /// Default `--max-body-total` (bytes): two bodies of the default `--max-body` at once. A
 /// request holds about five times its body while it runs (the body, the MCP library's parse of
 /// it, the tool's and the audit log's copies), so this bounds big writes to ~170 MiB above the
-/// server's base (README, "Connections and memory").
+/// server's base (docs/http.md, "Connections and memory").
 pub const DEFAULT_MAX_BODY_TOTAL_BYTES: usize = 2 * DEFAULT_MAX_BODY_BYTES;
 /// How long shutdown waits for the calls in flight before closing anyway.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(30);

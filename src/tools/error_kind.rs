@@ -173,7 +173,7 @@ impl ErrorKind {
 
 /// The `$defs/error` branch of every served output schema: the shape of
 /// [`ErrorKind::structured`]. `kind` is any string on the wire (its values are
-/// [`ErrorKind::ALL`], listed in the README): clients check an `isError` answer's structured
+/// [`ErrorKind::ALL`], listed in docs/tools.md): clients check an `isError` answer's structured
 /// content against the schema too (the TypeScript SDK does), so the branch must be there, and
 /// the 35 names repeated in every tool's schema were a third of `tools/list` (issue 29).
 pub fn error_branch() -> Value {
