@@ -84,6 +84,16 @@ fn sleepers_gone(seconds: u32, within: Duration) -> bool {
     sleepers(seconds).is_empty()
 }
 
+/// How many `sleep <seconds>` processes run, once one does (within 5 s): a shell writes `$!`
+/// as soon as it forked the child, which may not have become `sleep` yet on a loaded machine.
+fn sleepers_started(seconds: u32) -> usize {
+    let until = Instant::now() + Duration::from_secs(5);
+    while sleepers(seconds).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sleepers(seconds).len()
+}
+
 /// Waits until the command wrote `file` in the mount (it started).
 fn wait_for_file(file: &std::path::Path) {
     let until = Instant::now() + Duration::from_secs(10);
@@ -196,7 +206,7 @@ fn cancellation_kills_the_process_tree() {
         }}),
     );
     wait_for_file(&e.w().join("sleeper.pid"));
-    assert_eq!(sleepers(3013).len(), 1);
+    assert_eq!(sleepers_started(3013), 1);
     e.client.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "test"}),
@@ -223,7 +233,7 @@ fn ending_the_session_kills_a_running_command() {
         }}),
     );
     wait_for_file(&e.w().join("sleeper.pid"));
-    assert_eq!(sleepers(3014).len(), 1);
+    assert_eq!(sleepers_started(3014), 1);
     let Exec {
         client,
         root: _root,
