@@ -54,6 +54,9 @@
 //!   turn to the tool call as an argument (`tools::CallContext::turn`).
 //! - [`roots`]: the client's MCP roots mounted in place of the default table's working
 //!   directory.
+//! - [`cli`]: the binary's subcommands beside serving: `cli::check` (a configuration checked
+//!   item by item), `cli::cp` (a tree copied between two mounts of any kind, its plan and its
+//!   progress line).
 //! - [`audit`]: the audit log of every change (SQLite or PostgreSQL), read by `history` and
 //!   `mountfs log`; `audit::spool` takes each entry off the edit's path (a line in a spool file,
 //!   written to the database in batches, adopted by the next server after a crash).

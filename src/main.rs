@@ -139,6 +139,26 @@ enum Command {
     /// reachable and writable as declared, overlay layer files, token file present and
     /// private, audit log, execute's sandbox) and exits with status 1 at the first failure.
     Check,
+    /// Copy a whole tree between two mounts of any kind, byte for byte: SPEC is the right
+    /// side of --mount (disk:DIR, store:sqlite:FILE[,namespace=NAME],
+    /// store:postgres:URL[,namespace=NAME]). Files existing at the destination are refused
+    /// unless --overwrite; each file is written whole or not at all. A progress line shows on a
+    /// terminal; exit status 1 with one message at the first failure (2 for a SPEC that does not
+    /// parse).
+    Cp {
+        /// The tree to copy from.
+        #[arg(long, value_name = "SPEC")]
+        from: String,
+        /// The tree to copy into (a directory is created when missing).
+        #[arg(long, value_name = "SPEC")]
+        to: String,
+        /// Replace files that exist at the destination (files only there are left alone).
+        #[arg(long)]
+        overwrite: bool,
+        /// The largest file copied, in bytes (K, M, G): cp holds one file whole in memory.
+        #[arg(long, value_name = "BYTES", default_value_t = mountfs::cli::cp::DEFAULT_MAX_FILE_BYTES, value_parser = mountfs::limits::parse_bytes)]
+        max_file_bytes: u64,
+    },
     /// Print the audit log (--audit, or the default file): one line per change, newest first,
     /// like the history tool; --json prints one JSON object per line (for jq).
     Log {
@@ -229,6 +249,19 @@ fn main() -> ExitCode {
         }
         Some(Command::Check) => {
             return run_check(&cli, audit_target.as_ref());
+        }
+        Some(Command::Cp {
+            from,
+            to,
+            overwrite,
+            max_file_bytes,
+        }) => {
+            return run_cp(&mountfs::cli::cp::CopyRequest {
+                from: &from,
+                to: &to,
+                overwrite,
+                max_file_bytes,
+            });
         }
         None => {}
     }
@@ -402,6 +435,63 @@ fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// `mountfs cp`: the copy, with a progress line on stderr when it is a terminal and a summary
+/// on stdout.
+fn run_cp(request: &mountfs::cli::cp::CopyRequest<'_>) -> ExitCode {
+    use std::io::IsTerminal as _;
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mountfs cp: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut line = std::io::stderr()
+        .is_terminal()
+        .then(|| mountfs::cli::cp::ProgressLine::new(std::io::stderr(), terminal_width()));
+    let copied = runtime.block_on(mountfs::cli::cp::copy(request, |progress| {
+        if let Some(line) = &mut line {
+            line.update(progress);
+        }
+    }));
+    if let Some(line) = &mut line {
+        line.finish();
+    }
+    match copied {
+        Ok(summary) => {
+            for text in summary.lines(request) {
+                println!("{text}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("mountfs cp: {error}");
+            if error.is_usage() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// The width of the terminal on stderr, 80 when it cannot be told.
+fn terminal_width() -> usize {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points at one.
+    let answered = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
+    if answered == 0 && size.ws_col > 0 {
+        usize::from(size.ws_col)
+    } else {
+        80
     }
 }
 

@@ -1,3 +1,4 @@
 //! The subcommands of the `mountfs` binary beside serving, as library code `main.rs` calls.
 
 pub mod check;
+pub mod cp;

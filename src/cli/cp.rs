@@ -1,0 +1,643 @@
+//! `mountfs cp --from SPEC --to SPEC`: copies a whole tree from one mount to another, of any
+//! kinds (issue 27): back up a store to a directory, seed a store from a project, move a
+//! namespace from SQLite to PostgreSQL. SPEC is the right side of `--mount` (CONTRACT §2: the
+//! same grammar names a tree everywhere), options included (`,namespace=NAME`, `,ro`).
+//!
+//! Both trees are opened as a server opens its mounts ([`MountTable`]) and read and written
+//! only through the [`Backend`] trait, so every mount kind the table can open works here, in
+//! either direction. The steps, each finished before the next starts:
+//! 1. the specs are parsed and judged: `memory` is refused on either side (a new process has
+//!    an empty one, and it would be gone when `cp` exits), as are a read-only or overlay
+//!    destination and a destination that is, or lies inside, the source;
+//! 2. the source is walked ([`plan`]) and every path checked at the destination: a file that
+//!    exists there is refused unless `--overwrite`, a file where the other side has a directory
+//!    always — in both cases before anything is written;
+//! 3. files are copied one at a time, in path order: read whole (at most `--max-file-bytes`,
+//!    the trait has no byte-range reads or appending writes, so one file is the unit of
+//!    memory), written whole under create-only (or overwrite), which every backend makes atomic
+//!    (disk: temporary file and rename; stores: one transaction): a failure leaves no
+//!    half-written file, and the files copied before it stay. Permission bits are copied where
+//!    both sides keep them (disk to disk), right after the write.
+//!
+//! Empty directories are made where the destination kind can hold one (disk): the trait has no
+//! `mkdir`, so a marker file is written into it and removed; a store's directories exist only
+//! while a file lies under them, so there an empty directory is counted as not kept. What a
+//! source mount hides is not copied (on disk: `.git/`, names that are not valid virtual paths,
+//! symbolic links leading out); a symbolically linked directory is not followed (it is listed
+//! in the summary); a symbolic link to a file is copied as the file it leads to.
+
+mod plan;
+pub mod progress;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, WriteMode};
+use crate::config::{self, BackendSpec, MOUNT_GRAMMAR, MountSpec};
+use crate::mounts::MountTable;
+use crate::path::VirtualPath;
+
+pub use progress::{Progress, ProgressLine};
+
+/// Default of `--max-file-bytes`: 1 GiB, the most a PostgreSQL `bytea` value holds.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Which tree a flag names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `--from`.
+    From,
+    /// `--to`.
+    To,
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::From => "--from",
+            Self::To => "--to",
+        })
+    }
+}
+
+/// What `mountfs cp` was asked to do.
+#[derive(Debug, Clone)]
+pub struct CopyRequest<'a> {
+    /// `--from`: the source tree's SPEC.
+    pub from: &'a str,
+    /// `--to`: the destination tree's SPEC.
+    pub to: &'a str,
+    /// `--overwrite`: replace files that exist at the destination (else the copy is refused).
+    pub overwrite: bool,
+    /// `--max-file-bytes`: the largest file copied (it is held whole in memory).
+    pub max_file_bytes: u64,
+}
+
+/// What a finished copy did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopySummary {
+    /// Files written.
+    pub files: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Empty directories made (or found) at the destination.
+    pub empty_dirs_kept: u64,
+    /// Empty directories the destination kind cannot hold.
+    pub empty_dirs_not_kept: u64,
+    /// Symbolically linked directories of the source, not followed.
+    pub linked_dirs: Vec<VirtualPath>,
+}
+
+impl CopySummary {
+    /// The lines `mountfs cp` prints when it is done.
+    pub fn lines(&self, request: &CopyRequest<'_>) -> Vec<String> {
+        let mut lines = vec![format!(
+            "copied {} file(s), {} bytes, from {} to {}",
+            self.files, self.bytes, request.from, request.to
+        )];
+        if self.empty_dirs_kept > 0 {
+            lines.push(format!(
+                "{} empty director(ies) made at the destination",
+                self.empty_dirs_kept
+            ));
+        }
+        if self.empty_dirs_not_kept > 0 {
+            lines.push(format!(
+                "{} empty director(ies) not kept: the destination holds a directory only while a file lies in it",
+                self.empty_dirs_not_kept
+            ));
+        }
+        if !self.linked_dirs.is_empty() {
+            let names: Vec<String> = self.linked_dirs.iter().map(|p| p.to_string()).collect();
+            lines.push(format!(
+                "{} symbolically linked director(ies) not followed: {}",
+                self.linked_dirs.len(),
+                names.join(", ")
+            ));
+        }
+        lines
+    }
+}
+
+/// Why a copy failed or was refused. Each says what, where, and how to recover; those raised
+/// before the first write say that nothing was copied.
+#[derive(Debug, Error)]
+pub enum CopyError {
+    /// A SPEC that does not parse.
+    #[error(
+        "invalid {side} '{spec}': {reason}\n(SPEC is what follows PREFIX= in --mount)\n{MOUNT_GRAMMAR}"
+    )]
+    Spec {
+        /// Which flag.
+        side: Side,
+        /// The text as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A SPEC `cp` cannot use that way.
+    #[error("{side} {spec}: {reason}")]
+    Refused {
+        /// Which flag.
+        side: Side,
+        /// The text as given.
+        spec: String,
+        /// Why, and what to give instead.
+        reason: String,
+    },
+    /// A tree that cannot be opened (or, for `--to`, created).
+    #[error("cannot open {side} {spec}: {reason}")]
+    Open {
+        /// Which flag.
+        side: Side,
+        /// The text as given.
+        spec: String,
+        /// Why, and the fix.
+        reason: String,
+    },
+    /// A source with nothing in it.
+    #[error(
+        "--from {spec} holds no files or directories: nothing to copy. Check the directory, file or namespace"
+    )]
+    EmptySource {
+        /// The text as given.
+        spec: String,
+    },
+    /// A directory of the source that cannot be listed.
+    #[error("cannot list {path} in --from: {reason}. Nothing was copied")]
+    List {
+        /// The directory.
+        path: VirtualPath,
+        /// Why.
+        reason: String,
+    },
+    /// A path of the destination that cannot be looked at.
+    #[error("cannot look at {path} in --to: {reason}. Nothing was copied")]
+    Check {
+        /// The path.
+        path: VirtualPath,
+        /// Why.
+        reason: String,
+    },
+    /// A file on one side where the other has a directory.
+    #[error(
+        "{path} is a {source_kind} in --from but a {destination_kind} in --to. Nothing was copied: move it away at the destination, or copy somewhere else"
+    )]
+    KindConflict {
+        /// The path.
+        path: VirtualPath,
+        /// What the source has there.
+        source_kind: &'static str,
+        /// What the destination has there.
+        destination_kind: &'static str,
+    },
+    /// Files that exist at the destination, without `--overwrite`.
+    #[error(
+        "{count} file(s) to copy already exist in --to, the first {first}. Nothing was copied: pass --overwrite to replace them, or copy into an empty place"
+    )]
+    Exists {
+        /// The first one, in copy order.
+        first: VirtualPath,
+        /// How many.
+        count: u64,
+    },
+    /// A file over `--max-file-bytes`.
+    #[error(
+        "{path} has {size} bytes, over --max-file-bytes {limit} (cp holds one file whole in memory). The {done} file(s) copied before it stay: raise --max-file-bytes and run again with --overwrite"
+    )]
+    TooLarge {
+        /// The file.
+        path: VirtualPath,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+        /// Files copied before it.
+        done: u64,
+    },
+    /// A file of the source that cannot be read.
+    #[error(
+        "cannot read {path} from --from: {reason}. The {done} file(s) copied before it stay: fix the cause and run again with --overwrite"
+    )]
+    Read {
+        /// The file.
+        path: VirtualPath,
+        /// Why.
+        reason: String,
+        /// Files copied before it.
+        done: u64,
+    },
+    /// A file or directory of the destination that cannot be written.
+    #[error(
+        "cannot write {path} to --to: {reason}. Nothing of {path} was written (a file is written whole or not at all); the {done} file(s) copied before it stay: fix the cause and run again with --overwrite"
+    )]
+    Write {
+        /// The file or directory.
+        path: VirtualPath,
+        /// Why.
+        reason: String,
+        /// Files copied before it.
+        done: u64,
+    },
+}
+
+impl CopyError {
+    /// Whether a SPEC does not parse (exit status 2) rather than the copy being refused or
+    /// failing (1).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Self::Spec { .. })
+    }
+}
+
+/// A backend error as the reason inside a [`CopyError`]: its text without the leading
+/// `Error: ` the tools' answers start with.
+fn reason(error: &backend::Error) -> String {
+    let text = error.to_string();
+    text.strip_prefix("Error: ").unwrap_or(&text).to_owned()
+}
+
+/// Copies `request.from` to `request.to` (see the module doc), telling `progress` where it
+/// stands before each file.
+pub async fn copy(
+    request: &CopyRequest<'_>,
+    mut progress: impl FnMut(&Progress<'_>),
+) -> Result<CopySummary, CopyError> {
+    let from = parse_spec(request.from, Side::From)?;
+    let to = parse_spec(request.to, Side::To)?;
+    judge(&from, request.from, Side::From)?;
+    judge(&to, request.to, Side::To)?;
+    if destination_inside_source(&from.backend, &to.backend) {
+        return Err(CopyError::Refused {
+            side: Side::To,
+            spec: request.to.to_owned(),
+            reason: format!(
+                "this is, or lies inside, --from {}: the copy would read what it writes. Copy to a place outside the source",
+                request.from
+            ),
+        });
+    }
+    let source = open_tree(from, request.from, Side::From).await?;
+    let destination = open_tree(to, request.to, Side::To).await?;
+
+    let plan = plan::walk(&*source).await?;
+    if plan.items.is_empty() {
+        return Err(CopyError::EmptySource {
+            spec: request.from.to_owned(),
+        });
+    }
+    plan::check_destination(&*destination, &plan, request.overwrite).await?;
+
+    let mode = if request.overwrite {
+        WriteMode::Overwrite
+    } else {
+        WriteMode::CreateOnly
+    };
+    let mut summary = CopySummary {
+        linked_dirs: plan.linked_dirs.clone(),
+        ..CopySummary::default()
+    };
+    // Once one empty directory was not kept, the destination kind cannot keep any.
+    let mut keeps_empty_dirs = true;
+    for item in &plan.items {
+        match item {
+            plan::Item::Dir { empty: false, .. } => {}
+            plan::Item::Dir { path, empty: true } => {
+                if keeps_empty_dirs && keep_empty_dir(&*destination, path, summary.files).await? {
+                    summary.empty_dirs_kept += 1;
+                } else {
+                    keeps_empty_dirs = false;
+                    summary.empty_dirs_not_kept += 1;
+                }
+            }
+            plan::Item::File { path, .. } => {
+                let shown = path.to_string();
+                progress(&Progress {
+                    files_done: summary.files,
+                    files_total: plan.files,
+                    bytes_done: summary.bytes,
+                    bytes_total: plan.bytes,
+                    current: &shown,
+                });
+                let size = copy_file(
+                    &*source,
+                    &*destination,
+                    path,
+                    &mode,
+                    request.max_file_bytes,
+                    summary.files,
+                )
+                .await?;
+                summary.files += 1;
+                summary.bytes += size;
+            }
+        }
+    }
+    progress(&Progress {
+        files_done: summary.files,
+        files_total: plan.files,
+        bytes_done: summary.bytes,
+        bytes_total: plan.bytes,
+        current: "",
+    });
+    Ok(summary)
+}
+
+/// Copies one file whole (see the module doc, step 3); returns its size.
+async fn copy_file(
+    source: &dyn Backend,
+    destination: &dyn Backend,
+    path: &VirtualPath,
+    mode: &WriteMode,
+    max_file_bytes: u64,
+    done: u64,
+) -> Result<u64, CopyError> {
+    let read_failed = |error: backend::Error| CopyError::Read {
+        path: path.clone(),
+        reason: reason(&error),
+        done,
+    };
+    let write_failed = |error: backend::Error| CopyError::Write {
+        path: path.clone(),
+        reason: reason(&error),
+        done,
+    };
+    let content = match source
+        .read_at_most(path, max_file_bytes)
+        .await
+        .map_err(read_failed)?
+    {
+        BoundedRead::Whole(file) => file.content,
+        BoundedRead::TooLarge { size, .. } => {
+            return Err(CopyError::TooLarge {
+                path: path.clone(),
+                size,
+                limit: max_file_bytes,
+                done,
+            });
+        }
+    };
+    destination
+        .write(path, &content, mode.clone())
+        .await
+        .map_err(write_failed)?;
+    let size = content.len() as u64;
+    // The content is let go before the next file is read: one file in memory at a time.
+    drop(content);
+    if let Some(bits) = source.permissions(path).await.map_err(read_failed)? {
+        destination
+            .set_permissions(path, bits)
+            .await
+            .map_err(write_failed)?;
+    }
+    Ok(size)
+}
+
+/// Makes the empty directory `path` at the destination, through the trait (which has no
+/// `mkdir`): a marker file is written into it and removed. Whether the directory stays
+/// (`false`: the destination's directories exist only while a file lies under them).
+async fn keep_empty_dir(
+    destination: &dyn Backend,
+    path: &VirtualPath,
+    done: u64,
+) -> Result<bool, CopyError> {
+    let failed = |error: backend::Error| CopyError::Write {
+        path: path.clone(),
+        reason: reason(&error),
+        done,
+    };
+    if destination.stat(path).await.map_err(failed)?.is_some() {
+        return Ok(true);
+    }
+    let marker = path
+        .join(&format!(".mountfs-cp-{}", std::process::id()))
+        .map_err(|error| failed(error.into()))?;
+    destination
+        .write(&marker, b"", WriteMode::CreateOnly)
+        .await
+        .map_err(failed)?;
+    destination
+        .delete(&marker, &DeleteOptions::default())
+        .await
+        .map_err(failed)?;
+    Ok(destination.stat(path).await.map_err(failed)?.is_some())
+}
+
+/// Parses a SPEC as the right side of `--mount`.
+fn parse_spec(text: &str, side: Side) -> Result<MountSpec, CopyError> {
+    config::parse_mount(&format!("/={text}")).map_err(|error| CopyError::Spec {
+        side,
+        spec: text.to_owned(),
+        reason: error.reason,
+    })
+}
+
+/// Refuses what `cp` cannot use on `side`, and a source that does not exist (opening a store
+/// file would create it).
+fn judge(spec: &MountSpec, text: &str, side: Side) -> Result<(), CopyError> {
+    let refuse = |reason: &str| {
+        Err(CopyError::Refused {
+            side,
+            spec: text.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    match (&spec.backend, side) {
+        (BackendSpec::Memory, _) => {
+            return refuse(
+                "a memory mount lives and dies with one server process: a new process has an empty one, and what cp wrote into it would be gone when it exits. Name a disk or store tree (disk:DIR, store:sqlite:FILE, store:postgres:URL)",
+            );
+        }
+        (
+            BackendSpec::Disk {
+                overlay: Some(_), ..
+            },
+            Side::To,
+        ) => {
+            return refuse(
+                "an overlay mount keeps changes in a layer until an agent commits them. Copy into the directory itself (drop ,overlay)",
+            );
+        }
+        (_, Side::To) if spec.read_only => {
+            return refuse(
+                "the destination is read-only (,ro): nothing can be copied into it. Drop ,ro",
+            );
+        }
+        (BackendSpec::Disk { dir, .. }, Side::From) if !dir.is_dir() => {
+            return refuse(&format!(
+                "the directory {} does not exist (or is not a directory). Check the path",
+                dir.display()
+            ));
+        }
+        (BackendSpec::Sqlite { file, .. }, Side::From) if !file.is_file() => {
+            return refuse(&format!(
+                "the SQLite file {} does not exist. Check the path",
+                file.display()
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether the destination is the source, or lies inside it (directories compared after
+/// resolving symbolic links; stores by file or URL and namespace).
+fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
+    match (from, to) {
+        (BackendSpec::Disk { dir: a, .. }, BackendSpec::Disk { dir: b, .. }) => {
+            resolved(b).starts_with(resolved(a))
+        }
+        (
+            BackendSpec::Sqlite {
+                file: a,
+                namespace: m,
+            },
+            BackendSpec::Sqlite {
+                file: b,
+                namespace: n,
+            },
+        ) => m == n && resolved(a) == resolved(b),
+        (
+            BackendSpec::Postgres {
+                url: a,
+                namespace: m,
+            },
+            BackendSpec::Postgres {
+                url: b,
+                namespace: n,
+            },
+        ) => m == n && a == b,
+        _ => false,
+    }
+}
+
+/// `path` made absolute with its longest existing ancestor's symbolic links resolved (the rest,
+/// which does not exist yet, kept as written).
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut tail = Vec::new();
+    let mut at = absolute.as_path();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return tail.iter().rev().fold(real, |path, name| path.join(name));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_owned());
+                at = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// Opens one tree as a server opens a mount at `/`, and gives its view (a fresh session's).
+/// A destination directory that does not exist yet is created first.
+///
+/// Shell mounts (`shell:NAME:DIR`, issue 27) open here as soon as [`MountTable::open`] opens
+/// them: the `--shell NAME=COMMAND` table it then needs is to be handed through this function.
+async fn open_tree(spec: MountSpec, text: &str, side: Side) -> Result<Box<dyn Backend>, CopyError> {
+    let failed = |reason: String| CopyError::Open {
+        side,
+        spec: text.to_owned(),
+        reason,
+    };
+    if let (BackendSpec::Disk { dir, .. }, Side::To) = (&spec.backend, side)
+        && !dir.is_dir()
+    {
+        std::fs::create_dir_all(dir).map_err(|error| {
+            failed(format!(
+                "cannot create the directory {}: {error}. Create it yourself, or choose a writable place",
+                dir.display()
+            ))
+        })?;
+    }
+    let table = MountTable::open(vec![spec])
+        .await
+        .map_err(|error| failed(error.reason))?;
+    Ok(Box::new(table.session_backend()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(text: &str) -> BackendSpec {
+        parse_spec(text, Side::From).unwrap().backend
+    }
+
+    #[test]
+    fn a_destination_inside_the_source_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        let a_text = a.display().to_string();
+        assert!(destination_inside_source(
+            &spec(&format!("disk:{a_text}")),
+            &spec(&format!("disk:{a_text}/new/backup"))
+        ));
+        assert!(destination_inside_source(
+            &spec(&format!("disk:{a_text}")),
+            &spec(&format!("disk:{a_text}/."))
+        ));
+        assert!(!destination_inside_source(
+            &spec(&format!("disk:{a_text}/sub")),
+            &spec(&format!("disk:{a_text}"))
+        ));
+        assert!(!destination_inside_source(
+            &spec(&format!("disk:{a_text}")),
+            &spec(&format!("disk:{a_text}b"))
+        ));
+        assert!(destination_inside_source(
+            &spec("store:sqlite:/tmp/x.db,namespace=n"),
+            &spec("store:sqlite:/tmp/./x.db,namespace=n")
+        ));
+        assert!(!destination_inside_source(
+            &spec("store:sqlite:/tmp/x.db,namespace=n"),
+            &spec("store:sqlite:/tmp/x.db,namespace=m")
+        ));
+        assert!(destination_inside_source(
+            &spec("store:postgres:postgres://h/db"),
+            &spec("store:postgres:postgres://h/db")
+        ));
+    }
+
+    #[test]
+    fn memory_overlay_and_read_only_destinations_are_refused() {
+        for (text, side, words) in [
+            ("memory", Side::From, "a memory mount lives and dies"),
+            ("memory", Side::To, "a memory mount lives and dies"),
+            ("disk:/tmp,overlay", Side::To, "drop ,overlay"),
+            ("disk:/tmp,ro", Side::To, "Drop ,ro"),
+            (
+                "store:sqlite:/nonexistent/x.db",
+                Side::From,
+                "does not exist",
+            ),
+        ] {
+            let parsed = parse_spec(text, side).unwrap();
+            let error = judge(&parsed, text, side).unwrap_err();
+            assert!(!error.is_usage());
+            let message = error.to_string();
+            assert!(
+                message.starts_with(&format!("{side} {text}: ")),
+                "{message}"
+            );
+            assert!(message.contains(words), "{message}");
+        }
+        let ro = parse_spec("disk:/tmp,ro", Side::From).unwrap();
+        assert!(judge(&ro, "disk:/tmp,ro", Side::From).is_ok());
+    }
+
+    #[test]
+    fn a_bad_spec_names_the_flag_and_shows_the_grammar() {
+        let message = parse_spec("floppy:/x", Side::To).unwrap_err().to_string();
+        assert!(
+            message.starts_with("invalid --to 'floppy:/x': unknown backend 'floppy:/x'"),
+            "{message}"
+        );
+        assert!(message.contains("mount grammar:"), "{message}");
+        assert!(parse_spec("floppy:/x", Side::To).unwrap_err().is_usage());
+    }
+}
