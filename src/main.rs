@@ -202,15 +202,23 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
         libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
     }
+    let cli = Cli::parse();
+    // `cp` speaks to a person at a terminal and says itself what failed: only errors among its
+    // logs, so that a failure is the one message it prints (a database's notices, or a
+    // warning about the same unwritable directory, would bury it).
+    let default_level = if matches!(cli.command, Some(Command::Cp { .. })) {
+        "error"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
-    let cli = Cli::parse();
     if let Some(text) = &cli.tools {
         match mountfs::registry::parse_allow_list(text) {
             Ok(names) => mountfs::registry::allow_only(names),

@@ -41,8 +41,11 @@ use crate::path::VirtualPath;
 
 pub use progress::{Progress, ProgressLine};
 
-/// Default of `--max-file-bytes`: 1 GiB, the most a PostgreSQL `bytea` value holds.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+/// Default of `--max-file-bytes`: 256 MiB. The backends copy a content on its way in (to hand
+/// it to a blocking thread or a database driver), so a copy's peak memory is a small multiple
+/// of its largest file: measured for a 64 MiB file, 2.4x disk to disk, 3.4x into PostgreSQL,
+/// 4.5x into SQLite. 256 MiB keeps the worst case near 1.2 GB; raise it for bigger files.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Which tree a flag names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,14 +282,14 @@ pub async fn copy(
         });
     }
     let source = open_tree(from, request.from, Side::From).await?;
-    let destination = open_tree(to, request.to, Side::To).await?;
-
     let plan = plan::walk(&*source).await?;
     if plan.items.is_empty() {
         return Err(CopyError::EmptySource {
             spec: request.from.to_owned(),
         });
     }
+    // Opened (a missing directory created) only once the source is known to hold something.
+    let destination = open_tree(to, request.to, Side::To).await?;
     plan::check_destination(&*destination, &plan, request.overwrite).await?;
 
     let mode = if request.overwrite {

@@ -6,7 +6,8 @@
 //! the malformed-input corpus in corpus/. http/ drives the binary with `--http`; memory.rs and
 //! grep_memory.rs bound a server's peak memory; store_servers.rs runs store mounts through real
 //! server processes (persistence, two servers on one PostgreSQL namespace); audit.rs the audit
-//! log (one entry per change over every kind of mount, `history` = `mountfs log --json`).
+//! log (one entry per change over every kind of mount, `history` = `mountfs log --json`);
+//! cp.rs `mountfs cp` between mount kinds.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,6 +19,7 @@ mod cancel;
 mod check;
 mod clients;
 mod corpus;
+mod cp;
 mod edits;
 mod execute;
 mod formats;

@@ -1,0 +1,514 @@
+//! `mountfs cp --from SPEC --to SPEC` (issue 27), the real binary: a tree taken round
+//! disk → SQLite → PostgreSQL → disk comes back byte for byte (CRLF, BOM, UTF-16, legacy and
+//! invalid UTF-8 bytes, every byte value, empty files, names with spaces, quotes, `$(…)`,
+//! backticks, non-ASCII characters and a leading `-`); disk to disk keeps empty directories and
+//! modes; each failure (a missing source, an unwritable or read-only destination, a file that
+//! exists, a file where the source has a directory, `memory`, a file over the limit) exits
+//! non-zero with one message naming what and where, leaving no half-written file; and the peak
+//! memory of copying a 64 MiB file stays a small multiple of it.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use crate::support::{PostgresNamespace, postgres_url};
+
+/// What `mountfs cp` did: exit status, stdout, stderr.
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Outcome {
+    /// Asserts a failure with one message on stderr, starting `mountfs cp: ` and holding each
+    /// of `words`; nothing on stdout.
+    fn assert_fails_with(&self, words: &[&str]) {
+        assert_ne!(self.code, 0, "stderr: {}", self.stderr);
+        assert!(self.stdout.is_empty(), "stdout: {}", self.stdout);
+        assert!(
+            self.stderr.starts_with("mountfs cp: "),
+            "one message, from cp: {}",
+            self.stderr
+        );
+        assert_eq!(
+            self.stderr.matches("mountfs cp: ").count(),
+            1,
+            "{}",
+            self.stderr
+        );
+        for word in words {
+            assert!(self.stderr.contains(word), "{word:?} in: {}", self.stderr);
+        }
+    }
+}
+
+/// `mountfs cp ARGS` run in `cwd`, as user `uid` when given.
+fn cp_as(cwd: &Path, uid: Option<u32>, args: &[&str]) -> Outcome {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"));
+    command.arg("cp").args(args).current_dir(cwd);
+    command.env_remove("RUST_LOG");
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    let output = command.output().unwrap();
+    Outcome {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+fn cp(cwd: &Path, args: &[&str]) -> Outcome {
+    cp_as(cwd, None, args)
+}
+
+fn cp_ok(cwd: &Path, args: &[&str]) -> Outcome {
+    let outcome = cp(cwd, args);
+    assert_eq!(outcome.code, 0, "cp {args:?}: {}", outcome.stderr);
+    assert!(
+        outcome.stderr.is_empty(),
+        "no progress line off a terminal, no log: {}",
+        outcome.stderr
+    );
+    outcome
+}
+
+/// One node of a directory tree on disk.
+#[derive(Debug, PartialEq, Eq)]
+enum Node {
+    Dir,
+    File { bytes: Vec<u8>, mode: u32 },
+}
+
+/// Everything below `root`: relative path → node.
+fn snapshot(root: &Path) -> BTreeMap<String, Node> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Node>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::metadata(&path).unwrap();
+            if meta.is_dir() {
+                out.insert(name, Node::Dir);
+                walk(root, &path, out);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                let mode = meta.permissions().mode() & 0o7777;
+                out.insert(name, Node::File { bytes, mode });
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The files of a snapshot, without modes (stores keep none).
+fn files_of(tree: &BTreeMap<String, Node>) -> BTreeMap<&str, &[u8]> {
+    tree.iter()
+        .filter_map(|(name, node)| match node {
+            Node::File { bytes, .. } => Some((name.as_str(), bytes.as_slice())),
+            Node::Dir => None,
+        })
+        .collect()
+}
+
+/// Names that a shell or an option parser would misread.
+const ODD_NAMES: &[&str] = &[
+    "a file with spaces.txt",
+    "it's \"quoted\".md",
+    "$(touch pwned).txt",
+    "`touch pwned2`.txt",
+    "-leading-dash",
+    "--",
+    "naïve 日本語 ✓.txt",
+];
+
+/// A tree of every kind of content and name cp must carry byte for byte.
+fn make_tree(root: &Path) {
+    let put = |name: &str, bytes: &[u8]| {
+        let path = root.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    };
+    put("crlf.txt", b"one\r\ntwo\r\n\r\nlast without newline");
+    put("bom.txt", b"\xEF\xBB\xBFwith a byte order mark\n");
+    put("utf16.txt", b"\xFF\xFEh\0i\0\n\0");
+    put("latin1.txt", b"caf\xE9 cr\xE8me br\xFBl\xE9e\n");
+    put("invalid-utf8.txt", b"ok \xC3\x28 \xFF\xFE not utf-8\n");
+    put(
+        "all-bytes.bin",
+        &(0..=255u8).cycle().take(70_000).collect::<Vec<_>>(),
+    );
+    put("empty.txt", b"");
+    put("deep/er/still/nested.md", b"# nested\n");
+    for (i, name) in ODD_NAMES.iter().enumerate() {
+        put(&format!("odd/{name}"), format!("odd {i}\n").as_bytes());
+    }
+    std::fs::create_dir_all(root.join("empty-dir/inner-empty")).unwrap();
+    std::fs::set_permissions(
+        root.join("deep/er/still/nested.md"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+fn disk(dir: &Path) -> String {
+    format!("disk:{}", dir.display())
+}
+
+#[test]
+fn a_tree_goes_round_disk_sqlite_postgres_disk_byte_exact() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    let sqlite = format!(
+        "store:sqlite:{},namespace=copied",
+        work.path().join("s.db").display()
+    );
+    let out = cp_ok(work.path(), &["--from", &disk(&source), "--to", &sqlite]);
+    assert!(
+        out.stdout.starts_with(&format!(
+            "copied {} file(s)",
+            files_of(&snapshot(&source)).len()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("1 empty director(ies) not kept"),
+        "a store holds a directory only while a file lies in it: {}",
+        out.stdout
+    );
+    // Through PostgreSQL when there is one (else one SKIPPED line), then back to disk.
+    let namespace = postgres_url("cp round trip through PostgreSQL")
+        .map(|url| PostgresNamespace::new(&url, "cp"));
+    let last_store = match &namespace {
+        Some(ns) => {
+            let postgres = format!("store:postgres:{},namespace={}", ns.url, ns.name);
+            cp_ok(work.path(), &["--from", &sqlite, "--to", &postgres]);
+            postgres
+        }
+        None => sqlite.clone(),
+    };
+    let back = work.path().join("back");
+    cp_ok(work.path(), &["--from", &last_store, "--to", &disk(&back)]);
+    let (before, after) = (snapshot(&source), snapshot(&back));
+    assert_eq!(
+        files_of(&before),
+        files_of(&after),
+        "every file byte for byte"
+    );
+    assert!(
+        !after.contains_key("empty-dir"),
+        "lost in the stores, as said"
+    );
+    for name in ODD_NAMES {
+        assert!(after.contains_key(&format!("odd/{name}")), "{name}");
+    }
+    assert!(
+        !work.path().join("pwned").exists() && !work.path().join("pwned2").exists(),
+        "a name is never run"
+    );
+}
+
+#[test]
+fn disk_to_disk_keeps_empty_directories_and_modes() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    let copy = work.path().join("new/copy");
+    let out = cp_ok(
+        work.path(),
+        &["--from", &disk(&source), "--to", &disk(&copy)],
+    );
+    assert_eq!(snapshot(&source), snapshot(&copy));
+    assert!(
+        out.stdout.contains("1 empty director(ies) made"),
+        "{}",
+        out.stdout
+    );
+    let leftovers: Vec<String> = snapshot(&copy)
+        .into_keys()
+        .filter(|name| name.contains(".mountfs"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_missing_source_fails_with_one_clear_message() {
+    let work = tempfile::tempdir().unwrap();
+    let to = disk(&work.path().join("to"));
+    let outcome = cp(work.path(), &["--from", "disk:no/such/dir", "--to", &to]);
+    outcome.assert_fails_with(&[
+        "--from disk:no/such/dir",
+        "does not exist",
+        "Check the path",
+    ]);
+    let outcome = cp(
+        work.path(),
+        &["--from", "store:sqlite:missing.db", "--to", &to],
+    );
+    outcome.assert_fails_with(&["the SQLite file missing.db does not exist"]);
+    assert!(!work.path().join("missing.db").exists(), "not created");
+    // A namespace with nothing in it: likely a typo.
+    std::fs::create_dir(work.path().join("src")).unwrap();
+    std::fs::write(work.path().join("src/a"), "a").unwrap();
+    cp_ok(
+        work.path(),
+        &["--from", "disk:src", "--to", "store:sqlite:s.db"],
+    );
+    let outcome = cp(
+        work.path(),
+        &["--from", "store:sqlite:s.db,namespace=typo", "--to", &to],
+    );
+    outcome.assert_fails_with(&["holds no files or directories", "namespace"]);
+    assert!(
+        !work.path().join("to").exists(),
+        "a refused copy creates nothing"
+    );
+}
+
+#[test]
+fn a_bad_spec_and_memory_are_refused_before_anything_opens() {
+    let work = tempfile::tempdir().unwrap();
+    let outcome = cp(work.path(), &["--from", "floppy:/x", "--to", "disk:out"]);
+    outcome.assert_fails_with(&["invalid --from 'floppy:/x'", "mount grammar:"]);
+    assert_eq!(outcome.code, 2);
+    for args in [
+        ["--from", "memory", "--to", "disk:out"],
+        ["--from", "disk:.", "--to", "memory"],
+    ] {
+        let outcome = cp(work.path(), &args);
+        outcome
+            .assert_fails_with(&["memory: a memory mount lives and dies with one server process"]);
+        assert_eq!(outcome.code, 1);
+    }
+    let outcome = cp(work.path(), &["--from", "disk:.", "--to", "disk:./inside"]);
+    outcome.assert_fails_with(&["lies inside, --from disk:."]);
+    assert!(!work.path().join("out").exists() && !work.path().join("inside").exists());
+}
+
+#[test]
+fn an_unwritable_destination_fails_and_leaves_no_half_written_file() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    // A directory this user may enter but not write: as root (who may write anything) cp runs
+    // as `nobody`; as anyone else, the directory is read-only to its owner too.
+    let locked = work.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    let mode = if root { 0o755 } else { 0o555 };
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(mode)).unwrap();
+    let user = root.then_some(65534);
+    let outcome = cp_as(
+        work.path(),
+        user,
+        &["--from", &disk(&source), "--to", &disk(&locked)],
+    );
+    outcome.assert_fails_with(&[
+        "cannot write /",
+        "to --to",
+        "Nothing of /",
+        "the 0 file(s) copied before it stay",
+        "run again with --overwrite",
+    ]);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(snapshot(&locked).is_empty(), "{:?}", snapshot(&locked));
+
+    // Declared read-only: refused before it is opened.
+    let outcome = cp(
+        work.path(),
+        &[
+            "--from",
+            &disk(&source),
+            "--to",
+            &format!("{},ro", disk(&locked)),
+        ],
+    );
+    outcome.assert_fails_with(&["the destination is read-only (,ro)", "Drop ,ro"]);
+}
+
+#[test]
+fn an_existing_file_refuses_the_whole_copy_unless_overwrite() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    let to = work.path().join("to");
+    std::fs::create_dir_all(to.join("odd")).unwrap();
+    std::fs::write(to.join("odd/-leading-dash"), "theirs\n").unwrap();
+    std::fs::write(to.join("only-there.txt"), "kept\n").unwrap();
+    let args = ["--from", &disk(&source), "--to", &disk(&to)];
+    let outcome = cp(work.path(), &args);
+    outcome.assert_fails_with(&[
+        "1 file(s) to copy already exist in --to, the first /odd/-leading-dash",
+        "Nothing was copied",
+        "pass --overwrite",
+    ]);
+    let untouched = snapshot(&to);
+    assert_eq!(untouched.len(), 3, "nothing copied: {untouched:?}");
+
+    let mut overwrite = args.to_vec();
+    overwrite.push("--overwrite");
+    cp_ok(work.path(), &overwrite);
+    let (mine, copied) = (snapshot(&source), snapshot(&to));
+    for (name, node) in &mine {
+        assert_eq!(copied.get(name), Some(node), "{name}");
+    }
+    assert!(
+        copied.contains_key("only-there.txt"),
+        "files only there are left alone"
+    );
+}
+
+#[test]
+fn a_file_where_the_source_has_a_directory_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    let to = work.path().join("to");
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(
+        to.join("deep"),
+        "a file named like the source's directory\n",
+    )
+    .unwrap();
+    let outcome = cp(
+        work.path(),
+        &["--from", &disk(&source), "--to", &disk(&to), "--overwrite"],
+    );
+    outcome.assert_fails_with(&[
+        "/deep is a directory in --from but a file in --to",
+        "Nothing was copied",
+    ]);
+    assert_eq!(snapshot(&to).len(), 1);
+}
+
+#[test]
+fn a_file_over_the_limit_stops_the_copy_naming_the_flag() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    std::fs::create_dir(&source).unwrap();
+    std::fs::write(source.join("a-small"), "small\n").unwrap();
+    std::fs::write(source.join("b-big"), vec![7u8; 4096]).unwrap();
+    let to = work.path().join("to");
+    let outcome = cp(
+        work.path(),
+        &[
+            "--from",
+            &disk(&source),
+            "--to",
+            &disk(&to),
+            "--max-file-bytes",
+            "1K",
+        ],
+    );
+    outcome.assert_fails_with(&[
+        "/b-big has 4096 bytes, over --max-file-bytes 1024",
+        "The 1 file(s) copied before it stay",
+    ]);
+    assert_eq!(std::fs::read(to.join("a-small")).unwrap(), b"small\n");
+    assert!(!to.join("b-big").exists());
+}
+
+/// Peak resident memory of a finished child, from `wait4`.
+fn run_measuring_peak(mut command: std::process::Command) -> (i32, u64) {
+    let child = command.stdout(std::process::Stdio::null()).spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    std::mem::forget(child); // already reaped
+    (code, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn copying_a_64_mib_file_holds_one_file_at_a_time() {
+    const BIG: usize = 64 * 1024 * 1024;
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    std::fs::create_dir_all(source.join("d")).unwrap();
+    // Not compressible, not text: what a database or a disk really has to hold.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let big: Vec<u8> = (0..BIG)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(source.join("d/big.bin"), &big).unwrap();
+    drop(big);
+    for i in 0..20 {
+        std::fs::write(source.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    let sqlite = format!("store:sqlite:{}", work.path().join("s.db").display());
+    let back = work.path().join("back");
+    for (from, to) in [
+        (disk(&source), sqlite.clone()),
+        (sqlite.clone(), disk(&back)),
+    ] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"));
+        command.args(["cp", "--from", &from, "--to", &to]);
+        let (code, peak) = run_measuring_peak(command);
+        assert_eq!(code, 0, "{from} -> {to}");
+        eprintln!(
+            "cp {from} -> {to}: peak RSS {:.1} MiB",
+            peak as f64 / 1048576.0
+        );
+        // The backends copy a content on its way in (see cli::cp::DEFAULT_MAX_FILE_BYTES):
+        // measured 2.4x to 4.5x the file. Six files' worth would mean more than one at a time.
+        assert!(peak < 6 * BIG as u64, "{from} -> {to}: peak {peak} bytes");
+    }
+    assert!(
+        std::fs::read(source.join("d/big.bin")).unwrap()
+            == std::fs::read(back.join("d/big.bin")).unwrap()
+    );
+}
+
+#[test]
+fn a_terminal_gets_a_progress_line_rewritten_in_place() {
+    // `script` (util-linux) runs cp with a pseudo-terminal as its stdout and stderr.
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        crate::support::skips::record(
+            "cp progress line on a terminal",
+            "no `script` command (util-linux) to give cp a terminal; install util-linux",
+        );
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    let command = format!(
+        "'{}' cp --from '{}' --to '{}'",
+        env!("CARGO_BIN_EXE_mountfs"),
+        disk(&source),
+        disk(&work.path().join("to"))
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let seen = String::from_utf8_lossy(&output.stdout);
+    assert!(seen.starts_with("\r["), "{seen:?}");
+    assert!(seen.contains("files 0.0MiB/0.1MiB /"), "{seen:?}");
+    // Cleared before the summary: the summary starts a clean line.
+    assert!(seen.contains(" \rcopied 15 file(s)"), "{seen:?}");
+}
