@@ -3,7 +3,7 @@
 //!
 //! One [`ChangeHub`] per mount table carries [`Change`]s on a bounded broadcast channel. Changes
 //! come from three sources: the tools of every session of this process (published by the server
-//! from each call's trail: the paths the change primitive recorded, see `tools::change::trail`), disk mounts through the OS's file-change API (the `notify`
+//! from each call's trail: the paths the change primitive recorded, see `call_trail`), disk mounts through the OS's file-change API (the `notify`
 //! crate: other programs, `execute`), and PostgreSQL mounts through `LISTEN/NOTIFY` (other server
 //! instances; a trigger on the items table sends them). The disk and PostgreSQL sources start with
 //! the first subscription, so a server nobody subscribes to pays nothing.

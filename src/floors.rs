@@ -43,7 +43,7 @@ pub(crate) const FLOORS: &[(&str, &[&str])] = &[
     (
         // A session's state: read ledger, undo history, locks and the arrival order of calls.
         "state",
-        &["session.rs", "transport/arrival.rs"],
+        &["session.rs", "call_trail.rs", "transport/arrival.rs"],
     ),
     (
         // The change primitive and what every tool shares (ToolError, ToolReply, CallContext,

@@ -46,9 +46,9 @@
 //!   when listed, whether it changes files, handler) that the registry, the dispatch and the
 //!   audit log derive from; `tools::change` the one change primitive every changing
 //!   tool applies, takes back and records (where ledger and undo are updated, and the call's
-//!   `trail` gathers what the audit log writes and the subscriptions hear), with its reports
-//!   beside it; a call runs with its own handle of the session (`Session::for_call`), which
-//!   holds the mount table the call started with; [`server`]: the MCP handler; [`transport`]: bytes to
+//!   trail, [`call_trail`], gathers what the audit log writes and the subscriptions hear), with
+//!   its reports beside it; a call runs with its own handle of the session (`Session::for_call`),
+//!   which holds the mount table the call started with and the call's trail; [`server`]: the MCP handler; [`transport`]: bytes to
 //!   messages (every malformed line answered), stdio, and `transport::arrival`, where each file
 //!   call's arrival ticket is issued (by stdio and HTTP alike) and redeemed; the server hands the
 //!   turn to the tool call as an argument (`tools::CallContext::turn`).
@@ -83,6 +83,8 @@ compile_error!(
 pub mod audit;
 #[cfg(target_os = "linux")]
 pub mod backend;
+#[cfg(target_os = "linux")]
+pub mod call_trail;
 #[cfg(target_os = "linux")]
 pub mod changes;
 #[cfg(target_os = "linux")]

@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::Receiver;
 use tokio_util::sync::CancellationToken;
 
+use crate::call_trail::{CallTrail, Collected, Touched};
 use crate::changes::{
     Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
     session_origin,
@@ -206,35 +207,33 @@ impl MountfsServer {
         }
         let origin = session_origin(&session);
         let tool = name.to_owned();
-        let audit = session.audit().cloned().map(|log| {
-            let logged = tools::table::changes_files(name).then(|| arguments.clone());
-            (log, logged, context.origin.clone())
-        });
-        // What the call changed is collected by the change primitive (see
-        // `tools::change::trail`) and logged in the call's own task: a client that stops waiting
-        // cannot leave a change unlogged.
+        let audit = session
+            .audit()
+            .filter(|_| tools::table::changes_files(name))
+            .cloned()
+            .map(|log| (log, context.origin.clone()));
+        // What the call changed is reported by the change primitive and the tool into the
+        // call's trail (see `call_trail`) and logged in the call's own task: a client that stops
+        // waiting cannot leave a change unlogged.
+        let trail = Arc::new(CallTrail::new(audit.is_some()));
+        let context = CallContext {
+            trail: Some(trail.clone()),
+            ..context
+        };
         let run = async move {
-            let call = tools::call_in(&tool, arguments, &session, &context);
-            let (outcome, changed) = tools::change::trail::collect(call).await;
+            let outcome = tools::call_in(&tool, arguments, &session, &context).await;
+            let mut changed = trail.take();
+            let touched = std::mem::take(&mut changed.touched);
             let outcome = match outcome {
                 Ok(mut reply) => {
-                    if let Some((log, Some(arguments), origin)) = audit {
-                        log_change(
-                            &log,
-                            &tool,
-                            &arguments,
-                            &mut reply,
-                            changed.files,
-                            changed.more_files,
-                            &origin,
-                        )
-                        .await;
+                    if let Some((log, origin)) = audit {
+                        log_change(&log, &tool, &mut reply, changed, &touched, &origin).await;
                     }
                     Ok(reply)
                 }
                 Err(error) => Err(error),
             };
-            (outcome, changed.touched)
+            (outcome, touched)
         };
         let task = tokio::spawn(run);
         let (outcome, touched) = match task.await {
@@ -291,14 +290,12 @@ impl MountfsServer {
 async fn log_change(
     log: &crate::audit::AuditLog,
     tool: &str,
-    arguments: &Value,
     reply: &mut ToolReply,
-    files: Vec<crate::audit::FileChange>,
-    more_files: u64,
+    changed: Collected,
+    touched: &[Touched],
     origin: &crate::audit::Origin,
 ) {
-    let Some(change) =
-        crate::audit::record::change_of(tool, arguments, reply, files, more_files, origin)
+    let Some(change) = crate::audit::record::change_of(tool, reply, changed, touched, origin)
     else {
         return;
     };
@@ -376,6 +373,7 @@ fn call_context(
         request_id: Some(context.id.to_string()),
         turn: turn_of(&context.extensions),
         origin: origin_of(context),
+        trail: None,
     }
 }
 

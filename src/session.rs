@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::backend::{AsideFile, Router, Version};
+use crate::call_trail::CallTrail;
 use crate::limits::Limits;
 use crate::path::VirtualPath;
 use crate::quota::MemoryAccount;
@@ -460,6 +461,8 @@ pub struct Session {
     /// Where this session's changes are logged (`--audit`), when anywhere.
     audit: Option<Arc<crate::audit::AuditLog>>,
     locks: Arc<Mutex<HashMap<VirtualPath, Arc<tokio::sync::Mutex<()>>>>>,
+    /// The report of the call this handle runs, when it runs one (see [`Session::with_trail`]).
+    trail: Option<Arc<CallTrail>>,
 }
 
 impl Session {
@@ -488,6 +491,7 @@ impl Session {
             memory,
             audit: None,
             locks: Arc::default(),
+            trail: None,
         }
     }
 
@@ -531,7 +535,21 @@ impl Session {
             memory: self.memory.clone(),
             audit: self.audit.clone(),
             locks: self.locks.clone(),
+            trail: None,
         }
+    }
+
+    /// This handle noting what its call changes in `trail` (see [`crate::call_trail`]): the
+    /// change primitive's recording step and the tools note there.
+    pub fn with_trail(mut self, trail: Option<Arc<CallTrail>>) -> Self {
+        self.trail = trail;
+        self
+    }
+
+    /// The report of the call this handle runs; `None` outside a call (a test driving tools
+    /// directly), where nothing is noted.
+    pub fn trail(&self) -> Option<&CallTrail> {
+        self.trail.as_deref()
     }
 
     /// Serves `backend` from now on (the client's roots changed); calls already running keep

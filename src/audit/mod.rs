@@ -667,6 +667,27 @@ pub fn spawn_pruning(log: &std::sync::Arc<AuditLog>) {
     });
 }
 
+/// The unified diff of creating `path` with `content` (every line added), built only as far
+/// as the entry keeps it ([`MAX_DIFF_BYTES`]).
+pub fn creation_diff(path: &str, content: &str) -> (String, bool) {
+    let lines = content.lines().count();
+    let mut diff = format!("--- /dev/null\n+++ {path}\n@@ -0,0 +1,{lines} @@\n");
+    for line in content.lines() {
+        if diff.len() > MAX_DIFF_BYTES {
+            break;
+        }
+        diff.push('+');
+        diff.push_str(line);
+        diff.push('\n');
+    }
+    if !content.is_empty() && !content.ends_with('\n') && diff.len() <= MAX_DIFF_BYTES {
+        diff.push_str("\\ No newline at end of file\n");
+    }
+    let total = diff.len();
+    let (diff, cut) = cap_diff(&diff, false);
+    (diff, cut || total > MAX_DIFF_BYTES)
+}
+
 /// Cuts `diff` at a line so that it and the note fit in [`MAX_DIFF_BYTES`]; `already_cut`: the
 /// tool's own diff was cut at the result limit. Returns the diff and whether it was cut.
 pub fn cap_diff(diff: &str, already_cut: bool) -> (String, bool) {

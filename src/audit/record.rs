@@ -1,10 +1,12 @@
 //! Recording a change: the one place a finished tool call becomes an audit entry.
 //!
 //! While a call runs, the change primitive's recording step notes each file it changed, with its
-//! versions before and after, in the call's trail (`tools::change::trail`). When the call has
-//! succeeded, the server hands those files, the answer and the call's [`Origin`] to
-//! [`change_of`], which builds the one entry: the diff is the one the tool already made for its
-//! answer (no second diff, no second read of a huge file), cut at 64 KiB.
+//! versions before and after (and a created file's diff), in the call's trail
+//! ([`crate::call_trail`]); a tool notes what no file says (execute's directory and command, a
+//! commit's mount). When the call has succeeded, the server hands that report, the answer and the
+//! call's [`Origin`] to [`change_of`], which builds the one entry: the diff is the one the tool
+//! already made for its answer (no second diff, no second read of a huge file), cut at 64 KiB.
+//! The call's arguments are not read again.
 
 use std::time::SystemTime;
 
@@ -12,6 +14,7 @@ use serde_json::Value;
 
 pub use super::Origin;
 use super::{Change, ClientInfo, FileChange, MAX_FILES_PER_ENTRY, cap_diff, count_diff_lines};
+use crate::call_trail::{Collected, Touched};
 use crate::path::VirtualPath;
 use crate::tools::ToolReply;
 
@@ -57,26 +60,39 @@ pub fn recovery_change(tool: &str, prefix: &str, paths: &[String], rolled_back: 
     }
 }
 
-/// The entry of a successful call of `tool`, or `None` when the tool changes nothing.
-/// `files`/`more_files`: the files of the call's trail; when it noted nothing (a directory removed or
-/// moved whole), the paths the arguments name stand in, without versions.
+/// The entry of a successful call of `tool`, or `None` when the tool changes nothing, built
+/// from the call's report (`changed`, see [`crate::call_trail`]) and its answer; the call's
+/// arguments are not read again. Its files are those the report noted with their versions; when
+/// it noted none, the files the answer lists (apply_patch), else the paths the call removed or
+/// moved whole (`touched`), else what the tool named as its scope (execute's directory, a
+/// commit's mount), without versions.
 pub fn change_of(
     tool: &str,
-    arguments: &Value,
     reply: &ToolReply,
-    mut files: Vec<FileChange>,
-    more_files: u64,
+    changed: Collected,
+    touched: &[Touched],
     origin: &Origin,
 ) -> Option<Change> {
     if !crate::tools::table::changes_files(tool) {
         return None;
     }
+    let Collected {
+        mut files,
+        more_files,
+        scope,
+        created,
+        command,
+        ..
+    } = changed;
     let structured = reply.structured.as_ref();
     if files.is_empty() {
         files = answered_paths(structured);
     }
     if files.is_empty() {
-        files = named_paths(tool, arguments);
+        files = unversioned(touched.iter().map(|t| &t.path));
+    }
+    if files.is_empty() {
+        files = unversioned(scope.iter());
     }
     let diff = structured
         .and_then(|s| s.get("diff"))
@@ -86,17 +102,11 @@ pub fn change_of(
         .and_then(|s| s.get("diff_truncated"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let created = structured
-        .and_then(|s| s.get("created"))
-        .and_then(Value::as_bool)
-        == Some(true);
-    let content = arguments.get("content").and_then(Value::as_str);
-    let (diff, diff_truncated, counts) = match (tool, created, content, files.first()) {
-        // A file write_file created: its content as added lines (the tool shows no diff).
-        ("write_file", true, Some(content), Some(file)) if diff.is_empty() => {
-            let (diff, cut) = creation_diff(&file.path, content);
-            let lines = content.lines().count() as u64;
-            (diff, cut, Some((lines, 0)))
+    let (diff, diff_truncated, counts) = match created {
+        // A file the call created, when its tool shows no diff (write_file): its content as
+        // added lines, as the change primitive made it.
+        Some(created) if diff.is_empty() && tool == "write_file" => {
+            (created.diff, created.cut, Some((created.lines, 0)))
         }
         _ => {
             let (diff, cut) = cap_diff(diff, cut_by_tool);
@@ -104,19 +114,10 @@ pub fn change_of(
         }
     };
     let (lines_added, lines_removed) = counts.unwrap_or_else(|| count_diff_lines(&diff));
-    let (command, exit_code) = if tool == "execute" {
-        (
-            arguments
-                .get("command")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            structured
-                .and_then(|s| s.get("exit_code"))
-                .and_then(Value::as_i64),
-        )
-    } else {
-        (None, None)
-    };
+    let exit_code = structured
+        .filter(|_| command.is_some())
+        .and_then(|s| s.get("exit_code"))
+        .and_then(Value::as_i64);
     Some(Change {
         time: SystemTime::now(),
         principal: origin.principal.clone(),
@@ -136,25 +137,16 @@ pub fn change_of(
     })
 }
 
-/// The unified diff of creating `path` with `content` (every line added), built only as far
-/// as the entry keeps it ([`super::MAX_DIFF_BYTES`]).
-fn creation_diff(path: &str, content: &str) -> (String, bool) {
-    let lines = content.lines().count();
-    let mut diff = format!("--- /dev/null\n+++ {path}\n@@ -0,0 +1,{lines} @@\n");
-    for line in content.lines() {
-        if diff.len() > super::MAX_DIFF_BYTES {
-            break;
-        }
-        diff.push('+');
-        diff.push_str(line);
-        diff.push('\n');
-    }
-    if !content.is_empty() && !content.ends_with('\n') && diff.len() <= super::MAX_DIFF_BYTES {
-        diff.push_str("\\ No newline at end of file\n");
-    }
-    let total = diff.len();
-    let (diff, cut) = cap_diff(&diff, false);
-    (diff, cut || total > super::MAX_DIFF_BYTES)
+/// `paths` as files of an entry without versions, at most [`MAX_FILES_PER_ENTRY`].
+fn unversioned<'p>(paths: impl Iterator<Item = &'p VirtualPath>) -> Vec<FileChange> {
+    paths
+        .take(MAX_FILES_PER_ENTRY)
+        .map(|path| FileChange {
+            path: path.as_str().to_owned(),
+            before: None,
+            after: None,
+        })
+        .collect()
 }
 
 /// Lines added and removed as the answer counts them: at its top level, or summed over its
@@ -201,40 +193,21 @@ fn answered_paths(structured: Option<&Value>) -> Vec<FileChange> {
         .collect()
 }
 
-/// The paths a call's arguments name (`file_path`; `source` and `destination`; an
-/// `execute`'s `cwd`, `/` by default), without versions.
-fn named_paths(tool: &str, arguments: &Value) -> Vec<FileChange> {
-    let fields: &[&str] = match tool {
-        "move" => &["source", "destination"],
-        "execute" => &["cwd"],
-        "commit" | "discard" => &["path"],
-        _ => &["file_path"],
-    };
-    let mut paths: Vec<FileChange> = fields
-        .iter()
-        .filter_map(|field| arguments.get(*field).and_then(Value::as_str))
-        .filter_map(|text| VirtualPath::parse(text).ok())
-        .map(|path| FileChange {
-            path: path.as_str().to_owned(),
-            before: None,
-            after: None,
-        })
-        .collect();
-    if paths.is_empty() && matches!(tool, "execute" | "commit" | "discard") {
-        paths.push(FileChange {
-            path: "/".to_owned(),
-            before: None,
-            after: None,
-        });
-    }
-    paths
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::backend::Version;
+    use crate::call_trail::CallTrail;
+
+    fn p(text: &str) -> VirtualPath {
+        VirtualPath::parse(text).unwrap()
+    }
+
+    fn v(text: &str) -> Version {
+        Version::from_raw(text)
+    }
 
     #[test]
     fn an_entry_reuses_the_answers_diff_and_counts() {
@@ -247,6 +220,8 @@ mod tests {
             image: None,
             file: None,
         };
+        let trail = CallTrail::new(true);
+        trail.note_file(&p("/a"), Some(&v("1")), Some(&v("2")));
         let files = vec![FileChange {
             path: "/a".into(),
             before: Some("1".into()),
@@ -256,14 +231,14 @@ mod tests {
             request_id: "5".into(),
             ..Origin::default()
         };
-        let change = change_of("edit_file", &json!({}), &reply, files.clone(), 0, &origin)
+        let change = change_of("edit_file", &reply, trail.take(), &[], &origin)
             .expect("edit_file is a change");
         assert_eq!(change.files, files);
         assert_eq!(change.summary, "Edited /a (1 occurrence).");
         assert_eq!((change.lines_added, change.lines_removed), (1, 1));
         assert!(change.diff.contains("-x\n+y"));
         assert_eq!(change.request_id, "5");
-        assert!(change_of("read_file", &json!({}), &reply, vec![], 0, &origin).is_none());
+        assert!(change_of("read_file", &reply, Collected::default(), &[], &origin).is_none());
     }
 
     #[test]
@@ -274,19 +249,34 @@ mod tests {
             image: None,
             file: None,
         };
-        let change = change_of(
-            "execute",
-            &json!({"command": "make test", "cwd": "/src"}),
-            &reply,
-            vec![],
-            0,
-            &Origin::default(),
-        )
-        .unwrap();
+        let trail = CallTrail::new(true);
+        trail.note_scope(&p("/src"));
+        trail.note_command("make test");
+        let change = change_of("execute", &reply, trail.take(), &[], &Origin::default()).unwrap();
         assert_eq!(change.command.as_deref(), Some("make test"));
         assert_eq!(change.exit_code, Some(3));
         assert_eq!(change.files[0].path, "/src");
         assert!(change.diff.is_empty());
+    }
+
+    #[test]
+    fn a_directory_removed_whole_is_named_by_the_paths_the_call_touched() {
+        let reply = ToolReply::text("Deleted /gone (directory).");
+        let touched = [Touched {
+            path: p("/gone"),
+            listing: true,
+        }];
+        let change = change_of(
+            "delete",
+            &reply,
+            Collected::default(),
+            &touched,
+            &Origin::default(),
+        )
+        .unwrap();
+        assert_eq!(change.files.len(), 1);
+        assert_eq!(change.files[0].path, "/gone");
+        assert_eq!(change.files[0].before, None);
     }
 
     #[test]
@@ -299,18 +289,17 @@ mod tests {
             image: None,
             file: None,
         };
-        let files = vec![FileChange {
-            path: "/n.txt".into(),
-            before: None,
-            after: Some("1".into()),
-        }];
-        let arguments = json!({"file_path": "/n.txt", "content": "a\nb"});
+        let created = |content: &str| {
+            let trail = CallTrail::new(true);
+            trail.note_file(&p("/n.txt"), None, Some(&v("1")));
+            trail.note_created(&p("/n.txt"), content);
+            trail.take()
+        };
         let change = change_of(
             "write_file",
-            &arguments,
             &reply,
-            files.clone(),
-            0,
+            created("a\nb"),
+            &[],
             &Origin::default(),
         )
         .unwrap();
@@ -320,13 +309,11 @@ mod tests {
         );
         assert_eq!((change.lines_added, change.lines_removed), (2, 0));
         let huge = "line\n".repeat(1_000_000);
-        let arguments = json!({"file_path": "/n.txt", "content": huge});
         let change = change_of(
             "write_file",
-            &arguments,
             &reply,
-            files,
-            0,
+            created(&huge),
+            &[],
             &Origin::default(),
         )
         .unwrap();

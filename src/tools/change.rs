@@ -22,7 +22,6 @@
 
 mod journaled;
 pub mod report;
-pub mod trail;
 
 use std::borrow::Cow;
 
@@ -277,6 +276,19 @@ impl<'a> Change<'a> {
     /// within the history's bounds ([`fits_undo`]), kept aside, or nothing (a file created).
     /// Returns whether the change can be undone.
     pub fn record(self, session: &Session, applied: Applied, seen_text: Option<&str>) -> bool {
+        if let (Before::Absent, Some(_), Some(trail)) =
+            (&self.before, &applied.version, session.trail())
+            && trail.keeps_diffs()
+        {
+            // A created file's diff (every line added), for the audit log: made once, here.
+            match (seen_text, &self.after) {
+                (Some(text), _) => trail.note_created(&self.path, text),
+                (None, After::Bytes(bytes)) => {
+                    trail.note_created(&self.path, &String::from_utf8_lossy(bytes));
+                }
+                (None, _) => {}
+            }
+        }
         let seen = match &applied.version {
             Some(version) => Seen::Version(version.clone(), seen_text),
             None => Seen::Gone,
@@ -437,7 +449,7 @@ pub fn record_move_undone(
 /// Records the removal of what was at `path` without a [`Change`] of a file: a symbolic link,
 /// an empty directory, or a directory removed whole once its files were (each recorded as its
 /// own change; anything `glob` does not show goes with it). The ledger forgets it and the call's
-/// trail announces it gone ([`trail`]); the audit log's entry names the files recorded, or the
+/// trail announces it gone ([`crate::call_trail`]); the audit log's entry names the files recorded, or the
 /// path the call named.
 pub fn record_removed(session: &Session, path: &VirtualPath) {
     record(session, path, None, Seen::Removed, History::Keep);
@@ -475,7 +487,7 @@ enum History {
 /// audit") hook in at this point, once, not in each tool.
 ///
 /// `before`: the file's version before the change (`None`: it was absent, or is not known for
-/// a move's destination). The call's [`trail`] learns each change here (the path with its
+/// a move's destination). The call's trail ([`crate::call_trail`]) learns each change here (the path with its
 /// versions before and after; a move as its source gone and its destination arrived): the audit
 /// log writes it once per tool call, when the call has succeeded, and the server announces its
 /// paths to the subscriptions (`resources/subscribe`, `subscriptions/listen`).
@@ -486,13 +498,15 @@ fn record(
     seen: Seen<'_>,
     history: History,
 ) -> bool {
-    match &seen {
-        Seen::Version(version, _) => trail::note_file(path, before, Some(version)),
-        Seen::Gone => trail::note_file(path, before, None),
-        Seen::Removed => trail::note_gone(path),
-        Seen::Moved { from, version } => {
-            trail::note_file(from, version.as_ref(), None);
-            trail::note_file(path, before, version.as_ref());
+    if let Some(trail) = session.trail() {
+        match &seen {
+            Seen::Version(version, _) => trail.note_file(path, before, Some(version)),
+            Seen::Gone => trail.note_file(path, before, None),
+            Seen::Removed => trail.note_gone(path),
+            Seen::Moved { from, version } => {
+                trail.note_file(from, version.as_ref(), None);
+                trail.note_file(path, before, version.as_ref());
+            }
         }
     }
     match seen {

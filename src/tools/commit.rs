@@ -27,6 +27,9 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.path)?;
+    if let Some(trail) = session.trail() {
+        trail.note_scope(&path);
+    }
     let reached = overlays_at(session, &path)?;
     // Every overlay is checked before any is written: a conflict anywhere writes nothing.
     let mut conflicts = Vec::new();

@@ -22,6 +22,9 @@ pub struct Args {
 /// Runs the tool.
 pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.path)?;
+    if let Some(trail) = session.trail() {
+        trail.note_scope(&path);
+    }
     let mut dropped = Vec::new();
     for reached in overlays_at(session, &path)? {
         let changes = reached

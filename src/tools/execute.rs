@@ -39,6 +39,13 @@ pub async fn run(
 ) -> Result<ToolReply, ToolError> {
     let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
     let cwd = working_dir(session, args.cwd.as_deref()).await?;
+    if let Some(trail) = session.trail() {
+        // What the audit log names: the directory asked for (the root by default), and the
+        // command line.
+        let named = args.cwd.as_deref().map(VirtualPath::parse).transpose()?;
+        trail.note_scope(&named.unwrap_or_else(VirtualPath::root));
+        trail.note_command(&args.command);
+    }
     let mounts: Vec<namespace::HostMount> = session
         .backend()
         .mounts()

@@ -333,6 +333,9 @@ pub struct CallContext {
     pub turn: Option<Arc<Turn>>,
     /// Who made the call, for the audit log.
     pub origin: crate::audit::Origin,
+    /// Where the call reports what it changed (see [`crate::call_trail`]); `None`: nobody reads
+    /// it, nothing is noted.
+    pub trail: Option<Arc<crate::call_trail::CallTrail>>,
 }
 
 pub use crate::progress::ProgressReporter;

@@ -185,7 +185,7 @@ pub async fn call_in(
     let held_before = session.memory.used();
     // One mount table for the whole call, even when the client's roots change meanwhile: the
     // call's handle of the session holds it.
-    let call = session.for_call();
+    let call = session.for_call().with_trail(context.trail.clone());
     let outcome = call_with(name, arguments, &call, context).await;
     // Freed memory (a delete, a discard, a commit of an in-memory layer) goes back to the
     // system, not only to the allocator's free lists, so the server's RSS follows the quota.
