@@ -296,7 +296,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match serving_runtime(cli.http.http.is_some()) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("mountfs: cannot start the async runtime: {error}");
@@ -561,6 +561,20 @@ fn audit_target(
         },
     };
     Ok((target != AuditTarget::Off).then_some(target))
+}
+
+/// The runtime a server runs on. Over HTTP, many clients: a worker thread per core. Over stdio,
+/// one client, most often at an agent's pace (a call, then the model thinks): one worker thread
+/// does the async work, so a call arriving at an idle server wakes that one thread; with more,
+/// every task spawned while one runs wakes another worker to steal it, which finds nothing
+/// and sleeps again (issue 31: twice the thread wake-ups per call). What is heavy — searches,
+/// file-system work beyond a small read, SQLite, commands — runs on the blocking pool either way.
+fn serving_runtime(http: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if !http {
+        builder.worker_threads(1);
+    }
+    builder.enable_all().build()
 }
 
 /// `mountfs log`: the audit log on stdout.
