@@ -39,7 +39,8 @@ pub fn split_lines(text: &str) -> Vec<&str> {
 /// characters is cut (at character boundaries, never inside a UTF-8 sequence) into chunks of that
 /// many characters: the first chunk is numbered `N`, the next ones `N.1`, `N.2`, …
 pub fn format_numbered<S: AsRef<str>>(lines: &[S], first_line_number: usize) -> String {
-    let mut out = String::new();
+    let bytes: usize = lines.iter().map(|line| line.as_ref().len()).sum();
+    let mut out = String::with_capacity(bytes.saturating_add(lines.len() * (LINE_NUMBER_WIDTH + 2)));
     for (offset, line) in lines.iter().enumerate() {
         let number = first_line_number.saturating_add(offset);
         push_rows(&mut out, line.as_ref(), number);
@@ -56,6 +57,17 @@ pub fn is_blank(lines: &[&str]) -> bool {
 
 /// Appends the row(s) of one source line, each preceded by `'\n'` unless `out` is empty.
 fn push_rows(out: &mut String, line: &str, number: usize) {
+    // A line of at most MAX_LINE_CHARS bytes has at most as many characters: one row, written
+    // without the formatting machinery (most lines of most files; read_file's cost per line).
+    if line.len() <= MAX_LINE_CHARS {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        push_padded_number(out, number);
+        out.push('\t');
+        out.push_str(line);
+        return;
+    }
     let mut rest = line;
     let mut continuation = 0usize;
     let width = LINE_NUMBER_WIDTH;
@@ -77,6 +89,26 @@ fn push_rows(out: &mut String, line: &str, number: usize) {
         rest = tail;
         continuation += 1;
     }
+}
+
+/// Appends `number` right-aligned to [`LINE_NUMBER_WIDTH`] columns, as `{number:>6}` would.
+fn push_padded_number(out: &mut String, mut number: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    let digits = &digits[start..];
+    for _ in digits.len()..LINE_NUMBER_WIDTH {
+        out.push(' ');
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(digits).unwrap_or_default());
 }
 
 /// Splits `s` after its first `chars` characters (or returns `(s, "")` when it is shorter).
@@ -126,6 +158,26 @@ fn skip_digits(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_row_writes_what_the_format_string_wrote() {
+        for number in [0, 1, 9, 10, 99_999, 999_999, 1_000_000, 123_456_789, usize::MAX] {
+            let mut out = String::new();
+            push_padded_number(&mut out, number);
+            assert_eq!(out, format!("{number:>6}"));
+        }
+        // At the edge of the fast path: 5,000 bytes is one row; 5,000 characters of two bytes
+        // each is one row too (the slow path), 5,001 characters two.
+        let ascii = "a".repeat(MAX_LINE_CHARS);
+        assert_eq!(format_numbered(&[&ascii], 7), format!("     7\t{ascii}"));
+        let wide = "é".repeat(MAX_LINE_CHARS);
+        assert_eq!(format_numbered(&[&wide], 7), format!("     7\t{wide}"));
+        let wider = "é".repeat(MAX_LINE_CHARS + 1);
+        assert_eq!(
+            format_numbered(&[&wider], 7),
+            format!("     7\t{wide}\n   7.1\té")
+        );
+    }
 
     #[test]
     fn split_lines_of_empty_text_is_empty() {
