@@ -118,6 +118,7 @@ fn parse_options() -> Option<Options> {
 /// searches and the `rg` runs.
 struct Budgets {
     small: Budget,
+    small_paced: Budget,
     small_concurrent: Budget,
     search: Budget,
     search_concurrent: Budget,
@@ -135,6 +136,7 @@ impl Budgets {
         };
         Self {
             small: budget(100, time(1.5)),
+            small_paced: budget(100, time(4.0)),
             small_concurrent: budget(IN_FLIGHT * 10, time(1.5)),
             search: budget(3, time(1.0)),
             search_concurrent: budget(IN_FLIGHT, time(1.0)),
@@ -144,10 +146,13 @@ impl Budgets {
     }
 }
 
-/// The measurements of one round, in order: (operation, requests in flight).
+/// The measurements of one round, in order: (operation, requests in flight; [`PACED`]: one at a
+/// time, [`PACE_GAP`] apart).
 const PLAN: &[(Op, usize)] = &[
+    (Op::Read, PACED),
     (Op::Read, 1),
     (Op::Read, IN_FLIGHT),
+    (Op::Ls, PACED),
     (Op::Ls, 1),
     (Op::Ls, IN_FLIGHT),
     (Op::Glob(Scope::Small), 1),
@@ -165,6 +170,14 @@ const PLAN: &[(Op, usize)] = &[
     (Op::GrepContent(Scope::All), 1),
     (Op::GrepRegex(Scope::All), 1),
 ];
+
+/// In [`PLAN`]: calls one at a time with a pause of [`PACE_GAP`] after each answer, as at an
+/// agent's pace (a call, then the model thinks): the server is idle, its threads asleep, when
+/// the next call arrives (issue 31).
+const PACED: usize = 0;
+
+/// The pause between paced calls: long enough for every server thread to go to sleep.
+const PACE_GAP: Duration = Duration::from_millis(2);
 
 /// The soft open-file limit of most Linux desktops (systemd's default), under which MCP clients
 /// usually start servers; the robustness check runs every server under it.
@@ -190,7 +203,8 @@ async fn robustness(servers: &[Server], root: &Path, table: &mut Table, ticks: u
             let Some(call) = server.call(op, root) else {
                 continue;
             };
-            let sample = measure::load(&process, &call, IN_FLIGHT, budget, ticks).await;
+            let sample =
+                measure::load(&process, &call, IN_FLIGHT, Duration::ZERO, budget, ticks).await;
             table.record_limited(&op.label(), server.name, DESKTOP_NOFILE, &sample);
         }
     }
@@ -379,6 +393,7 @@ async fn run(options: Options) {
         let mut any_peak: Vec<u64> = vec![0; live.len()];
         for &(op, in_flight) in PLAN {
             let budget = match (op, in_flight) {
+                (Op::Read | Op::Ls, PACED) => budgets.small_paced,
                 (Op::Read | Op::Ls, 1) => budgets.small,
                 (Op::Read | Op::Ls, _) => budgets.small_concurrent,
                 (
@@ -391,17 +406,21 @@ async fn run(options: Options) {
                 (_, 1) => budgets.search,
                 _ => budgets.search_concurrent,
             };
-            let mode = if in_flight == 1 {
-                "sequential".to_owned()
-            } else {
-                format!("{in_flight} in flight")
+            let mode = match in_flight {
+                PACED => format!("paced {} ms apart", PACE_GAP.as_millis()),
+                1 => "sequential".to_owned(),
+                _ => format!("{in_flight} in flight"),
+            };
+            let (in_flight, gap) = match in_flight {
+                PACED => (1, PACE_GAP),
+                n => (n, Duration::ZERO),
             };
             let label = format!("{}, {mode}", op.label());
             for (i, (server, process)) in live.iter().enumerate() {
                 let Some(call) = server.call(op, &root) else {
                     continue;
                 };
-                let sample = measure::load(process, &call, in_flight, budget, ticks).await;
+                let sample = measure::load(process, &call, in_flight, gap, budget, ticks).await;
                 if let Some(failure) = &sample.first_failure {
                     let failure: String = failure.chars().take(160).collect();
                     eprintln!(

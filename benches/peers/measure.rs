@@ -94,11 +94,14 @@ pub fn reset_peak_rss(pid: u32) {
     let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
 }
 
-/// Calls `call` on `server` with `in_flight` requests outstanding until `budget` is spent.
+/// Calls `call` on `server` with `in_flight` requests outstanding until `budget` is spent; each
+/// worker pauses `gap` after each answer (paced calls: the server idle between them; the
+/// pauses count in the elapsed time, not in the latencies).
 pub async fn load(
     server: &Arc<McpServer>,
     call: &Call,
     in_flight: usize,
+    gap: Duration,
     budget: Budget,
     ticks: u64,
 ) -> Sample {
@@ -129,6 +132,11 @@ pub async fn load(
                 if let Some(text) = failure {
                     seen.failures += 1;
                     seen.first_failure.get_or_insert(text);
+                }
+                if !gap.is_zero() {
+                    // A thread sleep, not the runtime's timer: the client's own wake-up stays
+                    // out of the way of the server's, on a runtime of one thread.
+                    std::thread::sleep(gap);
                 }
             }
         }));

@@ -318,6 +318,28 @@ impl Table {
                 }
             }
         }
+        // Issue 31: at an agent's pace (one call, then a pause) a call costs the server at most
+        // 1.2x what it costs pipelined, and a paced read at most 1/4 of the reference's paced.
+        for op in small {
+            let cpu = |mode: &str| self.value(&format!("{op}, {mode}: server CPU ms/call"), ours);
+            let ratio = cpu("paced 2 ms apart")
+                .zip(cpu("16 in flight"))
+                .map(|(paced, pipelined)| paced / pipelined);
+            lines.push(self.check(
+                &format!("{op}: server CPU paced / 16 in flight ≤ 1.2"),
+                ratio.map(|r| r <= 1.2),
+                ratio.map_or("–".to_owned(), |r| format!("{r:.2}")),
+            ));
+        }
+        if self.servers.contains(&"reference") {
+            lines.push(self.ratio_check(
+                "read_file 2 KiB, paced 2 ms apart: server CPU ms/call",
+                "reference",
+                ours,
+                0.25,
+                true,
+            ));
+        }
         let spawn = self.value("spawn → initialized, ms", ours);
         lines.push(self.check(
             "spawn → initialized ≤ 10 ms",
