@@ -40,7 +40,8 @@ pub fn split_lines(text: &str) -> Vec<&str> {
 /// many characters: the first chunk is numbered `N`, the next ones `N.1`, `N.2`, …
 pub fn format_numbered<S: AsRef<str>>(lines: &[S], first_line_number: usize) -> String {
     let bytes: usize = lines.iter().map(|line| line.as_ref().len()).sum();
-    let mut out = String::with_capacity(bytes.saturating_add(lines.len() * (LINE_NUMBER_WIDTH + 2)));
+    let mut out =
+        String::with_capacity(bytes.saturating_add(lines.len() * (LINE_NUMBER_WIDTH + 2)));
     for (offset, line) in lines.iter().enumerate() {
         let number = first_line_number.saturating_add(offset);
         push_rows(&mut out, line.as_ref(), number);
@@ -161,7 +162,17 @@ mod tests {
 
     #[test]
     fn the_fast_row_writes_what_the_format_string_wrote() {
-        for number in [0, 1, 9, 10, 99_999, 999_999, 1_000_000, 123_456_789, usize::MAX] {
+        for number in [
+            0,
+            1,
+            9,
+            10,
+            99_999,
+            999_999,
+            1_000_000,
+            123_456_789,
+            usize::MAX,
+        ] {
             let mut out = String::new();
             push_padded_number(&mut out, number);
             assert_eq!(out, format!("{number:>6}"));
