@@ -227,7 +227,9 @@ impl ChangeHub {
                     BackendSpec::Disk { dir, .. } => {
                         Source::Disk(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
                     }
-                    BackendSpec::Sqlite { .. } => Source::Sqlite,
+                    // Like SQLite: changes come from this process's tools only (a shell mount's
+                    // target is not watched; issue 27).
+                    BackendSpec::Sqlite { .. } | BackendSpec::Shell { .. } => Source::Sqlite,
                     BackendSpec::Postgres { url, namespace } => Source::Postgres {
                         url: url.clone(),
                         namespace: namespace.clone(),

@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore][,overlay[=sqlite:FILE]]
-//! SPEC  = memory | disk:DIR | store:sqlite:FILE | store:postgres:URL
+//! SPEC  = memory | disk:DIR | store:sqlite:FILE | store:postgres:URL | shell:NAME:DIR
 //! ```
+//! A `shell:NAME:DIR` mount names a sandbox given by `--shell NAME=COMMAND` ([`parse_shell`],
+//! [`attach_shells`]): COMMAND is split as a POSIX shell splits words, nothing expanded.
 //! Prefixes are normalised to `/x/` form; two mounts at one prefix is an error. Building the
 //! backends from specs is `mounts.rs`'s job; this module only parses.
 
@@ -21,6 +23,9 @@ mount grammar: --mount PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore][,overlay[=s
     disk:DIR                a real directory (DIR relative to the working directory)
     store:sqlite:FILE       files persisted in an embedded SQLite database
     store:postgres:URL      files persisted in PostgreSQL (shared by many servers)
+    shell:NAME:DIR          the absolute directory DIR inside a container or remote machine,
+                            reached through one long-lived sh started by --shell NAME=COMMAND
+                            (e.g. --shell dev='ssh -T dev@host sh' --mount /dev/=shell:dev:/srv/app)
   options: ro (read-only), namespace=NAME (stores only), no-ignore (disk: ignore .gitignore),
     overlay (disk: changes go to a per-workspace layer, reviewed with changes/commit/discard;
     overlay=sqlite:FILE keeps the layers in FILE across restarts)
@@ -57,6 +62,15 @@ pub enum BackendSpec {
         file: PathBuf,
         /// The namespace inside the store.
         namespace: String,
+    },
+    /// A directory inside a target reached through a long-lived POSIX `sh` (issue 27).
+    Shell {
+        /// The name of the `--shell NAME=COMMAND` that reaches the target.
+        name: String,
+        /// The absolute directory in the target.
+        dir: String,
+        /// The command's words, filled in from `--shell` by [`attach_shells`] (empty until then).
+        command: Vec<String>,
     },
     /// A PostgreSQL store.
     Postgres {
@@ -206,6 +220,30 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
         }
+    } else if let Some(rest) = body.strip_prefix("shell:") {
+        let Some((name, dir)) = rest.split_once(':') else {
+            return Err(fail(
+                "shell: needs NAME:DIR, e.g. shell:dev:/srv/app (with --shell dev='ssh -T dev@host sh')",
+            ));
+        };
+        if !valid_shell_name(name) {
+            return Err(fail(&format!(
+                "shell name '{name}' is not valid: use 1-64 letters, digits, '_', '-' or '.'"
+            )));
+        }
+        if !dir.starts_with('/') {
+            return Err(fail(&format!(
+                "shell:{name}: DIR must be an absolute directory in the target, e.g. /srv/app (got '{dir}')"
+            )));
+        }
+        if dir.contains('\n') || dir.contains('\0') {
+            return Err(fail("shell: DIR may not contain a newline or NUL"));
+        }
+        BackendSpec::Shell {
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+            command: Vec::new(),
+        }
     } else if let Some(url) = body.strip_prefix("store:postgres:") {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(fail(
@@ -245,6 +283,90 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
         backend,
         read_only,
     })
+}
+
+/// Whether a `--shell` name is acceptable: the same rule as a namespace.
+pub fn valid_shell_name(name: &str) -> bool {
+    valid_namespace(name)
+}
+
+/// A `--shell NAME=COMMAND` that could not be parsed or used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "invalid --shell '{text}': {reason}\n  grammar: --shell NAME=COMMAND, COMMAND starting a POSIX sh that reads commands on its standard input in the target, e.g. --shell dev='ssh -T dev@host sh', --shell ci='docker exec -i runner sh', --shell pod='kubectl exec -i web-0 -- sh', --shell local=sh"
+)]
+pub struct ShellError {
+    /// The text as given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// One `--shell NAME=COMMAND`: the name and the command's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellDef {
+    /// The name mounts use (`shell:NAME:DIR`).
+    pub name: String,
+    /// The program and its arguments, split as a POSIX shell would, nothing expanded.
+    pub command: Vec<String>,
+}
+
+/// Parses one `--shell NAME=COMMAND`.
+pub fn parse_shell(text: &str) -> Result<ShellDef, ShellError> {
+    let fail = |reason: String| ShellError {
+        text: text.to_owned(),
+        reason,
+    };
+    let (name, command) = text
+        .split_once('=')
+        .ok_or_else(|| fail("expected NAME=COMMAND (no '=' found)".to_owned()))?;
+    if !valid_shell_name(name) {
+        return Err(fail(format!(
+            "the name '{name}' is not valid: use 1-64 letters, digits, '_', '-' or '.'"
+        )));
+    }
+    let words = crate::text::shell_words::split(command).map_err(|e| fail(e.to_string()))?;
+    if words.is_empty() {
+        return Err(fail("the command is empty".to_owned()));
+    }
+    Ok(ShellDef {
+        name: name.to_owned(),
+        command: words,
+    })
+}
+
+/// Fills the command of every `shell:NAME:DIR` mount in `specs` from the `--shell` texts,
+/// refusing a name given twice and a mount naming a shell nobody gave.
+pub fn attach_shells<S: AsRef<str>>(
+    specs: &mut [MountSpec],
+    shells: &[S],
+) -> Result<(), ShellError> {
+    let mut defs: Vec<ShellDef> = Vec::new();
+    for text in shells {
+        let def = parse_shell(text.as_ref())?;
+        if defs.iter().any(|d| d.name == def.name) {
+            return Err(ShellError {
+                text: text.as_ref().to_owned(),
+                reason: format!("the name '{}' is given twice", def.name),
+            });
+        }
+        defs.push(def);
+    }
+    for spec in specs.iter_mut() {
+        let prefix = spec.display_prefix();
+        if let BackendSpec::Shell { name, command, .. } = &mut spec.backend {
+            let Some(def) = defs.iter().find(|d| d.name == *name) else {
+                return Err(ShellError {
+                    text: format!("{prefix}=shell:{name}:…"),
+                    reason: format!(
+                        "no --shell {name}=COMMAND was given; add one saying how to reach the target"
+                    ),
+                });
+            };
+            command.clone_from(&def.command);
+        }
+    }
+    Ok(())
 }
 
 /// Parses a whole table, refusing two mounts at one prefix.
@@ -331,6 +453,10 @@ mod tests {
             "/x=memory,namespace=a",
             "/x=memory,overlay",
             "/x=disk:.,overlay=postgres:x",
+            "/x=shell:dev",
+            "/x=shell:dev:relative/dir",
+            "/x=shell:bad name:/srv",
+            "/x=shell:dev:/srv,namespace=a",
             "/x=disk:.,overlay,ro",
             "/x=store:sqlite:f,namespace=bad name",
             "/a/../b=memory",
@@ -341,6 +467,37 @@ mod tests {
                 "{err}"
             );
             assert!(err.contains("mount grammar: --mount PREFIX=SPEC"), "{err}");
+        }
+    }
+
+    #[test]
+    fn shell_mounts_take_their_command_from_the_named_shell() {
+        let mut specs = parse_table(&["/dev/=shell:dev:/srv/my app,ro"]).unwrap();
+        assert!(specs[0].read_only);
+        attach_shells(&mut specs, &["dev=ssh -T 'dev@host' sh"]).unwrap();
+        assert_eq!(
+            specs[0].backend,
+            BackendSpec::Shell {
+                name: "dev".into(),
+                dir: "/srv/my app".into(),
+                command: vec!["ssh".into(), "-T".into(), "dev@host".into(), "sh".into()],
+            }
+        );
+        let mut specs = parse_table(&["/d/=shell:nobody:/srv"]).unwrap();
+        let err = attach_shells(&mut specs, &["dev=sh"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no --shell nobody=COMMAND was given"), "{err}");
+        let err = attach_shells(&mut [], &["a=sh", "a=bash"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("given twice"), "{err}");
+        for bad in ["nameless", "=sh", "x=", "x='sh", "bad name=sh"] {
+            let err = parse_shell(bad).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("invalid --shell '{bad}': ")),
+                "{err}"
+            );
         }
     }
 

@@ -67,6 +67,13 @@ struct Cli {
     /// A mount, PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore]; repeatable.
     #[arg(long = "mount", value_name = "PREFIX=SPEC", global = true)]
     mounts: Vec<String>,
+    /// How to reach a sandbox for shell:NAME:DIR mounts: NAME=COMMAND, COMMAND split into words
+    /// as a POSIX shell would (quotes, backslashes; nothing expanded) and run directly; it must
+    /// start a POSIX sh reading commands on its standard input in the target, e.g.
+    /// dev='ssh -T dev@host sh', ci='docker exec -i runner sh', pod='kubectl exec -i web-0 -- sh'.
+    /// Repeatable.
+    #[arg(long = "shell", value_name = "NAME=COMMAND", global = true)]
+    shells: Vec<String>,
 
     /// Add a final newline to text files written without one.
     #[arg(long, global = true)]
@@ -289,13 +296,17 @@ fn main() -> ExitCode {
     } else {
         cli.mounts
     };
-    let specs = match config::parse_table(&texts) {
+    let mut specs = match config::parse_table(&texts) {
         Ok(specs) => specs,
         Err(error) => {
             eprintln!("mountfs: {error}");
             return ExitCode::from(2);
         }
     };
+    if let Err(error) = config::attach_shells(&mut specs, &cli.shells) {
+        eprintln!("mountfs: {error}");
+        return ExitCode::from(2);
+    }
     let runtime = match serving_runtime(cli.http.http.is_some()) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -416,13 +427,17 @@ fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode
     } else {
         cli.mounts.clone()
     };
-    let specs = match config::parse_table(&texts) {
+    let mut specs = match config::parse_table(&texts) {
         Ok(specs) => specs,
         Err(error) => {
             println!("FAIL  mount table: {error}");
             return ExitCode::FAILURE;
         }
     };
+    if let Err(error) = config::attach_shells(&mut specs, &cli.shells) {
+        println!("FAIL  mount table: {error}");
+        return ExitCode::FAILURE;
+    }
     println!("ok    mount table: {} mount(s)", specs.len());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use crate::backend::{
     Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, OverlayBackend,
-    StoreBackend,
+    ShellBackend, StoreBackend,
 };
 use crate::changes::ChangeHub;
 use crate::config::{BackendSpec, MountSpec, OverlaySpec, display_prefix};
@@ -220,6 +220,16 @@ impl MountTable {
                             });
                         }
                     }
+                }
+                BackendSpec::Shell { name, dir, command } => {
+                    // Started now, as a store is connected now: a target that cannot be
+                    // reached stops start-up with the reason, not the first tool call.
+                    let backend = ShellBackend::new(name, command.clone(), dir);
+                    backend.probe().await.map_err(|reason| OpenError {
+                        prefix: spec.display_prefix(),
+                        reason,
+                    })?;
+                    Opened::Shared(Arc::new(backend))
                 }
                 BackendSpec::Sqlite { .. } | BackendSpec::Postgres { .. } => {
                     let backend =
@@ -522,5 +532,6 @@ fn kind(spec: &BackendSpec) -> &'static str {
         } => "disk, overlay (changes kept per workspace in SQLite until commit)",
         BackendSpec::Sqlite { .. } => "SQLite store",
         BackendSpec::Postgres { .. } => "PostgreSQL store",
+        BackendSpec::Shell { .. } => "shell (a directory in a target reached through sh)",
     }
 }

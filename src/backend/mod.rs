@@ -21,6 +21,7 @@ pub mod disk;
 mod ignore_rules;
 pub mod memory;
 pub mod overlay;
+pub mod shell;
 pub mod store;
 mod whole_file;
 
@@ -39,6 +40,7 @@ pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use disk::{DiskBackend, DiskOptions};
 pub use memory::MemoryBackend;
 pub use overlay::OverlayBackend;
+pub use shell::ShellBackend;
 pub use store::StoreBackend;
 // The query side of the trait's `glob` and `grep` lives in `search` (issue 16).
 pub use crate::search::{

@@ -114,6 +114,9 @@ async fn check_mount(spec: &MountSpec) -> Item {
         BackendSpec::Sqlite { file, namespace } => check_sqlite_file(file, !spec.read_only)
             .await
             .map(|found| format!("{found}, namespace {namespace}")),
+        BackendSpec::Shell { name, dir, command } => {
+            check_shell(name, dir, command, spec.read_only).await
+        }
         BackendSpec::Postgres { url, namespace } => match PostgresStore::connect(url).await {
             Ok(_) => Ok(format!("PostgreSQL answers, namespace {namespace}")),
             Err(error) => Err(format!(
@@ -122,6 +125,48 @@ async fn check_mount(spec: &MountSpec) -> Item {
         },
     };
     Item { what, outcome }
+}
+
+/// A shell mount: its command started and the directory entered as a start does, and the
+/// directory writable by the target's user unless `,ro`.
+async fn check_shell(
+    name: &str,
+    dir: &str,
+    command: &[String],
+    read_only: bool,
+) -> Result<String, String> {
+    let backend = crate::backend::ShellBackend::new(name, command.to_vec(), dir);
+    let probe = backend.probe().await.map_err(|error| {
+        format!(
+            "{error}. Check that `{}` starts a POSIX sh reading commands on its standard input, and that {dir} exists in the target",
+            command.join(" ")
+        )
+    })?;
+    let tools = format!(
+        "{}{}",
+        if probe.rg { "rg" } else { "grep" },
+        if probe.stat {
+            ", stat -c"
+        } else {
+            ", no stat -c (no times in listings)"
+        }
+    );
+    if read_only {
+        return Ok(format!(
+            "shell {name}: {} reachable, read-only as declared ({tools})",
+            probe.root
+        ));
+    }
+    if !probe.writable {
+        return Err(format!(
+            "shell {name}: {} is mounted writable but the target's user cannot write it. Give that user write permission, or add ,ro to the mount",
+            probe.root
+        ));
+    }
+    Ok(format!(
+        "shell {name}: {} reachable, writable ({tools})",
+        probe.root
+    ))
 }
 
 /// A disk mount's directory: opened as a start opens it (without resolving a crash's journal,

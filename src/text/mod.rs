@@ -20,6 +20,8 @@
 //! - [`line_endings`]: detecting and restoring CRLF and the UTF-8 BOM around an edit.
 //! - [`patch`]: parsing unified diffs and applying their hunks (`apply_patch`).
 //! - [`language`]: the programming language a file name suggests (`file_info`).
+//! - [`shell_words`]: a command line split into words as a POSIX shell would, nothing expanded
+//!   (`--shell NAME=COMMAND`).
 
 pub mod diff;
 pub mod encoding;
@@ -30,4 +32,5 @@ pub mod numbered;
 pub mod patch;
 pub mod quotes;
 pub mod replace;
+pub mod shell_words;
 pub mod truncate;

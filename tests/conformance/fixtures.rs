@@ -220,3 +220,48 @@ impl Drop for EmptyOnDrop {
         }
     }
 }
+
+/// A shell mount over a local `sh` (issue 27).
+pub async fn shell() -> Option<Fixture> {
+    let target = crate::support::shells::local();
+    Some(shell_fixture(target))
+}
+
+/// A shell mount over busybox's `sh` with only busybox applets on its PATH (skipped without
+/// busybox).
+pub async fn shell_busybox() -> Option<Fixture> {
+    let target = crate::support::shells::busybox("busybox shell conformance case")?;
+    Some(shell_fixture(target))
+}
+
+/// A shell mount over a real OpenSSH server on 127.0.0.1 (skipped without sshd).
+pub async fn shell_ssh() -> Option<Fixture> {
+    let target = crate::support::shells::ssh("ssh shell conformance case")?;
+    Some(shell_fixture(target))
+}
+
+/// A shell mount at `/work` beside memory at `/` and another shell mount at `/workshop`.
+pub async fn composite_shell() -> Option<Fixture> {
+    let work = crate::support::shells::local();
+    let workshop = crate::support::shells::local();
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        mount("/work", work.backend(), false),
+        mount("/workshop", workshop.backend(), false),
+    ]);
+    Some(Fixture {
+        backend: Arc::new(composite),
+        base: VirtualPath::parse("/work").expect("base"),
+        caps: EXPLICIT,
+        _guard: Some(Box::new((work, workshop))),
+    })
+}
+
+fn shell_fixture(target: crate::support::shells::Target) -> Fixture {
+    Fixture {
+        backend: target.backend(),
+        base: VirtualPath::root(),
+        caps: EXPLICIT,
+        _guard: Some(Box::new(target)),
+    }
+}

@@ -136,3 +136,7 @@ conformance!(disk);
 conformance!(composite_disk);
 conformance!(overlay);
 conformance!(overlay_sqlite);
+conformance!(shell);
+conformance!(shell_busybox);
+conformance!(shell_ssh);
+conformance!(composite_shell);

@@ -1,0 +1,912 @@
+//! `ShellBackend`: a directory inside a container, a CI runner, a pod or a remote machine,
+//! served through long-lived POSIX `sh` processes started by a command such as
+//! `ssh -T dev@host sh` or `docker exec -i runner sh` (issue 27, CONTRACT §3 "shell").
+//!
+//! Every operation is one call of a shell function defined when the connection opened
+//! (`script`), over one of a few connections (`conn`); paths, contents, patterns and versions
+//! travel on the shell's standard input, never on a command line. This file turns the trait's
+//! calls into frames and the answers back into entries, views and errors.
+//!
+//! The contract is the disk mount's:
+//! - **No way out.** Every path is resolved on the target with `cd -P` into its parent and
+//!   `$PWD` compared with the mount's physical directory; a last component that is a symlink
+//!   is followed with `readlink -f` and checked the same way (refused when the target has no
+//!   `readlink -f`); new parents are made one component at a time, each checked. What a shell
+//!   cannot close is the race between that check and the use (another process on the target
+//!   swapping a directory for a symlink in between): the target's own user rights are the
+//!   limit, as for any program run there (docs/mounts.md).
+//! - **Atomic writes.** A write goes to a temporary file in the file's own directory
+//!   (`.mountfs-tmp.*`, hidden from listings) and is renamed over the file; the version check
+//!   of a conditional write runs in the same script, just before the rename. A create-only
+//!   write is a hard link, which fails if anything appeared there.
+//! - **Versions** are the disk mount's: the SHA-256 of the content (its first 16 bytes in
+//!   hex) for a file of at most 8 MiB, computed here from the bytes read or written and on the
+//!   target by `sha256sum` for a check; for a bigger file a hash of `dev:ino:size:mtime:ctime`,
+//!   so a window of a 64 MiB file never reads the whole file.
+//! - **Searches run on the target.** `glob` lists files with one `find`; `grep` asks the
+//!   target's `rg` (same syntax) or `grep -F` (a literal the pattern requires, see
+//!   `prefilter`) which files may match, reads only those back and confirms them with the
+//!   crate's matcher, so its answers are exactly a disk mount's.
+//! - **Big files** (over 8 MiB) are read in windows by `sed` on the target; smaller ones are read
+//!   whole, as the disk mount reads them.
+//!
+//! Not kept: undo of a delete or an overwrite of a file too big to hold in memory (no aside
+//! content), the crash journal of multi-file changes (changes are made one file at a time),
+//! `.gitignore` rules (only `.git/` is skipped), times of creation.
+
+mod conn;
+mod prefilter;
+mod script;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use self::conn::{CallError, Pool, Reply};
+use self::prefilter::Plan;
+use self::script::{Frame, status};
+use super::whole_file::{grep_file, view_of_bytes};
+use super::{
+    AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, DeleteOptions, Entry, EntryKind,
+    Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults, JournalRole,
+    LineWindow, PlannedFile, RenameOptions, Renamed, Result, TextWindow, Version, WriteMode,
+    WriteOutcome,
+};
+use crate::content;
+use crate::path::VirtualPath;
+use crate::text::encoding::FileEncoding;
+
+/// Largest file whose version is its content hash (the disk mount's limit); bigger files are
+/// also the ones read in windows on the target.
+const HASHED_SIZE_LIMIT: u64 = 8 * 1024 * 1024;
+
+/// Name prefix of the temporary files of writes in flight (hidden from every answer).
+const TEMP_PREFIX: &str = ".mountfs-tmp.";
+
+/// A directory in a target reached through a shell (see the module doc).
+#[derive(Debug)]
+pub struct ShellBackend {
+    /// The `--shell` name, for messages.
+    name: String,
+    pool: Pool,
+    /// Changes of one path from this server run one at a time: the version check and the
+    /// rename run in one script on the target, but two scripts of two connections could
+    /// interleave between them (module doc). Paths share [`LOCK_STRIPES`] locks by hash.
+    locks: Vec<tokio::sync::Mutex<()>>,
+}
+
+/// How many locks the changes of a shell mount's paths share.
+const LOCK_STRIPES: usize = 32;
+
+/// What `mountfs check` reports of a shell mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellProbe {
+    /// The mount's directory as the target resolves it.
+    pub root: String,
+    /// Whether the target user may write in it.
+    pub writable: bool,
+    /// Whether searches use the target's `rg`.
+    pub rg: bool,
+    /// Whether listings have times and modes (`stat -c` on the target).
+    pub stat: bool,
+}
+
+/// One `stat -c '%f %s %Y %Z %i %d'` line: raw mode (hex), size, mtime, ctime, inode, device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Meta {
+    mode: u32,
+    size: u64,
+    mtime: i64,
+    ctime: i64,
+    ino: u64,
+    dev: u64,
+}
+
+impl Meta {
+    fn parse(line: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(line).ok()?;
+        let mut fields = text.split_whitespace();
+        let mode = u32::from_str_radix(fields.next()?, 16).ok()?;
+        let size = fields.next()?.parse().ok()?;
+        let mtime = fields.next()?.parse().ok()?;
+        let ctime = fields.next()?.parse().ok()?;
+        let ino = fields.next()?.parse().ok()?;
+        let dev = fields.next()?.parse().ok()?;
+        Some(Self {
+            mode,
+            size,
+            mtime,
+            ctime,
+            ino,
+            dev,
+        })
+    }
+
+    fn kind(&self) -> Option<EntryKind> {
+        match self.mode & 0xF000 {
+            0x4000 => Some(EntryKind::Directory),
+            0x8000 => Some(EntryKind::File),
+            _ => None,
+        }
+    }
+
+    fn modified(&self) -> Option<SystemTime> {
+        let seconds = u64::try_from(self.mtime).ok().filter(|s| *s > 0)?;
+        UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+    }
+
+    /// The version of a file over [`HASHED_SIZE_LIMIT`]: what the script's `vr` prints.
+    fn identity_version(&self) -> Version {
+        let stamp = format!(
+            "{}:{}:{}:{}:{}",
+            self.dev, self.ino, self.size, self.mtime, self.ctime
+        );
+        let digest = Sha256::digest(stamp.as_bytes());
+        Version::from_raw(format!("i{}", hex::encode(&digest[..16])))
+    }
+
+    fn entry(&self, path: VirtualPath) -> Option<Entry> {
+        let kind = self.kind()?;
+        Some(Entry {
+            path,
+            kind,
+            size: if kind == EntryKind::File {
+                self.size
+            } else {
+                0
+            },
+            modified: self.modified(),
+            created: None,
+        })
+    }
+}
+
+/// The version of `content`, whose file has `meta` when it is too big to hash.
+fn version_of(content: &[u8], meta: Option<&Meta>) -> Version {
+    match meta {
+        Some(meta) if content.len() as u64 > HASHED_SIZE_LIMIT => meta.identity_version(),
+        _ => Version::of_content(content),
+    }
+}
+
+/// The path as the script takes it: relative to the mount's directory, `""` for the root.
+fn relative(path: &VirtualPath) -> &str {
+    path.as_str().trim_start_matches('/')
+}
+
+/// Names never shown: the version-control directory and writes in flight.
+fn hidden(name: &str) -> bool {
+    name == ".git" || name.starts_with(TEMP_PREFIX)
+}
+
+fn trimmed(bytes: &[u8]) -> &[u8] {
+    bytes.trim_ascii()
+}
+
+/// Pairs the NUL-separated `names` with the `metas` lines of one listing batch; `None` when
+/// their counts differ.
+fn pair_batch<'a>(names: &'a [u8], metas: &'a [u8]) -> Option<Vec<(&'a [u8], Option<Meta>)>> {
+    let names: Vec<&[u8]> = names.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
+    let lines: Vec<&[u8]> = metas
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    if names.len() != lines.len() {
+        return None;
+    }
+    Some(
+        names
+            .into_iter()
+            .zip(lines)
+            .map(|(name, line)| (name, Meta::parse(line)))
+            .collect(),
+    )
+}
+
+impl ShellBackend {
+    /// A mount of the absolute directory `dir` of the target that `command` reaches (the
+    /// `--shell` named `name`). Nothing is started until the first call or [`Self::probe`].
+    pub fn new(name: &str, command: Vec<String>, dir: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            pool: Pool::new(command, dir),
+            locks: (0..LOCK_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+        }
+    }
+
+    fn stripe(path: &VirtualPath) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        path.as_str().hash(&mut hasher);
+        (hasher.finish() % LOCK_STRIPES as u64) as usize
+    }
+
+    /// Holds the lock of `path` (see `locks`).
+    async fn lock(&self, path: &VirtualPath) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        Some(self.locks.get(Self::stripe(path))?.lock().await)
+    }
+
+    /// Holds the locks of two paths, in stripe order (no deadlock between two renames).
+    async fn lock_two(
+        &self,
+        a: &VirtualPath,
+        b: &VirtualPath,
+    ) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+        let mut stripes = vec![Self::stripe(a), Self::stripe(b)];
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut guards = Vec::new();
+        for stripe in stripes {
+            if let Some(lock) = self.locks.get(stripe) {
+                guards.push(lock.lock().await);
+            }
+        }
+        guards
+    }
+
+    /// Opens a connection now and reports what the target offers (start-up, `mountfs check`).
+    pub async fn probe(&self) -> std::result::Result<ShellProbe, String> {
+        self.pool.warm().await.map_err(|e| e.to_string())?;
+        let reply = self
+            .pool
+            .call(Frame::call("wt"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let (caps, root) = self.pool.caps().unwrap_or_default();
+        Ok(ShellProbe {
+            root,
+            writable: trimmed(&reply.stdout) == b"1",
+            rg: caps.rg,
+            stat: caps.stat,
+        })
+    }
+
+    async fn call(&self, frame: Frame) -> Result<Reply> {
+        self.pool.call(frame).await.map_err(|error| {
+            let message = match error {
+                CallError::Start { .. } => format!("shell '{}': {error}", self.name),
+                CallError::Broken { .. } => format!("shell '{}': {error}", self.name),
+            };
+            Error::Unavailable { message }
+        })
+    }
+
+    /// The error a failed call means for `path`.
+    fn failure(&self, path: &VirtualPath, reply: &Reply) -> Error {
+        let path = path.clone();
+        match reply.status {
+            status::NOT_FOUND => Error::NotFound { path },
+            status::IS_A_DIRECTORY => Error::IsADirectory { path },
+            status::NOT_A_DIRECTORY => Error::NotADirectory { path },
+            status::ALREADY_EXISTS => Error::AlreadyExists { path },
+            status::VERSION_MISMATCH => Error::VersionMismatch { path },
+            status::OUTSIDE => Error::OutsideMount { path },
+            status::NOT_EMPTY => Error::DirectoryNotEmpty { path },
+            status::MOUNT_ROOT => Error::MountRoot { path },
+            status::UNSUPPORTED => Error::Unsupported {
+                path,
+                reason: "not a regular file nor a directory (a FIFO, a device or a socket); shell mounts read and write regular files only".to_owned(),
+            },
+            other => {
+                let mut said = String::from_utf8_lossy(trimmed(&reply.stderr)).into_owned();
+                // Answers speak virtual paths: the target's directory is not shown.
+                if let Some((_, root)) = self.pool.caps()
+                    && !root.is_empty()
+                    && root != "/"
+                {
+                    said = said.replace(&root, "");
+                }
+                let said: String = said.chars().take(500).collect();
+                Error::Io {
+                    path,
+                    message: format!(
+                        "the command on the target failed (status {other}){}",
+                        if said.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {said}")
+                        }
+                    ),
+                }
+            }
+        }
+    }
+
+    fn malformed(&self, path: &VirtualPath, what: &str) -> Error {
+        Error::Io {
+            path: path.clone(),
+            message: format!(
+                "the target's answer to {what} could not be read (shell '{}'); retry",
+                self.name
+            ),
+        }
+    }
+
+    async fn meta(&self, path: &VirtualPath) -> Result<Option<Meta>> {
+        let reply = self.call(Frame::call("st").path(relative(path))).await?;
+        match reply.status {
+            0 => Ok(Some(
+                Meta::parse(trimmed(&reply.stdout)).ok_or_else(|| self.malformed(path, "stat"))?,
+            )),
+            status::NOT_FOUND => Ok(None),
+            _ => Err(self.failure(path, &reply)),
+        }
+    }
+
+    /// The entries of one listing batch under `dir` (names relative to it, maybe `./`-led).
+    fn batch_entries(
+        &self,
+        dir: &VirtualPath,
+        names: &[u8],
+        metas: &[u8],
+        out: &mut Vec<Entry>,
+    ) -> Result<()> {
+        let pairs = pair_batch(names, metas).ok_or_else(|| Error::Io {
+            path: dir.clone(),
+            message: "the directory changed while it was listed; retry".to_owned(),
+        })?;
+        for (name, meta) in pairs {
+            let Ok(name) = std::str::from_utf8(name) else {
+                // A name that is not UTF-8 has no virtual path.
+                continue;
+            };
+            let name = name.strip_prefix("./").unwrap_or(name);
+            if name.split('/').any(hidden) {
+                continue;
+            }
+            let (Some(meta), Ok(path)) = (meta, dir.join_relative(name)) else {
+                continue;
+            };
+            if let Some(entry) = meta.entry(path) {
+                out.push(entry);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every file below `dir` (or `dir` itself when it is a file), with `.git/` skipped.
+    async fn files_under(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        let reply = self.call(Frame::call("gl").path(relative(dir))).await?;
+        match reply.status {
+            0 => {}
+            status::NOT_FOUND => return Ok(Vec::new()),
+            _ => return Err(self.failure(dir, &reply)),
+        }
+        let mut out = Vec::new();
+        if let Some(rest) = reply.stdout.strip_prefix(b"F\n") {
+            if let Some(entry) = Meta::parse(trimmed(rest)).and_then(|m| m.entry(dir.clone())) {
+                out.push(entry);
+            }
+            return Ok(out);
+        }
+        let parts = reply.parts(usize::MAX);
+        let Some((first, rest)) = parts.split_first() else {
+            return Ok(out);
+        };
+        let first = first.strip_prefix(b"D\n").unwrap_or(first);
+        let mut blocks = std::iter::once(first).chain(rest.iter().copied());
+        while let (Some(names), Some(metas)) = (blocks.next(), blocks.next()) {
+            self.batch_entries(dir, names, metas, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// The files of `dir` that the target's search tool says may match (see `prefilter`);
+    /// `None` when nothing narrows the search.
+    async fn candidates(&self, query: &GrepQuery) -> Result<Option<Vec<VirtualPath>>> {
+        let rg = self.pool.caps().is_some_and(|(caps, _)| caps.rg);
+        let (pattern, flags, tool) = match prefilter::plan(&query.pattern, rg) {
+            Plan::Everything => return Ok(None),
+            Plan::Rg {
+                pattern,
+                literal,
+                case_insensitive,
+            } => (pattern, flags(literal, case_insensitive), "r"),
+            Plan::Grep {
+                literal,
+                case_insensitive,
+            } => (literal, flags(true, case_insensitive), "g"),
+        };
+        let mut payload = pattern.into_bytes();
+        payload.push(b'\n');
+        let frame = Frame::call("gp")
+            .path(relative(&query.dir))
+            .arg(payload.len())
+            .arg(flags)
+            .arg(tool)
+            .raw(&payload);
+        let reply = self.call(frame).await?;
+        match reply.status {
+            0 => {}
+            status::NOT_FOUND => return Ok(Some(Vec::new())),
+            _ => return Err(self.failure(&query.dir, &reply)),
+        }
+        let parts = reply.parts(2);
+        let mut names: Vec<&[u8]> = Vec::new();
+        if tool == "r" {
+            names.extend(parts[0].split(|b| *b == 0));
+        } else {
+            names.extend(parts[0].split(|b| *b == b'\n'));
+            if let Some(with_newlines) = parts.get(1) {
+                names.extend(with_newlines.split(|b| *b == 0));
+            }
+        }
+        let mut paths: Vec<VirtualPath> = names
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .filter_map(|n| std::str::from_utf8(n).ok())
+            .map(|n| n.strip_prefix("./").unwrap_or(n))
+            .filter(|n| !n.split('/').any(hidden))
+            .filter_map(|n| query.dir.join_relative(n).ok())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        Ok(Some(paths))
+    }
+}
+
+/// The script's flag word for a search: `F` literal, `i` ignore case, `-` neither.
+fn flags(literal: bool, case_insensitive: bool) -> String {
+    let mut word = String::new();
+    if literal {
+        word.push('F');
+    }
+    if case_insensitive {
+        word.push('i');
+    }
+    if word.is_empty() {
+        word.push('-');
+    }
+    word
+}
+
+/// The `WriteMode` as the script's flag, and the version a conditional write carries.
+fn mode_flag(mode: &WriteMode) -> (&'static str, Option<&Version>) {
+    match mode {
+        WriteMode::CreateOnly => ("c", None),
+        WriteMode::Overwrite => ("o", None),
+        WriteMode::IfVersion(version) => ("v", Some(version)),
+    }
+}
+
+/// The lines of a window `sed` printed: `limit` at most, CR of CRLF dropped, a BOM dropped
+/// from the file's first line; whether more followed; whether any line was not UTF-8.
+fn window_lines(bytes: &[u8], first_line: bool, limit: usize) -> (Vec<String>, bool, bool) {
+    let mut raw: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    if raw.last().is_some_and(|l| l.is_empty()) {
+        raw.pop();
+    }
+    let has_more = raw.len() > limit;
+    raw.truncate(limit);
+    let mut lossy = false;
+    let lines = raw
+        .into_iter()
+        .enumerate()
+        .map(|(index, line)| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = if index == 0 && first_line {
+                line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line)
+            } else {
+                line
+            };
+            let text = String::from_utf8_lossy(line);
+            if matches!(text, std::borrow::Cow::Owned(_)) {
+                lossy = true;
+            }
+            text.into_owned()
+        })
+        .collect();
+    (lines, has_more, lossy)
+}
+
+#[async_trait]
+impl Backend for ShellBackend {
+    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        Ok(self
+            .meta(path)
+            .await?
+            .and_then(|meta| meta.entry(path.clone())))
+    }
+
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        let reply = self.call(Frame::call("ls_").path(relative(dir))).await?;
+        if reply.status != 0 {
+            return Err(self.failure(dir, &reply));
+        }
+        let parts = reply.parts(7);
+        if parts.len() < 6 {
+            return Err(self.malformed(dir, "ls"));
+        }
+        let mut out = Vec::new();
+        for group in parts[..6].chunks(2) {
+            self.batch_entries(dir, group[0], group[1], &mut out)?;
+        }
+        Ok(out)
+    }
+
+    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        let reply = self.call(Frame::call("rd").path(relative(path))).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let parts = reply.parts(2);
+        let (Some(meta), Some(content)) = (
+            parts.first().and_then(|m| Meta::parse(trimmed(m))),
+            parts.get(1),
+        ) else {
+            return Err(self.malformed(path, "read"));
+        };
+        Ok(FileBytes {
+            version: version_of(content, Some(&meta)),
+            content: content.to_vec(),
+            created: None,
+            modified: meta.modified(),
+        })
+    }
+
+    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        let Some(meta) = self.meta(path).await? else {
+            return Err(Error::NotFound { path: path.clone() });
+        };
+        match meta.kind() {
+            Some(EntryKind::Directory) => return Err(Error::IsADirectory { path: path.clone() }),
+            Some(EntryKind::File) => {}
+            None => {
+                return Err(Error::Unsupported {
+                    path: path.clone(),
+                    reason: "not a regular file".to_owned(),
+                });
+            }
+        }
+        if meta.size <= max_bytes {
+            return Ok(self.read(path).await?.at_most(max_bytes));
+        }
+        let version = if meta.size > HASHED_SIZE_LIMIT {
+            meta.identity_version()
+        } else {
+            let reply = self.call(Frame::call("vs").path(relative(path))).await?;
+            if reply.status != 0 {
+                return Err(self.failure(path, &reply));
+            }
+            Version::from_raw(String::from_utf8_lossy(trimmed(&reply.stdout)).into_owned())
+        };
+        Ok(BoundedRead::TooLarge {
+            size: meta.size,
+            version,
+        })
+    }
+
+    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        // sed's line numbers: the window's first, and one past its last (to see more).
+        let first = window.offset.saturating_add(1).min(1 << 60);
+        let past = first.saturating_add(window.limit).min(1 << 61);
+        let frame = Frame::call("rw").path(relative(path)).arg(first).arg(past);
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let parts = reply.parts(2);
+        let (Some(meta), Some(rest)) = (
+            parts.first().and_then(|m| Meta::parse(trimmed(m))),
+            parts.get(1),
+        ) else {
+            return Err(self.malformed(path, "read_file"));
+        };
+        if meta.size <= HASHED_SIZE_LIMIT {
+            let version = Version::of_content(rest);
+            return Ok(view_of_bytes(rest, version, window).with_modified(meta.modified()));
+        }
+        let version = meta.identity_version();
+        let rest_parts: Vec<&[u8]> = {
+            let finder_reply = &reply;
+            let all = finder_reply.parts(3);
+            all.into_iter().skip(1).collect()
+        };
+        let (Some(head), Some(lines)) = (rest_parts.first(), rest_parts.get(1)) else {
+            return Err(self.malformed(path, "read_file"));
+        };
+        if content::looks_binary(head) {
+            return Ok(FileView::Binary(BinarySample {
+                modified: meta.modified(),
+                size: meta.size,
+                head: head.to_vec(),
+                version,
+            }));
+        }
+        let (lines, has_more, lossy) = window_lines(lines, window.offset == 0, window.limit);
+        let total_lines = if lines.is_empty() && window.offset > 0 {
+            let reply = self.call(Frame::call("wl").path(relative(path))).await?;
+            std::str::from_utf8(trimmed(&reply.stdout))
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+        } else {
+            None
+        };
+        Ok(FileView::Text(TextWindow {
+            modified: meta.modified(),
+            lines,
+            total_lines,
+            has_more,
+            lossy,
+            encoding: FileEncoding::UTF8,
+            size: meta.size,
+            version,
+        }))
+    }
+
+    async fn write(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
+        let (flag, expected) = mode_flag(&mode);
+        let mut frame = Frame::call("wr")
+            .path(relative(path))
+            .arg(content.len())
+            .arg(flag);
+        if let Some(version) = expected {
+            frame = frame.line_payload(version.as_str());
+        }
+        let _lock = self.lock(path).await;
+        let reply = self.call(frame.raw(content)).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let mut lines = reply.stdout.split(|b| *b == b'\n');
+        let existed = lines.next().map(trimmed) == Some(b"1".as_slice());
+        let meta = lines.next().and_then(|m| Meta::parse(trimmed(m)));
+        Ok(WriteOutcome {
+            version: version_of(content, meta.as_ref()),
+            created: !existed,
+        })
+    }
+
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        let mut frame = Frame::call("dl")
+            .path(relative(path))
+            .arg(u8::from(options.recursive))
+            .arg(if options.if_version.is_some() {
+                "v"
+            } else {
+                "0"
+            });
+        if let Some(version) = &options.if_version {
+            frame = frame.line_payload(version.as_str());
+        }
+        let _lock = self.lock(path).await;
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        Ok(())
+    }
+
+    async fn set_aside(
+        &self,
+        _path: &VirtualPath,
+        _version: &Version,
+    ) -> Result<Option<AsideFile>> {
+        // Content kept aside would have to live on the target; not offered (module doc).
+        Ok(None)
+    }
+
+    async fn write_keeping_aside(
+        &self,
+        _path: &VirtualPath,
+        _content: &[u8],
+        _version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        Ok(None)
+    }
+
+    async fn begin_changes(
+        &self,
+        _files: &[PlannedFile],
+        _role: &JournalRole,
+    ) -> Result<Option<Box<dyn ChangeJournal>>> {
+        // No journal on the target: a multi-file change is made one file at a time.
+        Ok(None)
+    }
+
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        if to != from && to.starts_with(from) {
+            return Err(Error::Unsupported {
+                path: to.clone(),
+                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
+            });
+        }
+        let mut frame = Frame::call("mv_")
+            .path(relative(from))
+            .path(relative(to))
+            .arg(if options.if_version.is_some() {
+                "v"
+            } else {
+                "0"
+            })
+            .arg(if options.replacing.is_some() {
+                "v"
+            } else {
+                "0"
+            });
+        for version in [&options.if_version, &options.replacing]
+            .into_iter()
+            .flatten()
+        {
+            frame = frame.line_payload(version.as_str());
+        }
+        let _locks = self.lock_two(from, to).await;
+        let reply = self.call(frame).await?;
+        match reply.status {
+            0 => {}
+            // Which side a status is about: the source is missing, or the destination is in
+            // the way.
+            status::NOT_FOUND | status::MOUNT_ROOT => return Err(self.failure(from, &reply)),
+            status::VERSION_MISMATCH => return Err(self.failure(from, &reply)),
+            status::DESTINATION_MISMATCH => {
+                return Err(Error::VersionMismatch { path: to.clone() });
+            }
+            _ => return Err(self.failure(to, &reply)),
+        }
+        let mut lines = reply.stdout.split(|b| *b == b'\n');
+        let kind = if lines.next().map(trimmed) == Some(b"d".as_slice()) {
+            EntryKind::Directory
+        } else {
+            EntryKind::File
+        };
+        let version = match kind {
+            EntryKind::Directory => None,
+            EntryKind::File => lines
+                .next()
+                .map(trimmed)
+                .filter(|v| !v.is_empty())
+                .map(|v| Version::from_raw(String::from_utf8_lossy(v).into_owned())),
+        };
+        Ok(Some(Renamed { kind, version }))
+    }
+
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        let has_modes = self.pool.caps().is_some_and(|(caps, _)| caps.stat);
+        let Some(meta) = self.meta(path).await? else {
+            return Err(Error::NotFound { path: path.clone() });
+        };
+        Ok(has_modes.then_some(meta.mode & 0o7777))
+    }
+
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
+        let frame = Frame::call("cm")
+            .path(relative(path))
+            .arg(format!("{:o}", mode & 0o7777));
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        // A mode change moves ctime: the version of a big file changes with it.
+        Ok(Meta::parse(trimmed(&reply.stdout))
+            .filter(|meta| meta.size > HASHED_SIZE_LIMIT)
+            .map(|meta| meta.identity_version()))
+    }
+
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        let frame = Frame::call("sm").path(relative(a)).path(relative(b));
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Ok(false);
+        }
+        let parts = reply.parts(2);
+        let metas: Vec<Option<Meta>> = parts.iter().map(|p| Meta::parse(trimmed(p))).collect();
+        Ok(match metas.as_slice() {
+            [Some(x), Some(y)] => x.ino == y.ino && x.dev == y.dev,
+            _ => false,
+        })
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        let reply = self.call(Frame::call("sl").path(relative(path))).await?;
+        match reply.status {
+            0 => Ok(trimmed(&reply.stdout) == b"1"),
+            status::NOT_FOUND => Ok(false),
+            _ => Err(self.failure(path, &reply)),
+        }
+    }
+
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        // The directory is on the target, not on this machine: execute's sandbox has no
+        // place there.
+        None
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let files = self.files_under(&query.dir).await?;
+        Ok(files
+            .into_iter()
+            .filter(|entry| query.matcher.matches_path(&entry.path, &query.dir))
+            .collect())
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let Some(meta) = self.meta(&query.dir).await? else {
+            return Ok(Vec::new());
+        };
+        let candidates = match meta.kind() {
+            Some(EntryKind::File) => vec![query.dir.clone()],
+            Some(EntryKind::Directory) => match self.candidates(query).await? {
+                Some(paths) => paths,
+                None => self
+                    .files_under(&query.dir)
+                    .await?
+                    .into_iter()
+                    .map(|entry| entry.path)
+                    .collect(),
+            },
+            None => return Ok(Vec::new()),
+        };
+        let mut out = GrepResults::new(query.collect);
+        for path in candidates {
+            if query.control.stopped() {
+                break;
+            }
+            if let Some(filter) = &query.file_filter
+                && !filter.matches_path(&path, &query.dir)
+            {
+                continue;
+            }
+            let file = match self.read(&path).await {
+                Ok(file) => file,
+                // Gone or replaced by a directory since the search listed it.
+                Err(Error::NotFound { .. } | Error::IsADirectory { .. }) => continue,
+                Err(Error::Unsupported { .. }) => continue,
+                Err(error) => return Err(error),
+            };
+            if let Some(found) = grep_file(&path, &file.content, query) {
+                out.push(found);
+            }
+        }
+        Ok(out.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_lines_parse_and_give_kinds() {
+        let meta = Meta::parse(b"81a4 6 1795665564 1795665565 10010897 2049").unwrap();
+        assert_eq!(meta.kind(), Some(EntryKind::File));
+        assert_eq!(meta.size, 6);
+        assert_eq!(meta.mode & 0o7777, 0o644);
+        assert_eq!(
+            Meta::parse(b"41ed 4096 1 1 2 3").unwrap().kind(),
+            Some(EntryKind::Directory)
+        );
+        assert!(Meta::parse(b"X").is_none());
+        assert!(meta.identity_version().as_str().starts_with('i'));
+    }
+
+    #[test]
+    fn batches_pair_names_with_their_lines_or_refuse() {
+        let pairs = pair_batch(b"a\0b c\0", b"81a4 1 1 1 1 1\n41ed 0 1 1 2 1\n").unwrap();
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(pairs[1].0, b"b c");
+        assert!(pair_batch(b"a\0b\0", b"81a4 1 1 1 1 1\n").is_none());
+    }
+
+    #[test]
+    fn window_lines_drop_cr_and_the_bom_and_see_more() {
+        let (lines, more, lossy) = window_lines(b"\xef\xbb\xbfa\r\nb\nc\n", true, 2);
+        assert_eq!(lines, ["a", "b"]);
+        assert!(more && !lossy);
+        let (lines, more, lossy) = window_lines(b"x\xff\n", false, 5);
+        assert_eq!(lines.len(), 1);
+        assert!(!more && lossy);
+    }
+}

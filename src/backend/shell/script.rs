@@ -1,0 +1,310 @@
+//! The shell side of a shell mount (issue 27): the one script sent when a connection opens,
+//! which detects what the target has, defines one function per operation and then serves
+//! frames in a loop, and the [`Frame`]s the backend sends to it.
+//!
+//! What the script relies on: POSIX `sh` and the utilities busybox also has (`dd`, `cat`,
+//! `head`, `sed`, `find`, `mkdir`, `mv`, `ln`, `rm`, `chmod`, `mktemp`, `cut`, `sha256sum`).
+//! `stat -c`, `readlink -f`, `dd iflag=fullblock` and `rg` are used when present (detected
+//! once, in the opening script) and never required: without `stat -c` a listing has no times,
+//! without `readlink -f` a symlink as the last component of a path is refused, without
+//! `iflag=fullblock` payloads are copied one byte per `read`, without `rg` a search is
+//! narrowed by `grep -F` on a literal the pattern requires.
+//!
+//! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
+//! the newline on a pipe, so the bytes after it stay for the function) and `eval`s it; the line
+//! is always a function name and small integers or one-letter flags made here, never anything
+//! an agent gave. Paths, contents, patterns and versions follow on standard input: a path or a
+//! version without a newline as one line (read by `read -r`), anything else as exactly N bytes
+//! copied by `dd` (the `take` function; busybox `head -c` reads ahead through stdio and would
+//! eat the next frame). Every function runs in a subshell `( … )` and, once it has its payload,
+//! points its standard input at `/dev/null`, so no command it runs can eat the next frame.
+//! After each function the loop prints `\n<NONCE>:` … as the answer's end: `\n<NONCE>=STATUS\n`
+//! on stdout and `\n<NONCE>\n` on stderr, the nonce being 128 random bits drawn for the
+//! connection; `\n<NONCE>:\n` separates the parts of one answer.
+//!
+//! Exit statuses name the backend errors ([`status`]); any other status is an I/O error whose
+//! message is the function's stderr.
+
+/// Exit statuses of the functions, one per backend error.
+pub(super) mod status {
+    /// Nothing at the path (or a parent is missing).
+    pub(crate) const NOT_FOUND: i32 = 10;
+    /// A directory where a file was needed.
+    pub(crate) const IS_A_DIRECTORY: i32 = 11;
+    /// A file where a directory was needed.
+    pub(crate) const NOT_A_DIRECTORY: i32 = 12;
+    /// A create-only write or a rename found something at the destination.
+    pub(crate) const ALREADY_EXISTS: i32 = 13;
+    /// The version check failed.
+    pub(crate) const VERSION_MISMATCH: i32 = 14;
+    /// The path resolves outside the mount's directory.
+    pub(crate) const OUTSIDE: i32 = 15;
+    /// A non-recursive delete of a non-empty directory.
+    pub(crate) const NOT_EMPTY: i32 = 16;
+    /// Not a regular file nor a directory (a FIFO, a device, a socket).
+    pub(crate) const UNSUPPORTED: i32 = 17;
+    /// The mount's root itself.
+    pub(crate) const MOUNT_ROOT: i32 = 18;
+    /// A rename's destination is not at the version it must replace.
+    pub(crate) const DESTINATION_MISMATCH: i32 = 19;
+}
+
+/// The opening script. `@NONCE@` is replaced by the connection's nonce (hex digits) before it
+/// is sent; nothing else is ever put into it. It prints one `caps` line, the end of an answer,
+/// and then serves frames until its standard input ends.
+pub(super) const BOOTSTRAP: &str = r#"LC_ALL=C; export LC_ALL; unset CDPATH; N=@NONCE@; R=
+if command -v sha256sum >/dev/null 2>&1; then HS=1; else HS=0; fi
+if stat -L -c %f / >/dev/null 2>&1; then ST=1; else ST=0; fi
+if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; else FB=0; fi
+if readlink -f / >/dev/null 2>&1; then RL=1; else RL=0; fi
+if command -v rg >/dev/null 2>&1; then RG=1; else RG=0; fi
+if command -v mktemp >/dev/null 2>&1; then MT=1; else MT=0; fi
+sep() { printf '\n%s:\n' "$N"; }
+take() {
+  [ "$1" -gt 0 ] || return 0
+  if [ "$FB" = 1 ]; then
+    q=$(($1 / 65536)); r=$(($1 % 65536))
+    if [ "$q" -gt 0 ]; then dd bs=65536 count="$q" iflag=fullblock 2>/dev/null || return 1; fi
+    if [ "$r" -gt 0 ]; then dd bs="$r" count=1 iflag=fullblock 2>/dev/null || return 1; fi
+  else
+    dd bs=1 count="$1" 2>/dev/null
+  fi
+}
+rp() { if [ "$1" = l ]; then IFS= read -r p; else p=$(take "$1"; echo .); p=${p%.}; fi; }
+ck() { [ "$R" = / ] && return 0; case "$1" in "$R"|"$R"/*) return 0;; esac; return 1; }
+jn() { if [ "$1" = / ]; then f=/$2; else f=$1/$2; fi; }
+sp() { case "$1" in */*) pd=${1%/*}; b=${1##*/};; *) pd=; b=$1;; esac; }
+rs() {
+  sp "$p"
+  cd -P -- "$R/$pd" 2>/dev/null || return 10
+  d=$PWD; ck "$d" || return 15
+  if [ -z "$b" ]; then f=$d; else jn "$d" "$b"; fi
+}
+fw() {
+  [ -n "$b" ] && [ -L "$f" ] || return 0
+  [ "$RL" = 1 ] || return 15
+  t=$(readlink -f -- "$f") || return 10
+  ck "$t" || return 15
+  f=$t
+}
+rsf() { rs || return $?; fw; }
+if [ "$ST" = 1 ]; then
+  me() { stat -L -c '%f %s %Y %Z %i %d' -- "$@" 2>/dev/null; }
+else
+  me() { for x; do ls -lnidL -- "$x" 2>/dev/null | { read -r i m l u g s r; case $m in d*) t=4000;; -*) t=8000;; *) t=0;; esac; echo "$t $s 0 0 $i 0"; }; done; }
+fi
+mm() { [ $# -gt 0 ] || return 0; o=$(me "$@") && printf '%s\n' "$o" && return 0; for x; do me "$x" || echo X; done; }
+vr() {
+  set -- "$1" $(me "$1")
+  [ -n "$3" ] || return 1
+  if [ "$3" -le 8388608 ]; then sha256sum < "$1" | cut -c1-32
+  else printf i; printf '%s:%s:%s:%s:%s' "$7" "$6" "$3" "$4" "$5" | sha256sum | cut -c1-32; fi
+}
+mkp() {
+  cd -P -- "$R" || return 1
+  rest=$1
+  while [ -n "$rest" ]; do
+    case "$rest" in */*) c=${rest%%/*}; rest=${rest#*/};; *) c=$rest; rest=;; esac
+    if [ -d "$c" ]; then cd -P -- "./$c" || return 1; ck "$PWD" || return 15
+    elif [ -e "$c" ] || [ -L "$c" ]; then return 12
+    else mkdir -- "./$c" 2>/dev/null || [ -d "$c" ] || return 1; cd -P -- "./$c" || return 1; fi
+  done
+  d=$PWD; ck "$d" || return 15
+}
+gr() {
+  if [ -e "$1" ] || [ -L "$1" ]; then printf '%s\0' "$@"; sep; mm "$@"; else sep; fi
+  sep
+}
+init() {
+  rp "$1"
+  cd -P -- "$p" 2>/dev/null || { echo "cannot enter the directory (missing, not a directory, or no permission)" >&2; return 1; }
+  R=$PWD; printf '%s' "$R"
+}
+st() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; me "$f" || exit 10 )
+sl() ( rp "$1"; exec </dev/null; rs || exit $?; if [ -n "$b" ] && [ -L "$f" ]; then echo 1; else echo 0; fi )
+ls_() (
+  rp "$1"; exec </dev/null; rsf || exit $?
+  [ -e "$f" ] || exit 10; [ -d "$f" ] || exit 12
+  cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
+  gr *; gr .[!.]*; gr ..?*
+)
+rd() (
+  rp "$1"; exec </dev/null; rsf || exit $?
+  [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
+  me "$f" || exit 10; sep; cat "$f"
+)
+rw() (
+  rp "$1"; exec </dev/null; a=$2; z=$3; rsf || exit $?
+  [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
+  set -- $(me "$f"); [ -n "$2" ] || exit 10
+  printf '%s %s %s %s %s %s' "$@"; sep
+  if [ "$2" -le 8388608 ]; then cat "$f"; exit 0; fi
+  head -c 8192 "$f"; sep
+  sed -n "${a},${z}p;${z}q" "$f"
+)
+wl() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; wc -l < "$f" )
+wr1() {
+  sp "$p"; [ -n "$b" ] || return 11
+  if [ "$m" = v ]; then cd -P -- "$R/$pd" 2>/dev/null || return 14; d=$PWD; ck "$d" || return 15
+  else mkp "$pd" || return $?; fi
+  jn "$d" "$b"
+  if [ -L "$f" ]; then fw || return $?; d=${f%/*}; [ -n "$d" ] || d=/; fi
+  [ -d "$f" ] && return 11
+  x=0; if [ -e "$f" ]; then x=1; [ -f "$f" ] || return 17; fi
+  case $m in c) [ "$x" = 1 ] && return 13;; v) [ "$x" = 1 ] || return 14;; esac
+  if [ "$MT" = 1 ]; then t=$(mktemp "$d/.mountfs-tmp.XXXXXX") || return 1
+  else t=$d/.mountfs-tmp.$$; ( set -C; : > "$t" ) 2>/dev/null || return 1; fi
+  take "$n" > "$t" || { rm -f "$t"; return 1; }
+  got=1; exec </dev/null
+  if [ "$x" = 1 ] && [ "$ST" = 1 ]; then chmod "$(stat -c %a "$f")" "$t" 2>/dev/null
+  else chmod "$(printf '%o' $(( 0666 & ~$(umask) )))" "$t" 2>/dev/null; fi
+  case $m in
+    c) if ln "$t" "$f" 2>/dev/null; then rm -f "$t"; else
+         [ -e "$f" ] && { rm -f "$t"; return 13; }; mv -f "$t" "$f" || { rm -f "$t"; return 1; }; fi;;
+    o) mv -f "$t" "$f" || { rm -f "$t"; return 1; };;
+    v) [ "$(vr "$f")" = "$ev" ] || { rm -f "$t"; return 14; }; mv -f "$t" "$f" || { rm -f "$t"; return 1; };;
+  esac
+  echo "$x"; me "$f"
+}
+wr() ( rp "$1"; n=$2; m=$3; got=0; if [ "$m" = v ]; then IFS= read -r ev; fi
+  wr1; e=$?; [ "$got" = 1 ] || take "$n" >/dev/null; exit $e )
+dl() (
+  rp "$1"; r=$2; if [ "$3" = v ]; then IFS= read -r ev; fi; exec </dev/null
+  rs || exit $?; [ -n "$b" ] || exit 18
+  [ -e "$f" ] || [ -L "$f" ] || exit 10
+  if [ -d "$f" ] && [ ! -L "$f" ]; then
+    [ "$3" = v ] && exit 11
+    if [ "$r" = 1 ]; then rm -rf "$f" || exit 1
+    else rmdir "$f" 2>/dev/null || { [ -d "$f" ] && exit 16; exit 1; }; fi
+  else
+    if [ "$3" = v ]; then [ "$(vr "$f")" = "$ev" ] || exit 14; fi
+    rm -f "$f" || exit 1
+  fi
+)
+mv_() (
+  rp "$1"; fp=$p; rp "$2"; tp=$p
+  if [ "$3" = v ]; then IFS= read -r fv; fi; if [ "$4" = v ]; then IFS= read -r tv; fi
+  exec </dev/null
+  p=$fp; rs || exit $?; [ -n "$b" ] || exit 18; s=$f
+  [ -e "$s" ] || [ -L "$s" ] || exit 10
+  k=f; if [ -d "$s" ] && [ ! -L "$s" ]; then k=d; fi
+  if [ "$3" = v ]; then [ "$k" = f ] || exit 11; [ "$(vr "$s")" = "$fv" ] || exit 14; fi
+  sp "$tp"; [ -n "$b" ] || exit 18
+  mkp "$pd" || exit $?
+  jn "$d" "$b"
+  if [ -e "$f" ] || [ -L "$f" ]; then
+    if [ -d "$f" ] && [ ! -L "$f" ]; then exit 11; fi
+    [ "$4" = v ] || exit 13
+    [ "$k" = d ] && exit 13
+    [ "$(vr "$f")" = "$tv" ] || exit 19
+  elif [ "$4" = v ]; then exit 19; fi
+  mv -f "$s" "$f" || exit 1
+  echo "$k"; if [ "$k" = f ]; then vr "$f"; fi
+)
+sm() ( rp "$1"; fp=$p; rp "$2"; tp=$p; exec </dev/null
+  p=$fp; rsf || exit $?; me "$f" || exit 10; sep; p=$tp; rsf || exit $?; me "$f" || exit 10 )
+vs() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17; vr "$f" )
+wt() ( exec </dev/null; if [ -d "$R" ] && [ -w "$R" ]; then echo 1; else echo 0; fi )
+cm() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; chmod "$2" "$f" || exit 1; me "$f" )
+gl() (
+  rp "$1"; exec </dev/null; rsf || exit $?
+  [ -e "$f" ] || exit 10
+  if [ -f "$f" ]; then echo F; me "$f"; exit 0; fi
+  [ -d "$f" ] || exit 10; cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
+  echo D
+  find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec sh -c '
+    N=$1; S=$2; shift 2
+    printf "%s\0" "$@"; printf "\n%s:\n" "$N"
+    F="%f %s %Y %Z %i %d"
+    if [ "$S" = 1 ]; then
+      o=$(stat -c "$F" -- "$@" 2>/dev/null) && printf "%s\n" "$o" || for x; do stat -c "$F" -- "$x" 2>/dev/null || echo X; done
+    else
+      for x; do ls -lnid -- "$x" 2>/dev/null | { read -r i m l u g s r; echo "8000 $s 0 0 $i 0"; } || echo X; done
+    fi
+    printf "\n%s:\n" "$N"' sh "$N" "$ST" {} +
+)
+gp() (
+  rp "$1"; pl=$2; fl=; case $3 in *F*) fl="$fl -F";; esac; case $3 in *i*) fl="$fl -i";; esac
+  got=0; rsf; e=$?
+  if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mktemp); then
+    take "$pl" > "$pf"; got=1
+  fi
+  [ "$got" = 1 ] || { take "$pl" >/dev/null; exit 10; }
+  exec </dev/null
+  if [ "$4" = r ]; then
+    rg -l -0 --no-messages --hidden --no-ignore --no-config -g '!.git' -g '!.mountfs-tmp.*' $fl -f "$pf" -- . 2>/dev/null
+    sep
+  else
+    find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
+    sep
+    find . -name .git -prune -o -type f -name '*
+*' -print0 2>/dev/null
+  fi
+  rm -f "$pf"
+  exit 0
+)
+printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT"
+printf '\n%s\n' "$N" >&2; printf '\n%s=0\n' "$N"
+while IFS= read -r l; do eval "$l"; s=$?; printf '\n%s\n' "$N" >&2; printf '\n%s=%d\n' "$N" "$s"; done
+"#;
+
+/// One call: the line the loop `eval`s and the payload that follows it on standard input.
+#[derive(Debug, Default)]
+pub(super) struct Frame {
+    /// The function and its arguments so far (only names, integers and flags made here).
+    line: String,
+    /// What follows the line.
+    payload: Vec<u8>,
+}
+
+impl Frame {
+    /// A call of the shell function `function`.
+    pub(super) fn call(function: &'static str) -> Self {
+        Self {
+            line: function.to_owned(),
+            payload: Vec::new(),
+        }
+    }
+
+    /// A path (relative to the mount's directory, no leading `/`; empty for the root) as the
+    /// next payload: as one line when it has no newline (`l`), else as its length in bytes.
+    pub(super) fn path(mut self, relative: &str) -> Self {
+        if relative.contains('\n') {
+            self.line.push_str(&format!(" {}", relative.len()));
+            self.payload.extend_from_slice(relative.as_bytes());
+        } else {
+            self.line.push_str(" l");
+            self.payload.extend_from_slice(relative.as_bytes());
+            self.payload.push(b'\n');
+        }
+        self
+    }
+
+    /// An integer or a flag word made here (never anything an agent gave).
+    pub(super) fn arg(mut self, word: impl std::fmt::Display) -> Self {
+        self.line.push_str(&format!(" {word}"));
+        self
+    }
+
+    /// Bytes the function copies by a length given among its arguments.
+    pub(super) fn raw(mut self, bytes: &[u8]) -> Self {
+        self.payload.extend_from_slice(bytes);
+        self
+    }
+
+    /// A line of the payload read with `read -r` (a version: hex digits and `i`).
+    pub(super) fn line_payload(mut self, text: &str) -> Self {
+        self.payload.extend_from_slice(text.as_bytes());
+        self.payload.push(b'\n');
+        self
+    }
+
+    /// The bytes to write to the shell: the line, then the payload.
+    pub(super) fn into_bytes(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.line.len() + 1 + self.payload.len());
+        out.extend_from_slice(self.line.as_bytes());
+        out.push(b'\n');
+        out.extend(self.payload);
+        out
+    }
+}
