@@ -22,6 +22,7 @@ mod encodings;
 mod fixtures;
 mod invariants;
 mod routing;
+mod shell_mounts;
 mod store;
 
 /// One `#[tokio::test]` running `cases::$case` on a fresh `fixtures::$fixture()`. A fixture that

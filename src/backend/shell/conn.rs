@@ -396,11 +396,23 @@ impl Pool {
             .acquire()
             .await
             .map_err(|_| broken("the mount is closing"))?;
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
+        // An idle connection whose process has ended (a killed ssh client, a stopped
+        // container) is dropped here, so the call gets a fresh one instead of the error.
+        let idle = loop {
+            let next = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            match next {
+                Some(mut connection) => {
+                    if matches!(connection.child.try_wait(), Ok(None)) {
+                        break Some(connection);
+                    }
+                }
+                None => break None,
+            }
+        };
         let mut connection = match idle {
             Some(connection) => connection,
             None => self.connect().await?,
