@@ -193,3 +193,60 @@ fn a_token_file_missing_or_readable_by_others_fails() {
     assert_eq!(code, 0, "{lines:?}");
     assert!(lines[2].contains("private, 1 principal(s)"), "{lines:?}");
 }
+
+#[test]
+fn a_shell_mount_is_reached_and_its_directory_checked_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mut args = vec!["--shell".to_owned(), "loc=sh".to_owned()];
+    args.extend(mount(format!("/t/=shell:loc:{d}")));
+    let (code, lines) = check(&args);
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(
+        lines[1].starts_with("ok    mount /t/: shell loc: ") && lines[1].contains("writable"),
+        "{lines:?}"
+    );
+    // A directory the target's user cannot write: refused unless ,ro (as root, run as nobody).
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let uid = rustix::process::geteuid().is_root().then_some(65534);
+    if uid.is_none() {
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let outcome = check_as(uid, &args);
+    assert_fails(&outcome, "mount /t/:", "add ,ro to the mount");
+    let mut read_only = vec!["--shell".to_owned(), "loc=sh".to_owned()];
+    read_only.extend(mount(format!("/t/=shell:loc:{d},ro")));
+    let (code, lines) = check_as(uid, &read_only);
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(lines[1].contains("read-only as declared"), "{lines:?}");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_shell_that_cannot_be_reached_or_is_not_given_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--shell".to_owned(),
+        "gone=/nonexistent/program sh".to_owned(),
+    ];
+    args.extend(mount(format!("/t/=shell:gone:{}", dir.path().display())));
+    assert_fails(
+        &check(&args),
+        "mount /t/:",
+        "starts a POSIX sh reading commands on its standard input",
+    );
+    let missing_dir = [
+        "--shell".to_owned(),
+        "loc=sh".to_owned(),
+        "--mount".to_owned(),
+        "/t/=shell:loc:/nonexistent/dir".to_owned(),
+    ];
+    assert_fails(&check(&missing_dir), "mount /t/:", "exists in the target");
+    let unnamed = mount("/t/=shell:nobody:/srv".to_owned());
+    let (code, lines) = check(&unnamed);
+    assert_eq!(code, 1);
+    assert!(
+        lines[0].contains("no --shell nobody=COMMAND was given"),
+        "{lines:?}"
+    );
+}

@@ -61,6 +61,9 @@ use crate::text::encoding::FileEncoding;
 /// also the ones read in windows on the target.
 const HASHED_SIZE_LIMIT: u64 = 8 * 1024 * 1024;
 
+/// Candidate files of a grep read back per call.
+const GREP_READ_BATCH: usize = 64;
+
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).
 const TEMP_PREFIX: &str = ".mountfs-tmp.";
 
@@ -446,6 +449,52 @@ impl ShellBackend {
         paths.dedup();
         Ok(Some(paths))
     }
+}
+
+/// The contents of one `rm_` batch: for each path read (those still regular files), its bytes,
+/// cut from one `cat` by the sizes `stat` gave just before; `None` when they do not add up (a
+/// file changed in between).
+fn split_batch<'a>(
+    batch: &'a [VirtualPath],
+    reply: &'a Reply,
+) -> Option<Vec<(&'a VirtualPath, &'a [u8])>> {
+    let parts = reply.parts(3);
+    let [flags, sizes, content] = parts.as_slice() else {
+        return None;
+    };
+    let flags: Vec<bool> = flags
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| l == b"1")
+        .collect();
+    let sizes: Vec<usize> = sizes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| std::str::from_utf8(trimmed(l)).ok()?.parse().ok())
+        .collect::<Option<_>>()?;
+    let read: Vec<&VirtualPath> = batch
+        .iter()
+        .zip(&flags)
+        .filter(|(_, read)| **read)
+        .map(|(path, _)| path)
+        .collect();
+    if flags.len() != batch.len()
+        || sizes.len() != read.len()
+        || sizes.iter().sum::<usize>() != content.len()
+    {
+        return None;
+    }
+    let mut at = 0usize;
+    Some(
+        read.into_iter()
+            .zip(sizes)
+            .map(|(path, size)| {
+                let bytes = &content[at..at + size];
+                at += size;
+                (path, bytes)
+            })
+            .collect(),
+    )
 }
 
 /// The script's flag word for a search: `F` literal, `i` ignore case, `-` neither.
@@ -849,19 +898,51 @@ impl Backend for ShellBackend {
             },
             None => return Ok(Vec::new()),
         };
+        let candidates: Vec<VirtualPath> = candidates
+            .into_iter()
+            .filter(|path| {
+                query
+                    .file_filter
+                    .as_ref()
+                    .is_none_or(|filter| filter.matches_path(path, &query.dir))
+            })
+            .collect();
         let mut out = GrepResults::new(query.collect);
-        for path in candidates {
+        // Candidates are read back in batches, one call each (a call per file costs a round
+        // trip per file); a name with a newline is read on its own.
+        let (plain, mut odd): (Vec<VirtualPath>, Vec<VirtualPath>) = candidates
+            .into_iter()
+            .partition(|path| !path.as_str().contains('\n'));
+        for batch in plain.chunks(GREP_READ_BATCH) {
             if query.control.stopped() {
                 break;
             }
-            if let Some(filter) = &query.file_filter
-                && !filter.matches_path(&path, &query.dir)
-            {
-                continue;
+            let mut frame = Frame::call("rm_").arg(batch.len());
+            for path in batch {
+                frame = frame.line_payload(relative(path));
+            }
+            let reply = self.call(frame).await?;
+            if reply.status != 0 {
+                return Err(self.failure(&query.dir, &reply));
+            }
+            match split_batch(batch, &reply) {
+                Some(files) => {
+                    for (path, content) in files {
+                        if let Some(found) = grep_file(path, content, query) {
+                            out.push(found);
+                        }
+                    }
+                }
+                // A file changed size while the batch was read: read them one by one.
+                None => odd.extend(batch.iter().cloned()),
+            }
+        }
+        for path in odd {
+            if query.control.stopped() {
+                break;
             }
             let file = match self.read(&path).await {
                 Ok(file) => file,
-                // Gone or replaced by a directory since the search listed it.
                 Err(Error::NotFound { .. } | Error::IsADirectory { .. }) => continue,
                 Err(Error::Unsupported { .. }) => continue,
                 Err(error) => return Err(error),

@@ -203,6 +203,18 @@ mv_() (
 )
 sm() ( rp "$1"; fp=$p; rp "$2"; tp=$p; exec </dev/null
   p=$fp; rsf || exit $?; me "$f" || exit 10; sep; p=$tp; rsf || exit $?; me "$f" || exit 10 )
+rm_() (
+  n=$1; shift $#; i=0
+  while [ "$i" -lt "$n" ]; do IFS= read -r x; set -- "$@" "$x"; i=$((i + 1)); done
+  exec </dev/null
+  for p; do if rsf && [ -f "$f" ]; then set -- "$@" "$f"; echo 1; else echo 0; fi; done
+  shift "$n"; sep
+  if [ $# -gt 0 ]; then
+    if [ "$ST" = 1 ]; then stat -L -c %s -- "$@" || exit 1
+    else for x; do wc -c < "$x" || exit 1; done; fi
+  fi
+  sep; [ $# -eq 0 ] || cat "$@"
+)
 vs() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17; vr "$f" )
 wt() ( exec </dev/null; if [ -d "$R" ] && [ -w "$R" ]; then echo 1; else echo 0; fi )
 cm() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; chmod "$2" "$f" || exit 1; me "$f" )
