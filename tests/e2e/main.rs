@@ -35,6 +35,7 @@ mod registry_entry;
 mod resources;
 mod roots;
 mod session;
+mod shell_mount;
 mod store_servers;
 mod subscriptions;
 mod tools_prompt;

@@ -1,0 +1,95 @@
+//! A shell mount through the real binary (issue 27): `--shell NAME=COMMAND` and
+//! `--mount PREFIX=shell:NAME:DIR` on the command line, every file tool over stdio against a
+//! directory reached through `sh`, beside a memory mount; a `--shell` that cannot start stops
+//! start-up with the reason.
+
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::support::stdio::StdioClient;
+
+#[test]
+fn the_file_tools_work_on_a_shell_mount_served_by_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "alpha\r\nbeta\r\n").unwrap();
+    let mount = format!("/box/=shell:loc:{}", dir.path().display());
+    // The command is split as a shell would, quotes included, and nothing is expanded.
+    let mut client = StdioClient::start(&[
+        "--shell",
+        "loc='/bin/sh'",
+        "--mount",
+        &mount,
+        "--mount",
+        "/=memory",
+    ]);
+    assert!(client.ok("ls", json!({"path": "/"})).contains("box/"));
+    assert!(
+        client
+            .ok("read_file", json!({"file_path": "/box/notes.txt"}))
+            .contains("beta")
+    );
+    client.ok(
+        "edit_file",
+        json!({"file_path": "/box/notes.txt", "old_string": "beta", "new_string": "gamma"}),
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("notes.txt")).unwrap(),
+        b"alpha\r\ngamma\r\n",
+        "CRLF kept, edited on the target"
+    );
+    client.ok(
+        "write_file",
+        json!({"file_path": "/box/new/$(touch pwned).md", "content": "# new\n"}),
+    );
+    assert!(
+        client
+            .ok("grep", json!({"pattern": "gam+a", "path": "/"}))
+            .contains("/box/notes.txt")
+    );
+    assert!(
+        client
+            .ok("glob", json!({"pattern": "**/*.md"}))
+            .contains("/box/new/$(touch pwned).md")
+    );
+    client.ok(
+        "move",
+        json!({"source": "/box/new/$(touch pwned).md", "destination": "/box/moved.md"}),
+    );
+    assert!(
+        client
+            .ok("file_info", json!({"file_path": "/box/moved.md"}))
+            .contains("6")
+    );
+    client.ok("undo_edit", json!({"file_path": "/box/notes.txt"}));
+    assert_eq!(
+        std::fs::read(dir.path().join("notes.txt")).unwrap(),
+        b"alpha\r\nbeta\r\n"
+    );
+    client.ok("delete", json!({"file_path": "/box/moved.md"}));
+    assert!(!dir.path().join("moved.md").exists());
+    assert!(!dir.path().join("pwned").exists() && !dir.path().join("new/pwned").exists());
+}
+
+#[test]
+fn a_shell_that_cannot_start_stops_start_up_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .args([
+            "--shell",
+            "gone=/nonexistent/sh",
+            "--mount",
+            &format!("/x/=shell:gone:{}", dir.path().display()),
+            "--audit",
+            "off",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("cannot open mount /x/: cannot start the shell (/nonexistent/sh)"),
+        "{said}"
+    );
+}
