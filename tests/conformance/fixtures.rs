@@ -234,6 +234,13 @@ pub async fn shell_busybox() -> Option<Fixture> {
     Some(shell_fixture(target))
 }
 
+/// A shell mount over busybox's `sh` without `stat`, `readlink` and `mktemp`: the opening
+/// script's fallbacks (no times in listings, symlinks as last components refused).
+pub async fn shell_busybox_minimal() -> Option<Fixture> {
+    let target = crate::support::shells::busybox_minimal("minimal busybox shell conformance case")?;
+    Some(shell_fixture(target))
+}
+
 /// A shell mount over a real OpenSSH server on 127.0.0.1 (skipped without sshd).
 pub async fn shell_ssh() -> Option<Fixture> {
     let target = crate::support::shells::ssh("ssh shell conformance case")?;

@@ -139,5 +139,6 @@ conformance!(overlay);
 conformance!(overlay_sqlite);
 conformance!(shell);
 conformance!(shell_busybox);
+conformance!(shell_busybox_minimal);
 conformance!(shell_ssh);
 conformance!(composite_shell);

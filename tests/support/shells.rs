@@ -65,6 +65,50 @@ pub fn busybox(group: &str) -> Option<Target> {
     })
 }
 
+/// Like [`busybox`], without the tools a shell mount only uses when present (`stat`,
+/// `readlink`, `mktemp`): the fallbacks of the opening script.
+pub fn busybox_minimal(group: &str) -> Option<Target> {
+    let bin = busybox_minimal_bin().as_ref().map_err(|reason| {
+        super::skips::record(group, reason);
+    });
+    let bin = bin.ok()?;
+    Some(Target {
+        dir: tempfile::tempdir().expect("temporary directory"),
+        command: vec![
+            "/usr/bin/env".to_owned(),
+            "-i".to_owned(),
+            format!("PATH={}", bin.display()),
+            BUSYBOX.to_owned(),
+            "sh".to_owned(),
+        ],
+        _server: None,
+    })
+}
+
+fn busybox_minimal_bin() -> &'static Result<PathBuf, String> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let full = busybox_bin().as_ref().map_err(Clone::clone)?;
+        let dir = tempfile::Builder::new()
+            .prefix("mountfs-busybox-min-")
+            .tempdir()
+            .map_err(|e| e.to_string())?
+            .keep();
+        for entry in std::fs::read_dir(full).map_err(|e| e.to_string())? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let name = entry.file_name();
+            if ["stat", "readlink", "mktemp", "realpath"]
+                .iter()
+                .any(|left_out| name == *left_out)
+            {
+                continue;
+            }
+            std::os::unix::fs::symlink(BUSYBOX, dir.join(&name)).map_err(|e| e.to_string())?;
+        }
+        Ok(dir)
+    })
+}
+
 /// The directory of busybox applet links, made once per test binary.
 fn busybox_bin() -> &'static Result<PathBuf, String> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();

@@ -96,12 +96,16 @@ pub struct ShellProbe {
 }
 
 /// One `stat -c '%f %s %Y %Z %i %d'` line: raw mode (hex), size, mtime, ctime, inode, device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Without `stat -c` the script gives the mtime as `ls --full-time` shows it
+/// (`D2026-11-26T03:59:24.123+0000`) and 0 for ctime and device.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Meta {
     mode: u32,
     size: u64,
-    mtime: i64,
-    ctime: i64,
+    /// Seconds since the epoch, when known.
+    mtime: Option<i64>,
+    /// `dev:ino:size:mtime:ctime` as the target printed them: what identity versions hash.
+    stamp: String,
     ino: u64,
     dev: u64,
 }
@@ -111,18 +115,23 @@ impl Meta {
         let text = std::str::from_utf8(line).ok()?;
         let mut fields = text.split_whitespace();
         let mode = u32::from_str_radix(fields.next()?, 16).ok()?;
-        let size = fields.next()?.parse().ok()?;
-        let mtime = fields.next()?.parse().ok()?;
-        let ctime = fields.next()?.parse().ok()?;
-        let ino = fields.next()?.parse().ok()?;
-        let dev = fields.next()?.parse().ok()?;
+        let size_text = fields.next()?;
+        let size = size_text.parse().ok()?;
+        let mtime_text = fields.next()?;
+        let ctime_text = fields.next()?;
+        let ino_text = fields.next()?;
+        let dev_text = fields.next()?;
+        let mtime = match mtime_text.strip_prefix('D') {
+            Some(full_time) => epoch_of_full_time(full_time),
+            None => mtime_text.parse().ok().filter(|s: &i64| *s > 0),
+        };
         Some(Self {
             mode,
             size,
             mtime,
-            ctime,
-            ino,
-            dev,
+            stamp: format!("{dev_text}:{ino_text}:{size_text}:{mtime_text}:{ctime_text}"),
+            ino: ino_text.parse().ok()?,
+            dev: dev_text.parse().ok()?,
         })
     }
 
@@ -135,17 +144,13 @@ impl Meta {
     }
 
     fn modified(&self) -> Option<SystemTime> {
-        let seconds = u64::try_from(self.mtime).ok().filter(|s| *s > 0)?;
+        let seconds = u64::try_from(self.mtime?).ok().filter(|s| *s > 0)?;
         UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
     }
 
     /// The version of a file over [`HASHED_SIZE_LIMIT`]: what the script's `vr` prints.
     fn identity_version(&self) -> Version {
-        let stamp = format!(
-            "{}:{}:{}:{}:{}",
-            self.dev, self.ino, self.size, self.mtime, self.ctime
-        );
-        let digest = Sha256::digest(stamp.as_bytes());
+        let digest = Sha256::digest(self.stamp.as_bytes());
         Version::from_raw(format!("i{}", hex::encode(&digest[..16])))
     }
 
@@ -163,6 +168,34 @@ impl Meta {
             created: None,
         })
     }
+}
+
+/// Seconds since the epoch of `ls --full-time`'s `YYYY-MM-DDThh:mm:ss[.frac]±hhmm`.
+fn epoch_of_full_time(text: &str) -> Option<i64> {
+    let (date, rest) = text.split_once('T')?;
+    let mut ymd = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (year, month, day) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let zone_at = rest.find(['+', '-'])?;
+    let (time, zone) = rest.split_at(zone_at);
+    let mut hms = time.split(':');
+    let hours: i64 = hms.next()?.parse().ok()?;
+    let minutes: i64 = hms.next()?.parse().ok()?;
+    let seconds: i64 = hms.next()?.split('.').next()?.parse().ok()?;
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let zone_hours: i64 = zone.get(1..3)?.parse().ok()?;
+    let zone_minutes: i64 = zone.get(3..5)?.parse().ok()?;
+    // Days from 1970-01-01 of a proleptic Gregorian date (the civil-from-days inverse).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(
+        days * 86_400 + hours * 3600 + minutes * 60 + seconds
+            - sign * (zone_hours * 3600 + zone_minutes * 60),
+    )
 }
 
 /// The version of `content`, whose file has `meta` when it is too big to hash.
@@ -971,6 +1004,20 @@ mod tests {
         );
         assert!(Meta::parse(b"X").is_none());
         assert!(meta.identity_version().as_str().starts_with('i'));
+        // Without stat -c: the time as ls --full-time shows it.
+        let meta = Meta::parse(b"8000 6 D2026-11-26T03:59:24.5+0100 0 7 0").unwrap();
+        assert_eq!(meta.mtime, Some(1_795_665_564 - 3600));
+        assert_eq!(meta.stamp, "0:7:6:D2026-11-26T03:59:24.5+0100:0");
+    }
+
+    #[test]
+    fn full_times_become_epoch_seconds() {
+        assert_eq!(epoch_of_full_time("1970-01-01T00:00:00+0000"), Some(0));
+        assert_eq!(
+            epoch_of_full_time("2000-03-01T00:00:01-0030"),
+            Some(951_868_801 + 1800)
+        );
+        assert_eq!(epoch_of_full_time("Nov"), None);
     }
 
     #[test]

@@ -91,7 +91,7 @@ rsf() { rs || return $?; fw; }
 if [ "$ST" = 1 ]; then
   me() { stat -L -c '%f %s %Y %Z %i %d' -- "$@" 2>/dev/null; }
 else
-  me() { for x; do ls -lnidL -- "$x" 2>/dev/null | { read -r i m l u g s r; case $m in d*) t=4000;; -*) t=8000;; *) t=0;; esac; echo "$t $s 0 0 $i 0"; }; done; }
+  me() { for x; do ls -lnidL --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r || exit 1; case $m in d*) t=4000;; -*) t=8000;; *) t=0;; esac; echo "$t $s D${dt}T$tm$tz 0 $i 0"; } || return 1; done; }
 fi
 mm() { [ $# -gt 0 ] || return 0; o=$(me "$@") && printf '%s\n' "$o" && return 0; for x; do me "$x" || echo X; done; }
 vr() {
@@ -99,6 +99,16 @@ vr() {
   [ -n "$3" ] || return 1
   if [ "$3" -le 8388608 ]; then sha256sum < "$1" | cut -c1-32
   else printf i; printf '%s:%s:%s:%s:%s' "$7" "$6" "$3" "$4" "$5" | sha256sum | cut -c1-32; fi
+}
+mk() {
+  if [ "$MT" = 1 ]; then mktemp "$1/.mountfs-tmp.XXXXXX"; return; fi
+  k=0
+  while [ "$k" -lt 100 ]; do
+    t=$1/.mountfs-tmp.$$.$k
+    if ( set -C; : > "$t" ) 2>/dev/null; then printf '%s\n' "$t"; return 0; fi
+    k=$((k + 1))
+  done
+  return 1
 }
 mkp() {
   cd -P -- "$R" || return 1
@@ -152,8 +162,7 @@ wr1() {
   [ -d "$f" ] && return 11
   x=0; if [ -e "$f" ]; then x=1; [ -f "$f" ] || return 17; fi
   case $m in c) [ "$x" = 1 ] && return 13;; v) [ "$x" = 1 ] || return 14;; esac
-  if [ "$MT" = 1 ]; then t=$(mktemp "$d/.mountfs-tmp.XXXXXX") || return 1
-  else t=$d/.mountfs-tmp.$$; ( set -C; : > "$t" ) 2>/dev/null || return 1; fi
+  t=$(mk "$d") || return 1
   take "$n" > "$t" || { rm -f "$t"; return 1; }
   got=1; exec </dev/null
   if [ "$x" = 1 ] && [ "$ST" = 1 ]; then chmod "$(stat -c %a "$f")" "$t" 2>/dev/null
@@ -231,14 +240,14 @@ gl() (
     if [ "$S" = 1 ]; then
       o=$(stat -c "$F" -- "$@" 2>/dev/null) && printf "%s\n" "$o" || for x; do stat -c "$F" -- "$x" 2>/dev/null || echo X; done
     else
-      for x; do ls -lnid -- "$x" 2>/dev/null | { read -r i m l u g s r; echo "8000 $s 0 0 $i 0"; } || echo X; done
+      for x; do ls -lnid --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r && echo "8000 $s D${dt}T$tm$tz 0 $i 0"; } || echo X; done
     fi
     printf "\n%s:\n" "$N"' sh "$N" "$ST" {} +
 )
 gp() (
   rp "$1"; pl=$2; fl=; case $3 in *F*) fl="$fl -F";; esac; case $3 in *i*) fl="$fl -i";; esac
   got=0; rsf; e=$?
-  if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mktemp); then
+  if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mk "${TMPDIR:-/tmp}"); then
     take "$pl" > "$pf"; got=1
   fi
   [ "$got" = 1 ] || { take "$pl" >/dev/null; exit 10; }
