@@ -276,8 +276,7 @@ fn main() -> ExitCode {
                 to: &to,
                 overwrite,
                 max_file_bytes,
-                // `--shell` texts once shell mounts land (see cli::cp::attach_shell_commands).
-                shells: &[],
+                shells: &cli.shells,
             });
         }
         None => {}

@@ -441,18 +441,18 @@ fn parse_spec(text: &str, side: Side) -> Result<MountSpec, CopyError> {
     })
 }
 
-/// The hook for shell mounts (`shell:NAME:DIR`, issue 27, built beside this command): fills
-/// the SPEC's command from the `--shell NAME=COMMAND` texts, as serving does before opening
-/// the table. Until the mount grammar knows shell mounts there is nothing to fill; then this
-/// body becomes `config::attach_shells(std::slice::from_mut(spec), shells)` with its error
-/// mapped to [`CopyError::Spec`], and `main.rs` passes `--shell` in [`CopyRequest::shells`].
+/// Fills a shell mount's SPEC (`shell:NAME:DIR`, issue 27) with its command from the
+/// `--shell NAME=COMMAND` texts, as serving does before opening the table.
 fn attach_shell_commands(
     spec: &mut MountSpec,
     shells: &[String],
     side: Side,
 ) -> Result<(), CopyError> {
-    let _ = (spec, shells, side);
-    Ok(())
+    config::attach_shells(std::slice::from_mut(spec), shells).map_err(|error| CopyError::Spec {
+        side,
+        spec: error.text,
+        reason: error.reason,
+    })
 }
 
 /// Refuses what `cp` cannot use on `side`, and a source that does not exist (opening a store
@@ -530,6 +530,18 @@ fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
                 namespace: n,
             },
         ) => m == n && a == b,
+        // One target (by its --shell name), one directory or one below it.
+        (
+            BackendSpec::Shell {
+                name: a, dir: x, ..
+            },
+            BackendSpec::Shell {
+                name: b, dir: y, ..
+            },
+        ) => {
+            let x = x.trim_end_matches('/');
+            a == b && (y == x || y.starts_with(&format!("{x}/")) || x.is_empty())
+        }
         _ => false,
     }
 }

@@ -93,3 +93,54 @@ fn a_shell_that_cannot_start_stops_start_up_with_the_reason() {
         "{said}"
     );
 }
+
+#[test]
+fn mountfs_cp_copies_a_tree_into_and_out_of_a_shell_mount() {
+    let source = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(source.path().join("src/$(touch pwned)")).unwrap();
+    let files: [(&str, &[u8]); 3] = [
+        ("README.md", b"# hi\r\n"),
+        ("src/$(touch pwned)/-x `id`.bin", &[0, 1, 2, 255, b'\n', 0]),
+        ("src/main.rs", b"fn main() {}\n"),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(source.path().join(name), bytes).unwrap();
+    }
+    let target = tempfile::tempdir().unwrap();
+    let back = tempfile::tempdir().unwrap();
+    let cp = |from: String, to: String| {
+        let output = Command::new(env!("CARGO_BIN_EXE_mountfs"))
+            .args(["cp", "--shell", "box=sh", "--from", &from, "--to", &to])
+            .args(["--audit", "off"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    // Into the shell mount, then out of it again.
+    cp(
+        format!("disk:{}", source.path().display()),
+        format!("shell:box:{}", target.path().display()),
+    );
+    cp(
+        format!("shell:box:{}", target.path().display()),
+        format!("disk:{}", back.path().display()),
+    );
+    for (name, bytes) in files {
+        assert_eq!(
+            std::fs::read(target.path().join(name)).unwrap(),
+            bytes,
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::read(back.path().join(name)).unwrap(),
+            bytes,
+            "{name}"
+        );
+    }
+    assert!(!target.path().join("pwned").exists() && !back.path().join("pwned").exists());
+}
