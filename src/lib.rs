@@ -17,12 +17,15 @@
 //!
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks, and the escaped form
 //!   answers show names in.
-//! - [`config`]: the `--mount PREFIX=SPEC` grammar; [`mounts`]: opening it into backends.
+//! - [`config`]: the `--mount PREFIX=SPEC` and `--shell NAME=COMMAND` grammar; [`mounts`]:
+//!   opening it into backends.
 //! - [`backend`]: the `Backend` trait (no default methods, so a wrapper states each one) and
 //!   `Router`, all that sessions and tools see of the mount table; one backend per grammar
 //!   name: `memory`, `disk` (a real directory: `resolve` containment, `version`s, streamed
 //!   `window`s with their `line_index`, `walk` for glob/grep, `write`, `rename`, `aside` for
-//!   undo, `temp` files and their sweep), `store` (a SQLite or PostgreSQL namespace); `composite`
+//!   undo, `temp` files and their sweep), `store` (a SQLite or PostgreSQL namespace), `shell` (a
+//!   directory in a container or remote machine through long-lived `sh`s: `conn` frames calls
+//!   on them, `script` is the shell side, `prefilter` narrows a grep on the target); `composite`
 //!   routes and merges; `whole_file` holds what memory and store do alike (windows, grep).
 //! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
 //!   engines, which `backend::store` turns into files.
