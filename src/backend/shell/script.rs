@@ -329,3 +329,36 @@ impl Frame {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first_line(bytes: &[u8]) -> &str {
+        let end = bytes.iter().position(|b| *b == b'\n').unwrap();
+        std::str::from_utf8(&bytes[..end]).unwrap()
+    }
+
+    #[test]
+    fn the_line_holds_only_names_and_numbers_and_payloads_follow_it() {
+        let bytes = Frame::call("wr")
+            .path("$(touch x)/`id` it's.txt")
+            .arg(5)
+            .arg("v")
+            .line_payload("abc123")
+            .raw(b"hello")
+            .into_bytes();
+        assert_eq!(first_line(&bytes), "wr l 5 v");
+        assert!(bytes.ends_with(b"\n$(touch x)/`id` it's.txt\nabc123\nhello"));
+        // A path with a newline goes by its length, never as a line.
+        let bytes = Frame::call("rd").path("a\nb").into_bytes();
+        assert_eq!(first_line(&bytes), "rd 3");
+        assert_eq!(&bytes[5..], b"a\nb");
+    }
+
+    #[test]
+    fn the_opening_script_puts_only_the_nonce_into_its_text() {
+        assert_eq!(BOOTSTRAP.matches("@NONCE@").count(), 1);
+        assert!(BOOTSTRAP.contains("while IFS= read -r l; do eval \"$l\""));
+    }
+}
