@@ -25,7 +25,8 @@ use super::{
 };
 use crate::path::VirtualPath;
 use crate::store::{
-    self, ItemMeta, ListQuery, ListStart, Namespace, PutCondition, Store, prefix_successor,
+    self, CandidateQuery, ItemMeta, ListQuery, ListStart, Namespace, PutCondition, Store,
+    prefix_successor,
 };
 
 /// Rows per page when paging through a prefix for `glob`.
@@ -37,6 +38,8 @@ const SCAN_PAGE: usize = 64;
 /// fit, planned from their sizes (at least one), so 64 items at the edit limit are never
 /// fetched together.
 const SCAN_PAGE_BYTES: u64 = 16 * 1024 * 1024;
+/// Candidates (keys and sizes, no content) per page of an indexed `grep`.
+const CANDIDATE_PAGE: usize = 2048;
 /// `ls` page sizes: small right after seeking past a subdirectory (the next row is likely
 /// another subdirectory), growing while rows are files of the directory itself.
 const LS_PAGE_MIN: usize = 16;
@@ -47,6 +50,8 @@ const LS_PAGE_MAX: usize = 1024;
 pub struct StoreBackend {
     store: Arc<dyn Store>,
     namespace: Namespace,
+    /// `grep` asks the store's search index for candidates (else it always scans).
+    use_index: bool,
 }
 
 fn file_entry(path: VirtualPath, meta: &ItemMeta) -> Entry {
@@ -100,7 +105,18 @@ impl StoreBackend {
 
     /// A backend over `namespace` of `store`.
     pub fn new(store: Arc<dyn Store>, namespace: Namespace) -> Self {
-        Self { store, namespace }
+        Self {
+            store,
+            namespace,
+            use_index: true,
+        }
+    }
+
+    /// The same backend, whose `grep` always reads every file under the searched directory,
+    /// as before the search index existed (for tests and benchmarks that compare the two).
+    pub fn without_index(mut self) -> Self {
+        self.use_index = false;
+        self
     }
 
     /// The namespace served.
@@ -126,6 +142,78 @@ impl StoreBackend {
             .await
             .map_err(|e| failure(dir, e))?;
         Ok(!first.is_empty())
+    }
+
+    /// Searches the candidates the store's index gives for `candidates.plan` (issue 28), page
+    /// by page in key order, with `search` — the very matcher a scan uses, so the answer is a
+    /// scan's. Contents are fetched in groups bounded as a scan's pages are. `false` (nothing
+    /// searched) when the store has no index ready: the caller scans.
+    async fn grep_candidates(
+        &self,
+        query: &GrepQuery,
+        mut candidates: CandidateQuery,
+        search: &mut impl FnMut(&VirtualPath, &[u8]),
+    ) -> Result<bool> {
+        loop {
+            if query.control.stopped() {
+                return Ok(true);
+            }
+            let page = self
+                .store
+                .candidates(&self.namespace, &candidates)
+                .await
+                .map_err(|e| failure(&query.dir, e))?;
+            let Some(page) = page else {
+                return Ok(false);
+            };
+            let full = page.len() >= candidates.list.limit;
+            // The file filter first: a file it leaves out is never fetched.
+            let wanted: Vec<&ItemMeta> = page
+                .iter()
+                .filter(
+                    |meta| match (&query.file_filter, VirtualPath::parse_raw(&meta.key)) {
+                        (_, Err(_)) => false,
+                        (None, Ok(_)) => true,
+                        (Some(filter), Ok(path)) => filter.matches_path(&path, &query.dir),
+                    },
+                )
+                .collect();
+            let mut group: Vec<String> = Vec::new();
+            let mut bytes = 0u64;
+            for (index, meta) in wanted.iter().enumerate() {
+                group.push(meta.key.clone());
+                bytes = bytes.saturating_add(meta.size);
+                let next_size = wanted.get(index + 1).map(|m| m.size);
+                let flush = match next_size {
+                    None => true,
+                    Some(next) => {
+                        group.len() >= SCAN_PAGE || bytes.saturating_add(next) > SCAN_PAGE_BYTES
+                    }
+                };
+                if !flush {
+                    continue;
+                }
+                if query.control.stopped() {
+                    return Ok(true);
+                }
+                let items = self
+                    .store
+                    .get_many(&self.namespace, &group)
+                    .await
+                    .map_err(|e| failure(&query.dir, e))?;
+                for item in items {
+                    if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
+                        search(&path, &item.content);
+                    }
+                }
+                group.clear();
+                bytes = 0;
+            }
+            match page.last() {
+                Some(last) if full => candidates.list.start = ListStart::After(last.key.clone()),
+                _ => return Ok(true),
+            }
+        }
     }
 
     /// Every item under `dir` (without content), page by page, in key order, kept only when
@@ -526,6 +614,18 @@ impl Backend for StoreBackend {
         {
             search(&query.dir, &item.content);
             return Ok(out.finish());
+        }
+        if self.use_index
+            && let Some(plan) = store::plan::plan(&query.pattern)
+        {
+            let candidates = CandidateQuery {
+                list: ListQuery::first(key_prefix(&query.dir), CANDIDATE_PAGE),
+                plan,
+                larger_than: query.pattern.max_line_bytes,
+            };
+            if self.grep_candidates(query, candidates, &mut search).await? {
+                return Ok(out.finish());
+            }
         }
         // One page of contents at a time, in key order (keyset paging, no OFFSET): the sizes
         // of the next items are listed first, and only as many as fit SCAN_PAGE_BYTES fetched.

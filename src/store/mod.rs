@@ -10,8 +10,12 @@
 //!   `CreateOnly` one insert that does nothing on conflict: never read-then-write in the client;
 //! - `created_at` survives overwrites;
 //! - `list`/`scan` are ordered by key in byte order and are indexed range queries: their cost
-//!   depends on the rows returned, not on the size of the namespace.
+//!   depends on the rows returned, not on the size of the namespace;
+//! - `candidates` answers a grep's [`plan::IndexPlan`] from a trigram index the database keeps in
+//!   every write's own transaction (issue 28): a superset of the items that can match, in key
+//!   order, or `None` while the engine has no index ready (the caller then scans).
 
+pub mod plan;
 pub mod postgres;
 pub mod sqlite;
 
@@ -253,6 +257,19 @@ pub fn prefix_successor(prefix: &str) -> Option<String> {
     None
 }
 
+/// One page of [`Store::candidates`]: the items under `list` (its prefix, start and limit) that
+/// may hold a match of `plan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateQuery {
+    /// The key range and page size, as for [`Store::list`].
+    pub list: ListQuery,
+    /// What every matching item contains.
+    pub plan: plan::IndexPlan,
+    /// Items larger than this many bytes are candidates whatever they hold: a search reports
+    /// a file with a line over its line bound as skipped, match or not.
+    pub larger_than: u64,
+}
+
 /// Microseconds since the Unix epoch, as stored.
 pub(crate) fn to_micros(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
@@ -346,6 +363,20 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// One page of items with their content, in key order: for searches that read contents
     /// page by page instead of loading a namespace at once.
     async fn scan(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<Item>>;
+
+    /// One page (without content, in key order, at most `query.list.limit`) of the items that
+    /// may match `query.plan`, from the search index: every item containing the plan's terms,
+    /// every item the index does not cover (not UTF-8 text), and every item larger than
+    /// `query.larger_than` — possibly more, never fewer. `None` while the index is not ready
+    /// (being built, or unavailable): the caller scans.
+    async fn candidates(
+        &self,
+        namespace: &Namespace,
+        query: &CandidateQuery,
+    ) -> Result<Option<Vec<ItemMeta>>>;
+
+    /// The items at `keys` (absent ones left out), with their content, in key order.
+    async fn get_many(&self, namespace: &Namespace, keys: &[String]) -> Result<Vec<Item>>;
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //! under an advisory lock, so servers starting together do not race.
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -22,9 +24,10 @@ use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
+use super::plan::{IndexPlan, Terms};
 use super::{
-    BatchOp, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store,
-    Written, from_micros, to_micros,
+    BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
+    Result, Store, Written, from_micros, to_micros,
 };
 
 /// Connections per server process.
@@ -35,6 +38,43 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Key of the advisory lock taken while migrating ("mountfs" in ASCII).
 const MIGRATION_LOCK: i64 = 0x006d_6f75_6e74_6673;
+/// Key of the advisory lock held by the one server building the search index ("mountfsi").
+const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
+
+/// The search index (issue 28), made by the server that finds it missing, in the background
+/// and outside the schema migrations (a server of an older release sharing the database keeps
+/// working, and keeps the index up to date without knowing it): each statement is run when the
+/// object it makes is missing or, for an index, left invalid by a build that was killed.
+///
+/// `mountfs_text` is an item's content as text when the index can hold it (UTF-8 without NUL),
+/// else NULL. IMMUTABLE, as an index expression must be: with the server encoding UTF8 (the
+/// only one the index is built on) `convert_from(…, 'UTF8')` only validates.
+const INDEX_FUNCTION: &str = r"
+    CREATE FUNCTION mountfs_text(content BYTEA, encoding TEXT) RETURNS TEXT
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT CASE WHEN encoding = 'utf-8' AND position('\x00'::bytea IN content) = 0
+            THEN convert_from(content, 'UTF8') END
+    $$";
+/// The indexes, by name: the trigram index, the items it does not cover, and sizes (items too
+/// large for their lines to be searched are candidates whatever they hold).
+const INDEXES: &[(&str, &str)] = &[
+    (
+        "mountfs_items_text",
+        "CREATE INDEX CONCURRENTLY mountfs_items_text ON mountfs_items
+             USING gin (mountfs_text(content, encoding) gin_trgm_ops)",
+    ),
+    (
+        "mountfs_items_not_text",
+        "CREATE INDEX CONCURRENTLY mountfs_items_not_text ON mountfs_items (namespace, key)
+             WHERE encoding <> 'utf-8' OR position('\\x00'::bytea IN content) > 0",
+    ),
+    (
+        "mountfs_items_size",
+        "CREATE INDEX CONCURRENTLY mountfs_items_size ON mountfs_items (namespace, size)",
+    ),
+];
+/// Said once per process when the index cannot be made.
+static INDEX_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -81,6 +121,8 @@ pub struct PostgresStore {
     pool: Pool,
     /// `host:port/db`, for messages (no user, no password).
     label: String,
+    /// The search index is built and valid (it never goes back once true).
+    index_ready: Arc<AtomicBool>,
 }
 
 /// An error with what caused it (`error connecting to server: Connection refused (os error
@@ -151,9 +193,160 @@ impl PostgresStore {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| Error::Unavailable(format!("PostgreSQL pool: {e}")))?;
-        let store = Self { pool, label };
+        let store = Self {
+            pool,
+            label,
+            index_ready: Arc::new(AtomicBool::new(false)),
+        };
         store.migrate().await?;
+        if !store.index_ready().await? {
+            let builder = store.clone();
+            tokio::spawn(async move { builder.build_index().await });
+        }
         Ok(store)
+    }
+
+    /// Whether the search index is built and valid (else grep scans).
+    pub async fn index_ready(&self) -> Result<bool> {
+        if self.index_ready.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        let names: Vec<&str> = INDEXES.iter().map(|(name, _)| *name).collect();
+        let rows = self
+            .query(
+                "SELECT count(*) FROM pg_index
+                 WHERE indexrelid IN (SELECT to_regclass(n) FROM unnest($1::text[]) AS n)
+                   AND indisvalid AND indisready",
+                &[&names],
+            )
+            .await?;
+        let valid: i64 = rows
+            .first()
+            .map(|row| column(row, 0))
+            .transpose()?
+            .unwrap_or(0);
+        let ready = usize::try_from(valid).unwrap_or(0) == INDEXES.len();
+        if ready {
+            self.index_ready.store(true, Ordering::Release);
+        }
+        Ok(ready)
+    }
+
+    /// Builds the search index in the background (see [`INDEXES`]): `CREATE INDEX
+    /// CONCURRENTLY`, so readers and writers are never blocked; an index left invalid by a
+    /// killed build is dropped and made again. One server builds at a time (an advisory
+    /// lock); the others scan until they find it valid. When the index cannot be made (no
+    /// `pg_trgm`, another server encoding), the mount scans, and the log says why once.
+    async fn build_index(&self) {
+        let warn = |why: String| {
+            if !INDEX_WARNED.swap(true, Ordering::AcqRel) {
+                tracing::warn!(
+                    "PostgreSQL at {}: no search index, grep reads every file: {why}",
+                    self.label
+                );
+            }
+        };
+        let pooled = match self.client().await {
+            Ok(client) => client,
+            Err(error) => return warn(error.to_string()),
+        };
+        let client = &pooled;
+        let run = |sql: &'static str| async move {
+            client
+                .batch_execute(sql)
+                .await
+                .map_err(|e| self.map_error(e))
+        };
+        let encoding = match client.query_one("SHOW server_encoding", &[]).await {
+            Ok(row) => row.try_get::<_, String>(0).unwrap_or_default(),
+            Err(error) => return warn(self.map_error(error).to_string()),
+        };
+        if !encoding.eq_ignore_ascii_case("UTF8") {
+            return warn(format!(
+                "the database's encoding is {encoding}, the index needs UTF8"
+            ));
+        }
+        match client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&INDEX_LOCK])
+            .await
+            .map(|row| row.try_get::<_, bool>(0))
+        {
+            Ok(Ok(true)) => {}
+            // Another server is building it.
+            Ok(_) => return,
+            Err(error) => return warn(self.map_error(error).to_string()),
+        }
+        let built = self.build_index_locked(client, run).await;
+        // Unlocking can only fail with the connection, which releases the lock too.
+        let _ = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&INDEX_LOCK])
+            .await;
+        match built {
+            Ok(()) => tracing::info!("PostgreSQL at {}: the search index is ready", self.label),
+            Err(why) => warn(why),
+        }
+    }
+
+    async fn build_index_locked<F, Fut>(
+        &self,
+        client: &deadpool_postgres::Client,
+        run: F,
+    ) -> std::result::Result<(), String>
+    where
+        F: Fn(&'static str) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        run("CREATE EXTENSION IF NOT EXISTS pg_trgm").await.map_err(|e| {
+            format!("{e} (the extension pg_trgm could not be created: ask an administrator to run CREATE EXTENSION pg_trgm in this database)")
+        })?;
+        let has_function = client
+            .query_one(
+                "SELECT to_regprocedure('mountfs_text(bytea, text)') IS NOT NULL",
+                &[],
+            )
+            .await
+            .map_err(|e| self.map_error(e).to_string())?
+            .try_get::<_, bool>(0)
+            .map_err(|e| e.to_string())?;
+        if !has_function {
+            run(INDEX_FUNCTION).await.map_err(|e| e.to_string())?;
+        }
+        for (name, create) in INDEXES {
+            let state = client
+                .query_opt(
+                    "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)",
+                    &[name],
+                )
+                .await
+                .map_err(|e| self.map_error(e).to_string())?;
+            match state.map(|row| row.try_get::<_, bool>(0)) {
+                Some(Ok(true)) => continue,
+                Some(_) => {
+                    tracing::info!(
+                        "PostgreSQL at {}: the index {name} was left unfinished (a build was stopped); building it again",
+                        self.label
+                    );
+                    let drop = format!("DROP INDEX CONCURRENTLY IF EXISTS {name}");
+                    client
+                        .batch_execute(&drop)
+                        .await
+                        .map_err(|e| self.map_error(e).to_string())?;
+                }
+                None => {}
+            }
+            tracing::info!(
+                "PostgreSQL at {}: building the search index {name} in the background (grep scans until it is ready)",
+                self.label
+            );
+            let started = std::time::Instant::now();
+            run(create).await.map_err(|e| e.to_string())?;
+            tracing::info!(
+                "PostgreSQL at {}: index {name} built in {:.1} s",
+                self.label,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(())
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client> {
@@ -651,6 +844,101 @@ impl Store for PostgresStore {
         let columns = format!("{META_COLUMNS}, content");
         let rows = self.range_query(namespace, query, &columns).await?;
         rows.iter().map(item_of_row).collect()
+    }
+
+    async fn candidates(
+        &self,
+        namespace: &Namespace,
+        query: &CandidateQuery,
+    ) -> Result<Option<Vec<ItemMeta>>> {
+        if !self.index_ready().await? {
+            return Ok(None);
+        }
+        let (lower, inclusive, upper) = query.list.bounds();
+        let op = if inclusive { ">=" } else { ">" };
+        let ns = namespace.as_str().to_owned();
+        let limit = query.list.sql_limit();
+        let larger_than = i64::try_from(query.larger_than).unwrap_or(i64::MAX);
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+            Box::new(ns),
+            Box::new(lower),
+            Box::new(limit),
+            Box::new(larger_than),
+        ];
+        let range = match upper {
+            Some(upper) => {
+                params.push(Box::new(upper));
+                format!("namespace = $1 AND key {op} $2 AND key < $5")
+            }
+            None => format!("namespace = $1 AND key {op} $2"),
+        };
+        let terms = like_terms(&query.plan, &query.plan.terms, &mut params);
+        // Three arms, each answered by an index: the trigram index, the items it does not
+        // cover (the partial index's very predicate), the items too large for their lines to
+        // be searched.
+        let sql = format!(
+            "SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND {terms}
+             UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {range}
+                 AND (encoding <> 'utf-8' OR position('\\x00'::bytea IN content) > 0)
+             UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND size > $4
+             ORDER BY key LIMIT $3"
+        );
+        let refs: Vec<&(dyn ToSql + Sync)> = params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql, &refs)
+            .await
+            .map_err(|e| self.map_error(e))?;
+        rows.iter()
+            .map(meta_of_row)
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    async fn get_many(&self, namespace: &Namespace, keys: &[String]) -> Result<Vec<Item>> {
+        let sql = format!(
+            "SELECT {META_COLUMNS}, content FROM mountfs_items
+             WHERE namespace = $1 AND key = ANY($2) ORDER BY key"
+        );
+        let rows = self.query(&sql, &[&namespace.as_str(), &keys]).await?;
+        rows.iter().map(item_of_row).collect()
+    }
+}
+
+/// The condition of `terms` over the indexed text, its patterns pushed onto `params`: `LIKE`
+/// (`ILIKE` when the plan folds case) of each substring, `%`, `_` and `\` escaped.
+fn like_terms(
+    plan: &IndexPlan,
+    terms: &Terms,
+    params: &mut Vec<Box<dyn ToSql + Sync + Send>>,
+) -> String {
+    match terms {
+        Terms::Substring(text) => {
+            let mut pattern = String::with_capacity(text.len() + 2);
+            pattern.push('%');
+            for c in text.chars() {
+                if matches!(c, '%' | '_' | '\\') {
+                    pattern.push('\\');
+                }
+                pattern.push(c);
+            }
+            pattern.push('%');
+            params.push(Box::new(pattern));
+            let op = if plan.fold_case { "ILIKE" } else { "LIKE" };
+            format!("mountfs_text(content, encoding) {op} ${}", params.len())
+        }
+        Terms::All(parts) | Terms::Any(parts) => {
+            let joint = if matches!(terms, Terms::All(_)) {
+                " AND "
+            } else {
+                " OR "
+            };
+            let parts: Vec<String> = parts.iter().map(|p| like_terms(plan, p, params)).collect();
+            format!("({})", parts.join(joint))
+        }
     }
 }
 

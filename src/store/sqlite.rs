@@ -12,16 +12,18 @@
 //! prefix is the key range `[prefix, successor(prefix))` of the primary-key index.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::Semaphore;
 
+use super::plan::{Terms, trigrams};
 use super::{
-    BatchOp, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition, Result, Store,
-    Written, from_micros, to_micros,
+    BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
+    Result, Store, Written, from_micros, to_micros,
 };
 
 /// Connections open at most at once (the machine target has 2 cores; more would only queue on
@@ -51,7 +53,8 @@ const STORE_SETTINGS: ConnectionSettings = ConnectionSettings {
 
 /// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 /// The content column is last so listing metadata never reads a large value's overflow pages.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE mountfs_items (
         namespace   TEXT    NOT NULL,
         key         TEXT    NOT NULL,
@@ -68,7 +71,58 @@ const MIGRATIONS: &[&str] = &["
         value INTEGER NOT NULL
     );
     INSERT INTO mountfs_counters (name, value) VALUES ('version', 0);
-"];
+",
+    "
+    -- The search index (issue 28): the FTS5 trigrams of every UTF-8 item's content, kept by
+    -- the triggers below inside each write's own transaction. External content (the text
+    -- is not stored twice); detail=none keeps only rowids, as every candidate is confirmed
+    -- by the matcher anyway.
+    CREATE VIRTUAL TABLE mountfs_items_text USING fts5(
+        content, content = 'mountfs_items', content_rowid = 'rowid',
+        tokenize = 'trigram', detail = 'none'
+    );
+    -- How far the index is built: the items with rowid <= built_upto are in it, the others
+    -- are added by the background build (sqlite.rs, `build_step`) in rowid order. The
+    -- largest integer once all are: a store created with the index starts there.
+    CREATE TABLE mountfs_text_index (built_upto INTEGER NOT NULL);
+    INSERT INTO mountfs_text_index (built_upto)
+        SELECT CASE WHEN EXISTS (SELECT 1 FROM mountfs_items)
+            THEN -9223372036854775808 ELSE 9223372036854775807 END;
+    CREATE TRIGGER mountfs_items_text_insert AFTER INSERT ON mountfs_items
+        WHEN new.rowid <= (SELECT built_upto FROM mountfs_text_index)
+    BEGIN
+        INSERT INTO mountfs_items_text (rowid, content) VALUES
+            (new.rowid, CASE WHEN new.encoding = 'utf-8' THEN CAST(new.content AS TEXT) END);
+    END;
+    CREATE TRIGGER mountfs_items_text_delete AFTER DELETE ON mountfs_items
+        WHEN old.rowid <= (SELECT built_upto FROM mountfs_text_index)
+    BEGIN
+        INSERT INTO mountfs_items_text (mountfs_items_text, rowid, content) VALUES
+            ('delete', old.rowid,
+             CASE WHEN old.encoding = 'utf-8' THEN CAST(old.content AS TEXT) END);
+    END;
+    CREATE TRIGGER mountfs_items_text_update AFTER UPDATE OF encoding, content ON mountfs_items
+        WHEN old.rowid <= (SELECT built_upto FROM mountfs_text_index)
+    BEGIN
+        INSERT INTO mountfs_items_text (mountfs_items_text, rowid, content) VALUES
+            ('delete', old.rowid,
+             CASE WHEN old.encoding = 'utf-8' THEN CAST(old.content AS TEXT) END);
+        INSERT INTO mountfs_items_text (rowid, content) VALUES
+            (new.rowid, CASE WHEN new.encoding = 'utf-8' THEN CAST(new.content AS TEXT) END);
+    END;
+    -- What a search must read whatever the index says: items that are not UTF-8 text, and
+    -- items too large for their lines to be searched (reported as skipped).
+    CREATE INDEX mountfs_items_not_text ON mountfs_items (namespace, key)
+        WHERE encoding <> 'utf-8';
+    CREATE INDEX mountfs_items_size ON mountfs_items (namespace, size);
+",
+];
+
+/// `built_upto` once every item is in the search index.
+const INDEX_COMPLETE: i64 = i64::MAX;
+/// Items added to the search index per transaction of a background build: a writer waits for
+/// one batch at most.
+const BUILD_BATCH: i64 = 256;
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
@@ -86,6 +140,8 @@ struct Shared {
     idle: Mutex<Vec<Connection>>,
     /// Bounds the connections in use at once.
     permits: Arc<Semaphore>,
+    /// The search index holds every item (it never goes back once true).
+    index_ready: AtomicBool,
 }
 
 impl Shared {
@@ -253,13 +309,39 @@ impl SqliteStore {
                 settings,
                 idle: Mutex::new(vec![conn]),
                 permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+                index_ready: AtomicBool::new(false),
             })
         })
         .await
         .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))??;
-        Ok(Self {
+        let store = Self {
             shared: Arc::new(opened),
-        })
+        };
+        if !store.index_ready().await? {
+            tokio::spawn(build_index(Arc::downgrade(&store.shared)));
+        }
+        Ok(store)
+    }
+
+    /// Whether the search index holds every item (else grep scans, while the background
+    /// build started by [`Self::open`] catches up).
+    pub async fn index_ready(&self) -> Result<bool> {
+        if self.shared.index_ready.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        let built = self
+            .run(|conn| {
+                conn.query_row("SELECT built_upto FROM mountfs_text_index", [], |row| {
+                    row.get::<_, i64>(0)
+                })
+                .map_err(map_error)
+            })
+            .await?;
+        let ready = built == INDEX_COMPLETE;
+        if ready {
+            self.shared.index_ready.store(true, Ordering::Release);
+        }
+        Ok(ready)
     }
 
     /// [`Self::run`], but on this very thread when the runtime has several (the runtime moves
@@ -620,6 +702,207 @@ impl Store for SqliteStore {
                 .map_err(map_error)
         })
         .await
+    }
+
+    async fn candidates(
+        &self,
+        namespace: &Namespace,
+        query: &CandidateQuery,
+    ) -> Result<Option<Vec<ItemMeta>>> {
+        if !self.index_ready().await? {
+            return Ok(None);
+        }
+        let ns = namespace.as_str().to_owned();
+        let (lower, inclusive, upper) = query.list.bounds();
+        let limit = query.list.sql_limit();
+        let matching = fts_query(&query.plan.terms);
+        let larger_than = i64::try_from(query.larger_than).unwrap_or(i64::MAX);
+        self.run(move |conn| {
+            let op = if inclusive { ">=" } else { ">" };
+            let range = match upper {
+                Some(_) => format!("namespace = :ns AND key {op} :lower AND key < :upper"),
+                None => format!("namespace = :ns AND key {op} :lower"),
+            };
+            // Three arms, each an indexed lookup: the index's answer, the items it does not
+            // cover, the items too large for their lines to be searched.
+            let sql = format!(
+                "SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND rowid IN
+                     (SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH :terms)
+                 UNION SELECT {META_COLUMNS} FROM mountfs_items
+                     WHERE {range} AND encoding <> 'utf-8'
+                 UNION SELECT {META_COLUMNS} FROM mountfs_items
+                     WHERE {range} AND size > :larger_than
+                 ORDER BY key LIMIT {limit}"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            let mut values: Vec<(&str, &dyn rusqlite::ToSql)> = vec![
+                (":ns", &ns),
+                (":lower", &lower),
+                (":terms", &matching),
+                (":larger_than", &larger_than),
+            ];
+            if let Some(upper) = &upper {
+                values.push((":upper", upper));
+            }
+            let rows = stmt
+                .query_map(values.as_slice(), meta_of_row)
+                .map_err(map_error)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(map_error)
+                .map(Some)
+        })
+        .await
+    }
+
+    async fn get_many(&self, namespace: &Namespace, keys: &[String]) -> Result<Vec<Item>> {
+        let (ns, mut keys) = (namespace.as_str().to_owned(), keys.to_vec());
+        keys.sort();
+        keys.dedup();
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {META_COLUMNS}, content FROM mountfs_items WHERE namespace = ?1 AND key = ?2"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            let mut items = Vec::with_capacity(keys.len());
+            for key in &keys {
+                if let Some(item) = stmt
+                    .query_row(params![ns, key], item_of_row)
+                    .optional()
+                    .map_err(map_error)?
+                {
+                    items.push(item);
+                }
+            }
+            Ok(items)
+        })
+        .await
+    }
+}
+
+/// The background build of the search index for a store that existed before it (issue 28):
+/// batch after batch of [`BUILD_BATCH`] items in rowid order, each in its own short write
+/// transaction that also records how far it came, so a build killed half-way loses nothing and
+/// the next open resumes it. Readers never wait (WAL); a writer waits for one batch at most.
+/// Stops when the store is dropped.
+async fn build_index(shared: Weak<Shared>) {
+    let mut indexed: u64 = 0;
+    let mut total: Option<u64> = None;
+    let mut batches: u64 = 0;
+    loop {
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let store = SqliteStore { shared: strong };
+        if total.is_none() {
+            let count = store
+                .run(|conn| {
+                    conn.query_row("SELECT count(*) FROM mountfs_items", [], |row| {
+                        row.get::<_, i64>(0)
+                    })
+                    .map_err(map_error)
+                })
+                .await;
+            let count = count.ok().and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+            tracing::info!(
+                items = count,
+                "SQLite store: building the search index in the background (grep scans until it is ready)"
+            );
+            total = Some(count);
+        }
+        match store.run(build_step).await {
+            Ok(Some(added)) => {
+                indexed += added;
+                batches += 1;
+                if batches.is_multiple_of(40) {
+                    tracing::info!(
+                        indexed,
+                        items = total.unwrap_or(0),
+                        "SQLite store: building the search index"
+                    );
+                }
+            }
+            Ok(None) => {
+                store.shared.index_ready.store(true, Ordering::Release);
+                tracing::info!(indexed, "SQLite store: the search index is ready");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "SQLite store: building the search index failed; grep scans until the next start, which resumes the build"
+                );
+                return;
+            }
+        }
+        drop(store);
+        // Let writers in between batches.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Adds the next batch of items to the search index: how many, or `None` when every item is in.
+fn build_step(conn: &mut Connection) -> Result<Option<u64>> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_error)?;
+    let built: i64 = tx
+        .query_row("SELECT built_upto FROM mountfs_text_index", [], |row| {
+            row.get(0)
+        })
+        .map_err(map_error)?;
+    if built == INDEX_COMPLETE {
+        return Ok(None);
+    }
+    let last: Option<i64> = tx
+        .query_row(
+            "SELECT max(rowid) FROM
+                 (SELECT rowid FROM mountfs_items WHERE rowid > ?1 ORDER BY rowid LIMIT ?2)",
+            params![built, BUILD_BATCH],
+            |row| row.get(0),
+        )
+        .map_err(map_error)?;
+    let (upto, added) = match last {
+        None => (INDEX_COMPLETE, None),
+        Some(last) => {
+            let added = tx
+                .execute(
+                    "INSERT INTO mountfs_items_text (rowid, content)
+                     SELECT rowid, CASE WHEN encoding = 'utf-8' THEN CAST(content AS TEXT) END
+                     FROM mountfs_items WHERE rowid > ?1 AND rowid <= ?2",
+                    params![built, last],
+                )
+                .map_err(map_error)?;
+            (last, Some(u64::try_from(added).unwrap_or(0)))
+        }
+    };
+    tx.execute(
+        "UPDATE mountfs_text_index SET built_upto = ?1",
+        params![upto],
+    )
+    .map_err(map_error)?;
+    tx.commit().map_err(map_error)?;
+    Ok(added)
+}
+
+/// The FTS5 query of `terms`: a substring is all of its trigrams (a table with detail=none
+/// cannot match phrases; the matcher confirms the order), each quoted.
+fn fts_query(terms: &Terms) -> String {
+    match terms {
+        Terms::Substring(text) => {
+            let grams: Vec<String> = trigrams(text)
+                .iter()
+                .map(|g| format!("\"{}\"", g.replace('"', "\"\"")))
+                .collect();
+            format!("({})", grams.join(" AND "))
+        }
+        Terms::All(parts) => {
+            let parts: Vec<String> = parts.iter().map(fts_query).collect();
+            format!("({})", parts.join(" AND "))
+        }
+        Terms::Any(parts) => {
+            let parts: Vec<String> = parts.iter().map(fts_query).collect();
+            format!("({})", parts.join(" OR "))
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod encodings;
 mod fixtures;
 mod invariants;
 mod routing;
+mod search_index;
 mod shell_mounts;
 mod store;
 

@@ -1,0 +1,579 @@
+//! The stores' search index (issue 28): a grep answered from the index gives exactly the answer
+//! of a full scan, on each engine, for generated patterns (literals, classes, alternations,
+//! anchors, case-insensitive, with and without a `glob`) over a 2,000-file store that was also
+//! renamed, moved, edited and pruned after it was written; and a store made by a release
+//! without the index gains it in the background, answers the same meanwhile, and resumes a
+//! build that was stopped half-way.
+//!
+//! `MOUNTFS_PROPTEST_CASES` sets the cases per engine (default 150: 300 over both).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mountfs::backend::{Backend, GrepFile, StoreBackend};
+use mountfs::path::VirtualPath;
+use mountfs::search::{GlobMatcher, GrepCollect, GrepPattern, GrepQuery, SearchControl};
+use mountfs::store::{BatchOp, Namespace, PostgresStore, PutCondition, SqliteStore, Store, plan};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+const FILES: usize = 2_000;
+
+/// Words the files are made of, with case and Unicode variants the index must not lose
+/// (the Kelvin sign and long s match `k` and `s` ignoring case; `%`, `_`, `\` are LIKE's).
+const WORDS: &[&str] = &[
+    "unsafe",
+    "impl",
+    "fn",
+    "main",
+    "HashMap",
+    "hashmap",
+    "Kelvin",
+    "\u{212A}elvin",
+    "KELVIN",
+    "ſtraße",
+    "straße",
+    "STRASSE",
+    "Σίσυφος",
+    "σίσυφος",
+    "café",
+    "CAFÉ",
+    "foo_bar",
+    "foo%bar",
+    "50%",
+    "a\\b",
+    "\"quoted\"",
+    "error",
+    "Error",
+    "ERROR",
+    "abc",
+    "abd",
+    "xyz",
+    "λx",
+    "日本語",
+    "🦀crab",
+    "struct",
+    "Vec<u8>",
+    "self",
+    "return",
+    "match",
+    "{}",
+];
+const SEPARATORS: &[&str] = &[" ", "  ", "\t", "::", "(", ")", ", ", "."];
+
+/// A small deterministic generator (the corpus must be the same on every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) % below as u64) as usize
+    }
+}
+
+fn line(rng: &mut Lcg) -> String {
+    let mut out = String::new();
+    for i in 0..1 + rng.next(8) {
+        if i > 0 {
+            out.push_str(SEPARATORS[rng.next(SEPARATORS.len())]);
+        }
+        out.push_str(WORDS[rng.next(WORDS.len())]);
+    }
+    out
+}
+
+/// The files: mostly small UTF-8 texts (some CRLF), and every kind the index cannot hold or
+/// that a search reports whatever it holds: Latin-1 and UTF-16 texts, UTF-8 with a NUL past
+/// the binary sniff, a file with one very long line.
+fn corpus() -> Vec<(String, Vec<u8>)> {
+    let mut rng = Lcg(28);
+    let mut files = Vec::with_capacity(FILES);
+    for i in 0..FILES {
+        let ext = ["rs", "md", "txt"][i % 3];
+        let key = format!("/d{}/s{}/f{i}.{ext}", i % 10, (i / 10) % 5);
+        let eol = if i % 7 == 0 { "\r\n" } else { "\n" };
+        let text: String = (0..1 + rng.next(12))
+            .map(|_| line(&mut rng) + eol)
+            .collect();
+        let content = match i {
+            i if i % 97 == 0 => {
+                // Latin-1: not UTF-8, decoded by the legacy guess and searched as text.
+                let mut bytes: Vec<u8> = b"caf\xe9 unsafe impl Kelvin\n".to_vec();
+                bytes.extend(text.chars().filter(char::is_ascii).map(|c| c as u8));
+                bytes
+            }
+            i if i % 101 == 0 => {
+                let mut bytes = vec![0xff, 0xfe];
+                for unit in format!("unsafe impl HashMap\n{text}").encode_utf16() {
+                    bytes.extend(unit.to_le_bytes());
+                }
+                bytes
+            }
+            i if i % 89 == 0 => {
+                let mut bytes = text.clone().into_bytes();
+                bytes.resize(9_000, b'x');
+                bytes.extend(b"\n\0 after the sniff: unsafe impl struct\n");
+                bytes
+            }
+            i if i % 53 == 0 => format!("{text}{}\nunsafe\n", "y".repeat(5_000)).into_bytes(),
+            _ => text.into_bytes(),
+        };
+        files.push((key, content));
+    }
+    files
+}
+
+/// Writes the corpus, then changes it through every write path the index must follow.
+async fn fill(store: &dyn Store, ns: &Namespace) {
+    let ops: Vec<BatchOp> = corpus()
+        .into_iter()
+        .map(|(key, content)| BatchOp::Put {
+            key,
+            content,
+            condition: PutCondition::Overwrite,
+        })
+        .collect();
+    store.apply_batch(ns, ops).await.unwrap();
+    let mut rng = Lcg(2_800);
+    for i in (0..FILES).step_by(13) {
+        let key = format!(
+            "/d{}/s{}/f{i}.{}",
+            i % 10,
+            (i / 10) % 5,
+            ["rs", "md", "txt"][i % 3]
+        );
+        match i % 4 {
+            0 => {
+                let text = format!("{}\nedited {}\n", line(&mut rng), line(&mut rng));
+                store
+                    .put(ns, &key, text.as_bytes(), PutCondition::Overwrite)
+                    .await
+                    .unwrap();
+            }
+            1 => {
+                store.delete(ns, &key, None).await.unwrap();
+            }
+            2 => {
+                let to = format!("/moved/{i}.rs");
+                store.rename(ns, &key, &to, None, None).await.unwrap();
+            }
+            _ => {
+                // Binary over text and back: the index drops and regains the item.
+                store
+                    .put(ns, &key, &[0xff, 0x00, 0x01], PutCondition::Overwrite)
+                    .await
+                    .unwrap();
+                let text = format!("back {}\n", line(&mut rng));
+                store
+                    .put(ns, &key, text.as_bytes(), PutCondition::Overwrite)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    store
+        .rename_prefix(ns, "/d9/", "/renamed/", "/renamed")
+        .await
+        .unwrap();
+    store.delete_prefix(ns, "/d8/s4/").await.unwrap();
+    store
+        .apply_batch(
+            ns,
+            vec![BatchOp::Put {
+                key: "/batch/new.md".into(),
+                content: b"unsafe impl from a batch\n".to_vec(),
+                condition: PutCondition::CreateOnly,
+            }],
+        )
+        .await
+        .unwrap();
+}
+
+/// One generated search.
+#[derive(Debug, Clone)]
+struct Search {
+    pattern: String,
+    literal: bool,
+    case_insensitive: bool,
+    glob: Option<&'static str>,
+    dir: &'static str,
+    max_line_bytes: Option<u64>,
+}
+
+fn word() -> impl Strategy<Value = String> {
+    (0..WORDS.len(), 0usize..3, 0usize..3).prop_map(|(w, from, cut)| {
+        let chars: Vec<char> = WORDS[w].chars().collect();
+        let from = from.min(chars.len().saturating_sub(1));
+        let to = chars.len().saturating_sub(cut).max(from + 1);
+        chars[from..to].iter().collect()
+    })
+}
+
+fn atom() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => word().prop_map(|w| regex_syntax::escape(&w)),
+        1 => Just("[a-e]".to_owned()),
+        1 => Just(r"\d".to_owned()),
+        1 => Just(r"\s+".to_owned()),
+        1 => Just(".".to_owned()),
+        1 => Just(r"\w+".to_owned()),
+        1 => Just(".*".to_owned()),
+        1 => Just(r"\b".to_owned()),
+        2 => (word(), word()).prop_map(|(a, b)| format!(
+            "({}|{})",
+            regex_syntax::escape(&a),
+            regex_syntax::escape(&b)
+        )),
+        1 => Just("[Hh]ash".to_owned()),
+        1 => Just("(?i)kelvin".to_owned()),
+    ]
+}
+
+fn search() -> impl Strategy<Value = Search> {
+    let regex = (
+        proptest::option::of(Just("^")),
+        proptest::collection::vec(atom(), 1..4),
+        proptest::option::of(Just("$")),
+    )
+        .prop_map(|(start, atoms, end)| {
+            format!(
+                "{}{}{}",
+                start.unwrap_or(""),
+                atoms.concat(),
+                end.unwrap_or("")
+            )
+        });
+    let pattern = prop_oneof![
+        2 => regex.prop_map(|p| (p, false)),
+        1 => word().prop_map(|w| (w, true)),
+        1 => (word(), word()).prop_map(|(a, b)| (format!("{a} {b}"), true)),
+    ];
+    (
+        pattern,
+        any::<bool>(),
+        proptest::option::of(prop_oneof![
+            Just("*.rs"),
+            Just("**/*.md"),
+            Just("d1/**"),
+            Just("*.txt"),
+            Just("f1*"),
+        ]),
+        prop_oneof![4 => Just("/"), 1 => Just("/d3"), 1 => Just("/moved")],
+        proptest::option::of(Just(4_096u64)),
+    )
+        .prop_map(
+            |((pattern, literal), case_insensitive, glob, dir, max_line_bytes)| Search {
+                pattern,
+                literal,
+                case_insensitive,
+                glob,
+                dir,
+                max_line_bytes,
+            },
+        )
+}
+
+fn query(search: &Search) -> Option<GrepQuery> {
+    let mut pattern =
+        GrepPattern::new(&search.pattern, search.literal, search.case_insensitive).ok()?;
+    if let Some(bytes) = search.max_line_bytes {
+        pattern = pattern.with_max_line_bytes(bytes);
+    }
+    Some(GrepQuery {
+        dir: VirtualPath::parse(search.dir).unwrap(),
+        pattern: Arc::new(pattern),
+        file_filter: search.glob.map(|g| GlobMatcher::new(g).unwrap()),
+        collect: GrepCollect::lines(1),
+        control: SearchControl::default(),
+    })
+}
+
+async fn sorted(backend: &StoreBackend, query: &GrepQuery) -> Vec<GrepFile> {
+    let mut found = backend.grep(query).await.unwrap();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Files a grep looked at (searched with the matcher).
+async fn files_read(backend: &StoreBackend, query: &GrepQuery) -> u64 {
+    let query = GrepQuery {
+        control: SearchControl::default(),
+        ..query.clone()
+    };
+    backend.grep(&query).await.unwrap();
+    query.control.counts().0
+}
+
+/// Runs the generated searches on `store` with and without the index.
+fn same_answers(runtime: &tokio::runtime::Runtime, store: Arc<dyn Store>, ns: Namespace) {
+    let indexed = StoreBackend::new(store.clone(), ns.clone());
+    let scanning = StoreBackend::new(store, ns).without_index();
+    let cases = std::env::var("MOUNTFS_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let planned = std::sync::atomic::AtomicU32::new(0);
+    runner
+        .run(&search(), |search| {
+            let Some(query) = query(&search) else {
+                return Ok(());
+            };
+            if plan::plan(&query.pattern).is_some() {
+                planned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let (with, without) = runtime.block_on(async {
+                (
+                    sorted(&indexed, &query).await,
+                    sorted(&scanning, &query).await,
+                )
+            });
+            prop_assert_eq!(with, without, "{:?}", search);
+            Ok(())
+        })
+        .unwrap();
+    let planned = planned.into_inner();
+    assert!(
+        planned * 3 >= cases,
+        "only {planned} of {cases} patterns used the index: the property tests too little"
+    );
+    // The index is really used: a rare literal reads a few files, not the store.
+    let rare = query(&Search {
+        pattern: "unsafe impl".into(),
+        literal: true,
+        case_insensitive: false,
+        glob: None,
+        dir: "/",
+        max_line_bytes: None,
+    })
+    .unwrap();
+    let (with, without) = runtime.block_on(async {
+        (
+            files_read(&indexed, &rare).await,
+            files_read(&scanning, &rare).await,
+        )
+    });
+    assert!(
+        with * 2 < without,
+        "indexed grep read {with} files, a scan {without}"
+    );
+}
+
+#[test]
+fn sqlite_index_answers_as_a_scan_does() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Namespace::new("default").unwrap();
+    let store: Arc<dyn Store> = runtime.block_on(async {
+        let store = SqliteStore::open(dir.path().join("s.db")).await.unwrap();
+        assert!(store.index_ready().await.unwrap(), "a new store is indexed");
+        fill(&store, &ns).await;
+        Arc::new(store)
+    });
+    same_answers(&runtime, store, ns);
+}
+
+#[test]
+fn postgres_index_answers_as_a_scan_does() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let guard = crate::support::PostgresNamespace::new(&url, "t-index");
+    let ns = Namespace::new(&guard.name).unwrap();
+    let store: Arc<dyn Store> = runtime.block_on(async {
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let started = Instant::now();
+        while !store.index_ready().await.unwrap() {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the PostgreSQL search index was not ready in 2 minutes (is pg_trgm available?)"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        fill(&store, &ns).await;
+        Arc::new(store)
+    });
+    same_answers(&runtime, store, ns);
+}
+
+/// The schema of the release before the index (SQLite `user_version` 1), as it wrote it.
+const SCHEMA_V1: &str = "
+    CREATE TABLE mountfs_items (
+        namespace   TEXT    NOT NULL,
+        key         TEXT    NOT NULL,
+        encoding    TEXT    NOT NULL,
+        size        INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL,
+        modified_at INTEGER NOT NULL,
+        version     INTEGER NOT NULL,
+        content     BLOB    NOT NULL,
+        PRIMARY KEY (namespace, key)
+    );
+    CREATE TABLE mountfs_counters (
+        name  TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    );
+    INSERT INTO mountfs_counters (name, value) VALUES ('version', 0);
+    PRAGMA user_version = 1;
+";
+
+/// Writes `count` UTF-8 items the old way, straight into an old-schema file.
+fn old_store(file: &std::path::Path, count: usize) {
+    let mut conn = rusqlite::Connection::open(file).unwrap();
+    conn.execute_batch(SCHEMA_V1).unwrap();
+    let tx = conn.transaction().unwrap();
+    let mut rng = Lcg(7);
+    for i in 0..count {
+        let text: String = (0..1 + rng.next(6))
+            .map(|_| line(&mut rng) + "\n")
+            .collect();
+        let version = i64::try_from(i + 1).unwrap();
+        tx.execute(
+            "INSERT INTO mountfs_items VALUES ('default', ?1, 'utf-8', ?2, 0, 0, ?3, ?4)",
+            rusqlite::params![
+                format!("/n/{}/{i}.md", i % 17),
+                i64::try_from(text.len()).unwrap(),
+                version,
+                text.into_bytes()
+            ],
+        )
+        .unwrap();
+    }
+    tx.execute(
+        "UPDATE mountfs_counters SET value = ?1",
+        [i64::try_from(count).unwrap()],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+}
+
+/// Whether the FTS5 index holds exactly the trigrams of the items (FTS5's own check against
+/// its external content table; every item here is UTF-8).
+fn index_is_exact(file: &std::path::Path) -> bool {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    conn.execute(
+        "INSERT INTO mountfs_items_text (mountfs_items_text, rank) VALUES ('integrity-check', 1)",
+        [],
+    )
+    .is_ok()
+}
+
+async fn wait_ready(store: &SqliteStore) {
+    let started = Instant::now();
+    while !store.index_ready().await.unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "index not built in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn literal(text: &str) -> GrepQuery {
+    query(&Search {
+        pattern: text.into(),
+        literal: true,
+        case_insensitive: true,
+        glob: None,
+        dir: "/",
+        max_line_bytes: None,
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_made_before_the_index_gains_it_in_the_background_and_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.db");
+    old_store(&file, 6_000);
+    let ns = Namespace::new("default").unwrap();
+    let store = SqliteStore::open(&file).await.unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    let q = literal("HashMap");
+    // Served while the build runs (it scans until the index is ready), writes included.
+    let expected = sorted(&scanning, &q).await;
+    assert!(!expected.is_empty());
+    assert_eq!(sorted(&indexed, &q).await, expected);
+    shared
+        .put(
+            &ns,
+            "/n/new.md",
+            b"HashMap written during the build\n",
+            PutCondition::CreateOnly,
+        )
+        .await
+        .unwrap();
+    shared.delete(&ns, "/n/3/3.md", None).await.unwrap();
+    wait_ready(&store).await;
+    let expected = sorted(&scanning, &q).await;
+    assert_eq!(sorted(&indexed, &q).await, expected);
+    assert!(files_read(&indexed, &literal("unsafe impl")).await < 6_000 / 2);
+    assert!(index_is_exact(&file));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_stopped_half_way_resumes_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.db");
+    old_store(&file, 3_000);
+    {
+        let store = SqliteStore::open(&file).await.unwrap();
+        wait_ready(&store).await;
+    }
+    // What a server killed after half the batches leaves: the items past the recorded point
+    // are not in the index (each batch commits its items and the point together).
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute_batch(
+            "BEGIN;
+             INSERT INTO mountfs_items_text (mountfs_items_text, rowid, content)
+                 SELECT 'delete', rowid, CAST(content AS TEXT) FROM mountfs_items WHERE rowid > 1500;
+             UPDATE mountfs_text_index SET built_upto = 1500;
+             COMMIT;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&file).await.unwrap();
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    // A write to an item not yet indexed, while the build is on its way.
+    shared
+        .put(
+            &ns,
+            "/n/7/2999.md",
+            b"HashMap rewritten\n",
+            PutCondition::Overwrite,
+        )
+        .await
+        .unwrap();
+    wait_ready(&store).await;
+    assert!(index_is_exact(&file));
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared, ns).without_index();
+    for text in ["HashMap", "unsafe impl", "Kelvin"] {
+        let q = literal(text);
+        assert_eq!(
+            sorted(&indexed, &q).await,
+            sorted(&scanning, &q).await,
+            "{text}"
+        );
+    }
+}
