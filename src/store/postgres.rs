@@ -43,30 +43,25 @@ const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
 
 /// The search index (issue 28), made by the server that finds it missing, in the background
 /// and outside the schema migrations (a server of an older release sharing the database keeps
-/// working, and keeps the index up to date without knowing it): each statement is run when the
-/// object it makes is missing or, for an index, left invalid by a build that was killed.
+/// working, and keeps the index up to date without knowing it): each index is made when it is
+/// missing or left invalid by a build that was killed.
 ///
-/// `mountfs_text` is an item's content as text when the index can hold it (UTF-8 without NUL),
-/// else NULL. IMMUTABLE, as an index expression must be: with the server encoding UTF8 (the
-/// only one the index is built on) `convert_from(…, 'UTF8')` only validates.
-const INDEX_FUNCTION: &str = r"
-    CREATE FUNCTION mountfs_text(content BYTEA, encoding TEXT) RETURNS TEXT
-        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-        SELECT CASE WHEN encoding = 'utf-8' AND position('\x00'::bytea IN content) = 0
-            THEN convert_from(content, 'UTF8') END
-    $$";
-/// The indexes, by name: the trigram index, the items it does not cover, and sizes (items too
+/// The trigram index is over `encode(content, 'escape')` of UTF-8 items: an immutable built-in
+/// (so the database rechecks candidates quickly, and a NUL byte or the server's encoding is no
+/// obstacle) that maps each byte to a fixed text (`\` doubled, bytes 0 and 0x80–0xFF as
+/// `\ooo`), so a substring of the content is, escaped the same way, a substring of the text.
+/// The two others: the items the trigram index does not hold (not UTF-8), and sizes (items too
 /// large for their lines to be searched are candidates whatever they hold).
 const INDEXES: &[(&str, &str)] = &[
     (
-        "mountfs_items_text",
-        "CREATE INDEX CONCURRENTLY mountfs_items_text ON mountfs_items
-             USING gin (mountfs_text(content, encoding) gin_trgm_ops)",
+        "mountfs_items_trgm",
+        "CREATE INDEX CONCURRENTLY mountfs_items_trgm ON mountfs_items
+             USING gin (encode(content, 'escape') gin_trgm_ops) WHERE encoding = 'utf-8'",
     ),
     (
-        "mountfs_items_not_text",
-        "CREATE INDEX CONCURRENTLY mountfs_items_not_text ON mountfs_items (namespace, key)
-             WHERE encoding <> 'utf-8' OR position('\\x00'::bytea IN content) > 0",
+        "mountfs_items_not_utf8",
+        "CREATE INDEX CONCURRENTLY mountfs_items_not_utf8 ON mountfs_items (namespace, key)
+             WHERE encoding <> 'utf-8'",
     ),
     (
         "mountfs_items_size",
@@ -236,7 +231,7 @@ impl PostgresStore {
     /// CONCURRENTLY`, so readers and writers are never blocked; an index left invalid by a
     /// killed build is dropped and made again. One server builds at a time (an advisory
     /// lock); the others scan until they find it valid. When the index cannot be made (no
-    /// `pg_trgm`, another server encoding), the mount scans, and the log says why once.
+    /// `pg_trgm`), the mount scans, and the log says why once.
     async fn build_index(&self) {
         let warn = |why: String| {
             if !INDEX_WARNED.swap(true, Ordering::AcqRel) {
@@ -257,15 +252,6 @@ impl PostgresStore {
                 .await
                 .map_err(|e| self.map_error(e))
         };
-        let encoding = match client.query_one("SHOW server_encoding", &[]).await {
-            Ok(row) => row.try_get::<_, String>(0).unwrap_or_default(),
-            Err(error) => return warn(self.map_error(error).to_string()),
-        };
-        if !encoding.eq_ignore_ascii_case("UTF8") {
-            return warn(format!(
-                "the database's encoding is {encoding}, the index needs UTF8"
-            ));
-        }
         match client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&INDEX_LOCK])
             .await
@@ -287,6 +273,33 @@ impl PostgresStore {
         }
     }
 
+    /// Logs how far `CREATE INDEX CONCURRENTLY` of `name` is (PostgreSQL's own progress view).
+    async fn log_build_progress(&self, name: &str) {
+        let Ok(rows) = self
+            .query(
+                "SELECT phase, blocks_done, blocks_total, tuples_done, tuples_total
+                 FROM pg_stat_progress_create_index WHERE index_relid = to_regclass($1)",
+                &[&name],
+            )
+            .await
+        else {
+            return;
+        };
+        if let Some(row) = rows.first() {
+            let phase: String = row.try_get(0).unwrap_or_default();
+            let blocks: (i64, i64) = (row.try_get(1).unwrap_or(0), row.try_get(2).unwrap_or(0));
+            let tuples: (i64, i64) = (row.try_get(3).unwrap_or(0), row.try_get(4).unwrap_or(0));
+            tracing::info!(
+                "PostgreSQL at {}: building {name}: {phase}, blocks {}/{}, rows {}/{}",
+                self.label,
+                blocks.0,
+                blocks.1,
+                tuples.0,
+                tuples.1
+            );
+        }
+    }
+
     async fn build_index_locked<F, Fut>(
         &self,
         client: &deadpool_postgres::Client,
@@ -299,18 +312,6 @@ impl PostgresStore {
         run("CREATE EXTENSION IF NOT EXISTS pg_trgm").await.map_err(|e| {
             format!("{e} (the extension pg_trgm could not be created: ask an administrator to run CREATE EXTENSION pg_trgm in this database)")
         })?;
-        let has_function = client
-            .query_one(
-                "SELECT to_regprocedure('mountfs_text(bytea, text)') IS NOT NULL",
-                &[],
-            )
-            .await
-            .map_err(|e| self.map_error(e).to_string())?
-            .try_get::<_, bool>(0)
-            .map_err(|e| e.to_string())?;
-        if !has_function {
-            run(INDEX_FUNCTION).await.map_err(|e| e.to_string())?;
-        }
         for (name, create) in INDEXES {
             let state = client
                 .query_opt(
@@ -339,7 +340,19 @@ impl PostgresStore {
                 self.label
             );
             let started = std::time::Instant::now();
-            run(create).await.map_err(|e| e.to_string())?;
+            let building = run(create);
+            tokio::pin!(building);
+            let mut ticks = tokio::time::interval(Duration::from_secs(10));
+            ticks.tick().await;
+            loop {
+                tokio::select! {
+                    built = &mut building => {
+                        built.map_err(|e| e.to_string())?;
+                        break;
+                    }
+                    _ = ticks.tick() => self.log_build_progress(name).await,
+                }
+            }
             tracing::info!(
                 "PostgreSQL at {}: index {name} built in {:.1} s",
                 self.label,
@@ -873,13 +886,14 @@ impl Store for PostgresStore {
             None => format!("namespace = $1 AND key {op} $2"),
         };
         let terms = like_terms(&query.plan, &query.plan.terms, &mut params);
-        // Three arms, each answered by an index: the trigram index, the items it does not
-        // cover (the partial index's very predicate), the items too large for their lines to
-        // be searched.
+        // Three arms, each answered by an index (the partial indexes' very predicates): the
+        // trigram index, the items it does not hold, the items too large for their lines to be
+        // searched.
         let sql = format!(
-            "SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND {terms}
-             UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {range}
-                 AND (encoding <> 'utf-8' OR position('\\x00'::bytea IN content) > 0)
+            "SELECT {META_COLUMNS} FROM mountfs_items
+                 WHERE {range} AND encoding = 'utf-8' AND {terms}
+             UNION SELECT {META_COLUMNS} FROM mountfs_items
+                 WHERE {range} AND encoding <> 'utf-8'
              UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND size > $4
              ORDER BY key LIMIT $3"
         );
@@ -909,7 +923,8 @@ impl Store for PostgresStore {
 }
 
 /// The condition of `terms` over the indexed text, its patterns pushed onto `params`: `LIKE`
-/// (`ILIKE` when the plan folds case) of each substring, `%`, `_` and `\` escaped.
+/// (`ILIKE` when the plan folds case) of each substring, escaped as the index's text is (see
+/// [`INDEXES`]), then `%`, `_` and `\` escaped for `LIKE`.
 fn like_terms(
     plan: &IndexPlan,
     terms: &Terms,
@@ -917,18 +932,21 @@ fn like_terms(
 ) -> String {
     match terms {
         Terms::Substring(text) => {
-            let mut pattern = String::with_capacity(text.len() + 2);
+            let mut pattern = String::with_capacity(text.len() * 2 + 2);
             pattern.push('%');
-            for c in text.chars() {
-                if matches!(c, '%' | '_' | '\\') {
-                    pattern.push('\\');
+            for byte in text.bytes() {
+                match byte {
+                    b'\\' => pattern.push_str("\\\\\\\\"),
+                    b'%' => pattern.push_str("\\%"),
+                    b'_' => pattern.push_str("\\_"),
+                    0 | 0x80..=0xff => pattern.push_str(&format!("\\\\{byte:03o}")),
+                    _ => pattern.push(char::from(byte)),
                 }
-                pattern.push(c);
             }
             pattern.push('%');
             params.push(Box::new(pattern));
             let op = if plan.fold_case { "ILIKE" } else { "LIKE" };
-            format!("mountfs_text(content, encoding) {op} ${}", params.len())
+            format!("encode(content, 'escape') {op} ${}", params.len())
         }
         Terms::All(parts) | Terms::Any(parts) => {
             let joint = if matches!(terms, Terms::All(_)) {

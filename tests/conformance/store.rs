@@ -56,6 +56,88 @@ mod fixtures {
 mod cases {
     use super::*;
 
+    /// All pages of `Store::candidates` for the literal `text` under `prefix`, waiting for the
+    /// engine's index to be ready.
+    async fn all_candidates(
+        fx: &StoreFixture,
+        prefix: &str,
+        text: &str,
+        larger_than: u64,
+    ) -> Vec<String> {
+        let pattern = mountfs::search::GrepPattern::new(text, true, false).unwrap();
+        let mut query = store::CandidateQuery {
+            list: ListQuery::first(prefix, 2),
+            plan: store::plan::plan(&pattern).unwrap(),
+            larger_than,
+        };
+        let mut keys = Vec::new();
+        let started = std::time::Instant::now();
+        loop {
+            let Some(page) = fx.store.candidates(&fx.ns, &query).await.unwrap() else {
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "index not ready"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            assert!(page.len() <= 2);
+            keys.extend(page.iter().map(|m| m.key.clone()));
+            match page.last() {
+                Some(last) if page.len() == 2 => {
+                    query.list.start = ListStart::After(last.key.clone());
+                }
+                _ => return keys,
+            }
+        }
+    }
+
+    pub(crate) async fn candidates_cover_the_matches_in_key_order_page_by_page(fx: &StoreFixture) {
+        let (s, ns) = (&fx.store, &fx.ns);
+        for (key, content) in [
+            ("/a/1", &b"say hello world"[..]),
+            ("/a/2", b"nothing"),
+            ("/a/3", b"\xffhello in latin-1 \xe9"),
+            ("/a/4", b"and hello again"),
+            ("/a/5", b"hel lo"),
+            ("/b/6", b"hello"),
+        ] {
+            s.put(ns, key, content, PutCondition::Overwrite)
+                .await
+                .unwrap();
+        }
+        s.put(&fx.other, "/a/7", b"hello", PutCondition::Overwrite)
+            .await
+            .unwrap();
+        // Moved and rewritten: the index follows.
+        s.rename(ns, "/a/4", "/a/0", None, None).await.unwrap();
+        s.put(ns, "/a/5", b"hello now", PutCondition::Overwrite)
+            .await
+            .unwrap();
+        let keys = all_candidates(fx, "/a/", "hello", u64::MAX).await;
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "key order");
+        for key in ["/a/0", "/a/1", "/a/3", "/a/5"] {
+            assert!(
+                keys.contains(&key.to_owned()),
+                "{key} missing from {keys:?}"
+            );
+        }
+        assert!(!keys.contains(&"/a/2".to_owned()), "{keys:?}");
+        assert!(keys.iter().all(|k| k.starts_with("/a/")), "{keys:?}");
+        // Items over the size bound are candidates whatever they hold.
+        let keys = all_candidates(fx, "/a/", "hello", 6).await;
+        assert!(keys.contains(&"/a/2".to_owned()), "{keys:?}");
+        let items = s
+            .get_many(ns, &["/a/2".into(), "/a/1".into(), "/zz".into()])
+            .await
+            .unwrap();
+        let got: Vec<&str> = items.iter().map(|i| i.meta.key.as_str()).collect();
+        assert_eq!(got, ["/a/1", "/a/2"]);
+        assert_eq!(items[1].content, b"nothing");
+    }
+
     pub(crate) async fn binary_and_text_round_trip_byte_for_byte(fx: &StoreFixture) {
         let (s, ns) = (&fx.store, &fx.ns);
         let binary: Vec<u8> = (0..=255u8).chain([0, 0xff, 0xfe, b'\n']).collect();
@@ -400,6 +482,7 @@ macro_rules! every_engine {
                 namespaces_never_see_each_other,
                 delete_prefix_removes_only_the_subtree,
                 racing_conditional_puts_let_exactly_one_win,
+                candidates_cover_the_matches_in_key_order_page_by_page,
             );
         )*
     };

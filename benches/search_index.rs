@@ -1,0 +1,424 @@
+//! Store search index benchmark (issue 28): `grep` over 20,000 files of real Rust source on a
+//! disk mount, a SQLite store and a PostgreSQL store, each store with its trigram index and
+//! without it (the full scan every store grep was before); the latency of writes and edits with
+//! and without the index; and what the index adds to the database.
+//!
+//! The files are the `.rs` files under 200 KB of the local cargo registry (sorted by path),
+//! repeated under `/c0/`, `/c1/`, … until there are `MOUNTFS_BENCH_FILES` (default 20,000).
+//! Each store is filled through `StoreBackend::write`, the call `write_file` makes, eight at a
+//! time; the disk tree is written with `std::fs`. Each search is timed `ROUNDS` times through
+//! the backends' `grep` (files_with_matches), in process, and the best time kept. PostgreSQL
+//! runs when `MOUNTFS_TEST_POSTGRES` is set (use a database of its own: the bench makes and
+//! drops the index there).
+//!
+//! Run: `MOUNTFS_TEST_POSTGRES=postgres://postgres@127.0.0.1:5432/test_idx cargo bench --bench search_index`
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mountfs::backend::{Backend, DiskBackend, DiskOptions, StoreBackend, WriteMode};
+use mountfs::path::VirtualPath;
+use mountfs::search::{GrepCollect, GrepPattern, GrepQuery, SearchControl};
+use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
+
+/// Searches timed per query and backend; the best is kept.
+const ROUNDS: usize = 3;
+/// Writes timed per latency figure.
+const WRITES: usize = 300;
+/// Writes in flight while filling a store.
+const FILL_CONCURRENCY: usize = 8;
+
+/// (label, pattern, literal, case_insensitive)
+const QUERIES: &[(&str, &str, bool, bool)] = &[
+    ("literal", "impl Drop for", true, false),
+    ("unsafe\\s+impl", r"unsafe\s+impl", false, false),
+    ("literal, case-insensitive", "impl drop for", true, true),
+    ("literal-free regex", r"fn\s+[a-z_]{24,}\(", false, false),
+];
+
+fn corpus(count: usize) -> Vec<(String, Vec<u8>)> {
+    let home = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
+    let mut sources = Vec::new();
+    let registry = home.join("registry/src");
+    for entry in ignore::WalkBuilder::new(&registry)
+        .standard_filters(false)
+        .build()
+        .flatten()
+    {
+        let path = entry.path();
+        let hidden = path.strip_prefix(&registry).is_ok_and(|rel| {
+            rel.components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        });
+        if !hidden
+            && path.extension().is_some_and(|e| e == "rs")
+            && entry
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.len() < 200_000)
+        {
+            sources.push(path.to_path_buf());
+        }
+    }
+    sources.sort();
+    assert!(
+        !sources.is_empty(),
+        "no .rs files under {}",
+        registry.display()
+    );
+    let mut files = Vec::with_capacity(count);
+    let mut round = 0;
+    while files.len() < count {
+        for source in &sources {
+            if files.len() == count {
+                break;
+            }
+            let rel = source.strip_prefix(&registry).unwrap().to_string_lossy();
+            let rel: String = rel
+                .chars()
+                .map(|c| if c.is_ascii_control() { '_' } else { c })
+                .collect();
+            files.push((format!("/c{round}/{rel}"), std::fs::read(source).unwrap()));
+        }
+        round += 1;
+    }
+    files
+}
+
+fn query(pattern: &str, literal: bool, ci: bool) -> GrepQuery {
+    GrepQuery {
+        dir: VirtualPath::root(),
+        pattern: Arc::new(GrepPattern::new(pattern, literal, ci).unwrap()),
+        file_filter: None,
+        collect: GrepCollect::Files,
+        control: SearchControl::default(),
+    }
+}
+
+async fn best_grep(backend: &dyn Backend, q: &GrepQuery) -> (Duration, usize) {
+    let mut best = Duration::MAX;
+    let mut hits = 0;
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        hits = backend.grep(q).await.unwrap().len();
+        best = best.min(started.elapsed());
+    }
+    (best, hits)
+}
+
+async fn fill(backend: &StoreBackend, files: &Arc<Vec<(String, Vec<u8>)>>) -> Duration {
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..FILL_CONCURRENCY {
+        let (backend, files) = (backend.clone(), files.clone());
+        workers.push(tokio::spawn(async move {
+            let mut i = w;
+            while i < files.len() {
+                let (key, content) = &files[i];
+                let path = VirtualPath::parse(key).unwrap();
+                backend
+                    .write(&path, content, WriteMode::Overwrite)
+                    .await
+                    .unwrap();
+                i += FILL_CONCURRENCY;
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    started.elapsed()
+}
+
+/// Median and mean of `WRITES` sequential writes: overwrites of existing files with one line
+/// added (what an edit writes), then new files.
+async fn write_latency(
+    backend: &StoreBackend,
+    files: &[(String, Vec<u8>)],
+    tag: &str,
+) -> (Duration, Duration, Duration) {
+    let mut edits = Vec::with_capacity(WRITES);
+    for (i, (key, content)) in files
+        .iter()
+        .step_by(files.len() / WRITES)
+        .take(WRITES)
+        .enumerate()
+    {
+        let mut changed = content.clone();
+        changed.extend(format!("// edited {tag} {i}\n").as_bytes());
+        let path = VirtualPath::parse(key).unwrap();
+        let started = Instant::now();
+        backend
+            .write(&path, &changed, WriteMode::Overwrite)
+            .await
+            .unwrap();
+        edits.push(started.elapsed());
+    }
+    let mut creates = Vec::with_capacity(WRITES);
+    for (i, (_, content)) in files.iter().take(WRITES).enumerate() {
+        let path = VirtualPath::parse(&format!("/new-{tag}/{i}.rs")).unwrap();
+        let started = Instant::now();
+        backend
+            .write(&path, content, WriteMode::CreateOnly)
+            .await
+            .unwrap();
+        creates.push(started.elapsed());
+    }
+    edits.sort();
+    creates.sort();
+    let mean = edits.iter().sum::<Duration>() / u32::try_from(edits.len()).unwrap();
+    (edits[edits.len() / 2], mean, creates[creates.len() / 2])
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn ratio(a: Duration, b: Duration) -> String {
+    format!("{:.2}x", a.as_secs_f64() / b.as_secs_f64())
+}
+
+fn sqlite_sizes(file: &Path) -> (u64, u64) {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let total = std::fs::metadata(file).unwrap().len();
+    let index: i64 = conn
+        .query_row(
+            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'mountfs_items_text%'
+                 OR name IN ('mountfs_items_not_text', 'mountfs_items_size')",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap_or(-1);
+    (total, u64::try_from(index).unwrap_or(0))
+}
+
+fn drop_sqlite_index(file: &Path) {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER mountfs_items_text_insert; DROP TRIGGER mountfs_items_text_update;
+         DROP TRIGGER mountfs_items_text_delete; DROP INDEX mountfs_items_size;
+         DROP INDEX mountfs_items_not_text;",
+    )
+    .unwrap();
+}
+
+struct Row {
+    label: &'static str,
+    disk: Duration,
+    hits: usize,
+    engines: Vec<(String, Duration, Duration)>,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let count: usize = std::env::var("MOUNTFS_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let files = Arc::new(corpus(count));
+    let bytes: usize = files.iter().map(|(_, c)| c.len()).sum();
+    println!(
+        "{} files, {:.0} MB of Rust source; best of {ROUNDS}",
+        files.len(),
+        bytes as f64 / 1e6
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let disk_dir = work.path().join("disk");
+    for (key, content) in files.iter() {
+        let path = disk_dir.join(key.trim_start_matches('/'));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    let disk = DiskBackend::open(&disk_dir, DiskOptions::default()).unwrap();
+
+    let mut rows: Vec<Row> = Vec::new();
+    for (label, pattern, literal, ci) in QUERIES {
+        let q = query(pattern, *literal, *ci);
+        let (disk_time, hits) = best_grep(&disk, &q).await;
+        rows.push(Row {
+            label,
+            disk: disk_time,
+            hits,
+            engines: Vec::new(),
+        });
+    }
+
+    let mut notes = Vec::new();
+    let ns = Namespace::new("bench").unwrap();
+
+    // SQLite.
+    let sqlite_file = work.path().join("store.db");
+    let sqlite = Arc::new(SqliteStore::open(&sqlite_file).await.unwrap());
+    let shared: Arc<dyn Store> = sqlite.clone();
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let took = fill(&indexed, &files).await;
+    notes.push(format!(
+        "SQLite fill (index kept by triggers): {:.1} s",
+        took.as_secs_f64()
+    ));
+    engine_rows(
+        &mut rows,
+        "SQLite",
+        &indexed,
+        &StoreBackend::new(shared.clone(), ns.clone()).without_index(),
+    )
+    .await;
+    let (with_index, _, _) =
+        latency_line(&mut notes, "SQLite, with index", &indexed, &files, "a").await;
+    let (total, index) = sqlite_sizes(&sqlite_file);
+    notes.push(format!(
+        "SQLite file {:.0} MB, of which the search index {:.0} MB ({:.0}% of the rest)",
+        total as f64 / 1e6,
+        index as f64 / 1e6,
+        index as f64 * 100.0 / (total - index) as f64
+    ));
+    drop_sqlite_index(&sqlite_file);
+    let (without, _, _) =
+        latency_line(&mut notes, "SQLite, without index", &indexed, &files, "b").await;
+    notes.push(format!(
+        "SQLite edit latency with/without index: {}",
+        ratio(with_index, without)
+    ));
+    drop(indexed);
+
+    // PostgreSQL.
+    match std::env::var("MOUNTFS_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => {
+            let pg = PostgresStore::connect(&url).await.unwrap();
+            let started = Instant::now();
+            while !pg.index_ready().await.unwrap() {
+                assert!(started.elapsed() < Duration::from_secs(600));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let shared: Arc<dyn Store> = Arc::new(pg);
+            shared.delete_prefix(&ns, "/").await.unwrap();
+            let indexed = StoreBackend::new(shared.clone(), ns.clone());
+            let took = fill(&indexed, &files).await;
+            notes.push(format!(
+                "PostgreSQL fill (GIN index kept): {:.1} s",
+                took.as_secs_f64()
+            ));
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            client.batch_execute("ANALYZE mountfs_items").await.unwrap();
+            engine_rows(
+                &mut rows,
+                "PostgreSQL",
+                &indexed,
+                &StoreBackend::new(shared.clone(), ns.clone()).without_index(),
+            )
+            .await;
+            let (with_index, _, _) =
+                latency_line(&mut notes, "PostgreSQL, with index", &indexed, &files, "a").await;
+            let size = client
+                .query_one(
+                    "SELECT pg_total_relation_size('mountfs_items'),
+                            pg_relation_size('mountfs_items_text'),
+                            pg_relation_size('mountfs_items_not_text') + pg_relation_size('mountfs_items_size')",
+                    &[],
+                )
+                .await
+                .unwrap();
+            let (total, text, other): (i64, i64, i64) = (size.get(0), size.get(1), size.get(2));
+            notes.push(format!(
+                "PostgreSQL table with indexes and TOAST {:.0} MB, of which the trigram index {:.0} MB and the two others {:.1} MB",
+                total as f64 / 1e6,
+                text as f64 / 1e6,
+                other as f64 / 1e6
+            ));
+            client
+                .batch_execute(
+                    "DROP INDEX mountfs_items_text; DROP INDEX mountfs_items_not_text;
+                     DROP INDEX mountfs_items_size;",
+                )
+                .await
+                .unwrap();
+            let (without, _, _) = latency_line(
+                &mut notes,
+                "PostgreSQL, without index",
+                &indexed,
+                &files,
+                "b",
+            )
+            .await;
+            notes.push(format!(
+                "PostgreSQL edit latency with/without index: {}",
+                ratio(with_index, without)
+            ));
+            shared.delete_prefix(&ns, "/").await.unwrap();
+        }
+        _ => println!("SKIPPED PostgreSQL: MOUNTFS_TEST_POSTGRES is not set"),
+    }
+
+    println!();
+    println!(
+        "| grep (files_with_matches) | hits | disk | store | indexed | scan (before) | indexed / disk |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for row in &rows {
+        for (engine, with, without) in &row.engines {
+            println!(
+                "| {} | {} | {} | {engine} | {} | {} | {} |",
+                row.label,
+                row.hits,
+                ms(row.disk),
+                ms(*with),
+                ms(*without),
+                ratio(*with, row.disk)
+            );
+        }
+    }
+    println!();
+    for note in notes {
+        println!("{note}");
+    }
+}
+
+async fn engine_rows(
+    rows: &mut [Row],
+    engine: &str,
+    indexed: &StoreBackend,
+    scanning: &StoreBackend,
+) {
+    for (row, (_, pattern, literal, ci)) in rows.iter_mut().zip(QUERIES) {
+        let q = query(pattern, *literal, *ci);
+        let (with, hits) = best_grep(indexed, &q).await;
+        let (without, scan_hits) = best_grep(scanning, &q).await;
+        assert_eq!(hits, scan_hits, "{engine} {pattern}");
+        if hits != row.hits {
+            println!(
+                "note: {engine} finds {hits} files for {pattern}, the disk mount {}",
+                row.hits
+            );
+        }
+        rows_push(row, engine, with, without);
+    }
+}
+
+fn rows_push(row: &mut Row, engine: &str, with: Duration, without: Duration) {
+    row.engines.push((engine.to_owned(), with, without));
+}
+
+async fn latency_line(
+    notes: &mut Vec<String>,
+    what: &str,
+    backend: &StoreBackend,
+    files: &[(String, Vec<u8>)],
+    tag: &str,
+) -> (Duration, Duration, Duration) {
+    let (median, mean, create) = write_latency(backend, files, tag).await;
+    notes.push(format!(
+        "{what}: edit (overwrite) median {}, mean {}; create median {}",
+        ms(median),
+        ms(mean),
+        ms(create)
+    ));
+    (median, mean, create)
+}
