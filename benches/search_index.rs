@@ -320,8 +320,8 @@ async fn main() {
             let size = client
                 .query_one(
                     "SELECT pg_total_relation_size('mountfs_items'),
-                            pg_relation_size('mountfs_items_text'),
-                            pg_relation_size('mountfs_items_not_text') + pg_relation_size('mountfs_items_size')",
+                            pg_relation_size('mountfs_items_trgm'),
+                            pg_relation_size('mountfs_items_not_utf8') + pg_relation_size('mountfs_items_size')",
                     &[],
                 )
                 .await
@@ -335,7 +335,7 @@ async fn main() {
             ));
             client
                 .batch_execute(
-                    "DROP INDEX mountfs_items_text; DROP INDEX mountfs_items_not_text;
+                    "DROP INDEX mountfs_items_trgm; DROP INDEX mountfs_items_not_utf8;
                      DROP INDEX mountfs_items_size;",
                 )
                 .await
@@ -398,6 +398,14 @@ async fn engine_rows(
                 row.hits
             );
         }
+        println!(
+            "{engine} {}: indexed {}, scan {}, disk {} ({} files)",
+            row.label,
+            ms(with),
+            ms(without),
+            ms(row.disk),
+            hits
+        );
         rows_push(row, engine, with, without);
     }
 }
@@ -420,5 +428,6 @@ async fn latency_line(
         ms(mean),
         ms(create)
     ));
+    println!("{}", notes.last().unwrap());
     (median, mean, create)
 }
