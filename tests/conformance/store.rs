@@ -592,10 +592,10 @@ fn skipped_postgres_tests_are_listed_not_passed_in_silence() {
         return;
     }
     let (stdout, stderr) = run_postgres_cases(Some("off"));
-    assert!(stdout.contains("test result: ok. 11 passed"), "{stdout}");
+    assert!(stdout.contains("test result: ok. 12 passed"), "{stdout}");
     assert!(
         stderr.contains(
-            "SKIPPED 11 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES=off; unset it to use a PostgreSQL on 127.0.0.1:5432, or set it to a URL (store::postgres::"
+            "SKIPPED 12 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES=off; unset it to use a PostgreSQL on 127.0.0.1:5432, or set it to a URL (store::postgres::"
         ),
         "{stderr}"
     );
@@ -605,7 +605,7 @@ fn skipped_postgres_tests_are_listed_not_passed_in_silence() {
         assert!(!stderr.contains("SKIPPED"), "{stderr}");
     } else {
         assert!(
-            stderr.contains("SKIPPED 11 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES is unset and no PostgreSQL answers at postgres://postgres@127.0.0.1:5432/test"),
+            stderr.contains("SKIPPED 12 tests of \"postgres store case\": MOUNTFS_TEST_POSTGRES is unset and no PostgreSQL answers at postgres://postgres@127.0.0.1:5432/test"),
             "{stderr}"
         );
     }
