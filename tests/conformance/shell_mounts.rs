@@ -461,3 +461,85 @@ async fn the_busybox_target_has_only_busybox() {
     assert!(said.contains("BusyBox"), "{said}");
     assert!(said.contains("no-python"), "{said}");
 }
+
+/// Review finding F1: a write cancelled while its payload is on its way must not rename a
+/// short temporary file over the file (the shell's subshell outlives the dropped connection and
+/// reads the end of its input). Afterwards the file is whole: the old bytes or the new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cancelled_mid_payload_leaves_the_file_whole() {
+    let old = b"ORIGINAL CONTENT\n".to_vec();
+    let new = vec![b'A'; 64 * 1024 * 1024];
+    for (label, target) in targets("shell cancelled write") {
+        let file = target.dir.path().join("f.txt");
+        std::fs::write(&file, &old).unwrap();
+        let backend = target.backend();
+        backend.stat(&p("/f.txt")).await.unwrap();
+        let cut = tokio::time::timeout(
+            std::time::Duration::from_millis(60),
+            backend.write(&p("/f.txt"), &new, WriteMode::Overwrite),
+        )
+        .await;
+        // Whatever the shell still does with the part it got, give it time to do it.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let now = std::fs::read(&file).unwrap();
+        assert!(
+            now == old || now == new,
+            "{label}: the file is {} bytes, neither the old content nor the new (the write {})",
+            now.len(),
+            if cut.is_err() {
+                "was cancelled"
+            } else {
+                "finished"
+            }
+        );
+        // The mount goes on serving.
+        let read = backend.read(&p("/f.txt")).await.unwrap();
+        assert_eq!(read.content.len(), now.len(), "{label}");
+    }
+}
+
+/// Review finding F2: the connection's nonce must not reach a command line (readable by every
+/// user of the target in /proc), or a file holding it could end an answer early. Every process's
+/// command line is watched while a glob of many files runs its helper shells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nonce_never_appears_on_a_command_line() {
+    let target = shells::local();
+    for d in 0..4 {
+        let sub = target.dir.path().join(format!("d{d}"));
+        std::fs::create_dir(&sub).unwrap();
+        for i in 0..1500 {
+            std::fs::write(sub.join(format!("{}{i}", "n".repeat(60))), b"").unwrap();
+        }
+    }
+    let backend = target.backend();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let shape = regex::bytes::Regex::new("MFS[0-9a-f]{32}").unwrap();
+            let mut seen = 0usize;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+                    if let Ok(line) = std::fs::read(entry.path().join("cmdline")) {
+                        seen += 1;
+                        if shape.is_match(&line) {
+                            return Err(String::from_utf8_lossy(&line).into_owned());
+                        }
+                    }
+                }
+            }
+            Ok(seen)
+        })
+    };
+    for _ in 0..3 {
+        let query = mountfs::backend::GlobQuery {
+            dir: p("/"),
+            matcher: mountfs::search::GlobMatcher::new("**/*").unwrap(),
+            control: Default::default(),
+        };
+        assert_eq!(backend.glob(&query).await.unwrap().len(), 6000);
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = watching.join().unwrap();
+    assert!(seen.is_ok(), "a command line held the nonce: {seen:?}");
+}

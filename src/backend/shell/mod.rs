@@ -216,6 +216,26 @@ fn hidden(name: &str) -> bool {
     name == ".git" || name.starts_with(TEMP_PREFIX)
 }
 
+/// A version as the target's `vr` prints it (`sha256sum`'s first 32 hex digits, or `i` and 32
+/// for a file hashed by identity), or `None` for anything else: a version travels back to the
+/// target as a line of a later frame, so nothing but those characters may ever make one.
+fn target_version(text: &[u8]) -> Option<Version> {
+    let digits = text.strip_prefix(b"i").unwrap_or(text);
+    (digits.len() == 32
+        && digits
+            .iter()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    .then(|| Version::from_raw(String::from_utf8_lossy(text).into_owned()))
+}
+
+/// The error of an answer that is not what the target's script prints.
+fn malformed(path: &VirtualPath) -> Error {
+    Error::Io {
+        path: path.clone(),
+        message: "the target answered something that is not a version; retry (the next call reconnects if the connection is broken)".to_owned(),
+    }
+}
+
 fn trimmed(bytes: &[u8]) -> &[u8] {
     bytes.trim_ascii()
 }
@@ -238,6 +258,37 @@ fn pair_batch<'a>(names: &'a [u8], metas: &'a [u8]) -> Option<Vec<(&'a [u8], Opt
             .map(|(name, line)| (name, Meta::parse(line)))
             .collect(),
     )
+}
+
+/// The batches of `gl`'s output (after its `D` line): each is its names, each ended by a NUL,
+/// an empty name (one more NUL), then exactly one meta line per name. The format needs no
+/// secret marker, so the helper shell that prints it is never given the connection's nonce
+/// (a command line is readable by every user of the target). Returns (names, meta lines) per
+/// batch, or `None` when the stream does not have that shape.
+fn glob_batches(mut stream: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
+    let mut batches = Vec::new();
+    while !stream.is_empty() {
+        let mut names_end = 0;
+        let mut count = 0usize;
+        loop {
+            let rest = &stream[names_end..];
+            let nul = memchr::memchr(0, rest)?;
+            if nul == 0 {
+                break;
+            }
+            names_end += nul + 1;
+            count += 1;
+        }
+        let names = &stream[..names_end];
+        let mut metas_end = names_end + 1;
+        for _ in 0..count {
+            let newline = memchr::memchr(b'\n', &stream[metas_end..])?;
+            metas_end += newline + 1;
+        }
+        batches.push((names, &stream[names_end + 1..metas_end]));
+        stream = &stream[metas_end..];
+    }
+    Some(batches)
 }
 
 impl ShellBackend {
@@ -418,13 +469,12 @@ impl ShellBackend {
             }
             return Ok(out);
         }
-        let parts = reply.parts(usize::MAX);
-        let Some((first, rest)) = parts.split_first() else {
-            return Ok(out);
-        };
-        let first = first.strip_prefix(b"D\n").unwrap_or(first);
-        let mut blocks = std::iter::once(first).chain(rest.iter().copied());
-        while let (Some(names), Some(metas)) = (blocks.next(), blocks.next()) {
+        let stream = reply.stdout.strip_prefix(b"D\n").unwrap_or(&reply.stdout);
+        let batches = glob_batches(stream).ok_or_else(|| Error::Io {
+            path: dir.clone(),
+            message: "the target's file list was cut short or malformed; retry".to_owned(),
+        })?;
+        for (names, metas) in batches {
             self.batch_entries(dir, names, metas, &mut out)?;
         }
         Ok(out)
@@ -653,7 +703,7 @@ impl Backend for ShellBackend {
             if reply.status != 0 {
                 return Err(self.failure(path, &reply));
             }
-            Version::from_raw(String::from_utf8_lossy(trimmed(&reply.stdout)).into_owned())
+            target_version(trimmed(&reply.stdout)).ok_or_else(|| malformed(path))?
         };
         Ok(BoundedRead::TooLarge {
             size: meta.size,
@@ -731,7 +781,7 @@ impl Backend for ShellBackend {
             .arg(content.len())
             .arg(flag);
         if let Some(version) = expected {
-            frame = frame.line_payload(version.as_str());
+            frame = frame.version(version.as_str());
         }
         let _lock = self.lock(path).await;
         let reply = self.call(frame.raw(content)).await?;
@@ -757,7 +807,7 @@ impl Backend for ShellBackend {
                 "0"
             });
         if let Some(version) = &options.if_version {
-            frame = frame.line_payload(version.as_str());
+            frame = frame.version(version.as_str());
         }
         let _lock = self.lock(path).await;
         let reply = self.call(frame).await?;
@@ -823,7 +873,7 @@ impl Backend for ShellBackend {
             .into_iter()
             .flatten()
         {
-            frame = frame.line_payload(version.as_str());
+            frame = frame.version(version.as_str());
         }
         let _locks = self.lock_two(from, to).await;
         let reply = self.call(frame).await?;
@@ -846,11 +896,10 @@ impl Backend for ShellBackend {
         };
         let version = match kind {
             EntryKind::Directory => None,
-            EntryKind::File => lines
-                .next()
-                .map(trimmed)
-                .filter(|v| !v.is_empty())
-                .map(|v| Version::from_raw(String::from_utf8_lossy(v).into_owned())),
+            EntryKind::File => match lines.next().map(trimmed).filter(|v| !v.is_empty()) {
+                Some(text) => Some(target_version(text).ok_or_else(|| malformed(to))?),
+                None => None,
+            },
         };
         Ok(Some(Renamed { kind, version }))
     }
@@ -990,6 +1039,36 @@ impl Backend for ShellBackend {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn glob_batches_need_no_marker() {
+        let stream = b"./a\0./b\nc\0\08000 1 2 3 4 5\nX\n./d\0\08000 9 9 9 9 9\n";
+        let batches = super::glob_batches(stream).unwrap();
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[0].0, b"./a\0./b\nc\0");
+        assert_eq!(batches[0].1, b"8000 1 2 3 4 5\nX\n");
+        assert_eq!(batches[1].0, b"./d\0");
+        assert_eq!(super::glob_batches(b"").unwrap().len(), 0);
+        // Cut short: a meta line missing, or no end of the names.
+        assert!(super::glob_batches(b"./a\0./b\0\0only one\n").is_none());
+        assert!(super::glob_batches(b"./a\0./b").is_none());
+    }
+
+    #[test]
+    fn only_what_the_script_prints_is_a_version() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert!(super::target_version(hex.as_bytes()).is_some());
+        assert!(super::target_version(format!("i{hex}").as_bytes()).is_some());
+        for bad in [
+            format!("{hex}\ntouch /tmp/x"),
+            format!("{hex}0"),
+            hex.to_uppercase(),
+            String::new(),
+            "FORGED".to_owned(),
+        ] {
+            assert!(super::target_version(bad.as_bytes()).is_none(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

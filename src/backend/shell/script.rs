@@ -70,7 +70,9 @@ take() {
     dd bs=1 count="$1" 2>/dev/null
   fi
 }
-rp() { if [ "$1" = l ]; then IFS= read -r p; else p=$(take "$1"; echo .); p=${p%.}; fi; }
+rl() { IFS= read -r "$1" || exit 1; }
+takef() { take "$1" > "$2" || return 1; c=$(wc -c < "$2") || return 1; [ $((c)) -eq "$1" ]; }
+rp() { if [ "$1" = l ]; then rl p; else p=$(take "$1"; echo .); p=${p%.}; [ "${#p}" -eq "$1" ] || exit 1; fi; }
 ck() { [ "$R" = / ] && return 0; case "$1" in "$R"|"$R"/*) return 0;; esac; return 1; }
 jn() { if [ "$1" = / ]; then f=/$2; else f=$1/$2; fi; }
 sp() { case "$1" in */*) pd=${1%/*}; b=${1##*/};; *) pd=; b=$1;; esac; }
@@ -163,7 +165,7 @@ wr1() {
   x=0; if [ -e "$f" ]; then x=1; [ -f "$f" ] || return 17; fi
   case $m in c) [ "$x" = 1 ] && return 13;; v) [ "$x" = 1 ] || return 14;; esac
   t=$(mk "$d") || return 1
-  take "$n" > "$t" || { rm -f "$t"; return 1; }
+  takef "$n" "$t" || { rm -f "$t"; return 1; }
   got=1; exec </dev/null
   if [ "$x" = 1 ] && [ "$ST" = 1 ]; then chmod "$(stat -c %a "$f")" "$t" 2>/dev/null
   else chmod "$(printf '%o' $(( 0666 & ~$(umask) )))" "$t" 2>/dev/null; fi
@@ -175,10 +177,10 @@ wr1() {
   esac
   echo "$x"; me "$f"
 }
-wr() ( rp "$1"; n=$2; m=$3; got=0; if [ "$m" = v ]; then IFS= read -r ev; fi
+wr() ( rp "$1"; n=$2; m=$3; got=0; if [ "$m" = v ]; then rl ev; fi
   wr1; e=$?; [ "$got" = 1 ] || take "$n" >/dev/null; exit $e )
 dl() (
-  rp "$1"; r=$2; if [ "$3" = v ]; then IFS= read -r ev; fi; exec </dev/null
+  rp "$1"; r=$2; if [ "$3" = v ]; then rl ev; fi; exec </dev/null
   rs || exit $?; [ -n "$b" ] || exit 18
   [ -e "$f" ] || [ -L "$f" ] || exit 10
   if [ -d "$f" ] && [ ! -L "$f" ]; then
@@ -192,7 +194,7 @@ dl() (
 )
 mv_() (
   rp "$1"; fp=$p; rp "$2"; tp=$p
-  if [ "$3" = v ]; then IFS= read -r fv; fi; if [ "$4" = v ]; then IFS= read -r tv; fi
+  if [ "$3" = v ]; then rl fv; fi; if [ "$4" = v ]; then rl tv; fi
   exec </dev/null
   p=$fp; rs || exit $?; [ -n "$b" ] || exit 18; s=$f
   [ -e "$s" ] || [ -L "$s" ] || exit 10
@@ -214,7 +216,7 @@ sm() ( rp "$1"; fp=$p; rp "$2"; tp=$p; exec </dev/null
   p=$fp; rsf || exit $?; me "$f" || exit 10; sep; p=$tp; rsf || exit $?; me "$f" || exit 10 )
 rm_() (
   n=$1; shift $#; i=0
-  while [ "$i" -lt "$n" ]; do IFS= read -r x; set -- "$@" "$x"; i=$((i + 1)); done
+  while [ "$i" -lt "$n" ]; do rl x; set -- "$@" "$x"; i=$((i + 1)); done
   exec </dev/null
   for p; do if rsf && [ -f "$f" ]; then set -- "$@" "$f"; echo 1; else echo 0; fi; done
   shift "$n"; sep
@@ -234,21 +236,20 @@ gl() (
   [ -d "$f" ] || exit 10; cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
   echo D
   find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec sh -c '
-    N=$1; S=$2; shift 2
-    printf "%s\0" "$@"; printf "\n%s:\n" "$N"
+    S=$1; shift
+    printf "%s\0" "$@"; printf "\0"
     F="%f %s %Y %Z %i %d"
     if [ "$S" = 1 ]; then
       o=$(stat -c "$F" -- "$@" 2>/dev/null) && printf "%s\n" "$o" || for x; do stat -c "$F" -- "$x" 2>/dev/null || echo X; done
     else
       for x; do ls -lnid --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r && echo "8000 $s D${dt}T$tm$tz 0 $i 0"; } || echo X; done
-    fi
-    printf "\n%s:\n" "$N"' sh "$N" "$ST" {} +
+    fi' sh "$ST" {} +
 )
 gp() (
   rp "$1"; pl=$2; fl=; case $3 in *F*) fl="$fl -F";; esac; case $3 in *i*) fl="$fl -i";; esac
   got=0; rsf; e=$?
   if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mk "${TMPDIR:-/tmp}"); then
-    take "$pl" > "$pf"; got=1
+    takef "$pl" "$pf" || { rm -f "$pf"; exit 1; }; got=1
   fi
   [ "$got" = 1 ] || { take "$pl" >/dev/null; exit 10; }
   exec </dev/null
@@ -313,9 +314,26 @@ impl Frame {
         self
     }
 
-    /// A line of the payload read with `read -r` (a version: hex digits and `i`).
+    /// A line of the payload read with `read -r`: a path without a line break (callers send
+    /// those by length, see [`Frame::path`]). A text with one is sent as the empty line, which
+    /// names no file: its rest never becomes the next frame.
     pub(super) fn line_payload(mut self, text: &str) -> Self {
-        self.payload.extend_from_slice(text.as_bytes());
+        if !text.contains('\n') {
+            self.payload.extend_from_slice(text.as_bytes());
+        }
+        self.payload.push(b'\n');
+        self
+    }
+
+    /// A version the function compares with the file's (hex digits and `i`, as the target's
+    /// script prints them). Anything else is sent as `-`, which no version equals: the check
+    /// fails and nothing else happens.
+    pub(super) fn version(mut self, text: &str) -> Self {
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            self.payload.extend_from_slice(b"-");
+        } else {
+            self.payload.extend_from_slice(text.as_bytes());
+        }
         self.payload.push(b'\n');
         self
     }
@@ -345,7 +363,7 @@ mod tests {
             .path("$(touch x)/`id` it's.txt")
             .arg(5)
             .arg("v")
-            .line_payload("abc123")
+            .version("abc123")
             .raw(b"hello")
             .into_bytes();
         assert_eq!(first_line(&bytes), "wr l 5 v");
@@ -354,6 +372,33 @@ mod tests {
         let bytes = Frame::call("rd").path("a\nb").into_bytes();
         assert_eq!(first_line(&bytes), "rd 3");
         assert_eq!(&bytes[5..], b"a\nb");
+    }
+
+    #[test]
+    fn a_line_payload_never_carries_a_second_line() {
+        let bytes = Frame::call("dl")
+            .path("a")
+            .version("0123abc\ntouch pwned")
+            .into_bytes();
+        assert_eq!(bytes, b"dl l\na\n-\n");
+        let bytes = Frame::call("dl").path("a").version("i0123abc").into_bytes();
+        assert_eq!(bytes, b"dl l\na\ni0123abc\n");
+        let bytes = Frame::call("rm_")
+            .arg(2)
+            .line_payload("x/a b.txt")
+            .line_payload("c\nd")
+            .into_bytes();
+        assert_eq!(bytes, b"rm_ 2\nx/a b.txt\n\n");
+    }
+
+    #[test]
+    fn no_helper_process_is_given_the_nonce() {
+        // Only builtins (printf) ever see $N: it is never an argument of a command, nor exported.
+        assert!(!BOOTSTRAP.contains("\"$N\" \"$ST\""));
+        assert!(!BOOTSTRAP.contains("export N"));
+        for line in BOOTSTRAP.lines().filter(|line| line.contains("$N")) {
+            assert!(line.contains("printf"), "{line}");
+        }
     }
 
     #[test]
