@@ -543,3 +543,45 @@ async fn the_nonce_never_appears_on_a_command_line() {
     let seen = watching.join().unwrap();
     assert!(seen.is_ok(), "a command line held the nonce: {seen:?}");
 }
+
+/// Review finding F3: a window of a big file keeps at most 256 KiB of a line (as a disk mount
+/// does), so a line of many megabytes is not carried whole to the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_keeps_at_most_256_kib_of_a_line() {
+    let mut text = String::new();
+    for i in 0..150_000 {
+        text.push_str(&format!("line {i:07} {}\n", "x".repeat(60)));
+    }
+    text.push_str(&"y".repeat(4 * 1024 * 1024));
+    text.push('\n');
+    text.push_str("after\n");
+    assert!(
+        text.len() > 8 * 1024 * 1024,
+        "big enough to be read in windows"
+    );
+    for (label, target) in targets("shell long line window") {
+        std::fs::write(target.dir.path().join("long.log"), &text).unwrap();
+        let backend = target.backend();
+        let view = backend
+            .read_window(
+                &p("/long.log"),
+                LineWindow {
+                    offset: 149_999,
+                    limit: 3,
+                },
+            )
+            .await
+            .unwrap();
+        let FileView::Text(window) = view else {
+            panic!("{label}: not text")
+        };
+        assert_eq!(window.lines.len(), 3, "{label}");
+        assert!(window.lines[0].starts_with("line 0149999 "), "{label}");
+        assert_eq!(
+            window.lines[1].len(),
+            256 * 1024,
+            "{label}: the long line is cut"
+        );
+        assert_eq!(window.lines[2], "after", "{label}");
+    }
+}

@@ -152,7 +152,7 @@ rw() (
   printf '%s %s %s %s %s %s' "$@"; sep
   if [ "$2" -le 8388608 ]; then cat "$f"; exit 0; fi
   head -c 8192 "$f"; sep
-  sed -n "${a},${z}p;${z}q" "$f"
+  sed -n "${a},${z}p;${z}q" "$f" | cut -b 1-262144
 )
 wl() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; wc -l < "$f" )
 wr1() {
