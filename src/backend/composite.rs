@@ -458,6 +458,11 @@ impl Backend for CompositeBackend {
         None
     }
 
+    /// None: a shell mount below is found through [`Router::route`].
+    fn shell(&self) -> Option<&super::ShellBackend> {
+        None
+    }
+
     /// Strict: a mount below that fails fails the call (the `glob` tool uses
     /// [`Router::glob_noting`] to skip it with a note instead).
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {

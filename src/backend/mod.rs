@@ -40,7 +40,7 @@ pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use disk::{DiskBackend, DiskOptions};
 pub use memory::MemoryBackend;
 pub use overlay::OverlayBackend;
-pub use shell::ShellBackend;
+pub use shell::{RemoteRun, RemoteStartError, RunEvent, ShellBackend};
 pub use store::StoreBackend;
 // The query side of the trait's `glob` and `grep` lives in `search` (issue 16).
 pub use crate::search::{
@@ -858,6 +858,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// sandbox lets them write: disk backends only. Never shown to agents (answers speak
     /// virtual paths).
     fn host_dir(&self) -> Option<&std::path::Path>;
+
+    /// The shell mount behind this backend, where `execute` runs commands on the target
+    /// instead (issue 27); `None` for every other kind.
+    fn shell(&self) -> Option<&ShellBackend> {
+        None
+    }
 
     /// Files (never directories) below `query.dir` whose relative path matches, in any order.
     /// A `query.dir` that does not exist gives an empty answer; a file gives itself if it matches

@@ -20,6 +20,7 @@
 
 pub mod env;
 pub mod namespace;
+pub mod remote;
 pub mod sandbox;
 
 use std::os::unix::process::ExitStatusExt;
@@ -103,13 +104,31 @@ pub enum ExecError {
     NoDiskMount,
     /// `cwd` lies in a memory or store mount.
     #[error(
-        "Error: execute: cwd {path} is not in a disk mount; only disk mounts can run commands (memory and store mounts have no real directory). Give a cwd under {disk_mounts}"
+        "Error: execute: cwd {path} is not in a disk or shell mount; only those can run commands (memory and store mounts have no real directory). Give a cwd under {disk_mounts}"
     )]
     NotDisk {
         /// The `cwd` given.
         path: VirtualPath,
         /// The disk mounts' prefixes.
         disk_mounts: String,
+    },
+    /// `cwd` lies in a read-only shell mount.
+    #[error(
+        "Error: execute: cwd {path} is in a read-only shell mount; a command on the target could change its files, so none is run there. Give a cwd in a writable mount"
+    )]
+    ShellReadOnly {
+        /// The `cwd` given.
+        path: VirtualPath,
+    },
+    /// The command could not be started on a shell mount's target.
+    #[error(
+        "Error: execute: cannot run the command in {path} on the target: {reason}. Nothing was run; check the directory (ls) and retry"
+    )]
+    Remote {
+        /// The `cwd` given.
+        path: VirtualPath,
+        /// Why.
+        reason: String,
     },
     /// `cwd` does not exist.
     #[error(

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{CallContext, ToolError, ToolReply};
+use crate::backend::RemoteStartError;
 use crate::config::display_prefix;
 use crate::exec::{self, DEFAULT_TIMEOUT_SECS, ExecError, namespace};
 use crate::path::VirtualPath;
@@ -38,14 +39,11 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
-    let cwd = working_dir(session, args.cwd.as_deref()).await?;
-    if let Some(trail) = session.trail() {
-        // What the audit log names: the directory asked for (the root by default), and the
-        // command line.
-        let named = args.cwd.as_deref().map(VirtualPath::parse).transpose()?;
-        trail.note_scope(&named.unwrap_or_else(VirtualPath::root));
-        trail.note_command(&args.command);
+    if let Some(remote) = on_target(session, &args, context).await? {
+        return Ok(remote);
     }
+    let cwd = working_dir(session, args.cwd.as_deref()).await?;
+    note(session, &args)?;
     let mounts: Vec<namespace::HostMount> = session
         .backend()
         .mounts()
@@ -66,15 +64,85 @@ pub async fn run(
         policy: &session.write_options.sandbox,
     };
     let outcome = exec::run(command, &context.cancel, context.progress.as_ref()).await?;
-    let text = outcome.text(args.timeout);
-    let text = super::large_result::fit(session, context, "execute", text).await;
-    Ok(ToolReply {
-        structured: Some(outcome.structured()),
-        ..ToolReply::text(text)
-    })
+    Ok(answer(session, context, &args, &outcome).await)
 }
 
-/// The real directory `cwd` names: a directory of a disk mount. Default: the disk mount closest
+/// Notes the call in the audit log: the directory asked for (the root by default), and the
+/// command line.
+fn note(session: &Session, args: &Args) -> Result<(), ToolError> {
+    if let Some(trail) = session.trail() {
+        let named = args.cwd.as_deref().map(VirtualPath::parse).transpose()?;
+        trail.note_scope(&named.unwrap_or_else(VirtualPath::root));
+        trail.note_command(&args.command);
+    }
+    Ok(())
+}
+
+/// The answer for `outcome`, a text over the result cap saved and paged.
+async fn answer(
+    session: &Session,
+    context: &CallContext,
+    args: &Args,
+    outcome: &exec::Outcome,
+) -> ToolReply {
+    let text = outcome.text(args.timeout);
+    let text = super::large_result::fit(session, context, "execute", text).await;
+    ToolReply {
+        structured: Some(outcome.structured()),
+        ..ToolReply::text(text)
+    }
+}
+
+/// Runs the command on the target when `cwd` lies in a shell mount (issue 27): in that
+/// directory of the target, with the target user's rights (no sandbox there). `None` when
+/// `cwd` is elsewhere.
+async fn on_target(
+    session: &Session,
+    args: &Args,
+    context: &CallContext,
+) -> Result<Option<ToolReply>, ToolError> {
+    let Some(cwd) = args.cwd.as_deref() else {
+        return Ok(None);
+    };
+    let path = VirtualPath::parse(cwd)?;
+    let backend = session.backend();
+    let (mount, inner) = backend.route(&path);
+    let Some(shell) = mount.backend.shell() else {
+        return Ok(None);
+    };
+    if mount.read_only {
+        return Err(ExecError::ShellReadOnly { path }.into());
+    }
+    // The same checks as a file path's (no `..` or symlink out of the mount), then again on
+    // the target when the command starts.
+    match mount.backend.stat(&inner).await? {
+        Some(entry) if entry.is_dir() => {}
+        Some(_) => return Err(ExecError::CwdNotDirectory { path }.into()),
+        None => return Err(ExecError::CwdNotFound { path }.into()),
+    }
+    note(session, args)?;
+    let run = shell
+        .start_command(&inner, &args.command)
+        .await
+        .map_err(|error| match error {
+            RemoteStartError::NotFound => ExecError::CwdNotFound { path: path.clone() },
+            RemoteStartError::NotDirectory => ExecError::CwdNotDirectory { path: path.clone() },
+            other => ExecError::Remote {
+                path: path.clone(),
+                reason: other.to_string(),
+            },
+        })?;
+    let outcome = exec::remote::watch(
+        run,
+        Duration::from_secs(args.timeout),
+        &context.cancel,
+        context.progress.as_ref(),
+    )
+    .await;
+    Ok(Some(answer(session, context, args, &outcome).await))
+}
+
+/// The real directory `cwd` names: a directory of a disk mount (shell mounts: [`on_target`]). Default: the disk mount closest
 /// to the root (`/` when it is a disk mount).
 async fn working_dir(session: &Session, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
     let backend = session.backend();
@@ -89,7 +157,7 @@ async fn working_dir(session: &Session, cwd: Option<&str>) -> Result<PathBuf, To
     let Some(host) = mount.backend.host_dir() else {
         let mut disk: Vec<String> = mounts
             .iter()
-            .filter(|m| m.backend.host_dir().is_some())
+            .filter(|m| m.backend.host_dir().is_some() || m.backend.shell().is_some())
             .map(|m| display_prefix(&m.prefix))
             .collect();
         if disk.is_empty() {

@@ -23,6 +23,7 @@ mod fixtures;
 mod invariants;
 mod routing;
 mod search_index;
+mod shell_execute;
 mod shell_mounts;
 mod store;
 

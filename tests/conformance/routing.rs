@@ -460,6 +460,9 @@ impl Backend for Unreadable {
     fn host_dir(&self) -> Option<&std::path::Path> {
         None
     }
+    fn shell(&self) -> Option<&mountfs::backend::ShellBackend> {
+        None
+    }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<mountfs::backend::Entry>, Error> {
         Err(Self::denied(&query.dir))
     }

@@ -128,6 +128,9 @@ impl Backend for FaultyBackend {
     fn host_dir(&self) -> Option<&std::path::Path> {
         None
     }
+    fn shell(&self) -> Option<&mountfs::backend::ShellBackend> {
+        None
+    }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         self.inner.glob(query).await
     }

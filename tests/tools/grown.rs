@@ -126,6 +126,9 @@ impl Backend for GrowingBackend {
     fn host_dir(&self) -> Option<&std::path::Path> {
         None
     }
+    fn shell(&self) -> Option<&mountfs::backend::ShellBackend> {
+        None
+    }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
         self.inner.glob(query).await
     }

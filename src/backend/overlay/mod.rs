@@ -609,6 +609,11 @@ impl Backend for OverlayBackend {
         self.base.is_symlink(path).await
     }
 
+    /// None: a command run on a shell target would not see the layer's changes.
+    fn shell(&self) -> Option<&crate::backend::ShellBackend> {
+        None
+    }
+
     fn host_dir(&self) -> Option<&std::path::Path> {
         // `execute` runs in the base directory: its commands see the base, not the layer.
         self.base.host_dir()

@@ -123,7 +123,7 @@ struct StderrBuffer {
 
 /// One live `sh`.
 #[derive(Debug)]
-struct Connection {
+pub(super) struct Connection {
     child: Child,
     stdin: ChildStdin,
     stdout: ChildStdout,
@@ -327,6 +327,124 @@ impl Connection {
     }
 }
 
+/// One piece of a streamed answer (`execute`'s command, see `run.rs`).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Piece {
+    /// Bytes the command wrote on stdout.
+    Out(Vec<u8>),
+    /// Bytes it wrote on stderr.
+    Err(Vec<u8>),
+    /// The function ended with this status (stderr's last bytes: [`Connection::finish_stderr`]).
+    End(i32),
+}
+
+impl Connection {
+    /// Writes `input` and reads stdout up to the first separator (the function is under way:
+    /// `None`) or the end of the answer (it ended before: its whole reply).
+    pub(super) async fn start_stream(&mut self, input: &[u8]) -> Result<Option<Reply>, CallError> {
+        self.stdin
+            .write_all(input)
+            .await
+            .and(self.stdin.flush().await)
+            .map_err(|e| broken(format!("writing to the shell: {e}")))?;
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let separator = memmem::find(&self.pending, &self.separator);
+            let end = memmem::find(&self.pending, &self.end);
+            match (separator, end) {
+                (Some(at), end) if end.is_none_or(|end| at < end) => {
+                    self.pending.drain(..at + self.separator.len());
+                    return Ok(None);
+                }
+                (_, Some(_)) => {
+                    let (stdout, status) = self.read_answer().await?;
+                    let stderr = self.read_stderr().await?;
+                    return Ok(Some(Reply {
+                        status,
+                        stdout,
+                        stderr,
+                        separator: self.separator.clone(),
+                    }));
+                }
+                _ => {}
+            }
+            let read = self
+                .stdout
+                .read(&mut chunk)
+                .await
+                .map_err(|e| broken(format!("reading from the shell: {e}")))?;
+            if read == 0 {
+                return Err(broken("the shell's output ended (the process exited)"));
+            }
+            self.pending.extend_from_slice(&chunk[..read]);
+        }
+    }
+
+    /// The next piece of a streamed answer: output as it comes (a marker's possible beginning
+    /// held back), then its end. Cancel-safe: what was read stays in the connection.
+    pub(super) async fn next_piece(&mut self) -> Result<Piece, CallError> {
+        let buffer = self.stderr.clone();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some(at) = memmem::find(&self.pending, &self.end) {
+                if at > 0 {
+                    return Ok(Piece::Out(self.pending.drain(..at).collect()));
+                }
+                let after = self.end.len();
+                if let Some(newline) = memchr::memchr(b'\n', &self.pending[after..]) {
+                    let status = std::str::from_utf8(&self.pending[after..after + newline])
+                        .ok()
+                        .and_then(|d| d.parse::<i32>().ok())
+                        .ok_or_else(|| broken("a malformed end of answer"))?;
+                    self.pending.drain(..after + newline + 1);
+                    return Ok(Piece::End(status));
+                }
+            } else {
+                let safe = self.pending.len().saturating_sub(self.end.len() - 1);
+                if safe > 0 {
+                    return Ok(Piece::Out(self.pending.drain(..safe).collect()));
+                }
+            }
+            let notified = buffer.more.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let closed = {
+                let mut guard = buffer.bytes.lock().unwrap_or_else(PoisonError::into_inner);
+                let limit = memmem::find(&guard.0, &self.stderr_end)
+                    .unwrap_or_else(|| guard.0.len().saturating_sub(self.stderr_end.len() - 1));
+                if limit > 0 {
+                    return Ok(Piece::Err(guard.0.drain(..limit).collect()));
+                }
+                guard.1
+            };
+            tokio::select! {
+                read = self.stdout.read(&mut chunk) => {
+                    let read = read.map_err(|e| broken(format!("reading from the shell: {e}")))?;
+                    if read == 0 {
+                        return Err(broken("the shell's output ended (the process exited)"));
+                    }
+                    self.pending.extend_from_slice(&chunk[..read]);
+                }
+                () = notified, if !closed => {}
+            }
+        }
+    }
+
+    /// The stderr bytes left after a streamed answer's [`Piece::End`].
+    pub(super) async fn finish_stderr(&mut self) -> Result<Vec<u8>, CallError> {
+        self.read_stderr().await
+    }
+
+    /// Sends one line to a streamed function (`execute`'s stop request).
+    pub(super) async fn send_line(&mut self, line: &[u8]) -> Result<(), CallError> {
+        self.stdin
+            .write_all(line)
+            .await
+            .and(self.stdin.flush().await)
+            .map_err(|e| broken(format!("writing to the shell: {e}")))
+    }
+}
+
 /// Collects a process's stderr, keeping at most [`STDERR_KEPT`] bytes before a marker.
 async fn drain_stderr(mut stderr: tokio::process::ChildStderr, buffer: Arc<StderrBuffer>) {
     let mut chunk = vec![0u8; 16 * 1024];
@@ -438,6 +556,12 @@ impl Pool {
             .unwrap_or_else(PoisonError::into_inner)
             .push(connection);
         Ok(reply)
+    }
+
+    /// A connection of its own, outside the pool (an `execute` command holds it for as long
+    /// as it runs; file calls keep the pool's).
+    pub(super) async fn dedicated(&self) -> Result<Connection, CallError> {
+        self.connect().await
     }
 
     /// Opens a connection now (start-up and `mountfs check`), keeping it for the next call.

@@ -36,7 +36,10 @@
 
 mod conn;
 mod prefilter;
+mod run;
 mod script;
+
+pub use self::run::{RemoteRun, RemoteStartError, RunEvent};
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -634,6 +637,45 @@ fn window_lines(bytes: &[u8], first_line: bool, limit: usize) -> (Vec<String>, b
     (lines, has_more, lossy)
 }
 
+impl ShellBackend {
+    /// Starts `command` in the directory `cwd` of the mount.
+    pub async fn start_command(
+        &self,
+        cwd: &VirtualPath,
+        command: &str,
+    ) -> Result<RemoteRun, RemoteStartError> {
+        let name = self.name.clone();
+        let failed = |error: CallError| RemoteStartError::Connection {
+            name: name.clone(),
+            reason: error.to_string(),
+        };
+        let mut connection = self.pool.dedicated().await.map_err(failed)?;
+        let frame = Frame::call("ex")
+            .path(relative(cwd))
+            .arg(command.len())
+            .raw(command.as_bytes());
+        match connection
+            .start_stream(&frame.into_bytes())
+            .await
+            .map_err(failed)?
+        {
+            None => Ok(RemoteRun::new(connection, &self.name)),
+            Some(reply) => Err(match reply.status {
+                status::NOT_FOUND => RemoteStartError::NotFound,
+                status::NOT_A_DIRECTORY => RemoteStartError::NotDirectory,
+                status::OUTSIDE => RemoteStartError::Outside,
+                other => RemoteStartError::Connection {
+                    name: self.name.clone(),
+                    reason: format!(
+                        "the command could not be started (status {other}): {}",
+                        String::from_utf8_lossy(&reply.stderr).trim()
+                    ),
+                },
+            }),
+        }
+    }
+}
+
 #[async_trait]
 impl Backend for ShellBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
@@ -947,6 +989,10 @@ impl Backend for ShellBackend {
             status::NOT_FOUND => Ok(false),
             _ => Err(self.failure(path, &reply)),
         }
+    }
+
+    fn shell(&self) -> Option<&ShellBackend> {
+        Some(self)
     }
 
     fn host_dir(&self) -> Option<&std::path::Path> {

@@ -52,7 +52,7 @@ pub(super) mod status {
 /// The opening script. `@NONCE@` is replaced by the connection's nonce (hex digits) before it
 /// is sent; nothing else is ever put into it. It prints one `caps` line, the end of an answer,
 /// and then serves frames until its standard input ends.
-pub(super) const BOOTSTRAP: &str = r#"LC_ALL=C; export LC_ALL; unset CDPATH; N=@NONCE@; R=
+pub(super) const BOOTSTRAP: &str = r#"L0=${LC_ALL-}; L1=${LC_ALL+1}; LC_ALL=C; export LC_ALL; unset CDPATH; N=@NONCE@; R=
 if command -v sha256sum >/dev/null 2>&1; then HS=1; else HS=0; fi
 if stat -L -c %f / >/dev/null 2>&1; then ST=1; else ST=0; fi
 if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; else FB=0; fi
@@ -264,6 +264,25 @@ gp() (
   fi
   rm -f "$pf"
   exit 0
+)
+ex() (
+  rp "$1"; n=$2; rsf; e=$?
+  if [ "$e" = 0 ]; then if [ ! -e "$f" ]; then e=10; elif [ ! -d "$f" ]; then e=12; fi; fi
+  [ "$e" = 0 ] || { take "$n" >/dev/null; exit "$e"; }
+  c=$(take "$n"; echo .); c=${c%.}
+  cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
+  if [ -n "$L1" ]; then LC_ALL=$L0; else unset LC_ALL; fi
+  exec 3<&0 </dev/null
+  sep
+  if command -v setsid >/dev/null 2>&1; then setsid sh -c "$c" 3<&- &
+  else set -m 2>/dev/null; sh -c "$c" 3<&- & fi
+  k=$!; set +m 2>/dev/null
+  ( IFS= read -r x; kill -TERM -"$k" 2>/dev/null || kill -TERM "$k"; sleep 2
+    kill -KILL -"$k" 2>/dev/null || kill -KILL "$k" ) <&3 >/dev/null 2>&1 &
+  w=$!; exec 3<&-
+  wait "$k"; s=$?
+  kill "$w" 2>/dev/null; kill -KILL -"$k" 2>/dev/null
+  exit "$s"
 )
 printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT"
 printf '\n%s\n' "$N" >&2; printf '\n%s=0\n' "$N"

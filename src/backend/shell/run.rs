@@ -1,0 +1,101 @@
+//! `execute` in a shell mount (issue 27): a command run on the target, in a directory of the
+//! mount, over a connection of its own (file calls keep the pool's meanwhile).
+//!
+//! The command text travels as a payload on the shell's standard input, never in the frame's
+//! line; the script's `ex` function checks the directory as every path is checked (no way
+//! out), prints a separator, and runs `sh -c COMMAND` in a process group of its own (`setsid`
+//! when the target has it, else `set -m`) with a watcher that reads the connection's standard
+//! input: a line there (a timeout or a cancellation) or its end (the connection dropped) sends
+//! SIGTERM to the group, SIGKILL 2 s later. A connection is used for one command and then
+//! dropped, so a stopped command never leaves it in an unknown state.
+//!
+//! `ShellBackend::start_command` starts it; the timeout, progress and answer rules are
+//! `crate::exec`'s, which drives the [`RemoteRun`].
+
+use thiserror::Error;
+
+use super::conn::{Connection, Piece};
+
+/// Why a command could not be started on the target. Nothing was run.
+#[derive(Debug, Error)]
+pub enum RemoteStartError {
+    /// The directory is missing.
+    #[error("does not exist")]
+    NotFound,
+    /// The directory is a file.
+    #[error("is a file, not a directory")]
+    NotDirectory,
+    /// The directory resolves outside the mount (a symlink, `..`).
+    #[error("resolves outside the mount's directory (a symlink or '..')")]
+    Outside,
+    /// The connection could not be opened or broke.
+    #[error("shell '{name}': {reason}")]
+    Connection {
+        /// The `--shell` name.
+        name: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// What a running command gives.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEvent {
+    /// Bytes it wrote on stdout.
+    Stdout(Vec<u8>),
+    /// Bytes it wrote on stderr.
+    Stderr(Vec<u8>),
+    /// It ended with this status (`wait`'s: 128 + N after signal N).
+    Exited(i32),
+}
+
+/// A command running on the target; dropping it drops its connection, which makes the
+/// target's watcher stop the command's process group.
+#[derive(Debug)]
+pub struct RemoteRun {
+    connection: Connection,
+    name: String,
+    exited: bool,
+}
+
+impl RemoteRun {
+    /// A command under way on `connection` (its `ex` function passed the separator).
+    pub(super) fn new(connection: Connection, name: &str) -> Self {
+        Self {
+            connection,
+            name: name.to_owned(),
+            exited: false,
+        }
+    }
+
+    /// The next output or the end; an error when the connection broke (the command's fate on
+    /// the target is then unknown, but its watcher stops it when the connection ends).
+    pub async fn next(&mut self) -> Result<RunEvent, String> {
+        match self.connection.next_piece().await {
+            Ok(Piece::Out(bytes)) => Ok(RunEvent::Stdout(bytes)),
+            Ok(Piece::Err(bytes)) => Ok(RunEvent::Stderr(bytes)),
+            Ok(Piece::End(status)) => {
+                self.exited = true;
+                Ok(RunEvent::Exited(status))
+            }
+            Err(error) => Err(format!("shell '{}': {error}", self.name)),
+        }
+    }
+
+    /// Stderr written just before the end (after [`RunEvent::Exited`]).
+    pub async fn rest_of_stderr(&mut self) -> Vec<u8> {
+        if !self.exited {
+            return Vec::new();
+        }
+        self.connection.finish_stderr().await.unwrap_or_default()
+    }
+
+    /// Asks the target to stop the command's process group (SIGTERM, SIGKILL 2 s later); its
+    /// end still comes through [`Self::next`].
+    pub async fn stop(&mut self) -> Result<(), String> {
+        self.connection
+            .send_line(b"stop\n")
+            .await
+            .map_err(|error| format!("shell '{}': {error}", self.name))
+    }
+}

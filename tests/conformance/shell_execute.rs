@@ -1,0 +1,246 @@
+//! `execute` with a `cwd` in a shell mount (issue 27): the command runs on the target, in that
+//! directory, with stdout, stderr and the exit code kept apart; a file it writes is what
+//! read_file then sees (and a read made before it is stale); the timeout and a cancellation
+//! stop the command and its children on the target; the text runs exactly as given; a cwd
+//! leading out of the mount is refused. On a local `sh`, a busybox-only `sh` and a real
+//! OpenSSH server (those present here; a missing one prints a SKIPPED line).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mountfs::backend::Backend;
+use mountfs::exec::ExecMode;
+use mountfs::session::{Session, WriteOptions};
+use mountfs::tools::{CallContext, ToolError, ToolReply};
+use serde_json::{Value, json};
+
+use crate::support::backends;
+use crate::support::shells::{self, Target};
+
+fn targets(group: &str) -> Vec<(&'static str, Target)> {
+    let mut out = vec![("sh", shells::local())];
+    if let Some(target) = shells::busybox(group) {
+        out.push(("busybox", target));
+    }
+    if let Some(target) = shells::ssh(group) {
+        out.push(("ssh", target));
+    }
+    out
+}
+
+fn session(target: &Target) -> Session {
+    let backend: Arc<dyn Backend> = target.backend();
+    backends::session_over(
+        backend,
+        WriteOptions {
+            exec: Some(ExecMode::Sandboxed),
+            ..WriteOptions::default()
+        },
+    )
+}
+
+async fn execute(session: &Session, args: Value) -> Result<ToolReply, ToolError> {
+    mountfs::tools::call_in("execute", args, session, &CallContext::default()).await
+}
+
+async fn call(session: &Session, tool: &str, args: Value) -> Result<ToolReply, ToolError> {
+    mountfs::tools::call_in(tool, args, session, &CallContext::default()).await
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet), checked for up to 10 s.
+fn gone(pid: i32) -> bool {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|r| r.trim().to_owned()));
+        match state {
+            None => return true,
+            Some(s) if s.starts_with('Z') => return true,
+            Some(_) if Instant::now() > until => return false,
+            Some(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The pids a command wrote into `file` (waits for it to hold `count` of them).
+fn pids(file: &Path, count: usize) -> Vec<i32> {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let found: Vec<i32> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        if found.len() >= count && text.ends_with('\n') {
+            return found;
+        }
+        assert!(Instant::now() < until, "no pids in {}", file.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_runs_in_its_directory_on_the_target_with_streams_apart() {
+    for (label, target) in targets("shell execute") {
+        let session = session(&target);
+        std::fs::create_dir(target.dir.path().join("sub dir")).unwrap();
+        let reply = execute(
+            &session,
+            json!({"command": "pwd; echo out; echo err >&2; exit 3", "cwd": "/sub dir"}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let s = reply.structured.unwrap();
+        let real = std::fs::canonicalize(target.dir.path().join("sub dir")).unwrap();
+        assert_eq!(s["exit_code"], 3, "{label}: {s}");
+        assert_eq!(
+            s["stdout"],
+            format!("{}\nout\n", real.display()),
+            "{label}: {s}"
+        );
+        assert_eq!(s["stderr"], "err\n", "{label}: {s}");
+        assert_eq!(s["timed_out"], false);
+        assert!(
+            reply.text.starts_with("exit code 3"),
+            "{label}: {}",
+            reply.text
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_text_runs_exactly_as_given() {
+    let command = "printf '%s|' \"it's\" '$(echo no)' \"$(echo yes)\" `echo tick` 'a\\b'\nprintf '\\n%s\\n' second-line";
+    for (label, target) in targets("shell execute text") {
+        let session = session(&target);
+        let reply = execute(&session, json!({"command": command, "cwd": "/"}))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let s = reply.structured.unwrap();
+        assert_eq!(
+            s["stdout"], "it's|$(echo no)|yes|tick|a\\b|\nsecond-line\n",
+            "{label}: {s}"
+        );
+        assert_eq!(s["exit_code"], 0, "{label}: {s}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_the_command_writes_is_read_back_and_an_earlier_read_is_stale() {
+    for (label, target) in targets("shell execute writes") {
+        let session = session(&target);
+        call(
+            &session,
+            "write_file",
+            json!({"file_path": "/f.txt", "content": "one\n"}),
+        )
+        .await
+        .unwrap();
+        call(&session, "read_file", json!({"file_path": "/f.txt"}))
+            .await
+            .unwrap();
+        execute(&session, json!({"command": "echo two > f.txt", "cwd": "/"}))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let stale = call(
+            &session,
+            "edit_file",
+            json!({"file_path": "/f.txt", "old_string": "one", "new_string": "three"}),
+        )
+        .await;
+        assert!(stale.is_err(), "{label}: a stale edit went through");
+        let read = call(&session, "read_file", json!({"file_path": "/f.txt"}))
+            .await
+            .unwrap();
+        assert!(read.text.contains("two"), "{label}: {}", read.text);
+    }
+}
+
+const SLEEPER: &str = "sleep 100 & echo $! > pids; sleep 100 & echo $! >> pids; wait";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeout_stops_the_command_and_its_children_on_the_target() {
+    for (label, target) in targets("shell execute timeout") {
+        let session = session(&target);
+        let reply = execute(
+            &session,
+            json!({"command": SLEEPER, "cwd": "/", "timeout": 1}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let s = reply.structured.unwrap();
+        assert_eq!(s["timed_out"], true, "{label}: {s}");
+        assert!(
+            reply.text.contains("timed out after 1 s"),
+            "{label}: {}",
+            reply.text
+        );
+        for pid in pids(&target.dir.path().join("pids"), 2) {
+            assert!(gone(pid), "{label}: sleep {pid} outlived the timeout");
+        }
+        // The mount still works.
+        call(&session, "ls", json!({"path": "/"})).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_stops_the_command_and_file_calls_work_meanwhile() {
+    for (label, target) in targets("shell execute cancel") {
+        let session = Arc::new(session(&target));
+        let context = CallContext::default();
+        let cancel = context.cancel.clone();
+        let running = {
+            let session = session.clone();
+            tokio::spawn(async move {
+                mountfs::tools::call_in(
+                    "execute",
+                    json!({"command": SLEEPER, "cwd": "/"}),
+                    &session,
+                    &context,
+                )
+                .await
+            })
+        };
+        let file = target.dir.path().join("pids");
+        let found = tokio::task::spawn_blocking(move || pids(&file, 2))
+            .await
+            .unwrap();
+        // A file call is not held up by the running command.
+        call(
+            &session,
+            "write_file",
+            json!({"file_path": "/x.txt", "content": "x"}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        cancel.cancel();
+        let reply = running.await.unwrap().unwrap();
+        let s = reply.structured.unwrap();
+        assert_eq!(s["cancelled"], true, "{label}: {s}");
+        for pid in found {
+            assert!(gone(pid), "{label}: sleep {pid} outlived the cancellation");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cwd_leading_out_of_the_mount_is_refused() {
+    for (label, target) in targets("shell execute way out") {
+        let session = session(&target);
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), target.dir.path().join("out")).unwrap();
+        std::fs::create_dir(target.dir.path().join("in")).unwrap();
+        for cwd in ["/out", "/in/../..", "/../"] {
+            let refused = execute(&session, json!({"command": "touch ran", "cwd": cwd})).await;
+            assert!(refused.is_err(), "{label}: cwd {cwd} was accepted");
+        }
+        assert!(!outside.path().join("ran").exists(), "{label}");
+        let file = execute(&session, json!({"command": "true", "cwd": "/nope"})).await;
+        assert!(
+            file.unwrap_err().to_string().contains("does not exist"),
+            "{label}"
+        );
+    }
+}
