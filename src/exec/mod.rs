@@ -99,7 +99,7 @@ pub enum ExecError {
     NotEnabled,
     /// No disk mount at all.
     #[error(
-        "Error: execute: no disk mount to run commands in; only disk mounts can run commands. The operator can mount a directory, e.g. --mount /=disk:DIR"
+        "Error: execute: no disk mount to run commands in; only disk mounts, and shell mounts given as cwd, can run commands. Give a cwd in a shell mount, or the operator can mount a directory, e.g. --mount /=disk:DIR"
     )]
     NoDiskMount,
     /// `cwd` lies in a memory or store mount.

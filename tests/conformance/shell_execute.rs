@@ -244,3 +244,50 @@ async fn a_cwd_leading_out_of_the_mount_is_refused() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_output_is_saved_and_paged_and_read_only_mounts_and_the_default_cwd_stay_off() {
+    let target = shells::local();
+    let options = WriteOptions {
+        exec: Some(ExecMode::Sandboxed),
+        ..WriteOptions::default()
+    };
+    let session = Session::new(
+        Arc::new(backends::composite(vec![
+            backends::mount("/t/", target.backend(), false),
+            backends::mount("/ro/", target.backend(), true),
+            backends::memory_mount("/scratch/"),
+        ])),
+        options,
+    );
+    let reply = execute(
+        &session,
+        json!({"command": "i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done", "cwd": "/t"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        reply.text.contains("saved in /scratch/large_tool_results/"),
+        "{}",
+        &reply.text[..reply.text.len().min(2000)]
+    );
+    assert!(
+        reply.text.contains("line 19999"),
+        "the last lines are shown"
+    );
+    let refused = execute(&session, json!({"command": "touch ran", "cwd": "/ro"})).await;
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("read-only shell mount"),
+        "a read-only shell mount ran a command"
+    );
+    assert!(!target.dir.path().join("ran").exists());
+    // Without a cwd the default stays the disk mount closest to /: there is none here.
+    let default = execute(&session, json!({"command": "true"})).await;
+    assert!(
+        default.unwrap_err().to_string().contains("no disk mount"),
+        "a command ran without a disk mount"
+    );
+}

@@ -282,7 +282,7 @@ fn cwd_may_be_inside_a_nested_disk_mount_but_not_in_memory() {
     let err = c.err("execute", json!({"command": "true", "cwd": "/scratch"}));
     assert!(
         err.starts_with(
-            "Error: execute: cwd /scratch is not in a disk mount; only disk mounts can run commands"
+            "Error: execute: cwd /scratch is not in a disk or shell mount; only those can run commands"
         ),
         "{err}"
     );
@@ -730,4 +730,78 @@ fn killing_the_server_ends_its_commands() {
             "sleep {seconds} outlived the killed server"
         );
     }
+}
+
+/// A server with a shell mount `/t/` over `sh` on this machine (issue 27), beside the disk
+/// mount at `/`; the directory it serves.
+fn with_shell_mount() -> (Exec, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = format!("/t/=shell:local:{}", dir.path().display());
+    let flag = if landlock() {
+        "--allow-exec"
+    } else {
+        "--allow-exec=unsandboxed"
+    };
+    let e = Exec::start_with(flag, &["--shell", "local=sh", "--mount", &mount]);
+    (e, dir)
+}
+
+#[test]
+fn in_a_shell_mount_ending_the_session_stops_a_running_command_on_the_target() {
+    let (e, dir) = with_shell_mount();
+    e.client.send(
+        "tools/call",
+        json!({"name": "execute", "arguments": {
+            "command": "sleep 3016 & echo $! > sleeper.pid; wait", "timeout": 600, "cwd": "/t"
+        }}),
+    );
+    wait_for_file(&dir.path().join("sleeper.pid"));
+    assert_eq!(sleepers_started(3016), 1);
+    let Exec {
+        client,
+        root: _root,
+    } = e;
+    client.finish();
+    assert!(
+        sleepers_gone(3016, Duration::from_secs(10)),
+        "the sleeper on the target outlived the session"
+    );
+}
+
+#[test]
+fn in_a_shell_mount_progress_notifications_arrive_with_a_token() {
+    if !crate::clients::python_sdk_available() {
+        crate::skips::record(
+            "execute progress in a shell mount with the official MCP Python SDK",
+            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
+        );
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let w = format!("/=disk:{}", root.path().display());
+    let t = format!("/t/=shell:local:{}", dir.path().display());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_progress.py");
+    let output = std::process::Command::new("python3")
+        .env("PROGRESS_CWD", "/t")
+        .args([
+            script,
+            env!("CARGO_BIN_EXE_mountfs"),
+            "--allow-exec=unsandboxed",
+            "--mount",
+            &w,
+            "--shell",
+            "local=sh",
+            "--mount",
+            &t,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "python SDK progress check failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("progress ok"), "{stdout}");
 }

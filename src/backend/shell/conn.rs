@@ -400,7 +400,7 @@ impl Connection {
                     return Ok(Piece::End(status));
                 }
             } else {
-                let safe = self.pending.len().saturating_sub(self.end.len() - 1);
+                let safe = self.pending.len() - held_back(&self.pending, &self.end);
                 if safe > 0 {
                     return Ok(Piece::Out(self.pending.drain(..safe).collect()));
                 }
@@ -411,7 +411,7 @@ impl Connection {
             let closed = {
                 let mut guard = buffer.bytes.lock().unwrap_or_else(PoisonError::into_inner);
                 let limit = memmem::find(&guard.0, &self.stderr_end)
-                    .unwrap_or_else(|| guard.0.len().saturating_sub(self.stderr_end.len() - 1));
+                    .unwrap_or_else(|| guard.0.len() - held_back(&guard.0, &self.stderr_end));
                 if limit > 0 {
                     return Ok(Piece::Err(guard.0.drain(..limit).collect()));
                 }
@@ -443,6 +443,15 @@ impl Connection {
             .and(self.stdin.flush().await)
             .map_err(|e| broken(format!("writing to the shell: {e}")))
     }
+}
+
+/// How many of the last bytes of `bytes` may be the beginning of `marker` (kept back from a
+/// streamed answer until the next read tells).
+fn held_back(bytes: &[u8], marker: &[u8]) -> usize {
+    (1..marker.len().min(bytes.len() + 1))
+        .rev()
+        .find(|&k| bytes.ends_with(&marker[..k]))
+        .unwrap_or(0)
 }
 
 /// Collects a process's stderr, keeping at most [`STDERR_KEPT`] bytes before a marker.
@@ -578,6 +587,15 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_what_may_begin_a_marker_is_held_back() {
+        assert_eq!(held_back(b"line 1\n", b"\nMFS12="), 1);
+        assert_eq!(held_back(b"line 1\nMF", b"\nMFS12="), 3);
+        assert_eq!(held_back(b"line 1", b"\nMFS12="), 0);
+        assert_eq!(held_back(b"", b"\nMFS12="), 0);
+        assert_eq!(held_back(b"\nMFS12", b"\nMFS12="), 6);
+    }
 
     #[test]
     fn caps_are_read_from_the_opening_line() {
