@@ -321,7 +321,14 @@ async fn a_killed_ssh_client_fails_the_call_in_flight_and_the_next_call_works() 
     };
     let port =
         target.command[target.command.iter().position(|w| w == "-p").expect("-p") + 1].clone();
-    let needle = "UserKnownHostsFile".to_owned();
+    // This target's clients only (its known_hosts file is its own): other tests of this
+    // binary run ssh clients of their own at the same time.
+    let needle = target
+        .command
+        .iter()
+        .find(|w| w.starts_with("UserKnownHostsFile="))
+        .expect("UserKnownHostsFile")
+        .clone();
     let backend: Arc<ShellBackend> = target.backend();
     backend
         .write(&p("/a.txt"), b"before", WriteMode::Overwrite)

@@ -4,7 +4,8 @@
 //! The command text travels as a payload on the shell's standard input, never in the frame's
 //! line; the script's `ex` function checks the directory as every path is checked (no way
 //! out), prints a separator, and runs `sh -c COMMAND` in a process group of its own (`setsid`
-//! when the target has it, else `set -m`) with a watcher that reads the connection's standard
+//! when the target has it, else `set -m`, which a shell without a terminal ignores: then a
+//! stop reaches only the command's own `sh`) with a watcher that reads the connection's standard
 //! input: a line there (a timeout or a cancellation) or its end (the connection dropped) sends
 //! SIGTERM to the group, SIGKILL 2 s later. A connection is used for one command and then
 //! dropped, so a stopped command never leaves it in an unknown state.
