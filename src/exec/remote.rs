@@ -21,7 +21,7 @@ const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// Watches `run` until it ends, times out after `timeout`, or `cancel` is cancelled.
 pub async fn watch(
-    mut run: RemoteRun,
+    mut run: RemoteRun<'_>,
     timeout: Duration,
     cancel: &CancellationToken,
     progress: Option<&ProgressReporter>,

@@ -107,6 +107,30 @@ async fn a_command_runs_in_its_directory_on_the_target_with_streams_apart() {
             "{label}: {}",
             reply.text
         );
+        // A connection given back after a command serves file calls and commands after it.
+        for i in 0..3 {
+            let command = format!("echo {i}; echo e{i} >&2");
+            let again = execute(&session, json!({"command": command, "cwd": "/"}))
+                .await
+                .unwrap();
+            let s = again.structured.unwrap();
+            assert_eq!(s["stdout"], format!("{i}\n"), "{label}");
+            assert_eq!(s["stderr"], format!("e{i}\n"), "{label}");
+            let name = format!("/n{i}.txt");
+            call(
+                &session,
+                "write_file",
+                json!({"file_path": name, "content": "n"}),
+            )
+            .await
+            .unwrap();
+            let listing = call(&session, "ls", json!({"path": "/"})).await.unwrap();
+            assert!(
+                listing.text.contains(&name[1..]),
+                "{label}: {}",
+                listing.text
+            );
+        }
     }
 }
 
@@ -180,8 +204,12 @@ async fn the_timeout_stops_the_command_and_its_children_on_the_target() {
         for pid in pids(&target.dir.path().join("pids"), 2) {
             assert!(gone(pid), "{label}: sleep {pid} outlived the timeout");
         }
-        // The mount still works.
+        // The mount still works, and so do commands.
         call(&session, "ls", json!({"path": "/"})).await.unwrap();
+        let after = execute(&session, json!({"command": "echo after", "cwd": "/"}))
+            .await
+            .unwrap();
+        assert_eq!(after.structured.unwrap()["stdout"], "after\n", "{label}");
     }
 }
 

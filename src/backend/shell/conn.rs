@@ -536,24 +536,7 @@ impl Pool {
             .acquire()
             .await
             .map_err(|_| broken("the mount is closing"))?;
-        // An idle connection whose process has ended (a killed ssh client, a stopped
-        // container) is dropped here, so the call gets a fresh one instead of the error.
-        let idle = loop {
-            let next = self
-                .idle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop();
-            match next {
-                Some(mut connection) => {
-                    if matches!(connection.child.try_wait(), Ok(None)) {
-                        break Some(connection);
-                    }
-                }
-                None => break None,
-            }
-        };
-        let mut connection = match idle {
+        let mut connection = match self.take_idle() {
             Some(connection) => connection,
             None => self.connect().await?,
         };
@@ -567,10 +550,42 @@ impl Pool {
         Ok(reply)
     }
 
-    /// A connection of its own, outside the pool (an `execute` command holds it for as long
-    /// as it runs; file calls keep the pool's).
+    /// An idle connection whose process still runs; one whose process has ended (a killed
+    /// ssh client, a stopped container) is dropped here, so the caller gets a fresh one
+    /// instead of the error.
+    fn take_idle(&self) -> Option<Connection> {
+        loop {
+            let mut connection = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop()?;
+            if matches!(connection.child.try_wait(), Ok(None)) {
+                return Some(connection);
+            }
+        }
+    }
+
+    /// A connection taken out of the pool (an idle one, or a new one) for an `execute`
+    /// command, which holds it for as long as it runs without holding a slot: file calls
+    /// keep theirs. [`Self::give_back`] returns it after a clean end.
     pub(super) async fn dedicated(&self) -> Result<Connection, CallError> {
-        self.connect().await
+        match self.take_idle() {
+            Some(connection) => Ok(connection),
+            None => self.connect().await,
+        }
+    }
+
+    /// Returns a connection whose last answer was read whole and nothing past it (a command
+    /// that ended by itself); dropped instead when the pool holds enough idle ones.
+    pub(super) fn give_back(&self, connection: Connection) {
+        if !connection.pending.is_empty() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_CONNECTIONS {
+            idle.push(connection);
+        }
     }
 
     /// Opens a connection now (start-up and `mountfs check`), keeping it for the next call.

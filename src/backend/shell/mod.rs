@@ -643,7 +643,7 @@ impl ShellBackend {
         &self,
         cwd: &VirtualPath,
         command: &str,
-    ) -> Result<RemoteRun, RemoteStartError> {
+    ) -> Result<RemoteRun<'_>, RemoteStartError> {
         let name = self.name.clone();
         let failed = |error: CallError| RemoteStartError::Connection {
             name: name.clone(),
@@ -659,7 +659,7 @@ impl ShellBackend {
             .await
             .map_err(failed)?
         {
-            None => Ok(RemoteRun::new(connection, &self.name)),
+            None => Ok(RemoteRun::new(connection, &self.pool, &self.name)),
             Some(reply) => Err(match reply.status {
                 status::NOT_FOUND => RemoteStartError::NotFound,
                 status::NOT_A_DIRECTORY => RemoteStartError::NotDirectory,

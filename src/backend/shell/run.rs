@@ -1,21 +1,24 @@
 //! `execute` in a shell mount (issue 27): a command run on the target, in a directory of the
-//! mount, over a connection of its own (file calls keep the pool's meanwhile).
+//! mount, over a connection of its own while it runs (file calls keep the pool's meanwhile).
 //!
 //! The command text travels as a payload on the shell's standard input, never in the frame's
 //! line; the script's `ex` function checks the directory as every path is checked (no way
 //! out), prints a separator, and runs `sh -c COMMAND` in a process group of its own (`setsid`
 //! when the target has it, else `set -m`, which a shell without a terminal ignores: then a
-//! stop reaches only the command's own `sh`) with a watcher that reads the connection's standard
-//! input: a line there (a timeout or a cancellation) or its end (the connection dropped) sends
-//! SIGTERM to the group, SIGKILL 2 s later. A connection is used for one command and then
-//! dropped, so a stopped command never leaves it in an unknown state.
+//! stop reaches only the command's own `sh`) with a watcher that reads the connection's
+//! standard input: a line there (a timeout or a cancellation) or its end (the connection
+//! dropped) sends SIGTERM to the group, SIGKILL 2 s later.
+//!
+//! The connection is an idle one taken out of the pool (or a new one), holding no slot. It
+//! goes back only after a command that ended by itself with its whole answer read; one whose
+//! command was stopped, or whose answer broke, is dropped: never reused in an unknown state.
 //!
 //! `ShellBackend::start_command` starts it; the timeout, progress and answer rules are
 //! `crate::exec`'s, which drives the [`RemoteRun`].
 
 use thiserror::Error;
 
-use super::conn::{Connection, Piece};
+use super::conn::{Connection, Piece, Pool};
 
 /// Why a command could not be started on the target. Nothing was run.
 #[derive(Debug, Error)]
@@ -53,26 +56,53 @@ pub enum RunEvent {
 /// A command running on the target; dropping it drops its connection, which makes the
 /// target's watcher stop the command's process group.
 #[derive(Debug)]
-pub struct RemoteRun {
-    connection: Connection,
+pub struct RemoteRun<'a> {
+    /// `None` once given back to the pool.
+    connection: Option<Connection>,
+    pool: &'a Pool,
     name: String,
     exited: bool,
+    /// A stop line was sent (the watcher read it): the connection is not given back.
+    stopped: bool,
+    /// The whole end was read (status and stderr's marker): the connection may be given back.
+    clean: bool,
 }
 
-impl RemoteRun {
-    /// A command under way on `connection` (its `ex` function passed the separator).
-    pub(super) fn new(connection: Connection, name: &str) -> Self {
+impl Drop for RemoteRun<'_> {
+    fn drop(&mut self) {
+        if let Some(connection) = self.connection.take()
+            && self.clean
+            && !self.stopped
+        {
+            self.pool.give_back(connection);
+        }
+    }
+}
+
+impl<'a> RemoteRun<'a> {
+    /// A command under way on `connection`, taken from `pool` (its `ex` function passed the
+    /// separator).
+    pub(super) fn new(connection: Connection, pool: &'a Pool, name: &str) -> Self {
         Self {
-            connection,
+            connection: Some(connection),
+            pool,
             name: name.to_owned(),
             exited: false,
+            stopped: false,
+            clean: false,
         }
+    }
+
+    fn connection(&mut self) -> Result<&mut Connection, String> {
+        self.connection
+            .as_mut()
+            .ok_or_else(|| format!("shell '{}': the command's connection is closed", self.name))
     }
 
     /// The next output or the end; an error when the connection broke (the command's fate on
     /// the target is then unknown, but its watcher stops it when the connection ends).
     pub async fn next(&mut self) -> Result<RunEvent, String> {
-        match self.connection.next_piece().await {
+        match self.connection()?.next_piece().await {
             Ok(Piece::Out(bytes)) => Ok(RunEvent::Stdout(bytes)),
             Ok(Piece::Err(bytes)) => Ok(RunEvent::Stderr(bytes)),
             Ok(Piece::End(status)) => {
@@ -88,13 +118,23 @@ impl RemoteRun {
         if !self.exited {
             return Vec::new();
         }
-        self.connection.finish_stderr().await.unwrap_or_default()
+        let Ok(connection) = self.connection() else {
+            return Vec::new();
+        };
+        match connection.finish_stderr().await {
+            Ok(bytes) => {
+                self.clean = true;
+                bytes
+            }
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Asks the target to stop the command's process group (SIGTERM, SIGKILL 2 s later); its
     /// end still comes through [`Self::next`].
     pub async fn stop(&mut self) -> Result<(), String> {
-        self.connection
+        self.stopped = true;
+        self.connection()?
             .send_line(b"stop\n")
             .await
             .map_err(|error| format!("shell '{}': {error}", self.name))

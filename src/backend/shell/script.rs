@@ -281,7 +281,7 @@ ex() (
     kill -KILL -"$k" 2>/dev/null || kill -KILL "$k" ) <&3 >/dev/null 2>&1 &
   w=$!; exec 3<&-
   wait "$k"; s=$?
-  kill "$w" 2>/dev/null; kill -KILL -"$k" 2>/dev/null
+  kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; kill -KILL -"$k" 2>/dev/null
   exit "$s"
 )
 printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT"
