@@ -270,6 +270,7 @@ ex() (
   if [ "$e" = 0 ]; then if [ ! -e "$f" ]; then e=10; elif [ ! -d "$f" ]; then e=12; fi; fi
   [ "$e" = 0 ] || { take "$n" >/dev/null; exit "$e"; }
   c=$(take "$n"; echo .); c=${c%.}
+  [ "${#c}" -eq "$n" ] || exit 1
   cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
   if [ -n "$L1" ]; then LC_ALL=$L0; else unset LC_ALL; fi
   exec 3<&0 </dev/null
