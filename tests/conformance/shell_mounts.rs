@@ -592,3 +592,35 @@ async fn a_window_keeps_at_most_256_kib_of_a_line() {
         assert_eq!(window.lines[2], "after", "{label}");
     }
 }
+
+/// When the target's `rg` fails (an older rg rejecting syntax this crate's regex engine takes,
+/// a file it cannot read), `grep` reads every file instead of answering from a short list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_rg_on_the_target_means_every_file_is_searched() {
+    let fake = tempfile::tempdir().unwrap();
+    let rg = fake.path().join("rg");
+    std::fs::write(&rg, "#!/bin/sh\nexit 2\n").unwrap();
+    std::fs::set_permissions(&rg, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one needle here\n").unwrap();
+    std::fs::write(dir.path().join("b.txt"), "nothing\n").unwrap();
+    let backend = ShellBackend::new(
+        "fake-rg",
+        vec![
+            "env".to_owned(),
+            format!("PATH={}:/usr/bin:/bin", fake.path().display()),
+            "sh".to_owned(),
+        ],
+        dir.path().to_str().unwrap(),
+    );
+    let query = mountfs::backend::GrepQuery {
+        dir: p("/"),
+        pattern: Arc::new(mountfs::search::GrepPattern::new("nee+dle", false, false).unwrap()),
+        file_filter: None,
+        collect: mountfs::backend::GrepCollect::Files,
+        control: Default::default(),
+    };
+    let found = backend.grep(&query).await.unwrap();
+    let paths: Vec<&str> = found.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["/a.txt"]);
+}

@@ -516,6 +516,12 @@ impl ShellBackend {
         let parts = reply.parts(2);
         let mut names: Vec<&[u8]> = Vec::new();
         if tool == "r" {
+            // rg failed (exit 2: a pattern its own regex engine rejects — an older rg than this
+            // crate's — or a file it could not read): its list may miss files, so every file is
+            // read instead, never a silently short answer.
+            if parts.get(1).map(|tail| trimmed(tail)) == Some(b"E".as_slice()) {
+                return Ok(None);
+            }
             names.extend(parts[0].split(|b| *b == 0));
         } else {
             names.extend(parts[0].split(|b| *b == b'\n'));

@@ -255,7 +255,7 @@ gp() (
   exec </dev/null
   if [ "$4" = r ]; then
     rg -l -0 --no-messages --hidden --no-ignore --no-config -g '!.git' -g '!.mountfs-tmp.*' $fl -f "$pf" -- . 2>/dev/null
-    sep
+    r=$?; sep; [ "$r" -le 1 ] || printf E
   else
     find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
     sep
