@@ -139,18 +139,11 @@ pub(super) struct Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.drain.abort();
-        // The shell runs in a process group of its own: a function still running when the
-        // connection is dropped (a cancelled call) ends with it, here; what it started on a
-        // remote target ends when its input does (payloads are checked for their full length
-        // before anything is renamed into place, see `script`).
-        if let Some(group) = self
-            .child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
+        // A function still running when the connection is dropped (a cancelled call) outlives
+        // the shell: it reads the end of its input, and a payload cut short is never renamed
+        // into place (`script` checks every payload's length). A command `execute` started has
+        // a watcher that stops its process group when that input ends (killing the shell's
+        // whole group here would kill the watcher first and leave the command running).
         // kill_on_drop ends the process; start_kill now saves the wait.
         let _ = self.child.start_kill();
     }
@@ -179,7 +172,6 @@ impl Connection {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
-            .process_group(0)
             .spawn()
             .map_err(|e| start(e.to_string()))?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
