@@ -11,8 +11,9 @@ from each server named on the command line and, for `read_file` of a 2 KiB file 
   sequential  one at a time, the next sent as soon as the answer is read;
   pipelined   16 in flight.
 
-Reported: the server's CPU per call (utime + stime of every thread, from /proc/PID/stat, over the
-measurement; 10 ms ticks, so each figure rests on --calls calls), medians over --rounds rounds in
+Reported: the server's CPU per call (the on-CPU time of every thread, from the scheduler's
+statistics in /proc/PID/task/*/schedstat, over the measurement; utime + stime in 10 ms ticks
+where those are missing), medians over --rounds rounds in
 which the servers alternate (A B C, then B C A, ...). A fresh server process per measurement,
 warmed with 50 calls. The summary gives paced/pipelined per server and each server's paced CPU
 against the first server's.
@@ -21,6 +22,12 @@ Usage:
   scripts/pace-cost.py --mountfs BIN [--mountfs BIN2] [--reference CMD] [--rounds N] [--calls N]
 CMD for the reference server: the path of `mcp-server-filesystem` (node), as scripts/bench-peers
 installs it under bench-peers/node/node_modules/.bin/.
+
+--floor adds a server that does nothing but the I/O: a C program (compiled here with `cc -O2`)
+that reads each request line, opens and reads the file (or lists the directory) and writes a
+JSON-RPC answer with it, one flushed write per answer: no JSON parsing, no schema, no runtime.
+Its paced/pipelined ratio is what waking an idle process costs on this machine, the floor under
+any server's (issue 31).
 """
 
 import argparse
@@ -36,9 +43,79 @@ IN_FLIGHT = 16
 
 
 def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    """CPU time of every live thread of `pid`, in nanoseconds' resolution where the kernel keeps
+    scheduler statistics (/proc/PID/task/TID/schedstat), else in clock ticks."""
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as schedstat:
+                total += int(schedstat.read().split()[0])
+        return total / 1e9
+    except (FileNotFoundError, ValueError):
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+
+FLOOR_SOURCE = r"""
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char line[1 << 16], body[1 << 16], escaped[1 << 17];
+
+static void escape(const char *in, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i] == '\n') { escaped[o++] = '\\'; escaped[o++] = 'n'; }
+        else if (in[i] == '"' || in[i] == '\\') { escaped[o++] = '\\'; escaped[o++] = in[i]; }
+        else escaped[o++] = in[i];
+    }
+    escaped[o] = 0;
+}
+
+int main(int argc, char **argv) {
+    char file[4096], dir[4096];
+    snprintf(file, sizeof file, "%s/small.rs", argv[1]);
+    snprintf(dir, sizeof dir, "%s/dir", argv[1]);
+    while (fgets(line, sizeof line, stdin)) {
+        char *id = strstr(line, "\"id\":");
+        if (!id) continue;
+        size_t n = 0;
+        if (strstr(line, "\"initialize\"")) {
+            n = (size_t)sprintf(body, "ok");
+        } else if (strstr(line, "\"ls\"")) {
+            DIR *d = opendir(dir);
+            struct dirent *e;
+            while (d && (e = readdir(d)) && n < sizeof body - 512)
+                n += (size_t)sprintf(body + n, "%s\n", e->d_name);
+            if (d) closedir(d);
+        } else {
+            int fd = open(file, O_RDONLY);
+            ssize_t got = fd < 0 ? 0 : read(fd, body, sizeof body);
+            if (fd >= 0) close(fd);
+            n = got > 0 ? (size_t)got : 0;
+        }
+        escape(body, n);
+        printf("{\"jsonrpc\":\"2.0\",\"id\":%ld,\"result\":{\"content\":[{\"type\":\"text\","
+               "\"text\":\"%s\"}]}}\n", strtol(id + 5, NULL, 10), escaped);
+        fflush(stdout);
+    }
+    return 0;
+}
+"""
+
+
+def build_floor(directory):
+    source = os.path.join(directory, "floor.c")
+    program = os.path.join(directory, "floor")
+    with open(source, "w") as out:
+        out.write(FLOOR_SOURCE)
+    subprocess.run(["cc", "-O2", "-o", program, source], check=True)
+    return program
 
 
 def make_tree(root):
@@ -61,6 +138,8 @@ class Server:
         self.root = root
         if kind == "mountfs":
             argv = [program, "--mount", f"/=disk:{root}"]
+        elif kind == "floor":
+            argv = [program, root]
         else:
             argv = [program, root]
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -73,7 +152,7 @@ class Server:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def call(self, tool):
-        if self.kind == "mountfs":
+        if self.kind in ("mountfs", "floor"):
             name, arguments = {"read": ("read_file", {"file_path": "/small.rs"}),
                                "ls": ("ls", {"path": "/dir"})}[tool]
         else:
@@ -135,6 +214,8 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mountfs", action="append", default=[], help="a mountfs binary")
     parser.add_argument("--reference", help="the reference server's mcp-server-filesystem")
+    parser.add_argument("--floor", action="store_true",
+                        help="add the I/O-only C server (needs cc) as the floor")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--gap-ms", type=float, default=5.0)
@@ -143,11 +224,13 @@ def main():
                 else "mountfs") for index, program in enumerate(args.mountfs)]
     if args.reference:
         servers.append(("reference", args.reference, "reference"))
-    if not servers:
+    if not servers and not args.floor:
         parser.error("name at least one server")
     modes = ["paced", "sequential", "pipelined"]
     results = {}
-    with tempfile.TemporaryDirectory() as root:
+    with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as build:
+        if args.floor:
+            servers.append(("floor", build_floor(build), "floor"))
         make_tree(root)
         for round_index in range(args.rounds):
             order = servers[round_index % len(servers):] + servers[:round_index % len(servers)]
@@ -165,7 +248,7 @@ def main():
     print()
     print(f"Medians over {args.rounds} rounds of {args.calls} calls (gap {args.gap_ms} ms when "
           "paced); server CPU per call in µs")
-    first = servers[0][2]
+    first = servers[0][2]  # the floor joins last: `servers` is never empty here
     print("| server | tool | paced | sequential | pipelined | paced/pipelined | "
           f"paced vs {first} |")
     print("|---|---|---|---|---|---|---|")
