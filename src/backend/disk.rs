@@ -74,6 +74,7 @@ use crate::path::VirtualPath;
 use resolve::{map_io, relative};
 pub use temp::TEMP_PREFIX;
 pub use version::HASHED_SIZE_LIMIT;
+pub(super) use walk::{Searchers, search_reader};
 
 /// Mount options of a disk backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -624,3 +624,294 @@ async fn a_failing_rg_on_the_target_means_every_file_is_searched() {
     let paths: Vec<&str> = found.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["/a.txt"]);
 }
+
+/// The grep answer of `backend` for `pattern` under `/`, sorted by path.
+async fn grep_sorted(
+    backend: &dyn Backend,
+    pattern: &mountfs::search::GrepPattern,
+    collect: mountfs::backend::GrepCollect,
+) -> Vec<mountfs::backend::GrepFile> {
+    let query = mountfs::backend::GrepQuery {
+        dir: p("/"),
+        pattern: Arc::new(pattern.clone()),
+        file_filter: None,
+        collect,
+        control: Default::default(),
+    };
+    let mut found = backend.grep(&query).await.unwrap();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Review finding F3: a grep candidate bigger than what is read whole (1 MiB) is streamed in
+/// chunks through the disk mount's searcher: the answers are a disk mount's over the same
+/// directory, in every collect mode, for CRLF text, UTF-16, a line over the bound and binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_grep_candidates_are_streamed_and_answer_as_a_disk_mount_does() {
+    let mut log = String::new();
+    for i in 0..120_000 {
+        if i % 9_000 == 4_500 {
+            log.push_str(&format!("line {i:06} has the needle here\r\n"));
+        } else {
+            log.push_str(&format!("line {i:06} {}\n", "x".repeat(20)));
+        }
+    }
+    log.push_str("needle on the last line, no newline");
+    assert!(log.len() > 3 * 1024 * 1024);
+    let mut utf16 = vec![0xff, 0xfe];
+    for i in 0..70_000 {
+        let line = if i == 65_000 {
+            "the needle in UTF-16\n".to_owned()
+        } else {
+            format!("utf16 line {i:06}\n")
+        };
+        for unit in line.encode_utf16() {
+            utf16.extend_from_slice(&unit.to_le_bytes());
+        }
+    }
+    let mut long = "short line with needle\n".repeat(50_000);
+    long.push_str(&"y".repeat(300 * 1024));
+    long.push_str(" needle\n");
+    let mut binary = vec![b'z'; 2 * 1024 * 1024];
+    binary[100] = 0;
+    binary.extend_from_slice(b"\nneedle\n");
+    for (label, target) in targets("shell streamed grep") {
+        let root = target.dir.path();
+        std::fs::write(root.join("big.log"), &log).unwrap();
+        std::fs::write(root.join("long.txt"), &long).unwrap();
+        std::fs::write(root.join("binary.bin"), &binary).unwrap();
+        std::fs::write(root.join("small.txt"), "a needle\n").unwrap();
+        let shell = target.backend();
+        // Without rg, `grep -F` narrows the candidates and cannot see a literal in UTF-16
+        // (a known limit, docs/mounts.md): that file only goes to targets with rg.
+        let rg = shell.probe().await.unwrap().rg;
+        if rg {
+            std::fs::write(root.join("utf16.txt"), &utf16).unwrap();
+        }
+        let disk = backends::disk_at(root, Default::default());
+        let pattern = mountfs::search::GrepPattern::new("nee+dle", false, false)
+            .unwrap()
+            .with_max_line_bytes(256 * 1024);
+        for collect in [
+            mountfs::backend::GrepCollect::Files,
+            mountfs::backend::GrepCollect::Count,
+            mountfs::backend::GrepCollect::lines(2),
+        ] {
+            let want = grep_sorted(&*disk, &pattern, collect).await;
+            let got = grep_sorted(&*shell, &pattern, collect).await;
+            assert_eq!(got, want, "{label}: {collect:?}");
+        }
+        let want = grep_sorted(&*disk, &pattern, mountfs::backend::GrepCollect::Count).await;
+        let paths: Vec<&str> = want.iter().map(|f| f.path.as_str()).collect();
+        let mut expected = vec!["/big.log", "/long.txt", "/small.txt"];
+        if rg {
+            expected.push("/utf16.txt");
+        }
+        assert_eq!(
+            paths, expected,
+            "{label}: the disk mount's answer the shell mount must give"
+        );
+        assert!(want[1].skipped.is_some(), "{label}: the long line skips it");
+    }
+}
+
+/// Review finding F5: a symbolic link on the target leading outside DIR is not listed (a disk
+/// mount hides it: it cannot be read through the mount); a link inside DIR is listed as what
+/// it leads to, as on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_leading_outside_are_not_listed_as_on_a_disk_mount() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("secret.txt"),
+        "secret, 26 bytes long....",
+    )
+    .unwrap();
+    std::fs::create_dir(outside.path().join("d")).unwrap();
+    std::fs::write(outside.path().join("d/inner.txt"), "x").unwrap();
+    for (label, target) in targets("shell outside links listed") {
+        let root = target.dir.path();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("real.txt"), "real").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("d"), root.join("out-dir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("out-file"))
+            .unwrap();
+        std::os::unix::fs::symlink("../../", root.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("real.txt", root.join("in-link")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("in-dir")).unwrap();
+        let disk = backends::disk_at(root, Default::default());
+        let shell = target.backend();
+        for dir in ["/", "/sub"] {
+            let entries = |mut list: Vec<mountfs::backend::Entry>| {
+                list.sort_by(|a, b| a.path.cmp(&b.path));
+                list.into_iter()
+                    .map(|e| (e.path.as_str().to_owned(), e.kind, e.size))
+                    .collect::<Vec<_>>()
+            };
+            let want = entries(disk.ls(&p(dir)).await.unwrap());
+            let got = entries(shell.ls(&p(dir)).await.unwrap());
+            assert_eq!(got, want, "{label}: ls {dir}");
+            assert!(
+                !got.iter()
+                    .any(|(path, ..)| path.contains("out-") || path.ends_with("/up")),
+                "{label}: {got:?}"
+            );
+        }
+        let query = mountfs::backend::GlobQuery {
+            dir: p("/"),
+            matcher: mountfs::search::GlobMatcher::new("**/*").unwrap(),
+            control: Default::default(),
+        };
+        let mut globbed: Vec<String> = shell
+            .glob(&query)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.path.as_str().to_owned())
+            .collect();
+        globbed.sort();
+        assert_eq!(globbed, ["/real.txt"], "{label}: glob follows no link");
+    }
+}
+
+/// A target without `readlink -f` cannot tell where a link leads: links are not listed at
+/// all there (reading one is refused on such a target too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_readlink_no_link_is_listed() {
+    let Some(target) = shells::busybox_minimal("shell links without readlink") else {
+        return;
+    };
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    let root = target.dir.path();
+    std::fs::write(root.join("real.txt"), "real").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("out-file")).unwrap();
+    std::os::unix::fs::symlink("real.txt", root.join("in-link")).unwrap();
+    let names: Vec<String> = target
+        .backend()
+        .ls(&p("/"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path.as_str().to_owned())
+        .collect();
+    assert_eq!(names, ["/real.txt"]);
+}
+
+/// A directory of fake tools put first on a target's PATH: a `sha256sum` that, the first time
+/// it runs after `trigger` appears, swaps `victim` for a symlink to `outside` (another process
+/// on the target racing the mount between its check and its rename), then hashes as usual.
+fn swapping_sha256sum(tools: &Path, real: &str, trigger: &Path, victim: &Path, outside: &Path) {
+    let script = format!(
+        "#!/bin/sh\nif [ -e '{t}' ]; then rm -f '{t}'; rm -f '{v}'; ln -s '{o}' '{v}'; fi\nexec {real} \"$@\"\n",
+        t = trigger.display(),
+        v = victim.display(),
+        o = outside.display(),
+    );
+    let path = tools.join("sha256sum");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// An `mv` and an `ln` without `-T` (an old or minimal target): the script must check and
+/// refuse instead.
+fn tools_without_dash_t(tools: &Path) {
+    for (name, real) in [("mv", "/bin/mv"), ("ln", "/bin/ln")] {
+        let script = format!(
+            "#!/bin/sh\ncase \"$1\" in --help) echo 'Usage: {name} [-fi] SOURCE DEST' >&2; exit 1;; esac\nfor a; do [ \"$a\" = -T ] && {{ echo \"{name}: invalid option -- 'T'\" >&2; exit 1; }}; done\nexec {real} \"$@\"\n"
+        );
+        let path = tools.join(name);
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+}
+
+/// Review finding F6: a destination swapped for a symlink to a directory outside DIR between
+/// the version check and the rename (another process on the target) must not receive the
+/// file: with `mv -T` the link itself is replaced, without it the swap is seen and refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_swapped_for_a_link_to_a_directory_receives_nothing() {
+    let mut cases: Vec<(&str, bool, Option<Target>)> = vec![
+        ("sh (GNU mv -T)", false, Some(shells::local())),
+        ("busybox (mv -T)", true, shells::busybox("shell mv race")),
+        ("sh without -T", false, Some(shells::local())),
+    ];
+    for (label, busybox, target) in cases.drain(..) {
+        let Some(mut target) = target else { continue };
+        let tools = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = target.dir.path().to_owned();
+        let trigger = tools.path().join("trigger");
+        let real = if busybox {
+            format!("{} sha256sum", shells::BUSYBOX)
+        } else {
+            "/usr/bin/sha256sum".to_owned()
+        };
+        swapping_sha256sum(
+            tools.path(),
+            &real,
+            &trigger,
+            &root.join("b.txt"),
+            outside.path(),
+        );
+        if label.contains("without") {
+            tools_without_dash_t(tools.path());
+        }
+        // The tools first on the target's PATH.
+        if busybox {
+            let at = target
+                .command
+                .iter()
+                .position(|w| w.starts_with("PATH="))
+                .unwrap();
+            target.command[at] = format!(
+                "PATH={}:{}",
+                tools.path().display(),
+                &target.command[at][5..]
+            );
+        } else {
+            target.command = vec![
+                "env".to_owned(),
+                format!("PATH={}:/usr/bin:/bin", tools.path().display()),
+                "sh".to_owned(),
+            ];
+        }
+        let backend = target.backend();
+        // A rename replacing b.txt at its version.
+        std::fs::write(root.join("a.txt"), "from a").unwrap();
+        std::fs::write(root.join("b.txt"), "old b").unwrap();
+        let b_version = backend.read(&p("/b.txt")).await.unwrap().version;
+        std::fs::write(&trigger, "").unwrap();
+        let options = mountfs::backend::RenameOptions {
+            replacing: Some(b_version),
+            ..Default::default()
+        };
+        let renamed = backend.rename(&p("/a.txt"), &p("/b.txt"), &options).await;
+        assert!(!trigger.exists(), "{label}: the swap ran");
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            0,
+            "{label}: the rename put the file outside DIR ({renamed:?})"
+        );
+        // A write at a version.
+        std::fs::remove_file(root.join("b.txt")).unwrap();
+        std::fs::write(root.join("b.txt"), "old b").unwrap();
+        let b_version = backend.read(&p("/b.txt")).await.unwrap().version;
+        std::fs::write(&trigger, "").unwrap();
+        let written = backend
+            .write(&p("/b.txt"), b"new b", WriteMode::IfVersion(b_version))
+            .await;
+        assert!(!trigger.exists(), "{label}: the swap ran");
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            0,
+            "{label}: the write put its file outside DIR ({written:?})"
+        );
+        if label.contains("without") {
+            assert!(
+                matches!(written, Err(Error::VersionMismatch { .. })),
+                "{label}: {written:?}"
+            );
+        }
+    }
+}

@@ -323,3 +323,51 @@ async fn a_store_is_searched_a_few_megabytes_of_items_at_a_time() {
         64 * 1024 * 1024,
     );
 }
+
+/// A text file of about `mib` MiB whose only match is on its last line.
+fn big_log_matching_at_the_end(path: &Path, mib: usize) {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    let line = format!("{}\n", "log line without the word ".repeat(3));
+    for _ in 0..(mib * 1024 * 1024) / line.len() {
+        out.write_all(line.as_bytes()).expect("write");
+    }
+    out.write_all(b"the needle at the end\n").expect("write");
+    out.flush().expect("flush");
+}
+
+/// Review finding F3: a shell mount's grep pulled each candidate whole into the server (a
+/// 160 MiB log peaked near 500 MB here); now a big candidate is streamed in bounded chunks,
+/// also when the target's `rg` fails and every file is searched.
+#[test]
+fn a_shell_mount_greps_a_huge_file_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    big_log_matching_at_the_end(&dir.path().join("huge.log"), 160);
+    for i in 0..50 {
+        std::fs::write(dir.path().join(format!("small{i}.txt")), "no match\n").expect("write");
+    }
+    let failing_rg = tempfile::tempdir().expect("tempdir");
+    let rg = failing_rg.path().join("rg");
+    std::fs::write(&rg, "#!/bin/sh\nexit 2\n").expect("write");
+    std::fs::set_permissions(&rg, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let mount = format!("/box/=shell:t:{}", dir.path().display());
+    for (case, shell) in [
+        ("shell mount", "t=sh".to_owned()),
+        (
+            "shell mount, rg failing",
+            format!(
+                "t=env PATH={}:/usr/bin:/bin sh",
+                failing_rg.path().display()
+            ),
+        ),
+    ] {
+        let mut client = StdioClient::start(&["--shell", &shell, "--mount", &mount]);
+        let text = client.ok(
+            "grep",
+            json!({"pattern": "needle", "path": "/box", "output_mode": "content"}),
+        );
+        assert!(text.contains("/box/huge.log"), "{case}: {text}");
+        assert!(text.contains("the needle at the end"), "{case}: {text}");
+        assert_peak_under(&client, case, PEAK_LIMIT);
+    }
+}

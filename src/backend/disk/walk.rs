@@ -762,7 +762,7 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
 ///
 /// Both hold at most the pattern's `max_line_bytes` (plus the context lines around it) in their
 /// buffer: a file with a longer line is reported as skipped instead of read into memory.
-struct Searchers {
+pub(in crate::backend) struct Searchers {
     plain: Searcher,
     lossy: Searcher,
     /// Searchers that decode a legacy encoding (windows-1252, Shift_JIS, …) first, built when a
@@ -792,7 +792,7 @@ impl Searchers {
         self.legacy.get_mut(index).map(|(_, searcher)| searcher)
     }
 
-    fn new(collect: GrepCollect, pattern: &GrepPattern) -> Self {
+    pub(in crate::backend) fn new(collect: GrepCollect, pattern: &GrepPattern) -> Self {
         let context = match collect {
             GrepCollect::Lines { context, .. } => context,
             GrepCollect::Files | GrepCollect::Count => 0,
@@ -850,8 +850,30 @@ fn search_file(
     if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return None;
     }
+    search_reader(
+        file,
+        version::size_of(&stat),
+        searcher,
+        matcher,
+        collect,
+        path,
+    )
+}
+
+/// Searches the content `reader` gives (a regular file of `size` bytes when it was opened)
+/// as [`search_file`] does: the same binary sniff, encoding choice, line bound and answer. The
+/// shell backend streams a big file of its target through it in bounded chunks, so its answers
+/// are a disk mount's and its memory is bounded the same way.
+pub(in crate::backend) fn search_reader(
+    mut reader: impl Read,
+    size: u64,
+    searcher: &mut Searchers,
+    matcher: &RegexMatcher,
+    collect: GrepCollect,
+    path: impl FnOnce() -> Option<VirtualPath>,
+) -> Option<GrepFile> {
     let mut head = Vec::with_capacity(content::SNIFF_BYTES);
-    (&file)
+    (&mut reader)
         .take(content::SNIFF_BYTES as u64)
         .read_to_end(&mut head)
         .ok()?;
@@ -866,7 +888,7 @@ fn search_file(
     // A UTF-16 file with a BOM is decoded by the plain searcher (its BOM sniffing); a legacy
     // encoding guessed from the head by a searcher decoding it, so that the pattern matches the
     // text read_file shows.
-    let whole = (head.len() as u64) >= version::size_of(&stat);
+    let whole = (head.len() as u64) >= size;
     let chosen = if valid_utf8 || encoding::utf16_bom(&head).is_some() {
         &mut searcher.plain
     } else if let Some(found) =
@@ -876,7 +898,7 @@ fn search_file(
     } else {
         &mut searcher.lossy
     };
-    let reader = io::Cursor::new(head).chain(file);
+    let reader = io::Cursor::new(head).chain(reader);
     let mut sink = Collector::new(collect);
     if let Err(error) = chosen.search_reader(matcher, reader, &mut sink) {
         // grep-searcher's words for a line that outgrew the buffer bound.

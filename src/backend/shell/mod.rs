@@ -49,6 +49,7 @@ use sha2::{Digest, Sha256};
 use self::conn::{CallError, Pool, Reply};
 use self::prefilter::Plan;
 use self::script::{Frame, status};
+use super::disk::{Searchers, search_reader};
 use super::whole_file::{grep_file, view_of_bytes};
 use super::{
     AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, DeleteOptions, Entry, EntryKind,
@@ -66,6 +67,22 @@ const HASHED_SIZE_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// Candidate files of a grep read back per call.
 const GREP_READ_BATCH: usize = 64;
+
+/// Largest grep candidate read whole (in a batch); a bigger one is streamed in chunks through
+/// the disk mount's searcher, so the memory a grep needs does not grow with a file's size.
+const GREP_WHOLE_LIMIT: u64 = 1024 * 1024;
+
+/// Most bytes of file contents one batch of grep candidates carries back.
+const GREP_BATCH_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A streamed candidate is fetched in chunks of this many blocks of [`GREP_BLOCK`] bytes.
+const GREP_CHUNK_BLOCKS: u64 = 16;
+
+/// The block size of the target's `dd` for chunks.
+const GREP_BLOCK: u64 = 64 * 1024;
+
+/// Chunks of a streamed candidate on their way to the searcher at once.
+const GREP_CHUNKS_IN_FLIGHT: usize = 2;
 
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).
 const TEMP_PREFIX: &str = ".mountfs-tmp.";
@@ -541,52 +558,186 @@ impl ShellBackend {
         paths.dedup();
         Ok(Some(paths))
     }
+
+    /// One chunk of a streamed grep candidate: its metadata and up to
+    /// `GREP_CHUNK_BLOCKS * GREP_BLOCK` bytes from block `skip`; `None` when it is gone or no
+    /// longer a regular file.
+    async fn grep_chunk(&self, path: &VirtualPath, skip: u64) -> Result<Option<(Meta, Vec<u8>)>> {
+        let frame = Frame::call("gk")
+            .path(relative(path))
+            .arg(skip)
+            .arg(GREP_CHUNK_BLOCKS);
+        let reply = self.call(frame).await?;
+        match reply.status {
+            0 => {}
+            status::NOT_FOUND | status::IS_A_DIRECTORY | status::UNSUPPORTED => return Ok(None),
+            _ => return Err(self.failure(path, &reply)),
+        }
+        let parts = reply.parts(2);
+        let (Some(meta), Some(bytes)) = (
+            parts.first().and_then(|m| Meta::parse(trimmed(m))),
+            parts.get(1),
+        ) else {
+            return Err(self.malformed(path, "grep"));
+        };
+        Ok(Some((meta, bytes.to_vec())))
+    }
+
+    /// Greps one candidate streamed in chunks through the disk mount's searcher (its binary
+    /// sniff, encodings, line bound and answer), so at most a few chunks and one line bound
+    /// are held, whatever the file's size (a self-contained range read: `gk` on the target).
+    async fn grep_streamed(
+        &self,
+        path: &VirtualPath,
+        query: &GrepQuery,
+    ) -> Result<Option<GrepFile>> {
+        let Some(matcher) = query.pattern.line_matcher() else {
+            return Ok(None);
+        };
+        let Some((meta, first)) = self.grep_chunk(path, 0).await? else {
+            return Ok(None);
+        };
+        let chunk_bytes = usize::try_from(GREP_CHUNK_BLOCKS * GREP_BLOCK).unwrap_or(usize::MAX);
+        let mut more = first.len() == chunk_bytes;
+        let (sender, chunks) = tokio::sync::mpsc::channel(GREP_CHUNKS_IN_FLIGHT);
+        let search = {
+            let matcher = matcher.clone();
+            let pattern = query.pattern.clone();
+            let collect = query.collect;
+            let shown = path.clone();
+            let size = meta.size;
+            tokio::task::spawn_blocking(move || {
+                let mut searchers = Searchers::new(collect, &pattern);
+                let reader = ChunkReader {
+                    chunks,
+                    current: Vec::new(),
+                    at: 0,
+                };
+                search_reader(reader, size, &mut searchers, &matcher, collect, || {
+                    Some(shown)
+                })
+            })
+        };
+        let mut failed = None;
+        if sender.send(first).await.is_err() {
+            more = false;
+        }
+        let mut skip = GREP_CHUNK_BLOCKS;
+        while more && !query.control.stopped() {
+            match self.grep_chunk(path, skip).await {
+                Ok(Some((_, bytes))) => {
+                    more = bytes.len() == chunk_bytes;
+                    // The searcher is done (a match was enough, or a line over the bound).
+                    if sender.send(bytes).await.is_err() {
+                        break;
+                    }
+                    skip += GREP_CHUNK_BLOCKS;
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    failed = Some(error);
+                    break;
+                }
+            }
+        }
+        drop(sender);
+        let found = search.await.map_err(|error| Error::Io {
+            path: path.clone(),
+            message: format!("the search of the file stopped: {error}"),
+        })?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        query.control.count_file(found.is_some());
+        Ok(found)
+    }
 }
 
-/// The contents of one `rm_` batch: for each path read (those still regular files), its bytes,
-/// cut from one `cat` by the sizes `stat` gave just before; `None` when they do not add up (a
-/// file changed in between).
-fn split_batch<'a>(
-    batch: &'a [VirtualPath],
-    reply: &'a Reply,
-) -> Option<Vec<(&'a VirtualPath, &'a [u8])>> {
-    let parts = reply.parts(3);
-    let [flags, sizes, content] = parts.as_slice() else {
+/// What one `rm_` batch answered (see [`split_batch`]).
+struct Batch<'a> {
+    /// The files read whole, with their bytes.
+    whole: Vec<(&'a VirtualPath, &'a [u8])>,
+    /// Files over [`GREP_WHOLE_LIMIT`], to stream in chunks.
+    big: Vec<&'a VirtualPath>,
+    /// Files left for a later batch (this one's bytes reached [`GREP_BATCH_BYTES`]).
+    deferred: Vec<&'a VirtualPath>,
+}
+
+/// The answer of one `rm_` batch: a flag per path (`0` not a regular file, `1` read, `2` big,
+/// `3` deferred), the sizes of the files read as `stat` gave them before the `cat`, their
+/// bytes (cut at the sum of those sizes), and their sizes again after it. `None` when the
+/// answer does not add up (a file changed in between).
+fn split_batch<'a>(batch: &'a [VirtualPath], reply: &'a Reply) -> Option<Batch<'a>> {
+    let parts = reply.parts(4);
+    let [flags, sizes, content, after] = parts.as_slice() else {
         return None;
     };
-    let flags: Vec<bool> = flags
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| l == b"1")
-        .collect();
-    let sizes: Vec<usize> = sizes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| std::str::from_utf8(trimmed(l)).ok()?.parse().ok())
+    let lines = |text: &'a [u8]| {
+        text.split(|b| *b == b'\n')
+            .map(trimmed)
+            .filter(|l| !l.is_empty())
+    };
+    let flags: Vec<&[u8]> = lines(flags).collect();
+    let sizes: Vec<usize> = lines(sizes)
+        .map(|l| std::str::from_utf8(l).ok()?.parse().ok())
         .collect::<Option<_>>()?;
-    let read: Vec<&VirtualPath> = batch
-        .iter()
-        .zip(&flags)
-        .filter(|(_, read)| **read)
-        .map(|(path, _)| path)
-        .collect();
+    let after: Vec<&[u8]> = lines(after).collect();
     if flags.len() != batch.len()
-        || sizes.len() != read.len()
+        || after.len() != sizes.len()
         || sizes.iter().sum::<usize>() != content.len()
+        || sizes
+            .iter()
+            .zip(&after)
+            .any(|(size, again)| size.to_string().as_bytes() != *again)
     {
         return None;
     }
+    let mut out = Batch {
+        whole: Vec::new(),
+        big: Vec::new(),
+        deferred: Vec::new(),
+    };
+    let mut sizes = sizes.into_iter();
     let mut at = 0usize;
-    Some(
-        read.into_iter()
-            .zip(sizes)
-            .map(|(path, size)| {
-                let bytes = &content[at..at + size];
+    for (path, flag) in batch.iter().zip(flags) {
+        match flag {
+            b"1" => {
+                let size = sizes.next()?;
+                out.whole.push((path, &content[at..at + size]));
                 at += size;
-                (path, bytes)
-            })
-            .collect(),
-    )
+            }
+            b"2" => out.big.push(path),
+            b"3" => out.deferred.push(path),
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// Hands the chunks of a streamed grep candidate to the searcher on its blocking thread: the
+/// end of the channel is the end of the file.
+struct ChunkReader {
+    chunks: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    current: Vec<u8>,
+    at: usize,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.current.len() {
+            match self.chunks.blocking_recv() {
+                Some(chunk) => {
+                    self.current = chunk;
+                    self.at = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len() - self.at);
+        buf[..n].copy_from_slice(&self.current[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// The script's flag word for a search: `F` literal, `i` ignore case, `-` neither.
@@ -1042,46 +1193,49 @@ impl Backend for ShellBackend {
             })
             .collect();
         let mut out = GrepResults::new(query.collect);
-        // Candidates are read back in batches, one call each (a call per file costs a round
-        // trip per file); a name with a newline is read on its own.
-        let (plain, mut odd): (Vec<VirtualPath>, Vec<VirtualPath>) = candidates
+        // Small candidates are read back in batches of at most GREP_BATCH_BYTES, one call each
+        // (a call per file costs a round trip per file); a big one, a name with a newline, or
+        // a file that changed while its batch was read is streamed in chunks on its own.
+        let (plain, mut streamed): (Vec<VirtualPath>, Vec<VirtualPath>) = candidates
             .into_iter()
             .partition(|path| !path.as_str().contains('\n'));
-        for batch in plain.chunks(GREP_READ_BATCH) {
+        let mut queue: std::collections::VecDeque<VirtualPath> = plain.into();
+        while !queue.is_empty() {
             if query.control.stopped() {
                 break;
             }
-            let mut frame = Frame::call("rm_").arg(batch.len());
-            for path in batch {
+            let batch: Vec<VirtualPath> = queue.drain(..queue.len().min(GREP_READ_BATCH)).collect();
+            let mut frame = Frame::call("rm_")
+                .arg(batch.len())
+                .arg(GREP_WHOLE_LIMIT)
+                .arg(GREP_BATCH_BYTES);
+            for path in &batch {
                 frame = frame.line_payload(relative(path));
             }
             let reply = self.call(frame).await?;
             if reply.status != 0 {
                 return Err(self.failure(&query.dir, &reply));
             }
-            match split_batch(batch, &reply) {
-                Some(files) => {
-                    for (path, content) in files {
-                        if let Some(found) = grep_file(path, content, query) {
-                            out.push(found);
-                        }
-                    }
+            let Some(read) = split_batch(&batch, &reply) else {
+                // A file changed size while the batch was read.
+                streamed.extend(batch);
+                continue;
+            };
+            for (path, content) in read.whole {
+                if let Some(found) = grep_file(path, content, query) {
+                    out.push(found);
                 }
-                // A file changed size while the batch was read: read them one by one.
-                None => odd.extend(batch.iter().cloned()),
+            }
+            streamed.extend(read.big.into_iter().cloned());
+            for path in read.deferred.into_iter().rev() {
+                queue.push_front(path.clone());
             }
         }
-        for path in odd {
+        for path in streamed {
             if query.control.stopped() {
                 break;
             }
-            let file = match self.read(&path).await {
-                Ok(file) => file,
-                Err(Error::NotFound { .. } | Error::IsADirectory { .. }) => continue,
-                Err(Error::Unsupported { .. }) => continue,
-                Err(error) => return Err(error),
-            };
-            if let Some(found) = grep_file(&path, &file.content, query) {
+            if let Some(found) = self.grep_streamed(&path, query).await? {
                 out.push(found);
             }
         }

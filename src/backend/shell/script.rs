@@ -59,6 +59,8 @@ if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; 
 if readlink -f / >/dev/null 2>&1; then RL=1; else RL=0; fi
 if command -v rg >/dev/null 2>&1; then RG=1; else RG=0; fi
 if command -v mktemp >/dev/null 2>&1; then MT=1; else MT=0; fi
+if mv --help 2>&1 | grep -q -e '-[a-zA-Z]*T'; then MV=1; else MV=0; fi
+if ln --help 2>&1 | grep -q -e '-[a-zA-Z]*T'; then LT=1; else LT=0; fi
 sep() { printf '\n%s:\n' "$N"; }
 take() {
   [ "$1" -gt 0 ] || return 0
@@ -123,9 +125,23 @@ mkp() {
   done
   d=$PWD; ck "$d" || return 15
 }
+il() { [ "$RL" = 1 ] || return 1; t=$(readlink -f -- "$1") || return 1; ck "$t"; }
 gr() {
-  if [ -e "$1" ] || [ -L "$1" ]; then printf '%s\0' "$@"; sep; mm "$@"; else sep; fi
+  if [ -e "$1" ] || [ -L "$1" ]; then
+    for x; do shift; if [ -L "$x" ] && ! il "$x"; then continue; fi; set -- "$@" "$x"; done
+  else shift $#; fi
+  if [ $# -gt 0 ]; then printf '%s\0' "$@"; sep; mm "$@"; else sep; fi
   sep
+}
+mvt() {
+  if [ "$MV" = 1 ]; then mv -f -T "$1" "$2"; return; fi
+  [ -d "$2" ] && return 2
+  mv -f "$1" "$2"
+}
+lnt() {
+  if [ "$LT" = 1 ]; then ln -T "$1" "$2"; return; fi
+  { [ -e "$2" ] || [ -L "$2" ]; } && return 1
+  ln "$1" "$2"
 }
 init() {
   rp "$1"
@@ -170,10 +186,12 @@ wr1() {
   if [ "$x" = 1 ] && [ "$ST" = 1 ]; then chmod "$(stat -c %a "$f")" "$t" 2>/dev/null
   else chmod "$(printf '%o' $(( 0666 & ~$(umask) )))" "$t" 2>/dev/null; fi
   case $m in
-    c) if ln "$t" "$f" 2>/dev/null; then rm -f "$t"; else
-         [ -e "$f" ] && { rm -f "$t"; return 13; }; mv -f "$t" "$f" || { rm -f "$t"; return 1; }; fi;;
-    o) mv -f "$t" "$f" || { rm -f "$t"; return 1; };;
-    v) [ "$(vr "$f")" = "$ev" ] || { rm -f "$t"; return 14; }; mv -f "$t" "$f" || { rm -f "$t"; return 1; };;
+    c) if lnt "$t" "$f" 2>/dev/null; then rm -f "$t"; else
+         { [ -e "$f" ] || [ -L "$f" ]; } && { rm -f "$t"; return 13; }
+         mvt "$t" "$f"; e=$?; [ "$e" = 0 ] || { rm -f "$t"; [ "$e" = 2 ] && return 13; return 1; }; fi;;
+    o) mvt "$t" "$f"; e=$?; [ "$e" = 0 ] || { rm -f "$t"; [ "$e" = 2 ] && return 11; return 1; };;
+    v) [ "$(vr "$f")" = "$ev" ] || { rm -f "$t"; return 14; }
+       mvt "$t" "$f"; e=$?; [ "$e" = 0 ] || { rm -f "$t"; [ "$e" = 2 ] && return 14; return 1; };;
   esac
   echo "$x"; me "$f"
 }
@@ -209,22 +227,48 @@ mv_() (
     [ "$k" = d ] && exit 13
     [ "$(vr "$f")" = "$tv" ] || exit 19
   elif [ "$4" = v ]; then exit 19; fi
-  mv -f "$s" "$f" || exit 1
+  mvt "$s" "$f"; e=$?; [ "$e" = 0 ] || { [ "$e" = 2 ] && exit 19; exit 1; }
   echo "$k"; if [ "$k" = f ]; then vr "$f"; fi
 )
 sm() ( rp "$1"; fp=$p; rp "$2"; tp=$p; exec </dev/null
   p=$fp; rsf || exit $?; me "$f" || exit 10; sep; p=$tp; rsf || exit $?; me "$f" || exit 10 )
+zs() {
+  [ $# -gt 0 ] || return 0
+  if [ "$ST" = 1 ]; then o=$(stat -L -c %s -- "$@" 2>/dev/null) && printf '%s\n' "$o" && return 0; fi
+  for x; do if [ "$ST" = 1 ]; then stat -L -c %s -- "$x" 2>/dev/null || echo X; else wc -c < "$x" 2>/dev/null || echo X; fi; done
+}
 rm_() (
-  n=$1; shift $#; i=0
+  n=$1; big=$2; bud=$3; shift $#; i=0
   while [ "$i" -lt "$n" ]; do rl x; set -- "$@" "$x"; i=$((i + 1)); done
   exec </dev/null
-  for p; do if rsf && [ -f "$f" ]; then set -- "$@" "$f"; echo 1; else echo 0; fi; done
-  shift "$n"; sep
-  if [ $# -gt 0 ]; then
-    if [ "$ST" = 1 ]; then stat -L -c %s -- "$@" || exit 1
-    else for x; do wc -c < "$x" || exit 1; done; fi
-  fi
-  sep; [ $# -eq 0 ] || cat "$@"
+  fl=; for p; do if rsf && [ -f "$f" ]; then set -- "$@" "$f"; fl="${fl}1"; else fl="${fl}0"; fi; done
+  shift "$n"; k=$#; sz="$(zs "$@")
+"; tot=0; dc=; ss=
+  for f; do
+    s=${sz%%"
+"*}; sz=${sz#*"
+"}
+    case $s in ''|*[!0-9\ ]*) dc="${dc}0"; continue;; esac
+    if [ $((s)) -gt "$big" ]; then dc="${dc}2"
+    elif [ $((tot + s)) -gt "$bud" ]; then dc="${dc}3"
+    else dc="${dc}1"; tot=$((tot + s)); ss="$ss$((s))
+"; set -- "$@" "$f"; fi
+  done
+  shift "$k"
+  while [ -n "$fl" ]; do
+    c=${fl%"${fl#?}"}; fl=${fl#?}
+    if [ "$c" = 1 ]; then c=${dc%"${dc#?}"}; dc=${dc#?}; fi
+    echo "$c"
+  done
+  sep; printf '%s' "$ss"; sep
+  [ $# -eq 0 ] || cat "$@" 2>/dev/null | head -c "$tot"
+  sep; zs "$@"
+)
+gk() (
+  rp "$1"; exec </dev/null; rsf || exit $?
+  [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
+  me "$f" || exit 10; sep
+  dd if="$f" bs=65536 skip="$2" count="$3" 2>/dev/null
 )
 vs() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17; vr "$f" )
 wt() ( exec </dev/null; if [ -d "$R" ] && [ -w "$R" ]; then echo 1; else echo 0; fi )
@@ -285,7 +329,7 @@ ex() (
   kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; kill -KILL -"$k" 2>/dev/null
   exit "$s"
 )
-printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT"
+printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s mv=%s ln=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT" "$MV" "$LT"
 printf '\n%s\n' "$N" >&2; printf '\n%s=0\n' "$N"
 while IFS= read -r l; do eval "$l"; s=$?; printf '\n%s\n' "$N" >&2; printf '\n%s=%d\n' "$N" "$s"; done
 "#;
