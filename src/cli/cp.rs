@@ -286,6 +286,23 @@ pub async fn copy(
             ),
         });
     }
+    if shell_destination_inside_source(&from.backend, &to.backend)
+        .await
+        .map_err(|reason| CopyError::Open {
+            side: Side::To,
+            spec: request.to.to_owned(),
+            reason,
+        })?
+    {
+        return Err(CopyError::Refused {
+            side: Side::To,
+            spec: request.to.to_owned(),
+            reason: format!(
+                "this is, or lies inside, --from {} on the target (the two directories resolved there, symbolic links and '..' followed): the copy would read what it writes. Copy to a place outside the source",
+                request.from
+            ),
+        });
+    }
     let source = open_tree(from, request.from, Side::From).await?;
     let plan = plan::walk(&*source).await?;
     if plan.items.is_empty() {
@@ -544,6 +561,38 @@ fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether two shell mounts of one target (the same command, whatever their `--shell`
+/// names) name directories of which the destination is, or lies inside, the source, once the
+/// target resolved both (`cd -P` into each's longest existing ancestor): the textual check
+/// misses `dir/`, `a/../dir`, a symlinked directory, or two names for one command.
+async fn shell_destination_inside_source(
+    from: &BackendSpec,
+    to: &BackendSpec,
+) -> Result<bool, String> {
+    let (
+        BackendSpec::Shell {
+            name,
+            dir: source,
+            command: a,
+        },
+        BackendSpec::Shell {
+            dir: destination,
+            command: b,
+            ..
+        },
+    ) = (from, to)
+    else {
+        return Ok(false);
+    };
+    if a != b || a.is_empty() {
+        return Ok(false);
+    }
+    let target = backend::ShellBackend::new(name, a.clone(), "/");
+    let source = target.physical_dir(source).await?;
+    let destination = target.physical_dir(destination).await?;
+    Ok(source == "/" || destination == source || destination.starts_with(&format!("{source}/")))
 }
 
 /// `path` made absolute with its longest existing ancestor's symbolic links resolved (the rest,

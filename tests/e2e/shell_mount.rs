@@ -144,3 +144,70 @@ fn mountfs_cp_copies_a_tree_into_and_out_of_a_shell_mount() {
     }
     assert!(!target.path().join("pwned").exists() && !back.path().join("pwned").exists());
 }
+
+/// Review finding F4: `mountfs cp` between two shell mounts of one target resolves both
+/// directories there before it compares them: a trailing slash, `..`, a symlinked directory
+/// or a second `--shell` name for the same command no longer slip a destination inside the
+/// source past the check. Nothing is copied.
+#[test]
+fn mountfs_cp_refuses_a_destination_inside_the_source_named_differently() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    std::fs::create_dir_all(root.join("src/sub")).unwrap();
+    std::fs::create_dir(root.join("other")).unwrap();
+    std::fs::write(root.join("src/a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink(root.join("src"), root.join("link")).unwrap();
+    let cp = |from: String, to: String| {
+        Command::new(env!("CARGO_BIN_EXE_mountfs"))
+            .args(["cp", "--shell", "one=sh", "--shell", "two=sh"])
+            .args(["--from", &from, "--to", &to, "--audit", "off"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let at = |rest: &str| format!("{}/{rest}", root.display());
+    for (from, to) in [
+        (
+            format!("shell:one:{}", at("src/")),
+            format!("shell:one:{}", at("link/new")),
+        ),
+        (
+            format!("shell:one:{}", at("src")),
+            format!("shell:two:{}", at("src/copy")),
+        ),
+        (
+            format!("shell:one:{}", at("other/../src")),
+            format!("shell:one:{}", at("src/x/../y")),
+        ),
+        (
+            format!("shell:one:{}", at("link/sub/..")),
+            format!("shell:two:{}", at("src")),
+        ),
+    ] {
+        let output = cp(from.clone(), to.clone());
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{from} -> {to}: copied ({said})");
+        assert!(said.contains("lies inside"), "{from} -> {to}: {said}");
+    }
+    let mut names: Vec<String> = std::fs::read_dir(root.join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["a.txt", "sub"],
+        "nothing was copied into the source"
+    );
+    // Beside it is fine.
+    let output = cp(
+        format!("shell:one:{}", at("link")),
+        format!("shell:two:{}", at("other")),
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(std::fs::read(root.join("other/a.txt")).unwrap(), b"a");
+}

@@ -371,6 +371,43 @@ impl ShellBackend {
         })
     }
 
+    /// The absolute directory `dir` of the target as the target resolves it: its longest
+    /// existing ancestor entered with `cd -P` (symlinks and `..` resolved there), then the
+    /// rest of `dir` with `.` and `..` applied to the names. For a mount made with `/` as its
+    /// directory (`mountfs cp` compares two directories of one target with it).
+    pub async fn physical_dir(&self, dir: &str) -> std::result::Result<String, String> {
+        let reply = self
+            .pool
+            .call(Frame::call("rv").path(dir))
+            .await
+            .map_err(|e| format!("shell '{}': {e}", self.name))?;
+        if reply.status != 0 {
+            return Err(format!(
+                "shell '{}': {dir} cannot be resolved on the target (status {})",
+                self.name, reply.status
+            ));
+        }
+        let parts = reply.parts(2);
+        let (Some(found), Some(rest)) = (parts.first(), parts.get(1)) else {
+            return Err(format!("shell '{}': a malformed answer", self.name));
+        };
+        let mut names: Vec<String> = String::from_utf8_lossy(found)
+            .split('/')
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+        for name in String::from_utf8_lossy(rest).split('/') {
+            match name {
+                "" | "." => {}
+                ".." => {
+                    names.pop();
+                }
+                other => names.push(other.to_owned()),
+            }
+        }
+        Ok(format!("/{}", names.join("/")))
+    }
+
     async fn call(&self, frame: Frame) -> Result<Reply> {
         self.pool.call(frame).await.map_err(|error| {
             let message = match error {

@@ -270,6 +270,13 @@ gk() (
   me "$f" || exit 10; sep
   dd if="$f" bs=65536 skip="$2" count="$3" 2>/dev/null
 )
+rv() (
+  rp "$1"; exec </dev/null; t=
+  while ! cd -P -- "$p" 2>/dev/null; do
+    case "$p" in /*/*) t=${p##*/}/$t; p=${p%/*};; /?*) t=${p#/}/$t; p=/;; *) exit 10;; esac
+  done
+  printf '%s' "$PWD"; sep; printf '%s' "$t"
+)
 vs() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17; vr "$f" )
 wt() ( exec </dev/null; if [ -d "$R" ] && [ -w "$R" ]; then echo 1; else echo 0; fi )
 cm() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; chmod "$2" "$f" || exit 1; me "$f" )
