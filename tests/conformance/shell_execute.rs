@@ -23,6 +23,9 @@ fn targets(group: &str) -> Vec<(&'static str, Target)> {
     if let Some(target) = shells::busybox(group) {
         out.push(("busybox", target));
     }
+    if let Some(target) = shells::busybox_without_setsid(group) {
+        out.push(("busybox without setsid", target));
+    }
     if let Some(target) = shells::ssh(group) {
         out.push(("ssh", target));
     }

@@ -87,26 +87,49 @@ pub fn busybox_minimal(group: &str) -> Option<Target> {
 
 fn busybox_minimal_bin() -> &'static Result<PathBuf, String> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let full = busybox_bin().as_ref().map_err(Clone::clone)?;
-        let dir = tempfile::Builder::new()
-            .prefix("mountfs-busybox-min-")
-            .tempdir()
-            .map_err(|e| e.to_string())?
-            .keep();
-        for entry in std::fs::read_dir(full).map_err(|e| e.to_string())? {
-            let entry = entry.map_err(|e| e.to_string())?;
-            let name = entry.file_name();
-            if ["stat", "readlink", "mktemp", "realpath"]
-                .iter()
-                .any(|left_out| name == *left_out)
-            {
-                continue;
-            }
-            std::os::unix::fs::symlink(BUSYBOX, dir.join(&name)).map_err(|e| e.to_string())?;
-        }
-        Ok(dir)
+    BIN.get_or_init(|| busybox_bin_without(&["stat", "readlink", "mktemp", "realpath"]))
+}
+
+/// Like [`busybox`], without `setsid`: `execute` cannot give the command a process group of
+/// its own there (busybox `sh` has no job control without a terminal), so a stop must find
+/// the command's children another way.
+pub fn busybox_without_setsid(group: &str) -> Option<Target> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let bin = BIN.get_or_init(|| busybox_bin_without(&["setsid"]));
+    let bin = bin.as_ref().map_err(|reason| {
+        super::skips::record(group, reason);
+    });
+    let bin = bin.ok()?;
+    Some(Target {
+        dir: tempfile::tempdir().expect("temporary directory"),
+        command: vec![
+            "/usr/bin/env".to_owned(),
+            "-i".to_owned(),
+            format!("PATH={}", bin.display()),
+            BUSYBOX.to_owned(),
+            "sh".to_owned(),
+        ],
+        _server: None,
     })
+}
+
+/// A directory of busybox applet links without the applets `left_out`.
+fn busybox_bin_without(left_out: &[&str]) -> Result<PathBuf, String> {
+    let full = busybox_bin().as_ref().map_err(Clone::clone)?;
+    let dir = tempfile::Builder::new()
+        .prefix("mountfs-busybox-min-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
+    for entry in std::fs::read_dir(full).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        if left_out.iter().any(|left_out| name == *left_out) {
+            continue;
+        }
+        std::os::unix::fs::symlink(BUSYBOX, dir.join(&name)).map_err(|e| e.to_string())?;
+    }
+    Ok(dir)
 }
 
 /// The directory of busybox applet links, made once per test binary.

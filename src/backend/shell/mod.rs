@@ -25,8 +25,14 @@
 //!   so a window of a 64 MiB file never reads the whole file.
 //! - **Searches run on the target.** `glob` lists files with one `find`; `grep` asks the
 //!   target's `rg` (same syntax) or `grep -F` (a literal the pattern requires, see
-//!   `prefilter`) which files may match, reads only those back and confirms them with the
-//!   crate's matcher, so its answers are exactly a disk mount's.
+//!   `prefilter`) which files may match, reads only those back and confirms them here, so its
+//!   answers are exactly a disk mount's: candidates up to [`GREP_WHOLE_LIMIT`] in batches of
+//!   at most [`GREP_BATCH_BYTES`], bigger ones streamed in chunks (`gk`, a small range read of
+//!   its own) through the disk mount's searcher, so a grep's memory does not grow with a
+//!   file's size.
+//! - **Links.** `ls` shows a symlink that stays inside the directory as what it leads to and
+//!   leaves out one that leads outside (or is broken), as a disk mount does; `glob` and `grep`
+//!   follow none.
 //! - **Big files** (over 8 MiB) are read in windows by `sed` on the target; smaller ones are read
 //!   whole, as the disk mount reads them.
 //!

@@ -4,10 +4,13 @@
 //! The command text travels as a payload on the shell's standard input, never in the frame's
 //! line; the script's `ex` function checks the directory as every path is checked (no way
 //! out), prints a separator, and runs `sh -c COMMAND` in a process group of its own (`setsid`
-//! when the target has it, else `set -m`, which a shell without a terminal ignores: then a
-//! stop reaches only the command's own `sh`) with a watcher that reads the connection's
-//! standard input: a line there (a timeout or a cancellation) or its end (the connection
-//! dropped) sends SIGTERM to the group, SIGKILL 2 s later.
+//! when the target has it, else `set -m`, which only a shell with job control honours) with a
+//! watcher that reads the connection's standard input: a line there (a timeout or a
+//! cancellation) or its end (the connection dropped) sends SIGTERM to the group, SIGKILL 2 s
+//! later. Without a group (busybox or dash without `setsid`: no job control without a
+//! terminal) the watcher finds the command's process tree in `/proc` (`ds`), stops it with
+//! SIGSTOP (twice, for children born meanwhile), sends SIGTERM and SIGCONT, and SIGKILL 2 s
+//! later; a process that left the tree by a double fork is not reached.
 //!
 //! The connection is an idle one taken out of the pool (or a new one), holding no slot. It
 //! goes back only after a command that ended by itself with its whole answer read; one whose

@@ -4,11 +4,13 @@
 //!
 //! What the script relies on: POSIX `sh` and the utilities busybox also has (`dd`, `cat`,
 //! `head`, `sed`, `find`, `mkdir`, `mv`, `ln`, `rm`, `chmod`, `mktemp`, `cut`, `sha256sum`).
-//! `stat -c`, `readlink -f`, `dd iflag=fullblock` and `rg` are used when present (detected
-//! once, in the opening script) and never required: without `stat -c` a listing has no times,
-//! without `readlink -f` a symlink as the last component of a path is refused, without
-//! `iflag=fullblock` payloads are copied one byte per `read`, without `rg` a search is
-//! narrowed by `grep -F` on a literal the pattern requires.
+//! `stat -c`, `readlink -f`, `dd iflag=fullblock`, `rg`, `mv -T`/`ln -T` and `setsid` are used
+//! when present (detected once, in the opening script) and never required: without `stat -c` a
+//! listing has no times, without `readlink -f` a symlink as the last component of a path is
+//! refused and listings show no symlink, without `iflag=fullblock` payloads are copied one byte
+//! per `read`, without `rg` a search is narrowed by `grep -F` on a literal the pattern
+//! requires, without `-T` a rename checks just before it that no directory took the
+//! destination's place, without `setsid` a stopped command's process tree is found in `/proc`.
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
 //! the newline on a pipe, so the bytes after it stay for the function) and `eval`s it; the line
@@ -316,6 +318,19 @@ gp() (
   rm -f "$pf"
   exit 0
 )
+ds() {
+  l=" $1 "; ch=1
+  [ -r "/proc/$1/stat" ] || { echo "$1"; return; }
+  while [ "$ch" = 1 ]; do
+    ch=0
+    for st_ in /proc/[0-9]*/stat; do
+      IFS= read -r x < "$st_" 2>/dev/null || continue
+      q=${x%% *}; x=${x##*) }; x=${x#* }; pp=${x%% *}
+      case "$l" in *" $q "*) ;; *" $pp "*) l="$l$q "; ch=1;; esac
+    done
+  done
+  echo ${l# $1 } $1
+}
 ex() (
   rp "$1"; n=$2; rsf; e=$?
   if [ "$e" = 0 ]; then if [ ! -e "$f" ]; then e=10; elif [ ! -d "$f" ]; then e=12; fi; fi
@@ -329,8 +344,10 @@ ex() (
   if command -v setsid >/dev/null 2>&1; then setsid sh -c "$c" 3<&- &
   else set -m 2>/dev/null; sh -c "$c" 3<&- & fi
   k=$!; set +m 2>/dev/null
-  ( IFS= read -r x; kill -TERM -"$k" 2>/dev/null || kill -TERM "$k"; sleep 2
-    kill -KILL -"$k" 2>/dev/null || kill -KILL "$k" ) <&3 >/dev/null 2>&1 &
+  ( IFS= read -r x
+    if kill -TERM -"$k" 2>/dev/null; then sleep 2; kill -KILL -"$k"
+    else l=$(ds "$k"); kill -STOP $l; l=$(ds "$k"); kill -STOP $l
+      kill -TERM $l; kill -CONT $l; ( sleep 2; kill -KILL $l ) </dev/null & fi ) <&3 >/dev/null 2>&1 &
   w=$!; exec 3<&-
   wait "$k"; s=$?
   kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; kill -KILL -"$k" 2>/dev/null
