@@ -72,8 +72,21 @@ pub fn trigrams(text: &str) -> Vec<String> {
     out
 }
 
-/// The plan for `pattern`, or `None` when the index cannot narrow the search (scan instead).
-pub fn plan(pattern: &GrepPattern) -> Option<IndexPlan> {
+/// The literals every match of a pattern contains, as the planner finds them (also what a shell
+/// mount's prefilter narrows by, issue 27).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredLiterals {
+    /// Sets of literals: every match holds at least one literal of each set (the literals
+    /// every match begins with, those it ends with). A literal may be empty (it then requires
+    /// nothing) and is in lower case when [`RequiredLiterals::fold_case`].
+    pub sets: Vec<Vec<String>>,
+    /// ASCII letters of the literals match either case (the pattern ignores case).
+    pub fold_case: bool,
+}
+
+/// The literals every match of `pattern` contains, or `None` when the pattern cannot be
+/// parsed here or no line can match it.
+pub fn required_literals(pattern: &GrepPattern) -> Option<RequiredLiterals> {
     // A pattern that can match nothing in a line is answered by the matcher alone.
     pattern.line_matcher()?;
     let source = if pattern.literal {
@@ -93,9 +106,19 @@ pub fn plan(pattern: &GrepPattern) -> Option<IndexPlan> {
     let mut folded = false;
     let hir = fold_ascii_letters(&hir, &mut folded);
     let fold_case = folded || pattern.case_insensitive;
+    let sets = [ExtractKind::Prefix, ExtractKind::Suffix]
+        .into_iter()
+        .filter_map(|kind| literal_set(&hir, kind, fold_case))
+        .collect();
+    Some(RequiredLiterals { sets, fold_case })
+}
+
+/// The plan for `pattern`, or `None` when the index cannot narrow the search (scan instead).
+pub fn plan(pattern: &GrepPattern) -> Option<IndexPlan> {
+    let RequiredLiterals { sets, fold_case } = required_literals(pattern)?;
     let mut required = Vec::new();
-    for kind in [ExtractKind::Prefix, ExtractKind::Suffix] {
-        if let Some(terms) = literal_terms(&hir, kind, fold_case) {
+    for set in &sets {
+        if let Some(terms) = literal_terms(set) {
             required.push(terms);
         }
     }
@@ -149,20 +172,19 @@ fn fold_ascii_letters(hir: &Hir, folded: &mut bool) -> Hir {
     }
 }
 
-/// The literals every match begins (or ends) with, as terms: `None` when they are infinite,
-/// or when any of them is too short to look up (a match could then contain none of the
-/// others).
-fn literal_terms(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Terms> {
+/// The literals every match begins (or ends) with, whole characters, in lower case when
+/// `fold_case`: `None` when they are infinite, or when there are none (the pattern matches
+/// nothing; the matcher says so for every file).
+fn literal_set(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Vec<String>> {
     let suffix = matches!(kind, ExtractKind::Suffix);
     let mut extractor = Extractor::new();
     extractor.kind(kind);
     let seq = extractor.extract(hir);
     let literals = seq.literals()?;
     if literals.is_empty() {
-        // The pattern matches nothing; the matcher says so for every file.
         return None;
     }
-    let mut any: Vec<Terms> = Vec::new();
+    let mut set: Vec<String> = Vec::new();
     for literal in literals {
         let text = whole_chars(literal.as_bytes(), suffix);
         let text = if fold_case {
@@ -170,7 +192,19 @@ fn literal_terms(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Terms>
         } else {
             text.to_owned()
         };
-        let term = substring_terms(&text)?;
+        if !set.contains(&text) {
+            set.push(text);
+        }
+    }
+    Some(set)
+}
+
+/// A set of literals (see [`literal_set`]) as terms: `None` when any of them is too short to
+/// look up (a match could then contain none of the others).
+fn literal_terms(set: &[String]) -> Option<Terms> {
+    let mut any: Vec<Terms> = Vec::new();
+    for text in set {
+        let term = substring_terms(text)?;
         if !any.contains(&term) {
             any.push(term);
         }
