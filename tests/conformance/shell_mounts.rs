@@ -682,12 +682,7 @@ async fn big_grep_candidates_are_streamed_and_answer_as_a_disk_mount_does() {
         std::fs::write(root.join("binary.bin"), &binary).unwrap();
         std::fs::write(root.join("small.txt"), "a needle\n").unwrap();
         let shell = target.backend();
-        // Without rg, `grep -F` narrows the candidates and cannot see a literal in UTF-16
-        // (a known limit, docs/mounts.md): that file only goes to targets with rg.
-        let rg = shell.probe().await.unwrap().rg;
-        if rg {
-            std::fs::write(root.join("utf16.txt"), &utf16).unwrap();
-        }
+        std::fs::write(root.join("utf16.txt"), &utf16).unwrap();
         let disk = backends::disk_at(root, Default::default());
         let pattern = mountfs::search::GrepPattern::new("nee+dle", false, false)
             .unwrap()
@@ -703,12 +698,9 @@ async fn big_grep_candidates_are_streamed_and_answer_as_a_disk_mount_does() {
         }
         let want = grep_sorted(&*disk, &pattern, mountfs::backend::GrepCollect::Count).await;
         let paths: Vec<&str> = want.iter().map(|f| f.path.as_str()).collect();
-        let mut expected = vec!["/big.log", "/long.txt", "/small.txt"];
-        if rg {
-            expected.push("/utf16.txt");
-        }
         assert_eq!(
-            paths, expected,
+            paths,
+            ["/big.log", "/long.txt", "/small.txt", "/utf16.txt"],
             "{label}: the disk mount's answer the shell mount must give"
         );
         assert!(want[1].skipped.is_some(), "{label}: the long line skips it");
@@ -912,6 +904,97 @@ async fn a_destination_swapped_for_a_link_to_a_directory_receives_nothing() {
                 matches!(written, Err(Error::VersionMismatch { .. })),
                 "{label}: {written:?}"
             );
+        }
+    }
+}
+
+/// `text` in UTF-16 with its byte order mark, little- or big-endian.
+fn utf16_with_bom(text: &str, little: bool) -> Vec<u8> {
+    let mut out = if little {
+        vec![0xff, 0xfe]
+    } else {
+        vec![0xfe, 0xff]
+    };
+    for unit in text.encode_utf16() {
+        out.extend_from_slice(&if little {
+            unit.to_le_bytes()
+        } else {
+            unit.to_be_bytes()
+        });
+    }
+    out
+}
+
+/// The prefilter narrows by bytes, the matcher reads decoded text: on every target, with `rg`
+/// and with `grep -F` only (GNU or busybox), a grep over UTF-16 (BOM) files, a Latin-1 file
+/// and a Shift_JIS file answers what a disk mount answers over the same bytes, for an ASCII
+/// literal, a non-ASCII literal, regexes whose `.` or `\w` stands for a non-ASCII character,
+/// and a case-insensitive non-ASCII literal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_finds_what_a_disk_mount_finds_in_every_encoding() {
+    let text = "one needle here\ncafé crème\nCAFÉ au lait\n";
+    let japanese = "日本語のテキストです。カフェの needle もあります。\n".repeat(40);
+    let (sjis, _, unmappable) = encoding_rs::SHIFT_JIS.encode(&japanese);
+    assert!(!unmappable);
+    let mut late_nul = "text line\n".repeat(1200);
+    late_nul.push_str("after a NUL\0 the needle\n");
+    let mut cases: Vec<(&str, Option<Target>)> = vec![
+        ("sh", Some(shells::local())),
+        ("grep only", shells::without_rg("shell encodings")),
+        ("busybox", shells::busybox("shell encodings")),
+        ("ssh", shells::ssh("shell encodings")),
+    ];
+    for (label, target) in cases.drain(..) {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        std::fs::write(root.join("utf16le.txt"), utf16_with_bom(text, true)).unwrap();
+        std::fs::write(root.join("utf16be.txt"), utf16_with_bom(text, false)).unwrap();
+        std::fs::write(root.join("latin1.txt"), b"caf\xe9 cr\xe8me\n").unwrap();
+        std::fs::write(root.join("sjis.txt"), &sjis).unwrap();
+        std::fs::write(root.join("utf8.txt"), text).unwrap();
+        std::fs::write(root.join("other.txt"), "nothing to see\n").unwrap();
+        let shell = target.backend();
+        let rg = shell.probe().await.unwrap().rg;
+        assert_eq!(
+            rg,
+            matches!(label, "sh" | "ssh"),
+            "{label}: rg on the target"
+        );
+        // Text to a disk mount (no NUL in its first 8 KiB), a NUL before the needle: `rg`
+        // stops at a NUL unless told to go on, busybox `grep` stops reading a line there.
+        std::fs::write(root.join("late-nul.txt"), &late_nul).unwrap();
+        let disk = backends::disk_at(root, Default::default());
+        let cases: [(&str, bool, bool, &[&str]); 7] = [
+            (
+                "needle",
+                true,
+                false,
+                &["/sjis.txt", "/utf16be.txt", "/utf16le.txt"],
+            ),
+            ("café", true, false, &["/latin1.txt", "/utf16be.txt"]),
+            ("caf.", false, false, &["/latin1.txt", "/utf16be.txt"]),
+            (r"cr\w+me", false, false, &["/latin1.txt", "/utf16be.txt"]),
+            ("CAFÉ", true, true, &["/latin1.txt", "/utf16be.txt"]),
+            ("カフェの needle", true, false, &["/sjis.txt"]),
+            ("日本語", true, false, &["/sjis.txt"]),
+        ];
+        for (text, literal, ci, some_of_want) in cases {
+            let pattern = mountfs::search::GrepPattern::new(text, literal, ci).unwrap();
+            for collect in [
+                mountfs::backend::GrepCollect::Count,
+                mountfs::backend::GrepCollect::lines(0),
+            ] {
+                let want = grep_sorted(&*disk, &pattern, collect).await;
+                let paths: Vec<&str> = want.iter().map(|f| f.path.as_str()).collect();
+                for path in some_of_want {
+                    assert!(
+                        paths.contains(path),
+                        "{label}: {text}: disk found {paths:?}"
+                    );
+                }
+                let got = grep_sorted(&*shell, &pattern, collect).await;
+                assert_eq!(got, want, "{label}: {text} ({collect:?})");
+            }
         }
     }
 }

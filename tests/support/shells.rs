@@ -113,6 +113,51 @@ pub fn busybox_without_setsid(group: &str) -> Option<Target> {
     })
 }
 
+/// `sh` on this machine with its GNU tools but without `rg` on the PATH: searches are narrowed
+/// by GNU `grep -F`; `None` (recorded as skipped) when the PATH cannot be made.
+pub fn without_rg(group: &str) -> Option<Target> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let bin = BIN
+        .get_or_init(tools_without_rg)
+        .as_ref()
+        .map_err(|reason| {
+            super::skips::record(group, reason);
+        });
+    let bin = bin.ok()?;
+    Some(Target {
+        dir: tempfile::tempdir().expect("temporary directory"),
+        command: vec![
+            "/usr/bin/env".to_owned(),
+            format!("PATH={}", bin.display()),
+            "sh".to_owned(),
+        ],
+        _server: None,
+    })
+}
+
+/// A directory of links to every program of `/usr/bin` and `/bin` but `rg`.
+fn tools_without_rg() -> Result<PathBuf, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("mountfs-no-rg-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
+    for from in ["/usr/bin", "/bin"] {
+        let Ok(entries) = std::fs::read_dir(from) else {
+            continue;
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let name = entry.file_name();
+            if name == "rg" || dir.join(&name).symlink_metadata().is_ok() {
+                continue;
+            }
+            std::os::unix::fs::symlink(entry.path(), dir.join(&name)).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(dir)
+}
+
 /// A directory of busybox applet links without the applets `left_out`.
 fn busybox_bin_without(left_out: &[&str]) -> Result<PathBuf, String> {
     let full = busybox_bin().as_ref().map_err(Clone::clone)?;

@@ -24,9 +24,9 @@
 //!   target by `sha256sum` for a check; for a bigger file a hash of `dev:ino:size:mtime:ctime`,
 //!   so a window of a 64 MiB file never reads the whole file.
 //! - **Searches run on the target.** `glob` lists files with one `find`; `grep` asks the
-//!   target's `rg` (same syntax) or `grep -F` (a literal the pattern requires, see
-//!   `prefilter`) which files may match, reads only those back and confirms them here, so its
-//!   answers are exactly a disk mount's: candidates up to [`GREP_WHOLE_LIMIT`] in batches of
+//!   target's `rg -F` or `grep -F` which files hold ASCII text every match requires in any
+//!   encoding the matcher decodes (see `prefilter`), reads only those back and confirms them
+//!   here, so its answers are exactly a disk mount's: candidates up to [`GREP_WHOLE_LIMIT`] in batches of
 //!   at most [`GREP_BATCH_BYTES`], bigger ones streamed in chunks (`gk`, a small range read of
 //!   its own) through the disk mount's searcher, so a grep's memory does not grow with a
 //!   file's size.
@@ -547,20 +547,22 @@ impl ShellBackend {
     /// `None` when nothing narrows the search.
     async fn candidates(&self, query: &GrepQuery) -> Result<Option<Vec<VirtualPath>>> {
         let rg = self.pool.caps().is_some_and(|(caps, _)| caps.rg);
-        let (pattern, flags, tool) = match prefilter::plan(&query.pattern, rg) {
-            Plan::Everything => return Ok(None),
-            Plan::Rg {
-                pattern,
-                literal,
-                case_insensitive,
-            } => (pattern, flags(literal, case_insensitive), "r"),
-            Plan::Grep {
-                literal,
-                case_insensitive,
-            } => (literal, flags(true, case_insensitive), "g"),
+        let Plan::Texts { texts, fold_case } = prefilter::plan(&query.pattern) else {
+            return Ok(None);
         };
-        let mut payload = pattern.into_bytes();
-        payload.push(b'\n');
+        let tool = if rg { "r" } else { "g" };
+        // The script's flag word: `i` ignores (ASCII) case, `-` does not.
+        let flags = if fold_case { "i" } else { "-" };
+        let mut payload = Vec::new();
+        for text in &texts {
+            payload.extend_from_slice(text.as_bytes());
+            payload.push(b'\n');
+        }
+        if !rg {
+            // `grep` sees no ASCII text in UTF-16: every file with a UTF-16 BOM is a candidate
+            // (`rg` transcodes those itself).
+            payload.extend_from_slice(b"\xff\xfe\n\xfe\xff\n");
+        }
         let frame = Frame::call("gp")
             .path(relative(&query.dir))
             .arg(payload.len())
@@ -781,21 +783,6 @@ impl std::io::Read for ChunkReader {
         self.at += n;
         Ok(n)
     }
-}
-
-/// The script's flag word for a search: `F` literal, `i` ignore case, `-` neither.
-fn flags(literal: bool, case_insensitive: bool) -> String {
-    let mut word = String::new();
-    if literal {
-        word.push('F');
-    }
-    if case_insensitive {
-        word.push('i');
-    }
-    if word.is_empty() {
-        word.push('-');
-    }
-    word
 }
 
 /// The `WriteMode` as the script's flag, and the version a conditional write carries.
@@ -1210,6 +1197,10 @@ impl Backend for ShellBackend {
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        if query.pattern.line_matcher().is_none() {
+            // A pattern that can only match a line break never matches within one line.
+            return Ok(Vec::new());
+        }
         let Some(meta) = self.meta(&query.dir).await? else {
             return Ok(Vec::new());
         };

@@ -1,202 +1,152 @@
 //! What a shell mount asks the target's own search tool for before it reads any file: the
 //! files that may match a grep (issue 27). The answer must hold every file the exact search
-//! (the crate's matcher, run here over the files read back) would report, and preferably few
-//! more; an empty plan ([`Plan::Everything`]) means every file is read.
+//! (the crate's matcher, run here over the files read back, decoding them as a disk mount
+//! does) would report, and preferably few more; [`Plan::Everything`] means every file is read.
 //!
-//! With `rg` on the target the pattern goes as it is: `rg` speaks the same regular expression
-//! syntax (it is built on the same crates). Without it, `grep -F` looks for one literal the
-//! pattern requires on every matching line: the pattern itself when `literal`, else the longest
-//! run of plain characters at the top level of a regex with no alternation (a character
-//! followed by `?`, `*` or `{` is optional and ends the run without it).
+//! The target's tools see bytes, the matcher sees decoded text: a file may be UTF-8, a legacy
+//! encoding guessed from its head (windows-1252, Shift_JIS, GBK, …) or UTF-16 with a BOM. So
+//! the target is never given the pattern itself (`caf.` matches `café` decoded from Latin-1,
+//! where `rg`'s `.` sees the invalid UTF-8 byte `E9`), nor any non-ASCII text (`é` is one
+//! byte in Latin-1, two in UTF-8). It is given ASCII texts only, as fixed strings: every
+//! encoding the matcher decodes, but UTF-16, writes an ASCII character as that very byte and
+//! decodes no ASCII character from other bytes, so a decoded line holding an ASCII text holds
+//! it in the file's bytes too.
+//!
+//! The texts: the literals every match must begin with, and those it must end with
+//! ([`crate::store::plan::required_literals`], `regex-syntax`'s extraction, as the index
+//! planner uses it); of each literal its longest run of ASCII characters (no NUL, no line
+//! break). A set is usable when every one of its literals has such a run; the set whose
+//! shortest run is longest is asked for (any of its texts), and with no usable set every file
+//! is read. ASCII letters are compared without case when the pattern ignores case (in the C
+//! locale the script runs in, only ASCII letters fold; `k` also matching the Kelvin sign is a
+//! literal of its own in the set).
+//!
+//! UTF-16 files hold no ASCII text as contiguous bytes: `rg`'s encoding detection transcodes
+//! a file with a BOM before searching, and for `grep -F` the backend adds the two UTF-16 BOMs
+//! (`FF FE`, `FE FF`) as texts of their own, so every file holding one is a candidate.
 
 use crate::search::GrepPattern;
+use crate::store::plan::required_literals;
 
 /// How the target narrows a search.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Plan {
-    /// `rg -f` with this pattern text (`-F` when `literal`, `-i` when case-insensitive).
-    Rg {
-        /// The pattern as given.
-        pattern: String,
-        /// Search it as written.
-        literal: bool,
-        /// Ignore case.
-        case_insensitive: bool,
-    },
-    /// `grep -F -f` with this required literal.
-    Grep {
-        /// A text every matching line holds.
-        literal: String,
-        /// Ignore (ASCII) case.
-        case_insensitive: bool,
+    /// Files holding any of these ASCII texts (`rg -F` / `grep -F`, one text a line).
+    Texts {
+        /// Non-empty ASCII, without NUL or line breaks.
+        texts: Vec<String>,
+        /// Compare ASCII letters without case.
+        fold_case: bool,
     },
     /// Nothing can narrow it: every file is a candidate.
     Everything,
 }
 
-/// The plan for `pattern` on a target that has `rg` or not.
-pub(super) fn plan(pattern: &GrepPattern, rg: bool) -> Plan {
-    let text = &pattern.text;
-    if rg && !text.contains('\n') && !text.is_empty() {
-        return Plan::Rg {
-            pattern: text.clone(),
-            literal: pattern.literal,
-            case_insensitive: pattern.case_insensitive,
-        };
-    }
-    let literal = if pattern.literal {
-        // A line never holds a newline: any one line of the literal is required.
-        text.split('\n')
-            .max_by_key(|part| part.len())
-            .unwrap_or_default()
-            .to_owned()
-    } else {
-        required_literal(text).unwrap_or_default()
-    };
-    // Case folding beyond ASCII differs between the target's `grep` (C locale) and the
-    // matcher: only an ASCII literal narrows a case-insensitive search.
-    if literal.is_empty() || (pattern.case_insensitive && !literal.is_ascii()) {
+/// The plan for `pattern` (see the module doc).
+pub(super) fn plan(pattern: &GrepPattern) -> Plan {
+    let Some(required) = required_literals(pattern) else {
         return Plan::Everything;
-    }
-    Plan::Grep {
-        literal,
-        case_insensitive: pattern.case_insensitive,
+    };
+    let best = required
+        .sets
+        .iter()
+        .filter_map(|set| set.iter().map(|l| longest_ascii_run(l)).collect())
+        .max_by_key(|texts: &Vec<String>| texts.iter().map(String::len).min().unwrap_or(0));
+    match best {
+        Some(mut texts) if !texts.is_empty() => {
+            texts.sort();
+            texts.dedup();
+            Plan::Texts {
+                texts,
+                fold_case: required.fold_case,
+            }
+        }
+        _ => Plan::Everything,
     }
 }
 
-/// The longest run of plain characters every match of the regex `text` holds, if one is found.
-fn required_literal(text: &str) -> Option<String> {
-    if text.contains('|') || text.contains("(?") {
-        return None;
-    }
-    let mut best = String::new();
-    let mut run = String::new();
-    let mut depth = 0usize;
-    let mut in_class = false;
-    let mut chars = text.chars().peekable();
-    let finish = |run: &mut String, best: &mut String| {
-        if run.len() > best.len() {
-            *best = std::mem::take(run);
-        } else {
-            run.clear();
-        }
-    };
-    while let Some(c) = chars.next() {
-        if in_class {
-            match c {
-                '\\' => {
-                    chars.next();
-                }
-                ']' => in_class = false,
-                _ => {}
-            }
-            continue;
-        }
-        let plain = match c {
-            '\\' => match chars.next() {
-                Some(e) if e.is_ascii_punctuation() => Some(e),
-                _ => None,
-            },
-            '[' => {
-                in_class = true;
-                None
-            }
-            '(' => {
-                depth += 1;
-                None
-            }
-            ')' => {
-                depth = depth.saturating_sub(1);
-                // A group may be optional: what follows it is still required, not the group.
-                if matches!(chars.peek(), Some('?' | '*' | '{' | '+')) {
-                    chars.next();
-                }
-                None
-            }
-            '.' | '^' | '$' | '+' => None,
-            '?' | '*' | '{' => {
-                // The character before is optional: drop it from the run.
-                run.pop();
-                if c == '{' {
-                    for skipped in chars.by_ref() {
-                        if skipped == '}' {
-                            break;
-                        }
-                    }
-                }
-                finish(&mut run, &mut best);
-                continue;
-            }
-            other => Some(other),
-        };
-        match plain {
-            Some(ch) if depth == 0 && !matches!(chars.peek(), Some('?' | '*' | '{')) => {
-                run.push(ch)
-            }
-            Some(_) if depth == 0 => {
-                // Optional: ends the run without it.
-                finish(&mut run, &mut best);
-            }
-            _ => finish(&mut run, &mut best),
-        }
-    }
-    finish(&mut run, &mut best);
-    (!best.is_empty()).then_some(best)
+/// The longest run of ASCII characters of `literal` other than NUL and line breaks, `None`
+/// when it has none.
+fn longest_ascii_run(literal: &str) -> Option<String> {
+    literal
+        .split(|c: char| !c.is_ascii() || matches!(c, '\0' | '\n' | '\r'))
+        .max_by_key(|run| run.len())
+        .filter(|run| !run.is_empty())
+        .map(str::to_owned)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn plan_of(text: &str, literal: bool, ci: bool, rg: bool) -> Plan {
-        plan(&GrepPattern::new(text, literal, ci).unwrap(), rg)
+    fn plan_of(text: &str, literal: bool, ci: bool) -> Plan {
+        plan(&GrepPattern::new(text, literal, ci).unwrap())
+    }
+
+    fn texts(list: &[&str], fold_case: bool) -> Plan {
+        Plan::Texts {
+            texts: list.iter().map(|t| (*t).to_owned()).collect(),
+            fold_case,
+        }
     }
 
     #[test]
-    fn rg_takes_the_pattern_as_it_is() {
+    fn a_regex_narrows_by_a_required_literal() {
         assert_eq!(
-            plan_of("fn \\w+\\(", false, true, true),
-            Plan::Rg {
-                pattern: "fn \\w+\\(".into(),
-                literal: false,
-                case_insensitive: true
-            }
+            plan_of("fn main\\(\\)", false, false),
+            texts(&["fn main()"], false)
         );
-    }
-
-    #[test]
-    fn grep_gets_the_longest_required_literal() {
-        let grep = |t: &str| match plan_of(t, false, false, false) {
-            Plan::Grep { literal, .. } => Some(literal),
-            _ => None,
-        };
-        assert_eq!(grep("fn main\\(\\)"), Some("fn main()".into()));
-        assert_eq!(grep("ab*cdef"), Some("cdef".into()));
-        assert_eq!(grep("colou?r_name"), Some("r_name".into()));
-        assert_eq!(grep("x{2}hello"), Some("hello".into()));
-        assert_eq!(grep("(abc)?defg"), Some("defg".into()));
-        assert_eq!(grep("[abc]+ zz"), Some(" zz".into()));
-        assert_eq!(grep("a|b"), None);
-        assert_eq!(grep("(?i)abc"), None);
-        assert_eq!(grep("\\d+"), None);
-    }
-
-    #[test]
-    fn a_literal_keeps_its_longest_line_and_case_folding_stays_ascii() {
         assert_eq!(
-            plan_of("ab\nlonger", true, false, true),
-            Plan::Grep {
-                literal: "longer".into(),
-                case_insensitive: false
-            }
+            plan_of("unsafe\\s+impl", false, false),
+            texts(&["unsafe"], false)
         );
-        assert_eq!(plan_of("émile", true, true, false), Plan::Everything);
         assert_eq!(
-            plan_of("$(touch x)", true, false, false),
-            Plan::Grep {
-                literal: "$(touch x)".into(),
-                case_insensitive: false
-            }
+            plan_of("colou?r_name", false, false),
+            texts(&["color_name", "colour_name"], false)
+        );
+        assert_eq!(
+            plan_of("(foo|barbaz)\\(", false, false),
+            texts(&["barbaz(", "foo("], false)
+        );
+        for nothing in ["a|\\d", "\\d+", ".", "[a-z]+\\d", "é+"] {
+            assert_eq!(
+                plan_of(nothing, false, false),
+                Plan::Everything,
+                "{nothing}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_ascii_text_is_asked_for() {
+        // The pattern itself never goes: `.` and `\w` would not match a Latin-1 byte.
+        assert_eq!(plan_of("caf.", false, false), texts(&["caf"], false));
+        assert_eq!(plan_of("cr\\w+me", false, false), texts(&["me"], false));
+        assert_eq!(plan_of("café", true, false), texts(&["caf"], false));
+        assert_eq!(plan_of("été", true, false), texts(&["t"], false));
+        assert_eq!(plan_of("日本語", true, false), Plan::Everything);
+    }
+
+    #[test]
+    fn ignoring_case_folds_ascii_and_keeps_the_other_variants_apart() {
+        assert_eq!(plan_of("CAFÉ", true, true), texts(&["caf"], true));
+        // `k` is also the Kelvin sign: a match may hold `elvin` only.
+        assert_eq!(
+            plan_of("kelvin", true, true),
+            texts(&["elvin", "kelvin"], true)
+        );
+        assert_eq!(plan_of("(?i)hello", false, false), texts(&["hello"], true));
+    }
+
+    #[test]
+    fn a_literal_never_sends_a_line_break_or_a_nul() {
+        assert_eq!(
+            plan_of("ab\0longer", true, false),
+            texts(&["longer"], false)
+        );
+        assert_eq!(
+            plan_of("$(touch x)", true, false),
+            texts(&["$(touch x)"], false)
         );
     }
 }

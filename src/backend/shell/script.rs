@@ -8,8 +8,8 @@
 //! when present (detected once, in the opening script) and never required: without `stat -c` a
 //! listing has no times, without `readlink -f` a symlink as the last component of a path is
 //! refused and listings show no symlink, without `iflag=fullblock` payloads are copied one byte
-//! per `read`, without `rg` a search is narrowed by `grep -F` on a literal the pattern
-//! requires, without `-T` a rename checks just before it that no directory took the
+//! per `read`, without `rg` a search is narrowed by `grep -F` (the same fixed
+//! texts, and the UTF-16 BOMs `rg` would have transcoded), without `-T` a rename checks just before it that no directory took the
 //! destination's place, without `setsid` a stopped command's process tree is found in `/proc`.
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
@@ -60,6 +60,7 @@ if stat -L -c %f / >/dev/null 2>&1; then ST=1; else ST=0; fi
 if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; else FB=0; fi
 if readlink -f / >/dev/null 2>&1; then RL=1; else RL=0; fi
 if command -v rg >/dev/null 2>&1; then RG=1; else RG=0; fi
+if printf 'a\000b\n' | grep -q -F b 2>/dev/null; then GZ=1; else GZ=0; fi
 if command -v mktemp >/dev/null 2>&1; then MT=1; else MT=0; fi
 if mv --help 2>&1 | grep -q -e '-[a-zA-Z]*T'; then MV=1; else MV=0; fi
 if ln --help 2>&1 | grep -q -e '-[a-zA-Z]*T'; then LT=1; else LT=0; fi
@@ -299,7 +300,7 @@ gl() (
     fi' sh "$ST" {} +
 )
 gp() (
-  rp "$1"; pl=$2; fl=; case $3 in *F*) fl="$fl -F";; esac; case $3 in *i*) fl="$fl -i";; esac
+  rp "$1"; pl=$2; fl=-F; case $3 in *i*) fl="$fl -i";; esac
   got=0; rsf; e=$?
   if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mk "${TMPDIR:-/tmp}"); then
     takef "$pl" "$pf" || { rm -f "$pf"; exit 1; }; got=1
@@ -307,10 +308,17 @@ gp() (
   [ "$got" = 1 ] || { take "$pl" >/dev/null; exit 10; }
   exec </dev/null
   if [ "$4" = r ]; then
-    rg -l -0 --no-messages --hidden --no-ignore --no-config -g '!.git' -g '!.mountfs-tmp.*' $fl -f "$pf" -- . 2>/dev/null
+    rg -l -0 --no-messages --hidden --no-ignore --no-config --binary -g '!.git' -g '!.mountfs-tmp.*' $fl -f "$pf" -- . 2>/dev/null
     r=$?; sep; [ "$r" -le 1 ] || printf E
   else
-    find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
+    if [ "$GZ" = 1 ]; then
+      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
+    else
+      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' ! -size +8k -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
+      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +8k -exec sh -c '
+        P=$1; G=$2; shift 2
+        for x; do tr "\000" "\n" < "$x" | grep -q $G -f "$P" && printf "%s\n" "$x"; done' sh "$pf" "$fl" {} + 2>/dev/null
+    fi
     sep
     find . -name .git -prune -o -type f -name '*
 *' -print0 2>/dev/null
