@@ -9,7 +9,8 @@
 //! listing has no times, without `readlink -f` a symlink as the last component of a path is
 //! refused and listings show no symlink, without `iflag=fullblock` payloads are copied one byte
 //! per `read`, without `rg` a search is narrowed by `grep -F` (the same fixed
-//! texts, and the UTF-16 BOMs `rg` would have transcoded), without `-T` a rename checks just before it that no directory took the
+//! texts, and the UTF-16 BOMs `rg` would have transcoded; where `grep` stops a line at a NUL,
+//! files over 8 KiB through `grep -z`, or `tr` over 16 MiB), without `-T` a rename checks just before it that no directory took the
 //! destination's place, without `setsid` a stopped command's process tree is found in `/proc`.
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
@@ -60,7 +61,8 @@ if stat -L -c %f / >/dev/null 2>&1; then ST=1; else ST=0; fi
 if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; else FB=0; fi
 if readlink -f / >/dev/null 2>&1; then RL=1; else RL=0; fi
 if command -v rg >/dev/null 2>&1; then RG=1; else RG=0; fi
-if printf 'a\000b\n' | grep -q -F b 2>/dev/null; then GZ=1; else GZ=0; fi
+if printf 'a\000b\n' | grep -q -F b 2>/dev/null; then GZ=1
+elif printf 'a\000b\n' | grep -z -q -F b 2>/dev/null; then GZ=z; else GZ=0; fi
 if command -v mktemp >/dev/null 2>&1; then MT=1; else MT=0; fi
 if mv --help 2>&1 | grep -q -e '-[a-zA-Z]*T'; then MV=1; else MV=0; fi
 if ln --help 2>&1 | grep -q -e '-[a-zA-Z]*T'; then LT=1; else LT=0; fi
@@ -315,7 +317,9 @@ gp() (
       find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
     else
       find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' ! -size +8k -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
-      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +8k -exec sh -c '
+      if [ "$GZ" = z ]; then mz=16384k; else mz=8k; fi
+      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +8k ! -size +$mz -exec grep -z -l $fl -f "$pf" -- {} + 2>/dev/null
+      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +$mz -exec sh -c '
         P=$1; G=$2; shift 2
         for x; do tr "\000" "\n" < "$x" | grep -q $G -f "$P" && printf "%s\n" "$x"; done' sh "$pf" "$fl" {} + 2>/dev/null
     fi
