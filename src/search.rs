@@ -143,6 +143,10 @@ pub struct GrepPattern {
     pub max_line_bytes: u64,
     /// `None` when the pattern can only match a line break, which no line holds.
     matcher: Option<RegexMatcher>,
+    /// Every line match is also a match of [`Self::matcher`] in the whole text holding the
+    /// line (see [`GrepPattern::may_match_in`]): false when the pattern has a text anchor
+    /// (`\A`, `\z`, `(?-m)^`), which matches at a line's edges only when that line is alone.
+    whole_text_prefilter: bool,
 }
 
 impl GrepPattern {
@@ -187,6 +191,7 @@ impl GrepPattern {
                 ));
             }
         };
+        let whole_text_prefilter = matcher.is_some() && !has_text_anchor(&source, case_insensitive);
         Ok(Self {
             text: text.to_owned(),
             literal,
@@ -194,6 +199,7 @@ impl GrepPattern {
             limits,
             max_line_bytes: DEFAULT_GREP_MAX_LINE_BYTES,
             matcher,
+            whole_text_prefilter,
         })
     }
 
@@ -216,11 +222,46 @@ impl GrepPattern {
         self.matcher.as_ref()
     }
 
+    /// `false` only when no line of `text` (split as `split_lines` splits it) can match: one
+    /// search of the whole text, which the matcher's literal prefilter runs at memchr speed,
+    /// instead of one call per line. The matcher never matches a `\n`; its `^`/`$` match
+    /// at each line's edges (also around a `\r`, crlf mode), its `\b` sees a line break as a
+    /// non-word character as it sees a line's end. So a match inside one line is a match in
+    /// the whole text, unless the pattern anchors to the text's edges (then: always `true`).
+    pub fn may_match_in(&self, text: &str) -> bool {
+        match &self.matcher {
+            None => false,
+            Some(_) if !self.whole_text_prefilter => true,
+            Some(m) => m.is_match(text.as_bytes()).unwrap_or(true),
+        }
+    }
+
     /// Whether one line (without its terminator) matches.
     pub fn is_match(&self, line: &str) -> bool {
         self.matcher
             .as_ref()
             .is_some_and(|m| m.is_match(line.as_bytes()).unwrap_or(false))
+    }
+}
+
+/// Whether `source` (compiled as the line matcher compiles it) holds a look-around that only
+/// the whole text's edges satisfy (`\A`, `\z`, `^`/`$` with multi-line turned off). `true`
+/// when it cannot be parsed here (the safe answer).
+fn has_text_anchor(source: &str, case_insensitive: bool) -> bool {
+    use regex_syntax::hir::Look;
+    let parsed = regex_syntax::ParserBuilder::new()
+        .case_insensitive(case_insensitive)
+        .multi_line(true)
+        .crlf(true)
+        .line_terminator(b'\n')
+        .build()
+        .parse(source);
+    match parsed {
+        Ok(hir) => {
+            let looks = hir.properties().look_set();
+            looks.contains(Look::Start) || looks.contains(Look::End)
+        }
+        Err(_) => true,
     }
 }
 
@@ -529,6 +570,23 @@ pub struct GrepQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_whole_text_search_rules_a_file_out_only_when_no_line_can_match() {
+        let pattern = |text: &str| GrepPattern::new(text, false, false).unwrap();
+        assert!(!pattern("foo").may_match_in("bar\nbaz\n"));
+        assert!(pattern("foo").may_match_in("bar\nfoo\n"));
+        // Line edges inside the text, with LF and CRLF endings.
+        assert!(pattern("^b$").may_match_in("a\r\nb\r\nc"));
+        assert!(pattern(r"z\b").may_match_in("xyz\nq"));
+        // No match across a line break.
+        assert!(!pattern(r"a\sb").may_match_in("a\nb\n"));
+        // Anchored to the text's edges: every line is a text of its own when matched alone,
+        // so the whole text cannot rule the file out.
+        for anchored in [r"\Afoo", r"foo\z", "(?-m)^foo"] {
+            assert!(pattern(anchored).may_match_in("x\nfoo\ny"), "{anchored}");
+        }
+    }
 
     #[test]
     fn pattern_without_slash_matches_the_name_at_any_depth() {

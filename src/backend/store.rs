@@ -13,6 +13,7 @@
 //! succeed. That only bends the tree's shape, never loses content, and the version check that
 //! protects content is in the database.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -40,6 +41,11 @@ const SCAN_PAGE: usize = 64;
 const SCAN_PAGE_BYTES: u64 = 16 * 1024 * 1024;
 /// Candidates (keys and sizes, no content) per page of an indexed `grep`.
 const CANDIDATE_PAGE: usize = 2048;
+/// Groups of candidates fetched and matched at once by an indexed `grep`, and the most bytes
+/// of contents in one group (at least one item): together the [`SCAN_PAGE_BYTES`] a scan
+/// holds.
+const CANDIDATE_GROUPS_IN_FLIGHT: usize = 2;
+const CANDIDATE_GROUP_BYTES: u64 = SCAN_PAGE_BYTES / CANDIDATE_GROUPS_IN_FLIGHT as u64;
 /// `ls` page sizes: small right after seeking past a subdirectory (the next row is likely
 /// another subdirectory), growing while rows are files of the directory itself.
 const LS_PAGE_MIN: usize = 16;
@@ -145,15 +151,19 @@ impl StoreBackend {
     }
 
     /// Searches the candidates the store's index gives for `candidates.plan` (issue 28), page
-    /// by page in key order, with `search` — the very matcher a scan uses, so the answer is a
-    /// scan's. Contents are fetched in groups bounded as a scan's pages are. `false` (nothing
-    /// searched) when the store has no index ready: the caller scans.
+    /// by page in key order, with [`whole_file::grep_file`] — the very matcher a scan uses, so
+    /// the answer is a scan's — into `out`. Contents are fetched in groups of at most
+    /// [`CANDIDATE_GROUP_BYTES`] (and [`SCAN_PAGE`] items), each fetched and matched by a task
+    /// of its own, [`CANDIDATE_GROUPS_IN_FLIGHT`] at once: one group is matched while the next
+    /// is read, on as many cores as there are. `false` (nothing searched) when the store has no
+    /// index ready: the caller scans.
     async fn grep_candidates(
         &self,
         query: &GrepQuery,
         mut candidates: CandidateQuery,
-        search: &mut impl FnMut(&VirtualPath, &[u8]),
+        out: &mut GrepResults,
     ) -> Result<bool> {
+        let mut in_flight: VecDeque<GroupTask> = VecDeque::new();
         loop {
             if query.control.stopped() {
                 return Ok(true);
@@ -187,7 +197,8 @@ impl StoreBackend {
                 let flush = match next_size {
                     None => true,
                     Some(next) => {
-                        group.len() >= SCAN_PAGE || bytes.saturating_add(next) > SCAN_PAGE_BYTES
+                        group.len() >= SCAN_PAGE
+                            || bytes.saturating_add(next) > CANDIDATE_GROUP_BYTES
                     }
                 };
                 if !flush {
@@ -196,24 +207,47 @@ impl StoreBackend {
                 if query.control.stopped() {
                     return Ok(true);
                 }
-                let items = self
-                    .store
-                    .get_many(&self.namespace, &group)
-                    .await
-                    .map_err(|e| failure(&query.dir, e))?;
-                for item in items {
-                    if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
-                        search(&path, &item.content);
-                    }
+                if in_flight.len() >= CANDIDATE_GROUPS_IN_FLIGHT
+                    && let Some(oldest) = in_flight.pop_front()
+                {
+                    oldest.finish(out).await?;
                 }
-                group.clear();
+                in_flight.push_back(self.search_group(query, std::mem::take(&mut group)));
                 bytes = 0;
             }
             match page.last() {
                 Some(last) if full => candidates.list.start = ListStart::After(last.key.clone()),
-                _ => return Ok(true),
+                _ => break,
             }
         }
+        while let Some(task) = in_flight.pop_front() {
+            task.finish(out).await?;
+        }
+        Ok(true)
+    }
+
+    /// Fetches the items at `keys` and greps them on the blocking pool, as a task of its own.
+    fn search_group(&self, query: &GrepQuery, keys: Vec<String>) -> GroupTask {
+        let (store, namespace, query) = (self.store.clone(), self.namespace.clone(), query.clone());
+        GroupTask(tokio::spawn(async move {
+            let items = store
+                .get_many(&namespace, &keys)
+                .await
+                .map_err(|e| failure(&query.dir, e))?;
+            tokio::task::spawn_blocking(move || {
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        let path = VirtualPath::parse_raw(&item.meta.key).ok()?;
+                        whole_file::grep_file(&path, &item.content, &query)
+                    })
+                    .collect()
+            })
+            .await
+            .map_err(|e| Error::Unavailable {
+                message: format!("grep worker failed: {e}"),
+            })
+        }))
     }
 
     /// Every item under `dir` (without content), page by page, in key order, kept only when
@@ -600,7 +634,7 @@ impl Backend for StoreBackend {
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let mut out = GrepResults::new(query.collect);
-        let mut search = |path: &VirtualPath, bytes: &[u8]| {
+        let search = |out: &mut GrepResults, path: &VirtualPath, bytes: &[u8]| {
             if let Some(found) = whole_file::grep_file(path, bytes, query) {
                 out.push(found);
             }
@@ -612,7 +646,7 @@ impl Backend for StoreBackend {
                 .await
                 .map_err(|e| failure(&query.dir, e))?
         {
-            search(&query.dir, &item.content);
+            search(&mut out, &query.dir, &item.content);
             return Ok(out.finish());
         }
         if self.use_index
@@ -623,7 +657,7 @@ impl Backend for StoreBackend {
                 plan,
                 larger_than: query.pattern.max_line_bytes,
             };
-            if self.grep_candidates(query, candidates, &mut search).await? {
+            if self.grep_candidates(query, candidates, &mut out).await? {
                 return Ok(out.finish());
             }
         }
@@ -667,7 +701,7 @@ impl Backend for StoreBackend {
             let last = page.last().map(|item| item.meta.key.clone());
             for item in page {
                 if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
-                    search(&path, &item.content);
+                    search(&mut out, &path, &item.content);
                 }
             }
             if everything_planned && last.as_ref().is_none_or(|k| *k >= last_planned) {
@@ -675,6 +709,29 @@ impl Backend for StoreBackend {
             }
             page_query.start = ListStart::After(last.unwrap_or(last_planned));
         }
+    }
+}
+
+/// One group of an indexed grep's candidates being fetched and matched (see
+/// [`StoreBackend::grep_candidates`]); stopped when dropped (a cancelled or failed search).
+struct GroupTask(tokio::task::JoinHandle<Result<Vec<GrepFile>>>);
+
+impl GroupTask {
+    /// Waits for the group and adds what it found to `out`.
+    async fn finish(mut self, out: &mut GrepResults) -> Result<()> {
+        let found = (&mut self.0).await.map_err(|e| Error::Unavailable {
+            message: format!("grep worker failed: {e}"),
+        })??;
+        for file in found {
+            out.push(file);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for GroupTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

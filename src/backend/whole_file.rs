@@ -86,13 +86,19 @@ fn grep_text(
 ) -> Option<GrepFile> {
     // A UTF-8 BOM is not text: read_file hides it, and so does ripgrep's searcher on disk.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let lines = split_lines(text);
-    if lines
-        .iter()
-        .any(|l| l.len() as u64 > pattern.max_line_bytes)
+    // No line is longer than the whole text: the lines are split (an allocation the size of
+    // the line count) only when one could be too long, or the text may hold a match.
+    if text.len() as u64 > pattern.max_line_bytes
+        && split_lines(text)
+            .iter()
+            .any(|l| l.len() as u64 > pattern.max_line_bytes)
     {
         return Some(GrepFile::skipped(path.clone(), pattern.long_line_reason()));
     }
+    if !pattern.may_match_in(text) {
+        return None;
+    }
+    let lines = split_lines(text);
     let found = |match_count: usize| GrepFile {
         path: path.clone(),
         match_count,
