@@ -188,7 +188,7 @@ fn sqlite_sizes(file: &Path) -> (u64, u64) {
     let index: i64 = conn
         .query_row(
             "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'mountfs_items_text%'
-                 OR name IN ('mountfs_items_not_text', 'mountfs_items_size')",
+                 OR name IN ('mountfs_items_not_text', 'mountfs_items_large', 'mountfs_text_pending')",
             [],
             |row| row.get(0),
         )
@@ -200,7 +200,7 @@ fn drop_sqlite_index(file: &Path) {
     let conn = rusqlite::Connection::open(file).unwrap();
     conn.execute_batch(
         "DROP TRIGGER mountfs_items_text_insert; DROP TRIGGER mountfs_items_text_update;
-         DROP TRIGGER mountfs_items_text_delete; DROP INDEX mountfs_items_size;
+         DROP TRIGGER mountfs_items_text_delete; DROP INDEX mountfs_items_large;
          DROP INDEX mountfs_items_not_text;",
     )
     .unwrap();

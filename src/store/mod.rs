@@ -12,8 +12,9 @@
 //! - `list`/`scan` are ordered by key in byte order and are indexed range queries: their cost
 //!   depends on the rows returned, not on the size of the namespace;
 //! - `candidates` answers a grep's [`plan::IndexPlan`] from a trigram index the database keeps in
-//!   every write's own transaction (issue 28): a superset of the items that can match, in key
-//!   order, or `None` while the engine has no index ready (the caller then scans).
+//!   every write's own transaction (issue 28; SQLite keeps there the list of items its trigram
+//!   table does not hold yet, and answers with them too): a superset of the items that can
+//!   match, in key order, or `None` while the engine has no index ready (the caller then scans).
 
 pub mod plan;
 pub mod postgres;

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use super::plan::{Terms, trigrams};
 use super::{
@@ -116,6 +116,47 @@ const MIGRATIONS: &[&str] = &[
         WHERE encoding <> 'utf-8';
     CREATE INDEX mountfs_items_size ON mountfs_items (namespace, size);
 ",
+    "
+    -- The search index without its cost on every write (issue 28): a write only records its
+    -- item in mountfs_text_pending, in its own transaction; the folder (sqlite.rs,
+    -- `fold_step`) moves the pending items into the FTS5 index in batches, soon after. A
+    -- search takes every pending item as a candidate, so its answer is exact at every
+    -- commit. The FTS5 table is contentless with contentless_delete=1: the folder removes an
+    -- item's old trigrams by rowid, without the old text (which an external-content table
+    -- needs, and which is gone once the write committed). The index is rebuilt in the
+    -- background from the items, as a store made before the index is.
+    DROP TRIGGER mountfs_items_text_insert;
+    DROP TRIGGER mountfs_items_text_delete;
+    DROP TRIGGER mountfs_items_text_update;
+    DROP TABLE mountfs_items_text;
+    CREATE VIRTUAL TABLE mountfs_items_text USING fts5(
+        content, content = '', contentless_delete = 1, tokenize = 'trigram', detail = 'none'
+    );
+    CREATE TABLE mountfs_text_pending (item INTEGER PRIMARY KEY);
+    -- Items a search reads whatever the index says because a line of theirs may be too long
+    -- to search: only items over 1 MiB (LARGE_ITEM_BYTES) are in this index, so writing a
+    -- smaller item never touches it (the size index it replaces changed at every edit).
+    DROP INDEX mountfs_items_size;
+    CREATE INDEX mountfs_items_large ON mountfs_items (namespace, key) WHERE size > 1048576;
+    UPDATE mountfs_text_index SET built_upto =
+        CASE WHEN EXISTS (SELECT 1 FROM mountfs_items)
+            THEN -9223372036854775808 ELSE 9223372036854775807 END;
+    CREATE TRIGGER mountfs_items_text_insert AFTER INSERT ON mountfs_items
+        WHEN new.rowid <= (SELECT built_upto FROM mountfs_text_index)
+    BEGIN
+        INSERT OR IGNORE INTO mountfs_text_pending (item) VALUES (new.rowid);
+    END;
+    CREATE TRIGGER mountfs_items_text_delete AFTER DELETE ON mountfs_items
+        WHEN old.rowid <= (SELECT built_upto FROM mountfs_text_index)
+    BEGIN
+        INSERT OR IGNORE INTO mountfs_text_pending (item) VALUES (old.rowid);
+    END;
+    CREATE TRIGGER mountfs_items_text_update AFTER UPDATE OF encoding, content ON mountfs_items
+        WHEN old.rowid <= (SELECT built_upto FROM mountfs_text_index)
+    BEGIN
+        INSERT OR IGNORE INTO mountfs_text_pending (item) VALUES (old.rowid);
+    END;
+",
 ];
 
 /// `built_upto` once every item is in the search index.
@@ -123,6 +164,21 @@ const INDEX_COMPLETE: i64 = i64::MAX;
 /// Items added to the search index per transaction of a background build: a writer waits for
 /// one batch at most.
 const BUILD_BATCH: i64 = 256;
+/// Pending items moved into the search index per transaction of the folder: a writer waits
+/// for one such batch at most.
+const FOLD_BATCH: i64 = 64;
+/// The size over which items are in the `mountfs_items_large` index (the literal of its
+/// `WHERE`): a search whose line bound is at least this finds the items over its bound there.
+const LARGE_ITEM_BYTES: i64 = 1_048_576;
+/// How long writes must pause before the folder folds them: a burst of writes is folded after
+/// it, together, and its writers do not wait for folds meanwhile.
+const FOLD_QUIET: Duration = Duration::from_millis(50);
+/// The longest the folder waits for writes to pause: under a steady stream of writes the
+/// pending items (which every search reads) are folded at least this often.
+const FOLD_MAX_WAIT: Duration = Duration::from_secs(1);
+/// How often the folder looks for pending items without being woken (items written by another
+/// process sharing the file, or left by a process that stopped before it folded them).
+const FOLD_POLL: Duration = Duration::from_secs(2);
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
@@ -142,6 +198,8 @@ struct Shared {
     permits: Arc<Semaphore>,
     /// The search index holds every item (it never goes back once true).
     index_ready: AtomicBool,
+    /// Wakes the folder after a write (see [`fold_pending`]).
+    fold_wake: Arc<Notify>,
 }
 
 impl Shared {
@@ -310,6 +368,7 @@ impl SqliteStore {
                 idle: Mutex::new(vec![conn]),
                 permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
                 index_ready: AtomicBool::new(false),
+                fold_wake: Arc::new(Notify::new()),
             })
         })
         .await
@@ -320,6 +379,12 @@ impl SqliteStore {
         if !store.index_ready().await? {
             tokio::spawn(build_index(Arc::downgrade(&store.shared)));
         }
+        tokio::spawn(fold_pending(
+            Arc::downgrade(&store.shared),
+            store.shared.fold_wake.clone(),
+        ));
+        // Items left pending by an earlier process are folded now, not at the first poll.
+        store.shared.fold_wake.notify_one();
         Ok(store)
     }
 
@@ -434,17 +499,20 @@ impl Store for SqliteStore {
             key.to_owned(),
             content.to_vec(),
         );
-        self.run(move |conn| {
-            // The write lock is taken at BEGIN, so the conditional statements below and the
-            // version counter see no other writer in between.
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_error)?;
-            let written = put_in(&tx, &ns, &key, &content, condition)?;
-            tx.commit().map_err(map_error)?;
-            Ok(written)
-        })
-        .await
+        let written = self
+            .run(move |conn| {
+                // The write lock is taken at BEGIN, so the conditional statements below and the
+                // version counter see no other writer in between.
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(map_error)?;
+                let written = put_in(&tx, &ns, &key, &content, condition)?;
+                tx.commit().map_err(map_error)?;
+                Ok(written)
+            })
+            .await;
+        self.shared.fold_wake.notify_one();
+        written
     }
 
     async fn apply_batch(
@@ -491,6 +559,7 @@ impl Store for SqliteStore {
                 Ok(Ok(versions))
             })
             .await;
+        self.shared.fold_wake.notify_one();
         match outcome {
             Ok(done) => done,
             Err(error) => Err((0, error)),
@@ -504,35 +573,38 @@ impl Store for SqliteStore {
         if_version: Option<i64>,
     ) -> Result<bool> {
         let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
-        self.run(move |conn| {
-            let deleted = conn
-                .execute(
-                    "DELETE FROM mountfs_items
+        let outcome = self
+            .run(move |conn| {
+                let deleted = conn
+                    .execute(
+                        "DELETE FROM mountfs_items
                      WHERE namespace = ?1 AND key = ?2 AND (?3 IS NULL OR version = ?3)",
-                    params![ns, key, if_version],
-                )
-                .map_err(map_error)?;
-            if deleted > 0 {
-                return Ok(true);
-            }
-            if if_version.is_none() {
-                return Ok(false);
-            }
-            // Nothing deleted under a condition: only to tell "absent" from "other version".
-            let exists: Option<i64> = conn
-                .query_row(
-                    "SELECT 1 FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
-                    params![ns, key],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(map_error)?;
-            match exists {
-                Some(_) => Err(Error::VersionMismatch),
-                None => Ok(false),
-            }
-        })
-        .await
+                        params![ns, key, if_version],
+                    )
+                    .map_err(map_error)?;
+                if deleted > 0 {
+                    return Ok(true);
+                }
+                if if_version.is_none() {
+                    return Ok(false);
+                }
+                // Nothing deleted under a condition: only to tell "absent" from "other version".
+                let exists: Option<i64> = conn
+                    .query_row(
+                        "SELECT 1 FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
+                        params![ns, key],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(map_error)?;
+                match exists {
+                    Some(_) => Err(Error::VersionMismatch),
+                    None => Ok(false),
+                }
+            })
+            .await;
+        self.shared.fold_wake.notify_one();
+        outcome
     }
 
     async fn rename(
@@ -653,15 +725,18 @@ impl Store for SqliteStore {
     async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64> {
         let query = ListQuery::first(prefix, 1);
         let ns = namespace.as_str().to_owned();
-        self.run(move |conn| {
-            let (range, bounds) = range_sql(&query);
-            let sql = format!("DELETE FROM mountfs_items WHERE {range}");
-            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&ns];
-            values.extend(bounds.iter().map(|b| b as &dyn rusqlite::ToSql));
-            let deleted = conn.execute(&sql, values.as_slice()).map_err(map_error)?;
-            Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
-        })
-        .await
+        let outcome = self
+            .run(move |conn| {
+                let (range, bounds) = range_sql(&query);
+                let sql = format!("DELETE FROM mountfs_items WHERE {range}");
+                let mut values: Vec<&dyn rusqlite::ToSql> = vec![&ns];
+                values.extend(bounds.iter().map(|b| b as &dyn rusqlite::ToSql));
+                let deleted = conn.execute(&sql, values.as_slice()).map_err(map_error)?;
+                Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
+            })
+            .await;
+        self.shared.fold_wake.notify_one();
+        outcome
     }
 
     async fn list(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<ItemMeta>> {
@@ -719,19 +794,37 @@ impl Store for SqliteStore {
         let larger_than = i64::try_from(query.larger_than).unwrap_or(i64::MAX);
         self.run(move |conn| {
             let op = if inclusive { ">=" } else { ">" };
-            let range = match upper {
-                Some(_) => format!("namespace = :ns AND key {op} :lower AND key < :upper"),
-                None => format!("namespace = :ns AND key {op} :lower"),
+            // `+` keeps a column's index out of the plan: the arm is then driven by rowid.
+            let range = |plus: &str| match upper {
+                Some(_) => format!(
+                    "{plus}namespace = :ns AND {plus}key {op} :lower AND {plus}key < :upper"
+                ),
+                None => format!("{plus}namespace = :ns AND {plus}key {op} :lower"),
             };
-            // Three arms, each an indexed lookup: the index's answer, the items it does not
-            // cover, the items too large for their lines to be searched.
+            let (range, by_rowid) = (range(""), range("+"));
+            // A line bound under LARGE_ITEM_BYTES (a server told so) reads the range's rows.
+            let large = if larger_than >= LARGE_ITEM_BYTES {
+                format!(
+                    "INDEXED BY mountfs_items_large
+                     WHERE {range} AND size > {LARGE_ITEM_BYTES} AND size > :larger_than"
+                )
+            } else {
+                format!("WHERE {range} AND size > :larger_than")
+            };
+            // Four arms, each an indexed lookup whose cost is what it finds, not the range: the
+            // index's answer (the range's key index, read alone, filtered by the trigram
+            // match); the items written since the index was last folded into (by rowid: a
+            // handful); the items it does not cover and those too large for their lines to be
+            // searched (each by its own small index; left to itself, SQLite's planner reads
+            // the row of every item in the range to check its encoding and size).
             let sql = format!(
                 "SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND rowid IN
                      (SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH :terms)
-                 UNION SELECT {META_COLUMNS} FROM mountfs_items
+                 UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {by_rowid} AND rowid IN
+                     (SELECT item FROM mountfs_text_pending)
+                 UNION SELECT {META_COLUMNS} FROM mountfs_items INDEXED BY mountfs_items_not_text
                      WHERE {range} AND encoding <> 'utf-8'
-                 UNION SELECT {META_COLUMNS} FROM mountfs_items
-                     WHERE {range} AND size > :larger_than
+                 UNION SELECT {META_COLUMNS} FROM mountfs_items {large}
                  ORDER BY key LIMIT {limit}"
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
@@ -882,6 +975,89 @@ fn build_step(conn: &mut Connection) -> Result<Option<u64>> {
     .map_err(map_error)?;
     tx.commit().map_err(map_error)?;
     Ok(added)
+}
+
+/// The folder: moves the items writes left in `mountfs_text_pending` into the search index,
+/// [`FOLD_BATCH`] per transaction, once writes pause for [`FOLD_QUIET`] (at most
+/// [`FOLD_MAX_WAIT`] after a write woke it), or every [`FOLD_POLL`]. Until an item is folded a search reads it whatever the index says, so the
+/// folder's pace changes how many candidates a search confirms, never its answer. Stops when
+/// the store is dropped.
+async fn fold_pending(shared: Weak<Shared>, wake: Arc<Notify>) {
+    loop {
+        // Timing out is the poll; either way, look.
+        let _ = tokio::time::timeout(FOLD_POLL, wake.notified()).await;
+        let woken = tokio::time::Instant::now();
+        while woken.elapsed() < FOLD_MAX_WAIT
+            && tokio::time::timeout(FOLD_QUIET, wake.notified())
+                .await
+                .is_ok()
+        {}
+        loop {
+            let Some(strong) = shared.upgrade() else {
+                return;
+            };
+            let store = SqliteStore { shared: strong };
+            match store.run(fold_step).await {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        "SQLite store: folding writes into the search index failed; searches read those items until it succeeds"
+                    );
+                    break;
+                }
+            }
+            drop(store);
+            // Let writers in between batches.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// Folds the first [`FOLD_BATCH`] pending items into the search index, in one transaction:
+/// each item's old trigrams out (by rowid: the table is contentless), its current content's
+/// in when it still exists as UTF-8 text. Returns how many were folded.
+fn fold_step(conn: &mut Connection) -> Result<usize> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_error)?;
+    let items: Vec<i64> = {
+        let mut stmt = tx
+            .prepare_cached("SELECT item FROM mountfs_text_pending ORDER BY item LIMIT ?1")
+            .map_err(map_error)?;
+        let rows = stmt
+            .query_map(params![FOLD_BATCH], |row| row.get(0))
+            .map_err(map_error)?;
+        rows.collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(map_error)?
+    };
+    let Some(last) = items.last().copied() else {
+        return Ok(0);
+    };
+    {
+        let mut remove = tx
+            .prepare_cached("DELETE FROM mountfs_items_text WHERE rowid = ?1")
+            .map_err(map_error)?;
+        let mut add = tx
+            .prepare_cached(
+                "INSERT INTO mountfs_items_text (rowid, content)
+                 SELECT rowid, CAST(content AS TEXT) FROM mountfs_items
+                 WHERE rowid = ?1 AND encoding = 'utf-8'",
+            )
+            .map_err(map_error)?;
+        for item in &items {
+            remove.execute(params![item]).map_err(map_error)?;
+            add.execute(params![item]).map_err(map_error)?;
+        }
+    }
+    tx.execute(
+        "DELETE FROM mountfs_text_pending WHERE item <= ?1",
+        params![last],
+    )
+    .map_err(map_error)?;
+    tx.commit().map_err(map_error)?;
+    Ok(items.len())
 }
 
 /// The FTS5 query of `terms`: a substring is all of its trigrams (a table with detail=none

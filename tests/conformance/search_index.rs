@@ -3,7 +3,7 @@
 //! anchors, case-insensitive, with and without a `glob`) over a 2,000-file store that was also
 //! renamed, moved, edited and pruned after it was written; and a store made by a release
 //! without the index gains it in the background, answers the same meanwhile, and resumes a
-//! build that was stopped half-way.
+//! build that was stopped half-way — also when the server building it is killed (SIGKILL).
 //!
 //! `MOUNTFS_PROPTEST_CASES` sets the cases per engine (default 150: 300 over both).
 
@@ -463,15 +463,61 @@ fn old_store(file: &std::path::Path, count: usize) {
     tx.commit().unwrap();
 }
 
-/// Whether the FTS5 index holds exactly the trigrams of the items (FTS5's own check against
-/// its external content table; every item here is UTF-8).
+/// Whether the FTS5 index holds exactly the trigrams of the items, once every write is folded
+/// into it (waits for that): FTS5's own integrity check (for a contentless table, of the
+/// index's inner consistency), then, for every trigram of the items, the items the index finds
+/// against those an index built afresh from the items finds.
 fn index_is_exact(file: &std::path::Path) -> bool {
     let conn = rusqlite::Connection::open(file).unwrap();
-    conn.execute(
-        "INSERT INTO mountfs_items_text (mountfs_items_text, rank) VALUES ('integrity-check', 1)",
-        [],
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    let started = Instant::now();
+    while conn
+        .query_row("SELECT count(*) FROM mountfs_text_pending", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .unwrap()
+        > 0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "writes never folded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let consistent = conn
+        .execute(
+            "INSERT INTO mountfs_items_text (mountfs_items_text, rank) VALUES ('integrity-check', 1)",
+            [],
+        )
+        .is_ok();
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE temp.fresh USING fts5(content, tokenize = 'trigram', detail = 'none');
+         INSERT INTO temp.fresh (rowid, content)
+             SELECT rowid, CAST(content AS TEXT) FROM mountfs_items WHERE encoding = 'utf-8';
+         CREATE VIRTUAL TABLE temp.fresh_terms USING fts5vocab(temp, fresh, 'row');",
     )
-    .is_ok()
+    .unwrap();
+    let terms: Vec<String> = conn
+        .prepare("SELECT term FROM temp.fresh_terms")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let answer = |table: &str, term: &str| -> (i64, i64) {
+        let quoted = format!("\"{}\"", term.replace('"', "\"\""));
+        conn.query_row(
+            &format!("SELECT count(*), total(rowid) FROM {table} WHERE {table} MATCH ?1"),
+            [quoted],
+            |row| Ok((row.get(0)?, row.get::<_, f64>(1)? as i64)),
+        )
+        .unwrap()
+    };
+    let same = terms
+        .iter()
+        .all(|term| answer("mountfs_items_text", term) == answer("fresh", term));
+    assert!(!terms.is_empty());
+    consistent && same
 }
 
 async fn wait_ready(store: &SqliteStore) {
@@ -544,8 +590,8 @@ async fn a_build_stopped_half_way_resumes_at_the_next_open() {
         let conn = rusqlite::Connection::open(&file).unwrap();
         conn.execute_batch(
             "BEGIN;
-             INSERT INTO mountfs_items_text (mountfs_items_text, rowid, content)
-                 SELECT 'delete', rowid, CAST(content AS TEXT) FROM mountfs_items WHERE rowid > 1500;
+             DELETE FROM mountfs_items_text
+                 WHERE rowid IN (SELECT rowid FROM mountfs_items WHERE rowid > 1500);
              UPDATE mountfs_text_index SET built_upto = 1500;
              COMMIT;",
         )
@@ -576,4 +622,113 @@ async fn a_build_stopped_half_way_resumes_at_the_next_open() {
             "{text}"
         );
     }
+}
+
+/// How far the background build of `file` has come (`built_upto`), read by another connection.
+fn built_upto(file: &std::path::Path) -> Option<i64> {
+    let conn = rusqlite::Connection::open(file).ok()?;
+    conn.busy_timeout(Duration::from_secs(5)).ok()?;
+    conn.query_row("SELECT built_upto FROM mountfs_text_index", [], |row| {
+        row.get(0)
+    })
+    .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_during_the_build_loses_nothing_and_the_next_start_resumes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.db");
+    const ITEMS: usize = 30_000;
+    old_store(&file, ITEMS);
+    let spec = format!("/=store:sqlite:{}", file.display());
+    let mut server =
+        crate::support::mountfs_command(dir.path(), &["--audit", "off", "--mount", &spec], &[])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    // Kill it (SIGKILL: no destructor, no rollback but SQLite's own) once the build has
+    // committed some batches and not all of them.
+    let started = Instant::now();
+    let killed_at = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the server's build never got half-way"
+        );
+        match built_upto(&file) {
+            Some(upto) if upto > 0 && upto < i64::try_from(ITEMS / 2).unwrap() => {
+                server.kill().unwrap();
+                server.wait().unwrap();
+                break upto;
+            }
+            Some(i64::MAX) => panic!("the build finished before it could be killed"),
+            _ => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    // What the killed build committed is there, nothing else half-done.
+    let after_kill = built_upto(&file).unwrap();
+    assert!(
+        after_kill >= killed_at && after_kill < i64::MAX,
+        "{after_kill}"
+    );
+    let store = SqliteStore::open(&file).await.unwrap();
+    wait_ready(&store).await;
+    assert!(index_is_exact(&file));
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let all = shared
+        .list(&ns, &mountfs::store::ListQuery::first("/", ITEMS + 1))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), ITEMS, "no item lost");
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared, ns).without_index();
+    for text in ["HashMap", "unsafe impl", "Kelvin", "café"] {
+        let q = literal(text);
+        let expected = sorted(&scanning, &q).await;
+        assert!(!expected.is_empty(), "{text}");
+        assert_eq!(sorted(&indexed, &q).await, expected, "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_writes_are_found_before_they_are_folded_into_the_trigram_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("new.db");
+    let store = SqliteStore::open(&file).await.unwrap();
+    wait_ready(&store).await;
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    for i in 0..40 {
+        let content = format!("a HashMap of {i}\n");
+        shared
+            .put(
+                &ns,
+                &format!("/a/{i}.md"),
+                content.as_bytes(),
+                PutCondition::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    // The folder waits for the writes to pause: these items are still only listed.
+    let pending: i64 = rusqlite::Connection::open(&file)
+        .unwrap()
+        .query_row("SELECT count(*) FROM mountfs_text_pending", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert!(pending > 0, "the writes were folded before the search");
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    let q = literal("HashMap");
+    let expected = sorted(&scanning, &q).await;
+    assert_eq!(expected.len(), 40);
+    assert_eq!(sorted(&indexed, &q).await, expected);
+    // Folded: the trigram table alone answers, and exactly.
+    assert!(index_is_exact(&file));
+    shared.delete(&ns, "/a/3.md", None).await.unwrap();
+    assert!(index_is_exact(&file));
+    assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
 }
