@@ -148,10 +148,11 @@ enum Command {
     Check,
     /// Copy a whole tree between two mounts of any kind, byte for byte: SPEC is the right
     /// side of --mount (disk:DIR, store:sqlite:FILE[,namespace=NAME],
-    /// store:postgres:URL[,namespace=NAME]). Files existing at the destination are refused
-    /// unless --overwrite; each file is written whole or not at all. A progress line shows on a
-    /// terminal; exit status 1 with one message at the first failure (2 for a SPEC that does not
-    /// parse).
+    /// store:postgres:URL[,namespace=NAME], shell:NAME:DIR with --shell). Files existing at the
+    /// destination are refused unless --overwrite; each file is written whole or not at all,
+    /// streamed in 4 MiB chunks (memory does not grow with the file). A progress line shows on
+    /// a terminal; exit status 1 with one message at the first failure (2 for a SPEC that does
+    /// not parse).
     Cp {
         /// The tree to copy from.
         #[arg(long, value_name = "SPEC")]
@@ -162,9 +163,6 @@ enum Command {
         /// Replace files that exist at the destination (files only there are left alone).
         #[arg(long)]
         overwrite: bool,
-        /// The largest file copied, in bytes (K, M, G): cp holds one file whole in memory.
-        #[arg(long, value_name = "BYTES", default_value_t = mountfs::cli::cp::DEFAULT_MAX_FILE_BYTES, value_parser = mountfs::limits::parse_bytes)]
-        max_file_bytes: u64,
     },
     /// Print the audit log (--audit, or the default file): one line per change, newest first,
     /// like the history tool; --json prints one JSON object per line (for jq).
@@ -269,13 +267,11 @@ fn main() -> ExitCode {
             from,
             to,
             overwrite,
-            max_file_bytes,
         }) => {
             return run_cp(&mountfs::cli::cp::CopyRequest {
                 from: &from,
                 to: &to,
                 overwrite,
-                max_file_bytes,
                 shells: &cli.shells,
             });
         }

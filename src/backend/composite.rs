@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use super::overlay::OverlayBackend;
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Router, Version, WriteMode,
-    WriteOutcome,
+    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Router, Upload, Version,
+    WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 
@@ -225,6 +225,36 @@ impl Router for CompositeBackend {
     }
 }
 
+/// A mount's upload, its errors naming paths as the router shows them.
+#[derive(Debug)]
+struct RoutedUpload<'a> {
+    upload: Box<dyn Upload + 'a>,
+    prefix: &'a VirtualPath,
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Upload for RoutedUpload<'_> {
+    async fn append(&mut self, chunk: &[u8]) -> Result<()> {
+        self.upload
+            .append(chunk)
+            .await
+            .map_err(|e| e.map_path(outward(self.prefix)))
+    }
+
+    async fn finish(self: Box<Self>) -> Result<WriteOutcome> {
+        let prefix = self.prefix;
+        self.upload
+            .finish()
+            .await
+            .map_err(|e| e.map_path(outward(prefix)))
+    }
+
+    async fn abort(self: Box<Self>) {
+        self.upload.abort().await;
+    }
+}
+
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl Backend for CompositeBackend {
@@ -307,6 +337,38 @@ impl Backend for CompositeBackend {
             .read_window(&inner, window)
             .await
             .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>> {
+        let (mount, inner) = self.file_route(path)?;
+        mount
+            .backend
+            .read_range(&inner, offset, len, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        let (mount, inner) = self.changeable(path)?;
+        let upload = mount
+            .backend
+            .begin_upload(&inner, mode)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))?;
+        Ok(Box::new(RoutedUpload {
+            upload,
+            prefix: &mount.prefix,
+        }))
     }
 
     async fn write(

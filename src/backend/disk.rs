@@ -52,6 +52,7 @@ mod line_index;
 mod rename;
 mod resolve;
 mod temp;
+mod upload;
 mod version;
 mod walk;
 mod window;
@@ -68,7 +69,7 @@ use rustix::fs::FileType;
 use super::{
     AsideContent, AsideFile, Backend, BoundedRead, ChangeJournal, DeleteOptions, Entry, EntryKind,
     Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, JournalRole, LineWindow,
-    PlannedFile, RenameOptions, Renamed, Result, Version, WriteMode, WriteOutcome,
+    PlannedFile, RenameOptions, Renamed, Result, Upload, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use resolve::{map_io, relative};
@@ -416,6 +417,57 @@ impl Inner {
         let version = version::current_version(&mut file, &stat).map_err(|e| map_io(e, path))?;
         Ok(BoundedRead::TooLarge { size, version })
     }
+
+    /// See [`Backend::read_range`]. A file of at most [`HASHED_SIZE_LIMIT`] bytes is read
+    /// whole to check its content hash; a bigger one is checked by its identity stamps before
+    /// and after the bytes are read, on the same open file.
+    fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        expected: &Version,
+    ) -> Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mismatch = || Error::VersionMismatch { path: path.clone() };
+        let (mut file, stat) = self.open_regular(path)?;
+        let size = version::size_of(&stat);
+        if size <= HASHED_SIZE_LIMIT {
+            let content = version::read_at_most(&mut file, HASHED_SIZE_LIMIT, size)
+                .map_err(|e| map_io(e, path))?
+                .ok_or_else(mismatch)?;
+            if Version::of_content(&content) != *expected {
+                return Err(mismatch());
+            }
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(content.len());
+            let end = start.saturating_add(len).min(content.len());
+            return Ok(content[start..end].to_vec());
+        }
+        if version::identity_version(&stat) != *expected {
+            return Err(mismatch());
+        }
+        let wanted = usize::try_from(size.saturating_sub(offset).min(len as u64)).unwrap_or(len);
+        let mut bytes = vec![0u8; wanted];
+        let mut filled = 0;
+        while filled < wanted {
+            let read = file
+                .read_at(&mut bytes[filled..], offset + filled as u64)
+                .map_err(|e| map_io(e, path))?;
+            if read == 0 {
+                break;
+            }
+            filled += read;
+        }
+        bytes.truncate(filled);
+        // Changed while it was read (in place: a write by another program moves ctime).
+        let after = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
+        if version::identity_version(&after) != *expected || filled < wanted {
+            return Err(mismatch());
+        }
+        Ok(bytes)
+    }
 }
 
 /// Largest file [`DiskBackend::read_window`] reads without leaving the async worker.
@@ -509,6 +561,26 @@ impl Backend for DiskBackend {
             window::view(file, &stat, window, &inner.line_index).map_err(|e| map_io(e, &path))
         })
         .await
+    }
+
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>> {
+        let (path, version) = (path.clone(), version.clone());
+        self.blocking(move |inner| inner.read_range(&path, offset, len, &version))
+            .await
+    }
+
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        Ok(Box::new(upload::DiskUpload::begin(self, path, mode)?))
     }
 
     async fn write(

@@ -21,7 +21,7 @@ use super::whole_file::{self, key_prefix};
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
     GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
-    Version, WriteMode, WriteOutcome,
+    Upload, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use crate::quota::MemoryAccount;
@@ -203,6 +203,41 @@ impl Backend for MemoryBackend {
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         Ok(self.read(path).await?.into_view(window))
+    }
+
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>> {
+        let files = self.read_map();
+        match files.get(path.as_str()) {
+            Some(file) if &file.version == version => {
+                let start = usize::try_from(offset)
+                    .unwrap_or(usize::MAX)
+                    .min(file.content.len());
+                let end = start.saturating_add(len).min(file.content.len());
+                Ok(file.content[start..end].to_vec())
+            }
+            Some(_) => Err(Error::VersionMismatch { path: path.clone() }),
+            None if is_dir(&files, path) => Err(Error::IsADirectory { path: path.clone() }),
+            None => Err(Error::NotFound { path: path.clone() }),
+        }
+    }
+
+    /// Contents live in memory here: a file too large to hold cannot be written piece by piece
+    /// into memory either.
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        _mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        Err(Error::Unsupported {
+            path: path.clone(),
+            reason: "a memory mount holds every file whole in memory; it takes whole writes only, not a file streamed piece by piece".to_owned(),
+        })
     }
 
     // From here to `host_dir`: the answers of a backend with nothing on disk, written out as in

@@ -184,6 +184,103 @@ pub enum BoundedRead {
     },
 }
 
+/// A file being written piece by piece (see [`Backend::begin_upload`]): the chunks go to a
+/// place no reader sees (a temporary file beside the destination, rows staged in the database),
+/// and [`Upload::finish`] puts the whole content at the path at once, under the upload's
+/// [`WriteMode`], as [`Backend::write`] would have; [`Upload::abort`] (or a failure of any
+/// step) leaves nothing behind at the path. Memory does not grow with the file: each chunk is
+/// let go once appended.
+#[async_trait]
+pub trait Upload: Send + fmt::Debug {
+    /// Appends `chunk` to what is staged (length-checked where the storage is remote).
+    async fn append(&mut self, chunk: &[u8]) -> Result<()>;
+
+    /// Puts the staged content at the path at once, under the upload's mode (checked now, not
+    /// when the upload began): `AlreadyExists`, `VersionMismatch`, `IsADirectory` and
+    /// `NotADirectory` as [`Backend::write`]. On any failure the path is left as it was and
+    /// what was staged is removed.
+    async fn finish(self: Box<Self>) -> Result<WriteOutcome>;
+
+    /// Removes what was staged; the path is left as it was. Best effort: a failure to clean up
+    /// is only logged (what is left is hidden, and swept where the backend sweeps).
+    async fn abort(self: Box<Self>);
+}
+
+/// Tracks whether bytes appended piece by piece are valid UTF-8, a sequence cut between two
+/// chunks included (the stores keep an item's encoding).
+#[derive(Debug, Clone, Default)]
+pub struct Utf8Tracker {
+    /// The bytes of a character cut at the end of the last chunk (at most 3).
+    pending: Vec<u8>,
+    /// A byte sequence seen so far is not UTF-8.
+    invalid: bool,
+}
+
+impl Utf8Tracker {
+    /// Takes in the next chunk.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.invalid {
+            return;
+        }
+        let mut rest = chunk;
+        // Complete the character cut at the end of the last chunk, one byte at a time.
+        while !self.pending.is_empty() {
+            let Some((first, tail)) = rest.split_first() else {
+                return;
+            };
+            self.pending.push(*first);
+            rest = tail;
+            match std::str::from_utf8(&self.pending) {
+                Ok(_) => self.pending.clear(),
+                Err(error) if error.error_len().is_some() || self.pending.len() >= 4 => {
+                    self.invalid = true;
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        match std::str::from_utf8(rest) {
+            Ok(_) => {}
+            Err(error) if error.error_len().is_none() => {
+                self.pending = rest[error.valid_up_to()..].to_vec();
+            }
+            Err(_) => self.invalid = true,
+        }
+    }
+
+    /// Whether everything pushed is valid UTF-8 (a character left cut at the end is not).
+    pub fn is_utf8(&self) -> bool {
+        !self.invalid && self.pending.is_empty()
+    }
+}
+
+/// The version [`Version::of_content`] gives, computed over chunks as they pass (for backends
+/// whose small files are versioned by their content hash).
+#[derive(Debug, Clone, Default)]
+pub struct ContentHasher {
+    digest: Sha256,
+    bytes: u64,
+}
+
+impl ContentHasher {
+    /// Takes in the next chunk.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.digest.update(chunk);
+        self.bytes += chunk.len() as u64;
+    }
+
+    /// How many bytes were pushed.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The version of everything pushed.
+    pub fn version(self) -> Version {
+        let digest = self.digest.finalize();
+        Version(hex::encode(&digest[..16]))
+    }
+}
+
 /// A file's earlier content kept by its backend outside memory (on disk: renamed or linked into
 /// a private directory beneath the mount root), so that a change to a file too large to keep
 /// in memory can still be undone. Dropping the last handle discards the kept content.
@@ -780,6 +877,32 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// backend that holds files whole can answer with [`FileBytes::at_most`].
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead>;
 
+    /// At most `len` bytes of the file from byte `offset` on (fewer at its end, none past it),
+    /// only while the file has `version` (else [`Error::VersionMismatch`]): a file changed
+    /// between two ranges is never read torn. Memory follows `len`, not the file (a disk or
+    /// shell file small enough to be versioned by its content hash, at most 8 MiB, is hashed
+    /// whole to check it). `NotFound` (also when it is gone since the version was taken), or
+    /// `IsADirectory`, as [`Backend::read`].
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>>;
+
+    /// Begins writing the file at `path` piece by piece (see [`Upload`]): what
+    /// [`Backend::write`] does for a content too large to hold in memory. The mode is checked
+    /// when the upload begins (so a copy that cannot land fails before sending anything) and
+    /// again, as the write does, when it finishes. Backends that hold files in memory refuse
+    /// with [`Error::Unsupported`] (they take whole writes only); read-only mounts with
+    /// [`Error::ReadOnly`].
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>>;
+
     /// A window of lines of a text file, or the head of a binary one. Memory proportional to
     /// the window, not the file, where the backend can (disk); a backend that holds files whole
     /// answers with [`FileBytes::into_view`].
@@ -940,6 +1063,33 @@ mod tests {
             "1 before the offset, then 15 + 15 chars"
         );
         assert!(lines.is_full());
+    }
+
+    #[test]
+    fn utf8_is_tracked_across_chunk_cuts() {
+        let text = "añ€😀 z".as_bytes();
+        for cut in 0..=text.len() {
+            for second in cut..=text.len() {
+                let mut tracker = Utf8Tracker::default();
+                tracker.push(&text[..cut]);
+                tracker.push(&text[cut..second]);
+                tracker.push(&text[second..]);
+                assert!(tracker.is_utf8(), "cuts at {cut} and {second}");
+            }
+        }
+        let mut cut_short = Utf8Tracker::default();
+        cut_short.push(&text[..3]);
+        assert!(!cut_short.is_utf8());
+        let mut invalid = Utf8Tracker::default();
+        invalid.push(&[0xE2, 0x82]);
+        invalid.push(&[b'a']);
+        invalid.push(b"plain");
+        assert!(!invalid.is_utf8());
+        let mut hasher = ContentHasher::default();
+        hasher.push(&text[..4]);
+        hasher.push(&text[4..]);
+        assert_eq!(hasher.bytes(), text.len() as u64);
+        assert_eq!(hasher.version(), Version::of_content(text));
     }
 
     #[test]

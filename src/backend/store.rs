@@ -22,12 +22,12 @@ use super::whole_file::{self, key_prefix};
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
     GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
-    Version, WriteMode, WriteOutcome,
+    Upload, Utf8Tracker, Version, WriteMode, WriteOutcome,
 };
 use crate::path::VirtualPath;
 use crate::store::{
     self, CandidateQuery, ItemMeta, ListQuery, ListStart, Namespace, PutCondition, Store,
-    prefix_successor,
+    StoreUpload, prefix_successor,
 };
 
 /// Rows per page when paging through a prefix for `glob`.
@@ -281,6 +281,60 @@ impl StoreBackend {
     }
 }
 
+/// A file of a store written piece by piece: the store stages the chunks (see
+/// [`Store::begin_upload`]); the item's encoding is learnt on the way.
+#[derive(Debug)]
+struct StoreFileUpload<'a> {
+    backend: &'a StoreBackend,
+    path: VirtualPath,
+    condition: PutCondition,
+    staged: Box<dyn StoreUpload>,
+    utf8: Utf8Tracker,
+}
+
+#[async_trait]
+impl Upload for StoreFileUpload<'_> {
+    async fn append(&mut self, chunk: &[u8]) -> Result<()> {
+        self.utf8.push(chunk);
+        self.staged
+            .append(chunk)
+            .await
+            .map_err(|e| failure(&self.path, e))
+    }
+
+    async fn finish(self: Box<Self>) -> Result<WriteOutcome> {
+        let Self {
+            backend,
+            path,
+            condition,
+            staged,
+            utf8,
+        } = *self;
+        // The shape may have changed while the chunks went in (a file made at a parent).
+        if let Err(error) = backend.check_shape(&path).await {
+            staged.abort().await;
+            return Err(error);
+        }
+        let encoding = if utf8.is_utf8() {
+            store::Encoding::Utf8
+        } else {
+            store::Encoding::Binary
+        };
+        let written = staged
+            .finish(condition, encoding)
+            .await
+            .map_err(|e| failure(&path, e))?;
+        Ok(WriteOutcome {
+            version: version_of(written.version),
+            created: written.created,
+        })
+    }
+
+    async fn abort(self: Box<Self>) {
+        self.staged.abort().await;
+    }
+}
+
 #[async_trait]
 impl Backend for StoreBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
@@ -457,6 +511,76 @@ impl Backend for StoreBackend {
             version: version_of(written.version),
             created: written.created,
         })
+    }
+
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>> {
+        if path.is_root() {
+            return Err(Error::IsADirectory { path: path.clone() });
+        }
+        let Ok(expected) = version.as_str().parse::<i64>() else {
+            return Err(Error::VersionMismatch { path: path.clone() });
+        };
+        let bytes = self
+            .store
+            .read_range(&self.namespace, path.as_str(), offset, len, expected)
+            .await
+            .map_err(|e| failure(path, e))?;
+        match bytes {
+            Some(bytes) => Ok(bytes),
+            None if self.has_children(path).await? => {
+                Err(Error::IsADirectory { path: path.clone() })
+            }
+            None => Err(Error::NotFound { path: path.clone() }),
+        }
+    }
+
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        self.check_shape(path).await?;
+        let condition = match mode {
+            WriteMode::CreateOnly => PutCondition::CreateOnly,
+            WriteMode::Overwrite => PutCondition::Overwrite,
+            WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
+                Ok(version) => PutCondition::IfVersion(version),
+                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
+            },
+        };
+        // Checked now so that a copy that cannot land sends nothing; checked again, in the
+        // database, by the statement that puts the content.
+        let current = self.head(path).await?;
+        match (condition, &current) {
+            (PutCondition::CreateOnly, Some(_)) => {
+                return Err(Error::AlreadyExists { path: path.clone() });
+            }
+            (PutCondition::IfVersion(expected), Some(meta)) if meta.version != expected => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            (PutCondition::IfVersion(_), None) => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            _ => {}
+        }
+        let staged = self
+            .store
+            .begin_upload(&self.namespace, path.as_str())
+            .await
+            .map_err(|e| failure(path, e))?;
+        Ok(Box::new(StoreFileUpload {
+            backend: self,
+            path: path.clone(),
+            condition,
+            staged,
+            utf8: Utf8Tracker::default(),
+        }))
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {

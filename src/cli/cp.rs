@@ -12,12 +12,17 @@
 //! 2. the source is walked ([`plan`]) and every path checked at the destination: a file that
 //!    exists there is refused unless `--overwrite`, a file where the other side has a directory
 //!    always — in both cases before anything is written;
-//! 3. files are copied one at a time, in path order: read whole (at most `--max-file-bytes`,
-//!    the trait has no byte-range reads or appending writes, so one file is the unit of
-//!    memory), written whole under create-only (or overwrite), which every backend makes atomic
-//!    (disk: temporary file and rename; stores: one transaction): a failure leaves no
-//!    half-written file, and the files copied before it stay. Permission bits are copied where
-//!    both sides keep them (disk to disk), right after the write.
+//! 3. files are copied one at a time, in path order, streaming: a file of at most
+//!    [`CHUNK_BYTES`] is read whole and written whole; a bigger one is read in ranges of
+//!    [`CHUNK_BYTES`] ([`Backend::read_range`], each checked against the version the file had
+//!    when its copy began, so a file changed meanwhile stops the copy instead of landing torn)
+//!    and written through an upload ([`Backend::begin_upload`]: chunks staged where no reader
+//!    sees them — a temporary file beside the destination on disk and on a shell target, rows
+//!    of a temporary table of the store's own connection — then put in place at once). Memory
+//!    therefore follows the chunk, not the file. Both ways are create-only (or overwrite), and
+//!    atomic: a failure, or the process interrupted, leaves no half-written file; the files
+//!    copied before it stay. Permission bits are copied where both sides keep them (disk to
+//!    disk, shell targets with `stat -c`), right after the write.
 //!
 //! Empty directories are made where the destination kind can hold one (disk): the trait has no
 //! `mkdir`, so a marker file is written into it and removed; a store's directories exist only
@@ -34,18 +39,17 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, WriteMode};
+use crate::backend::{self, Backend, BoundedRead, DeleteOptions, Upload, Version, WriteMode};
 use crate::config::{self, BackendSpec, MOUNT_GRAMMAR, MountSpec};
 use crate::mounts::MountTable;
 use crate::path::VirtualPath;
 
 pub use progress::{Progress, ProgressLine};
 
-/// Default of `--max-file-bytes`: 256 MiB. The backends copy a content on its way in (to hand
-/// it to a blocking thread or a database driver), so a copy's peak memory is a small multiple
-/// of its largest file: measured for a 64 MiB file, 2.4x disk to disk, 3.4x into PostgreSQL,
-/// 4.5x into SQLite. 256 MiB keeps the worst case near 1.2 GB; raise it for bigger files.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// The unit of memory of a copy: files up to this size are read and written whole, bigger
+/// ones in ranges of this size (a multiple of 64 KiB, the block a shell target's `dd` copies).
+/// Peak memory is a small multiple of it, whatever the files' sizes.
+pub const CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
 /// Which tree a flag names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +78,6 @@ pub struct CopyRequest<'a> {
     pub to: &'a str,
     /// `--overwrite`: replace files that exist at the destination (else the copy is refused).
     pub overwrite: bool,
-    /// `--max-file-bytes`: the largest file copied (it is held whole in memory).
-    pub max_file_bytes: u64,
     /// The `--shell NAME=COMMAND` texts, for a `shell:NAME:DIR` SPEC (see
     /// [`attach_shell_commands`]).
     pub shells: &'a [String],
@@ -209,17 +211,13 @@ pub enum CopyError {
         /// How many.
         count: u64,
     },
-    /// A file over `--max-file-bytes`.
+    /// A file of the source that changed while it was copied.
     #[error(
-        "{path} has {size} bytes, over --max-file-bytes {limit} (cp holds one file whole in memory). The {done} file(s) copied before it stay: raise --max-file-bytes and run again with --overwrite"
+        "{path} changed in --from while it was being copied. Nothing of {path} was written (a copy never lands torn); the {done} file(s) copied before it stay: run again with --overwrite once it is quiet"
     )]
-    TooLarge {
+    Changed {
         /// The file.
         path: VirtualPath,
-        /// Its size.
-        size: u64,
-        /// The limit.
-        limit: u64,
         /// Files copied before it.
         done: u64,
     },
@@ -345,13 +343,22 @@ pub async fn copy(
                     bytes_total: plan.bytes,
                     current: &shown,
                 });
+                let done_before = summary.bytes;
                 let size = copy_file(
                     &*source,
                     &*destination,
                     path,
                     &mode,
-                    request.max_file_bytes,
                     summary.files,
+                    &mut |bytes| {
+                        progress(&Progress {
+                            files_done: summary.files,
+                            files_total: plan.files,
+                            bytes_done: done_before + bytes,
+                            bytes_total: plan.bytes,
+                            current: &shown,
+                        });
+                    },
                 )
                 .await?;
                 summary.files += 1;
@@ -369,47 +376,71 @@ pub async fn copy(
     Ok(summary)
 }
 
-/// Copies one file whole (see the module doc, step 3); returns its size.
+/// Copies one file (see the module doc, step 3), telling `copied` how many of its bytes are
+/// written after each chunk of a big one; returns its size.
 async fn copy_file(
     source: &dyn Backend,
     destination: &dyn Backend,
     path: &VirtualPath,
     mode: &WriteMode,
-    max_file_bytes: u64,
     done: u64,
+    copied: &mut dyn FnMut(u64),
 ) -> Result<u64, CopyError> {
-    let read_failed = |error: backend::Error| CopyError::Read {
-        path: path.clone(),
-        reason: reason(&error),
-        done,
+    let read_failed = |error: backend::Error| match error {
+        backend::Error::VersionMismatch { .. } => CopyError::Changed {
+            path: path.clone(),
+            done,
+        },
+        other => CopyError::Read {
+            path: path.clone(),
+            reason: reason(&other),
+            done,
+        },
     };
     let write_failed = |error: backend::Error| CopyError::Write {
         path: path.clone(),
         reason: reason(&error),
         done,
     };
-    let content = match source
-        .read_at_most(path, max_file_bytes)
+    let size = match source
+        .read_at_most(path, CHUNK_BYTES as u64)
         .await
         .map_err(read_failed)?
     {
-        BoundedRead::Whole(file) => file.content,
-        BoundedRead::TooLarge { size, .. } => {
-            return Err(CopyError::TooLarge {
-                path: path.clone(),
+        BoundedRead::Whole(file) => {
+            destination
+                .write(path, &file.content, mode.clone())
+                .await
+                .map_err(write_failed)?;
+            file.content.len() as u64
+        }
+        BoundedRead::TooLarge { size, version } => {
+            let mut upload = destination
+                .begin_upload(path, mode.clone())
+                .await
+                .map_err(write_failed)?;
+            let streamed = stream_ranges(
+                source,
+                &mut *upload,
+                path,
                 size,
-                limit: max_file_bytes,
-                done,
-            });
+                &version,
+                copied,
+                (&read_failed, &write_failed),
+            )
+            .await;
+            match streamed {
+                Ok(()) => {
+                    upload.finish().await.map_err(write_failed)?;
+                }
+                Err(error) => {
+                    upload.abort().await;
+                    return Err(error);
+                }
+            }
+            size
         }
     };
-    destination
-        .write(path, &content, mode.clone())
-        .await
-        .map_err(write_failed)?;
-    let size = content.len() as u64;
-    // The content is let go before the next file is read: one file in memory at a time.
-    drop(content);
     if let Some(bits) = source.permissions(path).await.map_err(read_failed)? {
         destination
             .set_permissions(path, bits)
@@ -417,6 +448,45 @@ async fn copy_file(
             .map_err(write_failed)?;
     }
     Ok(size)
+}
+
+/// How a backend error becomes a [`CopyError`], on the source's side and the destination's.
+type Failures<'a> = (
+    &'a (dyn Fn(backend::Error) -> CopyError + Send + Sync),
+    &'a (dyn Fn(backend::Error) -> CopyError + Send + Sync),
+);
+
+/// Appends the `size` bytes of `path` to `upload`, [`CHUNK_BYTES`] at a time, each range read
+/// only while the file still has `version`: one chunk in memory at a time.
+async fn stream_ranges(
+    source: &dyn Backend,
+    upload: &mut dyn Upload,
+    path: &VirtualPath,
+    size: u64,
+    version: &Version,
+    copied: &mut dyn FnMut(u64),
+    (read_failed, write_failed): Failures<'_>,
+) -> Result<(), CopyError> {
+    let mut offset = 0u64;
+    while offset < size {
+        let want = usize::try_from(size - offset)
+            .unwrap_or(CHUNK_BYTES)
+            .min(CHUNK_BYTES);
+        let chunk = source
+            .read_range(path, offset, want, version)
+            .await
+            .map_err(read_failed)?;
+        if chunk.len() != want {
+            // Shorter than the version's size: it changed (a backend whose version missed it).
+            return Err(read_failed(backend::Error::VersionMismatch {
+                path: path.clone(),
+            }));
+        }
+        upload.append(&chunk).await.map_err(write_failed)?;
+        offset += chunk.len() as u64;
+        copied(offset);
+    }
+    Ok(())
 }
 
 /// Makes the empty directory `path` at the destination, through the trait (which has no

@@ -378,6 +378,44 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// The items at `keys` (absent ones left out), with their content, in key order.
     async fn get_many(&self, namespace: &Namespace, keys: &[String]) -> Result<Vec<Item>>;
+
+    /// At most `len` bytes of the item at `key` from byte `offset` on, read in the database
+    /// without loading the whole content (SQLite: incremental blob I/O; PostgreSQL:
+    /// `substring`), only if it has `version` ([`Error::VersionMismatch`] otherwise). `None`
+    /// when there is no item.
+    async fn read_range(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        offset: u64,
+        len: usize,
+        version: i64,
+    ) -> Result<Option<Vec<u8>>>;
+
+    /// Begins staging a content for `key` chunk by chunk, on a connection of its own, where
+    /// no reader sees it (a temporary table of that connection: gone with it if the process
+    /// dies); [`StoreUpload::finish`] assembles it in the database and puts it in one
+    /// transaction, as [`Store::put`] does.
+    async fn begin_upload(&self, namespace: &Namespace, key: &str) -> Result<Box<dyn StoreUpload>>;
+}
+
+/// A content being staged for one key (see [`Store::begin_upload`]).
+#[async_trait]
+pub trait StoreUpload: Send + fmt::Debug {
+    /// Stages the next chunk.
+    async fn append(&mut self, chunk: &[u8]) -> Result<()>;
+
+    /// Puts what was staged at the key under `condition`, with `encoding` (the caller saw
+    /// every byte), in one transaction; the staged rows are gone afterwards, whatever the
+    /// outcome.
+    async fn finish(
+        self: Box<Self>,
+        condition: PutCondition,
+        encoding: Encoding,
+    ) -> Result<Written>;
+
+    /// Drops what was staged.
+    async fn abort(self: Box<Self>);
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use tokio_postgres::{NoTls, Row};
 use super::plan::{IndexPlan, Terms};
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
-    Result, Store, Written, from_micros, to_micros,
+    Result, Store, StoreUpload, Written, from_micros, to_micros,
 };
 
 /// Connections per server process.
@@ -919,6 +919,223 @@ impl Store for PostgresStore {
         );
         let rows = self.query(&sql, &[&namespace.as_str(), &keys]).await?;
         rows.iter().map(item_of_row).collect()
+    }
+
+    async fn read_range(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        offset: u64,
+        len: usize,
+        version: i64,
+    ) -> Result<Option<Vec<u8>>> {
+        // SQL counts from 1; bytea values stop at 1 GB, so both fit an INTEGER once clamped.
+        let from = i32::try_from(offset.saturating_add(1)).unwrap_or(i32::MAX);
+        let count = i32::try_from(len).unwrap_or(i32::MAX);
+        let rows = self
+            .query(
+                "SELECT version, substring(content FROM $3 FOR $4)
+                 FROM mountfs_items WHERE namespace = $1 AND key = $2",
+                &[&namespace.as_str(), &key, &from, &count],
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let found: i64 = column(row, 0)?;
+        if found != version {
+            return Err(Error::VersionMismatch);
+        }
+        Ok(Some(column(row, 1)?))
+    }
+
+    async fn begin_upload(&self, namespace: &Namespace, key: &str) -> Result<Box<dyn StoreUpload>> {
+        let client = self.client().await?;
+        // One transaction from the first chunk to the last: the staged rows live in a
+        // temporary table dropped at its end, and a connection lost (the process killed) rolls
+        // it back on the server. No row of mountfs_items is touched before `finish`.
+        client
+            .batch_execute(
+                "BEGIN;
+                 CREATE TEMP TABLE mountfs_upload (seq BIGINT PRIMARY KEY, chunk BYTEA NOT NULL)
+                     ON COMMIT DROP;",
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        Ok(Box::new(PostgresUpload {
+            store: self.clone(),
+            client: Some(client),
+            namespace: namespace.as_str().to_owned(),
+            key: key.to_owned(),
+            chunks: 0,
+            size: 0,
+        }))
+    }
+}
+
+/// What an upload's `finish` puts as the content: the staged chunks joined on the server.
+const STAGED_CONTENT: &str =
+    "(SELECT COALESCE(string_agg(chunk, ''::bytea ORDER BY seq), ''::bytea) FROM mountfs_upload)";
+
+/// A content staged chunk by chunk in a temporary table, inside one transaction of a
+/// connection of its own (see [`Store::begin_upload`]); `finish` joins the chunks on the
+/// server, in the statement that puts the item, and commits.
+#[derive(Debug)]
+struct PostgresUpload {
+    store: PostgresStore,
+    /// `None` once finished or aborted; a connection dropped with its transaction still open
+    /// is closed, not given back to the pool (the server then rolls it back).
+    client: Option<deadpool_postgres::Client>,
+    namespace: String,
+    key: String,
+    chunks: i64,
+    size: u64,
+}
+
+impl Drop for PostgresUpload {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(deadpool_postgres::Client::take(client));
+        }
+    }
+}
+
+impl PostgresUpload {
+    fn client(&self) -> Result<&deadpool_postgres::Client> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| Error::Unavailable("PostgreSQL upload already ended".to_owned()))
+    }
+
+    /// Runs one statement of `finish` in the upload's transaction.
+    async fn run(&self, sql: String, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        self.client()?
+            .query(&sql, params)
+            .await
+            .map_err(|e| self.store.map_conflict(e))
+    }
+
+    /// Puts the staged content under `condition`; the transaction is still open.
+    async fn put_staged(&self, condition: PutCondition, encoding: Encoding) -> Result<Written> {
+        let now = to_micros(SystemTime::now());
+        let size = i64::try_from(self.size).unwrap_or(i64::MAX);
+        let (ns, key, encoding) = (
+            self.namespace.as_str(),
+            self.key.as_str(),
+            encoding.as_str(),
+        );
+        match condition {
+            PutCondition::CreateOnly => {
+                let rows = self.run(
+                    format!(
+                        "INSERT INTO mountfs_items
+                             (namespace, key, encoding, size, created_at, modified_at, version, content)
+                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), {STAGED_CONTENT})
+                         ON CONFLICT (namespace, key) DO NOTHING
+                         RETURNING version"
+                    ),
+                    &[&ns, &key, &encoding, &size, &now],
+                )
+                .await?;
+                match rows.first() {
+                    Some(row) => Ok(Written {
+                        version: column(row, 0)?,
+                        created: true,
+                    }),
+                    None => Err(Error::AlreadyExists),
+                }
+            }
+            PutCondition::IfVersion(expected) => {
+                let rows = self
+                    .run(
+                        format!(
+                            "UPDATE mountfs_items
+                         SET encoding = $3, size = $4, modified_at = $5,
+                             version = nextval('mountfs_versions'), content = {STAGED_CONTENT}
+                         WHERE namespace = $1 AND key = $2 AND version = $6
+                         RETURNING version"
+                        ),
+                        &[&ns, &key, &encoding, &size, &now, &expected],
+                    )
+                    .await?;
+                match rows.first() {
+                    Some(row) => Ok(Written {
+                        version: column(row, 0)?,
+                        created: false,
+                    }),
+                    None => Err(Error::VersionMismatch),
+                }
+            }
+            PutCondition::Overwrite => {
+                let rows = self.run(
+                    format!(
+                        "INSERT INTO mountfs_items
+                             (namespace, key, encoding, size, created_at, modified_at, version, content)
+                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), {STAGED_CONTENT})
+                         ON CONFLICT (namespace, key) DO UPDATE
+                         SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
+                             modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
+                             content = EXCLUDED.content
+                         RETURNING version, (xmax = 0) AS inserted"
+                    ),
+                    &[&ns, &key, &encoding, &size, &now],
+                )
+                .await?;
+                let row = rows
+                    .first()
+                    .ok_or_else(|| Error::Query("PostgreSQL upsert returned no row".to_owned()))?;
+                Ok(Written {
+                    version: column(row, 0)?,
+                    created: column(row, 1)?,
+                })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl StoreUpload for PostgresUpload {
+    async fn append(&mut self, chunk: &[u8]) -> Result<()> {
+        let seq = self.chunks;
+        let client = self.client()?;
+        client
+            .execute(
+                "INSERT INTO mountfs_upload (seq, chunk) VALUES ($1, $2)",
+                &[&seq, &chunk],
+            )
+            .await
+            .map_err(|e| self.store.map_error(e))?;
+        self.chunks += 1;
+        self.size += chunk.len() as u64;
+        Ok(())
+    }
+
+    async fn finish(
+        mut self: Box<Self>,
+        condition: PutCondition,
+        encoding: Encoding,
+    ) -> Result<Written> {
+        let written = self.put_staged(condition, encoding).await;
+        let client = self.client()?;
+        let ended = match &written {
+            Ok(_) => client.batch_execute("COMMIT").await,
+            Err(_) => client.batch_execute("ROLLBACK").await,
+        };
+        match ended {
+            // The transaction is over: the connection can serve others again.
+            Ok(()) => drop(self.client.take()),
+            Err(error) if written.is_ok() => return Err(self.store.map_error(error)),
+            Err(_) => {}
+        }
+        written
+    }
+
+    async fn abort(mut self: Box<Self>) {
+        if let Ok(client) = self.client()
+            && client.batch_execute("ROLLBACK").await.is_ok()
+        {
+            drop(self.client.take());
+        }
     }
 }
 

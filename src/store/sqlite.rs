@@ -23,7 +23,7 @@ use tokio::sync::{Notify, Semaphore};
 use super::plan::{Terms, trigrams};
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
-    Result, Store, Written, from_micros, to_micros,
+    Result, Store, StoreUpload, Written, from_micros, to_micros,
 };
 
 /// Connections open at most at once (the machine target has 2 cores; more would only queue on
@@ -870,6 +870,204 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn read_range(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        offset: u64,
+        len: usize,
+        version: i64,
+    ) -> Result<Option<Vec<u8>>> {
+        let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
+        self.run(move |conn| {
+            let found: Option<(i64, i64, i64)> = conn
+                .prepare_cached(
+                    "SELECT rowid, version, size FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
+                )
+                .map_err(map_error)?
+                .query_row(params![ns, key], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()
+                .map_err(map_error)?;
+            let Some((rowid, found_version, size)) = found else {
+                return Ok(None);
+            };
+            if found_version != version {
+                return Err(Error::VersionMismatch);
+            }
+            let size = u64::try_from(size).unwrap_or(0);
+            let start = offset.min(size);
+            let wanted = usize::try_from((size - start).min(len as u64)).unwrap_or(len);
+            let mut bytes = vec![0u8; wanted];
+            if wanted > 0 {
+                // Incremental blob I/O: SQLite walks to the offset, never loads the whole value.
+                let blob = conn
+                    .blob_open(
+                        rusqlite::MAIN_DB,
+                        "mountfs_items",
+                        "content",
+                        rowid,
+                        true,
+                    )
+                    .map_err(map_error)?;
+                let at = usize::try_from(start).unwrap_or(usize::MAX);
+                blob.read_at_exact(&mut bytes, at).map_err(map_error)?;
+            }
+            Ok(Some(bytes))
+        })
+        .await
+    }
+
+    async fn begin_upload(&self, namespace: &Namespace, key: &str) -> Result<Box<dyn StoreUpload>> {
+        let permit = self.permit().await?;
+        let shared = self.shared.clone();
+        let conn = tokio::task::spawn_blocking(move || -> Result<Connection> {
+            // A connection of its own: its temporary table is seen by no other, and goes
+            // with it (closed, or the process killed) whatever happens.
+            let conn = connect(&shared.file, shared.settings)?;
+            conn.execute_batch(
+                "PRAGMA temp_store = FILE;
+                 CREATE TEMP TABLE mountfs_upload (seq INTEGER PRIMARY KEY, chunk BLOB NOT NULL);",
+            )
+            .map_err(map_error)?;
+            Ok(conn)
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))??;
+        Ok(Box::new(SqliteUpload {
+            conn: Some(conn),
+            _permit: permit,
+            namespace: namespace.as_str().to_owned(),
+            key: key.to_owned(),
+            chunks: 0,
+            size: 0,
+        }))
+    }
+}
+
+/// A content staged chunk by chunk in a temporary table of a connection of its own (see
+/// [`Store::begin_upload`]), then written into the item's row by incremental blob I/O in one
+/// write transaction: the process never holds more than one chunk. One limit: a UTF-8 item
+/// is added to the search index by the index's trigger, which has SQLite read the whole text
+/// (in this process) as any write of it does.
+#[derive(Debug)]
+struct SqliteUpload {
+    /// `None` only while a step runs on the blocking pool.
+    conn: Option<Connection>,
+    /// One of the store's turns, held while the upload lasts.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    namespace: String,
+    key: String,
+    /// Chunks staged.
+    chunks: i64,
+    /// Bytes staged.
+    size: u64,
+}
+
+impl SqliteUpload {
+    /// Runs `work` with the upload's connection on the blocking pool.
+    async fn step<T, F>(&mut self, work: F) -> Result<T>
+    where
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut conn = self
+            .conn
+            .take()
+            .ok_or_else(|| Error::Unavailable("SQLite upload already failed".to_owned()))?;
+        let (conn, result) = tokio::task::spawn_blocking(move || {
+            let result = work(&mut conn);
+            (conn, result)
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("SQLite worker failed: {e}")))?;
+        self.conn = Some(conn);
+        result
+    }
+}
+
+#[async_trait]
+impl StoreUpload for SqliteUpload {
+    async fn append(&mut self, chunk: &[u8]) -> Result<()> {
+        let (seq, chunk) = (self.chunks, chunk.to_vec());
+        let len = chunk.len() as u64;
+        self.step(move |conn| {
+            conn.execute(
+                "INSERT INTO temp.mountfs_upload (seq, chunk) VALUES (?1, ?2)",
+                params![seq, chunk],
+            )
+            .map_err(map_error)?;
+            Ok(())
+        })
+        .await?;
+        self.chunks += 1;
+        self.size += len;
+        Ok(())
+    }
+
+    async fn finish(
+        mut self: Box<Self>,
+        condition: PutCondition,
+        encoding: Encoding,
+    ) -> Result<Written> {
+        let (ns, key, size) = (self.namespace.clone(), self.key.clone(), self.size);
+        self.step(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_error)?;
+            let size = i64::try_from(size).unwrap_or(i64::MAX);
+            // The row is put as binary zeros of the right size (its index entry: none), the
+            // content written into it chunk by chunk, and only then marked UTF-8 when it is,
+            // which has the index's trigger index the real text.
+            let written = put_sized_in(&tx, &ns, &key, size, condition)?;
+            let rowid: i64 = tx
+                .query_row(
+                    "SELECT rowid FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
+                    params![ns, key],
+                    |row| row.get(0),
+                )
+                .map_err(map_error)?;
+            {
+                let mut blob = tx
+                    .blob_open(rusqlite::MAIN_DB, "mountfs_items", "content", rowid, false)
+                    .map_err(map_error)?;
+                let mut chunks = tx
+                    .prepare("SELECT chunk FROM temp.mountfs_upload ORDER BY seq")
+                    .map_err(map_error)?;
+                let mut rows = chunks.query([]).map_err(map_error)?;
+                let mut at = 0usize;
+                while let Some(row) = rows.next().map_err(map_error)? {
+                    let chunk = row.get_ref(0).map_err(map_error)?;
+                    let bytes = chunk.as_blob().map_err(|e| map_error(e.into()))?;
+                    blob.write_at(bytes, at).map_err(map_error)?;
+                    at += bytes.len();
+                }
+                if at as u64 != u64::try_from(size).unwrap_or(0) {
+                    return Err(Error::Query(format!(
+                        "SQLite upload: {at} bytes staged, {size} expected"
+                    )));
+                }
+            }
+            if encoding == Encoding::Utf8 {
+                tx.execute(
+                    "UPDATE mountfs_items SET encoding = ?2 WHERE rowid = ?1",
+                    params![rowid, encoding.as_str()],
+                )
+                .map_err(map_error)?;
+            }
+            tx.commit().map_err(map_error)?;
+            Ok(written)
+        })
+        .await
+        // The connection (and its temporary table) closes with the upload.
+    }
+
+    async fn abort(self: Box<Self>) {
+        // Closing the connection drops its temporary table.
+        drop(self);
+    }
 }
 
 /// The background build of the search index for a store that existed before it (issue 28):
@@ -1082,6 +1280,37 @@ fn fts_query(terms: &Terms) -> String {
     }
 }
 
+/// A [`Store::put`] of `size` zero bytes, as binary, inside the transaction `tx` (which holds
+/// the write lock): the row an upload then writes its content into (see [`SqliteUpload`]).
+fn put_sized_in(
+    tx: &rusqlite::Transaction<'_>,
+    ns: &str,
+    key: &str,
+    size: i64,
+    condition: PutCondition,
+) -> Result<Written> {
+    put_row_in(
+        tx,
+        ns,
+        key,
+        Encoding::Binary,
+        size,
+        &ZeroContent(size),
+        condition,
+    )
+}
+
+/// The content `zeroblob(N)` as a statement parameter.
+struct ZeroContent(i64);
+
+impl rusqlite::ToSql for ZeroContent {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        let len =
+            u64::try_from(self.0).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        Ok(rusqlite::types::ToSqlOutput::ZeroBlob(len))
+    }
+}
+
 /// A [`Store::put`] inside the transaction `tx` (which holds the write lock).
 fn put_in(
     tx: &rusqlite::Transaction<'_>,
@@ -1090,9 +1319,30 @@ fn put_in(
     content: &[u8],
     condition: PutCondition,
 ) -> Result<Written> {
-    let now = to_micros(SystemTime::now());
-    let encoding = Encoding::of(content).as_str();
     let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
+    put_row_in(
+        tx,
+        ns,
+        key,
+        Encoding::of(content),
+        size,
+        &content,
+        condition,
+    )
+}
+
+/// The row of a put: `content` (bytes, or zeros of the size) under `condition`.
+fn put_row_in(
+    tx: &rusqlite::Transaction<'_>,
+    ns: &str,
+    key: &str,
+    encoding: Encoding,
+    size: i64,
+    content: &dyn rusqlite::ToSql,
+    condition: PutCondition,
+) -> Result<Written> {
+    let now = to_micros(SystemTime::now());
+    let encoding = encoding.as_str();
     let version: i64 = tx
         .query_row(
             "UPDATE mountfs_counters SET value = value + 1 WHERE name = 'version' RETURNING value",

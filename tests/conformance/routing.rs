@@ -407,6 +407,22 @@ impl Backend for Unreadable {
     async fn read_window(&self, path: &VirtualPath, _w: LineWindow) -> Result<FileView, Error> {
         Err(Self::denied(path))
     }
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        _offset: u64,
+        _len: usize,
+        _version: &mountfs::backend::Version,
+    ) -> Result<Vec<u8>, Error> {
+        Err(Self::denied(path))
+    }
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        _mode: WriteMode,
+    ) -> Result<Box<dyn mountfs::backend::Upload + '_>, Error> {
+        Err(Self::denied(path))
+    }
     async fn write(
         &self,
         path: &VirtualPath,

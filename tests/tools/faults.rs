@@ -62,6 +62,29 @@ impl Backend for FaultyBackend {
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         Ok(self.read(path).await?.into_view(window))
     }
+    /// With [`Backend::read`]'s trap: a trapped file panics every read.
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &mountfs::backend::Version,
+    ) -> Result<Vec<u8>> {
+        if self.panic_reads.load(Ordering::SeqCst) && self.trapped(path) {
+            panic!("injected panic while reading {path}");
+        }
+        self.inner.read_range(path, offset, len, version).await
+    }
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn mountfs::backend::Upload + '_>> {
+        if self.fail_writes.load(Ordering::SeqCst) && self.trapped(path) {
+            return Err(self.failure(path));
+        }
+        self.inner.begin_upload(path, mode).await
+    }
     async fn write(
         &self,
         path: &VirtualPath,

@@ -66,6 +66,22 @@ impl Backend for GrowingBackend {
         }
         Ok(view)
     }
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &mountfs::backend::Version,
+    ) -> Result<Vec<u8>> {
+        self.inner.read_range(path, offset, len, version).await
+    }
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn mountfs::backend::Upload + '_>> {
+        self.inner.begin_upload(path, mode).await
+    }
     async fn write(
         &self,
         path: &VirtualPath,

@@ -105,33 +105,7 @@ pub(super) fn write_linked(
     create_parent_dirs(root, &parent, path)?;
     let lock = DirLock::take(root, &parent).map_err(io)?;
     let dir = &lock.dir;
-    let existing = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(stat) => Some(stat),
-        Err(rustix::io::Errno::NOENT) => None,
-        Err(errno) => return Err(io(errno.into())),
-    };
-    let kept = match &existing {
-        Some(stat) => {
-            check_replaceable_links(stat, path, links)?;
-            let current = current_version(dir, &name, path)?;
-            match &mode {
-                WriteMode::CreateOnly => return Err(Error::AlreadyExists { path: path.clone() }),
-                WriteMode::IfVersion(expected) if *expected != current => {
-                    return Err(Error::VersionMismatch { path: path.clone() });
-                }
-                _ => {}
-            }
-            Some(Kept {
-                mode: stat.st_mode & 0o7777,
-                uid: stat.st_uid,
-                gid: stat.st_gid,
-            })
-        }
-        None if matches!(mode, WriteMode::IfVersion(_)) => {
-            return Err(Error::VersionMismatch { path: path.clone() });
-        }
-        None => None,
-    };
+    let (existing, kept) = check_existing(dir, &name, path, &mode, links)?;
     let in_flight = temps.begin(root, &parent);
     let temp = temp_name();
     let result = write_temp_and_rename(dir, &temp, &name, content, kept);
@@ -152,6 +126,49 @@ pub(super) fn write_linked(
         version,
         created: existing.is_none(),
     })
+}
+
+/// Checks what is at `name` in `dir` against `mode` (the caller holds the directory lock, or
+/// checks early and again under it): `AlreadyExists` for a create-only write over a file,
+/// `VersionMismatch` for a conditional one over another version or nothing, and anything but
+/// a plain file with at most `links` hard links refused. Returns its `lstat` and what a
+/// replacement keeps of it.
+pub(super) fn check_existing(
+    dir: &Dir,
+    name: &OsStr,
+    path: &VirtualPath,
+    mode: &WriteMode,
+    links: u64,
+) -> Result<(Option<Stat>, Option<Kept>)> {
+    let existing = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => Some(stat),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(errno) => return Err(map_io(errno.into(), path)),
+    };
+    let kept = match &existing {
+        Some(stat) => {
+            check_replaceable_links(stat, path, links)?;
+            match mode {
+                WriteMode::CreateOnly => return Err(Error::AlreadyExists { path: path.clone() }),
+                WriteMode::IfVersion(expected) => {
+                    if *expected != current_version(dir, name, path)? {
+                        return Err(Error::VersionMismatch { path: path.clone() });
+                    }
+                }
+                WriteMode::Overwrite => {}
+            }
+            Some(Kept {
+                mode: stat.st_mode & 0o7777,
+                uid: stat.st_uid,
+                gid: stat.st_gid,
+            })
+        }
+        None if matches!(mode, WriteMode::IfVersion(_)) => {
+            return Err(Error::VersionMismatch { path: path.clone() });
+        }
+        None => None,
+    };
+    Ok((existing, kept))
 }
 
 /// What a replacement keeps of the file it replaces.
@@ -234,21 +251,34 @@ pub(super) fn write_temp_and_rename(
         Mode::from_raw_mode(kept.map_or(NEW_FILE_MODE, |k| k.mode)),
     )?;
     let mut file = std::fs::File::from(fd);
+    file.write_all(content)?;
+    place_temp(dir, temp, name, &file, kept)
+}
+
+/// Gives the written temporary file `temp` what it keeps of the file it replaces, makes it
+/// durable and renames it over `name` (`RENAME_NOREPLACE` when nothing is replaced); returns
+/// the new file's `fstat` (taken after the rename, which changes its ctime).
+pub(super) fn place_temp(
+    dir: &Dir,
+    temp: &OsStr,
+    name: &OsStr,
+    file: &std::fs::File,
+    kept: Option<Kept>,
+) -> io::Result<Stat> {
     if let Some(kept) = kept {
-        let own = rustix::fs::fstat(&file)?;
+        let own = rustix::fs::fstat(file)?;
         if (own.st_uid, own.st_gid) != (kept.uid, kept.gid) {
             // Keep the owner where we may (root, or a group we belong to); otherwise the new
             // file is ours, as with any editor that saves by rename.
             let _ = rustix::fs::fchown(
-                &file,
+                file,
                 Some(rustix::fs::Uid::from_raw(kept.uid)),
                 Some(rustix::fs::Gid::from_raw(kept.gid)),
             );
         }
         // The umask trimmed the mode given to open, and chown clears setuid: set it last.
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(kept.mode))?;
+        rustix::fs::fchmod(file, Mode::from_raw_mode(kept.mode))?;
     }
-    file.write_all(content)?;
     file.sync_all()?;
     let flags = if kept.is_none() {
         RenameFlags::NOREPLACE
@@ -264,7 +294,7 @@ pub(super) fn write_temp_and_rename(
         Err(errno) => return Err(errno.into()),
     }
     rustix::fs::fsync(dir.as_fd())?;
-    Ok(rustix::fs::fstat(&file)?)
+    Ok(rustix::fs::fstat(file)?)
 }
 
 /// Creates `parent` (the canonical parent of `path`) and its ancestors beneath the root; a file

@@ -387,6 +387,33 @@ impl Backend for OverlayBackend {
         }
     }
 
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>> {
+        if self.book().await?.routes_to_layer(path) {
+            self.layer.read_range(path, offset, len, version).await
+        } else {
+            self.base.read_range(path, offset, len, version).await
+        }
+    }
+
+    /// Changes go to the layer whole (the layer may be memory), and are reviewed before a
+    /// commit: no file is streamed into an overlay.
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        _mode: WriteMode,
+    ) -> Result<Box<dyn super::Upload + '_>> {
+        Err(Error::Unsupported {
+            path: path.clone(),
+            reason: "an overlay mount keeps changes in its layer until they are committed; it takes whole writes only, not a file streamed piece by piece".to_owned(),
+        })
+    }
+
     async fn write(
         &self,
         path: &VirtualPath,

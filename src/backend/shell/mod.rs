@@ -58,10 +58,10 @@ use self::script::{Frame, status};
 use super::disk::{Searchers, search_reader};
 use super::whole_file::{grep_file, view_of_bytes};
 use super::{
-    AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, DeleteOptions, Entry, EntryKind,
-    Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults, JournalRole,
-    LineWindow, PlannedFile, RenameOptions, Renamed, Result, TextWindow, Version, WriteMode,
-    WriteOutcome,
+    AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, ContentHasher, DeleteOptions,
+    Entry, EntryKind, Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults,
+    JournalRole, LineWindow, PlannedFile, RenameOptions, Renamed, Result, TextWindow, Upload,
+    Version, WriteMode, WriteOutcome,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -824,6 +824,96 @@ fn window_lines(bytes: &[u8], first_line: bool, limit: usize) -> (Vec<String>, b
     (lines, has_more, lossy)
 }
 
+/// A file of a shell mount written piece by piece (see `script`: `ub`, `ua`, `uf`, `ux`): a
+/// temporary file beside the destination on the target, each chunk appended and its length
+/// checked, renamed into place under the write's mode at the end. Dropped without `finish` or
+/// `abort` (the process killed), the hidden temporary file stays on the target.
+#[derive(Debug)]
+struct ShellUpload<'a> {
+    backend: &'a ShellBackend,
+    path: VirtualPath,
+    mode: WriteMode,
+    /// The temporary file's path on the target, as `ub` printed it; `None` once ended.
+    temp: Option<String>,
+    /// Bytes appended.
+    size: u64,
+    /// The content hash of what was appended, while it is no more than [`HASHED_SIZE_LIMIT`].
+    hasher: Option<ContentHasher>,
+}
+
+impl ShellUpload<'_> {
+    fn temp(&self) -> Result<&str> {
+        self.temp.as_deref().ok_or_else(|| Error::Io {
+            path: self.path.clone(),
+            message: "the upload already ended".to_owned(),
+        })
+    }
+}
+
+#[async_trait]
+impl Upload for ShellUpload<'_> {
+    async fn append(&mut self, chunk: &[u8]) -> Result<()> {
+        if let Some(hasher) = &mut self.hasher {
+            if hasher.bytes() + chunk.len() as u64 > HASHED_SIZE_LIMIT {
+                self.hasher = None;
+            } else {
+                hasher.push(chunk);
+            }
+        }
+        let total = self.size + chunk.len() as u64;
+        let frame = Frame::call("ua")
+            .arg(chunk.len())
+            .arg(total)
+            .line_payload(self.temp()?)
+            .raw(chunk);
+        let reply = self.backend.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.backend.failure(&self.path, &reply));
+        }
+        self.size = total;
+        Ok(())
+    }
+
+    async fn finish(mut self: Box<Self>) -> Result<WriteOutcome> {
+        let (flag, expected) = mode_flag(&self.mode);
+        let mut frame = Frame::call("uf").path(relative(&self.path)).arg(flag);
+        if let Some(version) = expected {
+            frame = frame.version(version.as_str());
+        }
+        let frame = frame.line_payload(self.temp()?);
+        let reply = {
+            let _lock = self.backend.lock(&self.path).await;
+            self.backend.call(frame).await?
+        };
+        // `uf` removed the temporary file, or renamed it into place.
+        self.temp = None;
+        if reply.status != 0 {
+            return Err(self.backend.failure(&self.path, &reply));
+        }
+        let mut lines = reply.stdout.split(|b| *b == b'\n');
+        let existed = lines.next().map(trimmed) == Some(b"1".as_slice());
+        let meta = lines.next().and_then(|m| Meta::parse(trimmed(m)));
+        let version = match (self.hasher.take(), meta) {
+            (Some(hasher), _) if self.size <= HASHED_SIZE_LIMIT => hasher.version(),
+            (_, Some(meta)) => meta.identity_version(),
+            (_, None) => return Err(malformed(&self.path)),
+        };
+        Ok(WriteOutcome {
+            version,
+            created: !existed,
+        })
+    }
+
+    async fn abort(mut self: Box<Self>) {
+        if let Some(temp) = self.temp.take() {
+            let frame = Frame::call("ux").line_payload(&temp);
+            if let Err(error) = self.backend.call(frame).await {
+                tracing::warn!(%error, "could not remove the temporary file of an upload on the target");
+            }
+        }
+    }
+}
+
 impl ShellBackend {
     /// Starts `command` in the directory `cwd` of the mount.
     pub async fn start_command(
@@ -1024,6 +1114,64 @@ impl Backend for ShellBackend {
             version: version_of(content, meta.as_ref()),
             created: !existed,
         })
+    }
+
+    async fn read_range(
+        &self,
+        path: &VirtualPath,
+        offset: u64,
+        len: usize,
+        version: &Version,
+    ) -> Result<Vec<u8>> {
+        let frame = Frame::call("rr")
+            .path(relative(path))
+            .arg(offset)
+            .arg(len)
+            .version(version.as_str());
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let parts = reply.parts(2);
+        let (Some(bytes), Some(after)) = (parts.first(), parts.get(1)) else {
+            return Err(self.malformed(path, "a range read"));
+        };
+        // Changed while the range was read.
+        if trimmed(after) != version.as_str().as_bytes() {
+            return Err(Error::VersionMismatch { path: path.clone() });
+        }
+        if bytes.len() > len {
+            return Err(self.malformed(path, "a range read"));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        let (flag, expected) = mode_flag(&mode);
+        let mut frame = Frame::call("ub").path(relative(path)).arg(flag);
+        if let Some(version) = expected {
+            frame = frame.version(version.as_str());
+        }
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let temp = String::from_utf8(reply.stdout.clone())
+            .ok()
+            .filter(|t| !t.contains('\n') && t.contains(&format!("/{TEMP_PREFIX}")))
+            .ok_or_else(|| self.malformed(path, "the start of a write"))?;
+        Ok(Box::new(ShellUpload {
+            backend: self,
+            path: path.clone(),
+            mode,
+            temp: Some(temp),
+            size: 0,
+            hasher: Some(ContentHasher::default()),
+        }))
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {

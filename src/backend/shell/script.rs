@@ -3,7 +3,8 @@
 //! frames in a loop, and the [`Frame`]s the backend sends to it.
 //!
 //! What the script relies on: POSIX `sh` and the utilities busybox also has (`dd`, `cat`,
-//! `head`, `sed`, `find`, `mkdir`, `mv`, `ln`, `rm`, `chmod`, `mktemp`, `cut`, `sha256sum`).
+//! `head`, `tail`, `sed`, `find`, `mkdir`, `mv`, `ln`, `rm`, `chmod`, `mktemp`, `cut`, `wc`,
+//! `sha256sum`).
 //! `stat -c`, `readlink -f`, `dd iflag=fullblock`, `rg`, `mv -T`/`ln -T` and `setsid` are used
 //! when present (detected once, in the opening script) and never required: without `stat -c` a
 //! listing has no times, without `readlink -f` a symlink as the last component of a path is
@@ -12,6 +13,14 @@
 //! texts, and the UTF-16 BOMs `rg` would have transcoded; where `grep` stops a line at a NUL,
 //! files over 8 KiB through `grep -z`, or `tr` over 16 MiB), without `-T` a rename checks just before it that no directory took the
 //! destination's place, without `setsid` a stopped command's process tree is found in `/proc`.
+//!
+//! Files too large to hold in memory (`mountfs cp`) travel in ranges: `rr` prints a byte range
+//! (`dd` with `skip`/`count` in 64 KiB blocks, `tail -c +N | head -c N` otherwise) between two
+//! version checks; `ub` makes the temporary file of an upload beside the destination (the
+//! checks of a write first), `ua` appends one chunk to it and checks its length, `uf` renames
+//! it into place under the write's mode (the checks again, in the same script), `ux` removes
+//! it. A temporary path sent back by the server is accepted only in our own form, inside the
+//! mount's directory.
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
 //! the newline on a pipe, so the bytes after it stay for the function) and `eval`s it; the line
@@ -176,7 +185,7 @@ rw() (
   sed -n "${a},${z}p;${z}q" "$f" | cut -b 1-262144
 )
 wl() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; wc -l < "$f" )
-wr1() {
+wp() {
   sp "$p"; [ -n "$b" ] || return 11
   if [ "$m" = v ]; then cd -P -- "$R/$pd" 2>/dev/null || return 14; d=$PWD; ck "$d" || return 15
   else mkp "$pd" || return $?; fi
@@ -185,9 +194,16 @@ wr1() {
   [ -d "$f" ] && return 11
   x=0; if [ -e "$f" ]; then x=1; [ -f "$f" ] || return 17; fi
   case $m in c) [ "$x" = 1 ] && return 13;; v) [ "$x" = 1 ] || return 14;; esac
+  return 0
+}
+wr1() {
+  wp || return $?
   t=$(mk "$d") || return 1
   takef "$n" "$t" || { rm -f "$t"; return 1; }
   got=1; exec </dev/null
+  wf
+}
+wf() {
   if [ "$x" = 1 ] && [ "$ST" = 1 ]; then chmod "$(stat -c %a "$f")" "$t" 2>/dev/null
   else chmod "$(printf '%o' $(( 0666 & ~$(umask) )))" "$t" 2>/dev/null; fi
   case $m in
@@ -202,6 +218,36 @@ wr1() {
 }
 wr() ( rp "$1"; n=$2; m=$3; got=0; if [ "$m" = v ]; then rl ev; fi
   wr1; e=$?; [ "$got" = 1 ] || take "$n" >/dev/null; exit $e )
+tv() {
+  case "$t" in */../*|*/./*) return 1;; esac
+  case "${t##*/}" in .mountfs-tmp.*) ;; *) return 1;; esac
+  td=${t%/*}; [ -n "$td" ] || td=/
+  ck "$td" && [ -f "$t" ] && [ ! -L "$t" ]
+}
+rr() ( rp "$1"; a=$2; n=$3; rl ev; exec </dev/null; rsf || exit $?
+  [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
+  [ "$(vr "$f")" = "$ev" ] || exit 14
+  if [ $((a % 65536)) -eq 0 ] && [ $((n % 65536)) -eq 0 ]; then
+    dd if="$f" bs=65536 skip=$((a / 65536)) count=$((n / 65536)) 2>/dev/null || exit 1
+  else tail -c +$((a + 1)) "$f" | head -c "$n"; fi
+  sep; vr "$f" )
+ub() ( rp "$1"; m=$2; if [ "$m" = v ]; then rl ev; fi; exec </dev/null
+  wp || exit $?
+  if [ "$m" = v ]; then [ "$(vr "$f")" = "$ev" ] || exit 14; fi
+  t=$(mk "$d") || exit 1
+  printf '%s' "$t" )
+ua() ( n=$1; z=$2; rl t
+  tv || { take "$n" >/dev/null; exit 1; }
+  take "$n" | { cat >> "$t" || { cat >/dev/null; exit 1; }; } || exit 1
+  exec </dev/null
+  c=$(wc -c < "$t") || exit 1; [ $((c)) -eq "$z" ] )
+uf() ( rp "$1"; m=$2; if [ "$m" = v ]; then rl ev; fi; rl t; exec </dev/null
+  tv || exit 1
+  wp || { e=$?; rm -f "$t"; exit "$e"; }
+  td=${t%/*}; [ -n "$td" ] || td=/
+  [ "$td" = "$d" ] || { rm -f "$t"; exit 1; }
+  wf )
+ux() ( rl t; exec </dev/null; tv || exit 0; rm -f "$t" )
 dl() (
   rp "$1"; r=$2; if [ "$3" = v ]; then rl ev; fi; exec </dev/null
   rs || exit $?; [ -n "$b" ] || exit 18
