@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mountfs::backend::{
     DeleteOptions, EntryKind, Error, FileView, GlobQuery, GrepCollect, GrepQuery, LineWindow,
-    RenameOptions, Renamed, WriteMode,
+    RenameOptions, Renamed, Version, WriteMode,
 };
 use mountfs::path::VirtualPath;
 use mountfs::search::{GlobMatcher, GrepPattern};
@@ -917,4 +917,173 @@ pub async fn rename_checks_versions_and_the_destination(fx: &Fixture) {
         b"source"
     );
     assert_eq!(glob(fx, "", "*").await, vec!["dir/inside.txt", "t.txt"]);
+}
+
+/// A content of `len` bytes, every byte value, not a multiple of 64 KiB.
+fn ranged_content(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 256) as u8).collect()
+}
+
+pub async fn read_range_gives_the_bytes_of_that_version_only(fx: &Fixture) {
+    let content = ranged_content(200_003);
+    let path = fx.path("dir/ranged.bin");
+    let version = fx
+        .backend
+        .write(&path, &content, WriteMode::CreateOnly)
+        .await
+        .unwrap()
+        .version;
+    for (offset, len) in [
+        (0u64, 100usize),
+        (65_536, 65_536),
+        (131_072, 131_072),
+        (199_999, 10),
+        (200_003, 5),
+        (300_000, 5),
+    ] {
+        let bytes = fx
+            .backend
+            .read_range(&path, offset, len, &version)
+            .await
+            .unwrap_or_else(|e| panic!("range {offset}+{len}: {e}"));
+        let start = (offset as usize).min(content.len());
+        let end = (start + len).min(content.len());
+        assert_eq!(bytes, &content[start..end], "range {offset}+{len}");
+    }
+    put(fx, "dir/ranged.bin", b"changed").await;
+    let stale = fx.backend.read_range(&path, 0, 10, &version).await;
+    assert!(
+        matches!(stale, Err(Error::VersionMismatch { .. })),
+        "{stale:?}"
+    );
+    let missing = fx
+        .backend
+        .read_range(&fx.path("dir/none.bin"), 0, 10, &version)
+        .await;
+    assert!(
+        matches!(missing, Err(Error::NotFound { .. })),
+        "{missing:?}"
+    );
+    let directory = fx
+        .backend
+        .read_range(&fx.path("dir"), 0, 10, &version)
+        .await;
+    assert!(
+        matches!(directory, Err(Error::IsADirectory { .. })),
+        "{directory:?}"
+    );
+}
+
+pub async fn an_upload_lands_whole_under_its_mode_or_not_at_all(fx: &Fixture) {
+    let path = fx.path("up/big.bin");
+    let content = ranged_content(300_007);
+    let upload = match fx.backend.begin_upload(&path, WriteMode::CreateOnly).await {
+        Ok(upload) => upload,
+        Err(Error::Unsupported { reason, .. }) => {
+            // Files held in memory (memory, overlay layers) take whole writes only.
+            assert!(reason.contains("whole writes only"), "{reason}");
+            return;
+        }
+        Err(error) => panic!("begin_upload: {error}"),
+    };
+    let mut upload = upload;
+    for chunk in content.chunks(65_536) {
+        upload.append(chunk).await.unwrap();
+    }
+    // Nothing shows before the end: no file, no temporary file in a listing.
+    assert!(fx.backend.stat(&path).await.unwrap().is_none());
+    let outcome = upload.finish().await.unwrap();
+    assert!(outcome.created);
+    let file = fx.backend.read(&path).await.unwrap();
+    assert!(file.content == content, "the bytes, whole");
+    assert_eq!(file.version, outcome.version);
+    assert_eq!(
+        names(
+            fx,
+            fx.backend
+                .ls(&fx.path("up"))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.path)
+        ),
+        vec!["up/big.bin"]
+    );
+
+    // Create-only over a file: refused before anything is sent, and at the end when the file
+    // appeared meanwhile (the other content stays).
+    let refused = fx.backend.begin_upload(&path, WriteMode::CreateOnly).await;
+    assert!(
+        matches!(refused, Err(Error::AlreadyExists { .. })),
+        "{:?}",
+        refused.map(|_| ())
+    );
+    let late = fx.path("up/late.txt");
+    let mut upload = fx
+        .backend
+        .begin_upload(&late, WriteMode::CreateOnly)
+        .await
+        .unwrap();
+    upload.append(b"from the upload").await.unwrap();
+    put(fx, "up/late.txt", b"written meanwhile").await;
+    let lost = upload.finish().await;
+    assert!(matches!(lost, Err(Error::AlreadyExists { .. })), "{lost:?}");
+    assert_eq!(
+        fx.backend.read(&late).await.unwrap().content,
+        b"written meanwhile"
+    );
+
+    // A stale version is refused at the start; overwrite replaces.
+    let stale = fx
+        .backend
+        .begin_upload(
+            &path,
+            WriteMode::IfVersion(Version::from_raw("9999999999999")),
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(Error::VersionMismatch { .. })),
+        "{:?}",
+        stale.map(|_| ())
+    );
+    let mut upload = fx
+        .backend
+        .begin_upload(&path, WriteMode::IfVersion(outcome.version.clone()))
+        .await
+        .unwrap();
+    upload.append(b"new ").await.unwrap();
+    upload.append(b"content").await.unwrap();
+    let replaced = upload.finish().await.unwrap();
+    assert!(!replaced.created);
+    let file = fx.backend.read(&path).await.unwrap();
+    assert_eq!(file.content, b"new content");
+    assert_eq!(file.version, replaced.version);
+
+    // Aborted: nothing at the path, nothing beside it.
+    let mut upload = fx
+        .backend
+        .begin_upload(&fx.path("up/aborted.bin"), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    upload.append(&content[..70_000]).await.unwrap();
+    upload.abort().await;
+    assert!(
+        fx.backend
+            .stat(&fx.path("up/aborted.bin"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        names(
+            fx,
+            fx.backend
+                .ls(&fx.path("up"))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.path)
+        ),
+        vec!["up/big.bin", "up/late.txt"]
+    );
 }

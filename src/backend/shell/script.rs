@@ -34,6 +34,12 @@
 //! on stdout and `\n<NONCE>\n` on stderr, the nonce being 128 random bits drawn for the
 //! connection; `\n<NONCE>:\n` separates the parts of one answer.
 //!
+//! The answer to the opening script and the loop are one `{ … }` group: a shell parses a group
+//! whole before running it, so by the time the answer is out the parser has read every byte of
+//! the script and none of the first frame, which the server sends only then (busybox `ash`
+//! reads a script from a pipe in blocks: with the loop in a block of its own, the parser could
+//! take the first frame's bytes as script text, and the loop waited for a frame forever).
+//!
 //! Exit statuses name the backend errors ([`status`]); any other status is an I/O error whose
 //! message is the function's stderr.
 
@@ -411,9 +417,11 @@ ex() (
   kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; kill -KILL -"$k" 2>/dev/null
   exit "$s"
 )
+{
 printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s mv=%s ln=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT" "$MV" "$LT"
 printf '\n%s\n' "$N" >&2; printf '\n%s=0\n' "$N"
 while IFS= read -r l; do eval "$l"; s=$?; printf '\n%s\n' "$N" >&2; printf '\n%s=%d\n' "$N" "$s"; done
+}
 "#;
 
 /// One call: the line the loop `eval`s and the payload that follows it on standard input.
