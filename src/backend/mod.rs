@@ -1082,7 +1082,7 @@ mod tests {
         assert!(!cut_short.is_utf8());
         let mut invalid = Utf8Tracker::default();
         invalid.push(&[0xE2, 0x82]);
-        invalid.push(&[b'a']);
+        invalid.push(b"a");
         invalid.push(b"plain");
         assert!(!invalid.is_utf8());
         let mut hasher = ContentHasher::default();
