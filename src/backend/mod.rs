@@ -1078,7 +1078,7 @@ mod tests {
             }
         }
         let mut cut_short = Utf8Tracker::default();
-        cut_short.push(&text[..3]);
+        cut_short.push(&text[..4]);
         assert!(!cut_short.is_utf8());
         let mut invalid = Utf8Tracker::default();
         invalid.push(&[0xE2, 0x82]);
