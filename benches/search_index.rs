@@ -320,23 +320,25 @@ async fn main() {
             let size = client
                 .query_one(
                     "SELECT pg_total_relation_size('mountfs_items'),
-                            pg_relation_size('mountfs_items_trgm'),
-                            pg_relation_size('mountfs_items_not_utf8') + pg_relation_size('mountfs_items_size')",
+                            pg_relation_size('mountfs_items_trigrams'),
+                            pg_relation_size('mountfs_items_trigrams_behind')
+                                + pg_relation_size('mountfs_items_not_utf8')
+                                + pg_relation_size('mountfs_items_size')",
                     &[],
                 )
                 .await
                 .unwrap();
             let (total, text, other): (i64, i64, i64) = (size.get(0), size.get(1), size.get(2));
             notes.push(format!(
-                "PostgreSQL table with indexes and TOAST {:.0} MB, of which the trigram index {:.0} MB and the two others {:.1} MB",
+                "PostgreSQL table with indexes and TOAST {:.0} MB, of which the trigram index {:.0} MB and the three others {:.1} MB",
                 total as f64 / 1e6,
                 text as f64 / 1e6,
                 other as f64 / 1e6
             ));
             client
                 .batch_execute(
-                    "DROP INDEX mountfs_items_trgm; DROP INDEX mountfs_items_not_utf8;
-                     DROP INDEX mountfs_items_size;",
+                    "DROP INDEX mountfs_items_trigrams; DROP INDEX mountfs_items_trigrams_behind;
+                     DROP INDEX mountfs_items_not_utf8; DROP INDEX mountfs_items_size;",
                 )
                 .await
                 .unwrap();

@@ -29,7 +29,7 @@
 //!   routes and merges; `whole_file` holds what memory and store do alike (windows, grep).
 //! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
 //!   engines, which `backend::store` turns into files; each engine keeps a trigram search index
-//!   (FTS5, `pg_trgm`), and `store::plan` turns a grep pattern into what the index can answer.
+//!   (FTS5, PostgreSQL GIN over trigram arrays), and `store::plan` turns a grep pattern into what the index can answer.
 //! - [`search`]: what a `glob` or `grep` asks every backend (the queries, the glob matcher, the
 //!   grep pattern compiled once into the line matcher every engine uses, the answer's window,
 //!   cancellation); [`content`]: binary/image sniffing.

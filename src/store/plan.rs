@@ -5,7 +5,7 @@
 //! (`regex-syntax`'s literal extraction), and turns them into an [`IndexPlan`]: a tree of
 //! substrings (all of / any of) that every *line* matching the pattern contains, so every file
 //! holding a match contains them too. The engines turn that tree into their own index query
-//! (SQLite FTS5 trigram terms, PostgreSQL `LIKE` over a `pg_trgm` GIN index) and return
+//! (SQLite FTS5 trigram terms, PostgreSQL containment of trigram arrays in a GIN index) and return
 //! *candidates*: a superset of the files that match. Every candidate is then confirmed by the
 //! same matcher a full scan uses, so the answer is exactly a scan's.
 //!

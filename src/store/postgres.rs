@@ -24,7 +24,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use super::plan::{IndexPlan, Terms};
+use super::plan::Terms;
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
     Result, Store, StoreUpload, Written, from_micros, to_micros,
@@ -43,20 +43,28 @@ const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
 
 /// The search index (issue 28), made by the server that finds it missing, in the background
 /// and outside the schema migrations (a server of an older release sharing the database keeps
-/// working, and keeps the index up to date without knowing it): each index is made when it is
-/// missing or left invalid by a build that was killed.
+/// working): each index is made when it is missing or left invalid by a build that was killed.
 ///
-/// The trigram index is over `encode(content, 'escape')` of UTF-8 items: an immutable built-in
-/// (so the database rechecks candidates quickly, and a NUL byte or the server's encoding is no
-/// obstacle) that maps each byte to a fixed text (`\` doubled, bytes 0 and 0x80–0xFF as
-/// `\ooo`), so a substring of the content is, escaped the same way, a substring of the text.
-/// The two others: the items the trigram index does not hold (not UTF-8), and sizes (items too
-/// large for their lines to be searched are candidates whatever they hold).
+/// Every UTF-8 item keeps, in the column `trigrams`, the distinct trigrams of its bytes with
+/// ASCII letters in lower case (three bytes as one 24-bit `INTEGER`: no hash, no collision),
+/// computed by the server that writes it ([`trigrams_of`]) and stored by the same statement.
+/// `trigrams_version` is the version they were computed for: a write that does not set them
+/// (a server of an older release, or an item too large to index) leaves them behind `version`,
+/// and such an item is a candidate of every search until the background pass computes them.
+/// A GIN index over `trigrams` answers `trigrams @> ARRAY[…]` (containment: exact, so the
+/// database never reads an item's content to find the candidates); case-sensitive searches
+/// use the same folded trigrams, and the matcher confirms every candidate.
+/// The three others: the items whose trigrams are behind, the items that are not UTF-8, and
+/// sizes (items too large for their lines to be searched are candidates whatever they hold).
 const INDEXES: &[(&str, &str)] = &[
     (
-        "mountfs_items_trgm",
-        "CREATE INDEX CONCURRENTLY mountfs_items_trgm ON mountfs_items
-             USING gin (encode(content, 'escape') gin_trgm_ops) WHERE encoding = 'utf-8'",
+        "mountfs_items_trigrams",
+        "CREATE INDEX CONCURRENTLY mountfs_items_trigrams ON mountfs_items USING gin (trigrams)",
+    ),
+    (
+        "mountfs_items_trigrams_behind",
+        "CREATE INDEX CONCURRENTLY mountfs_items_trigrams_behind ON mountfs_items (namespace, key)
+             WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE",
     ),
     (
         "mountfs_items_not_utf8",
@@ -68,6 +76,28 @@ const INDEXES: &[(&str, &str)] = &[
         "CREATE INDEX CONCURRENTLY mountfs_items_size ON mountfs_items (namespace, size)",
     ),
 ];
+/// The `pg_trgm` index of an earlier build of the search index, dropped once the index above
+/// is ready (it would only slow writes down).
+const OLD_TRGM_INDEX: &str = "mountfs_items_trgm";
+/// What lets the planner know how few items are behind (else it guesses nearly all, and reads
+/// the whole table rather than the partial index `mountfs_items_trigrams_behind`); the
+/// queries and the index say `(… IS DISTINCT FROM …) IS TRUE`, the form these statistics are
+/// looked up for.
+const BEHIND_STATISTICS: &str =
+    "CREATE STATISTICS IF NOT EXISTS mountfs_items_trigrams_behind_stats
+    ON ((trigrams_version IS DISTINCT FROM version)) FROM mountfs_items;
+    ANALYZE mountfs_items";
+/// Items larger than this are not given trigrams (their array would outgrow the index's use):
+/// they are candidates of every search.
+pub const MAX_INDEXED_BYTES: u64 = 1 << 20;
+/// Items given their trigrams per statement of the background pass.
+const BACKFILL_BATCH: i64 = 64;
+/// The columns of the search index, added to a table made before it (outside the numbered
+/// migrations: an older server keeps working with the table and never sets them, which
+/// leaves its writes behind, see [`INDEXES`]).
+const TRIGRAM_COLUMNS: &str = "ALTER TABLE mountfs_items
+    ADD COLUMN IF NOT EXISTS trigrams INTEGER[],
+    ADD COLUMN IF NOT EXISTS trigrams_version BIGINT";
 /// Said once per process when the index cannot be made.
 static INDEX_WARNED: AtomicBool = AtomicBool::new(false);
 
@@ -109,6 +139,38 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
+
+// The writes. Each takes the item's next version once (`next.v`) and gives it to `version`
+// and `trigrams_version` alike: the trigrams ($7) are those of this very content (see
+// [`INDEXES`]). Parameters: namespace, key, encoding, size, time, content, trigrams, and for
+// `UPDATE_IF_VERSION` the expected version.
+const INSERT_CREATE_ONLY: &str = "INSERT INTO mountfs_items
+         (namespace, key, encoding, size, created_at, modified_at, version, content,
+          trigrams, trigrams_version)
+     SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
+            $6::bytea, $7::integer[], next.v
+     FROM (SELECT nextval('mountfs_versions') AS v) AS next
+     ON CONFLICT (namespace, key) DO NOTHING
+     RETURNING version";
+const UPDATE_IF_VERSION: &str = "UPDATE mountfs_items
+     SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = $6,
+         trigrams = $7, trigrams_version = next.v
+     FROM (SELECT nextval('mountfs_versions') AS v) AS next
+     WHERE namespace = $1 AND key = $2 AND version = $8
+     RETURNING version";
+// `xmax = 0` holds for a freshly inserted row and not for an updated one.
+const UPSERT: &str = "INSERT INTO mountfs_items
+         (namespace, key, encoding, size, created_at, modified_at, version, content,
+          trigrams, trigrams_version)
+     SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
+            $6::bytea, $7::integer[], next.v
+     FROM (SELECT nextval('mountfs_versions') AS v) AS next
+     ON CONFLICT (namespace, key) DO UPDATE
+     SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
+         modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
+         content = EXCLUDED.content, trigrams = EXCLUDED.trigrams,
+         trigrams_version = EXCLUDED.trigrams_version
+     RETURNING version, (xmax = 0) AS inserted";
 
 /// The PostgreSQL store (see the module doc).
 #[derive(Debug, Clone)]
@@ -230,8 +292,9 @@ impl PostgresStore {
     /// Builds the search index in the background (see [`INDEXES`]): `CREATE INDEX
     /// CONCURRENTLY`, so readers and writers are never blocked; an index left invalid by a
     /// killed build is dropped and made again. One server builds at a time (an advisory
-    /// lock); the others scan until they find it valid. When the index cannot be made (no
-    /// `pg_trgm`), the mount scans, and the log says why once.
+    /// lock); the others scan until they find it valid. When the index cannot be made (the
+    /// role may not create indexes, the database fails), the mount scans, and the log says why
+    /// once.
     async fn build_index(&self) {
         let warn = |why: String| {
             if !INDEX_WARNED.swap(true, Ordering::AcqRel) {
@@ -309,9 +372,10 @@ impl PostgresStore {
         F: Fn(&'static str) -> Fut,
         Fut: std::future::Future<Output = Result<()>>,
     {
-        run("CREATE EXTENSION IF NOT EXISTS pg_trgm").await.map_err(|e| {
-            format!("{e} (the extension pg_trgm could not be created: ask an administrator to run CREATE EXTENSION pg_trgm in this database)")
-        })?;
+        self.fill_trigrams(client)
+            .await
+            .map_err(|e| e.to_string())?;
+        run(BEHIND_STATISTICS).await.map_err(|e| e.to_string())?;
         for (name, create) in INDEXES {
             let state = client
                 .query_opt(
@@ -357,6 +421,78 @@ impl PostgresStore {
                 "PostgreSQL at {}: index {name} built in {:.1} s",
                 self.label,
                 started.elapsed().as_secs_f64()
+            );
+        }
+        let drop_old = format!("DROP INDEX CONCURRENTLY IF EXISTS {OLD_TRGM_INDEX}");
+        client
+            .batch_execute(&drop_old)
+            .await
+            .map_err(|e| self.map_error(e).to_string())?;
+        Ok(())
+    }
+
+    /// Gives every item whose trigrams are behind its version (written before the index, or
+    /// by an older server) its trigrams, `BACKFILL_BATCH` items per statement in key order,
+    /// each update conditional on the version it read (a write meanwhile sets its own). A
+    /// killed pass loses nothing: the next start finds the items still behind.
+    async fn fill_trigrams(&self, client: &deadpool_postgres::Client) -> Result<()> {
+        let mut after = (String::new(), String::new());
+        let mut done = 0u64;
+        let mut last_said = std::time::Instant::now();
+        loop {
+            let rows = client
+                .query(
+                    "SELECT namespace, key, version, encoding, size, content FROM mountfs_items
+                     WHERE (namespace, key) > ($1::text, $2::text)
+                       AND (trigrams_version IS DISTINCT FROM version) IS TRUE
+                     ORDER BY namespace, key LIMIT $3",
+                    &[&after.0, &after.1, &BACKFILL_BATCH],
+                )
+                .await
+                .map_err(|e| self.map_error(e))?;
+            let Some(last) = rows.last() else {
+                break;
+            };
+            after = (column(last, 0)?, column(last, 1)?);
+            let mut namespaces = Vec::with_capacity(rows.len());
+            let mut keys = Vec::with_capacity(rows.len());
+            let mut versions = Vec::with_capacity(rows.len());
+            let mut arrays = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let encoding: String = column(row, 3)?;
+                let content: &[u8] = column(row, 5)?;
+                let trigrams = trigrams_of(Encoding::parse(&encoding), content);
+                namespaces.push(column::<String>(row, 0)?);
+                keys.push(column::<String>(row, 1)?);
+                versions.push(column::<i64>(row, 2)?);
+                // An array of arrays must be rectangular: each item's trigrams as text.
+                arrays.push(trigrams.map(|t| array_text(&t)));
+            }
+            client
+                .execute(
+                    "UPDATE mountfs_items AS items
+                     SET trigrams = given.trigrams::integer[], trigrams_version = items.version
+                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
+                         AS given (namespace, key, version, trigrams)
+                     WHERE items.namespace = given.namespace AND items.key = given.key
+                       AND items.version = given.version",
+                    &[&namespaces, &keys, &versions, &arrays],
+                )
+                .await
+                .map_err(|e| self.map_error(e))?;
+            done += u64::try_from(rows.len()).unwrap_or(0);
+            if last_said.elapsed() > Duration::from_secs(10) {
+                last_said = std::time::Instant::now();
+                tracing::info!(
+                    "PostgreSQL at {}: search index: trigrams of {done} items computed so far",
+                    self.label
+                );
+            }
+        }
+        if done > 0 {
+            tracing::info!(
+                "PostgreSQL at {}: search index: trigrams of {done} items computed",
+                self.label
             );
         }
         Ok(())
@@ -434,6 +570,26 @@ impl PostgresStore {
             )
             .await
             .map_err(|e| self.map_error(e))?;
+        }
+        // The search index's columns (see TRIGRAM_COLUMNS): adding them takes the table's lock
+        // for an instant (no rewrite: no default), so only when they are missing, and giving
+        // up rather than queueing the other sessions behind a long transaction.
+        let present = tx
+            .query_one(
+                "SELECT count(*) FROM pg_attribute
+                 WHERE attrelid = 'mountfs_items'::regclass
+                   AND attname IN ('trigrams', 'trigrams_version') AND NOT attisdropped",
+                &[],
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        if column::<i64>(&present, 0)? < 2 {
+            tx.batch_execute("SET LOCAL lock_timeout = '10s'")
+                .await
+                .map_err(|e| self.map_error(e))?;
+            tx.batch_execute(TRIGRAM_COLUMNS)
+                .await
+                .map_err(|e| self.map_error(e))?;
         }
         tx.commit().await.map_err(|e| self.map_error(e))
     }
@@ -538,21 +694,16 @@ impl Store for PostgresStore {
         condition: PutCondition,
     ) -> Result<Written> {
         let now = to_micros(SystemTime::now());
-        let encoding = Encoding::of(content).as_str();
+        let encoding = Encoding::of(content);
+        let trigrams = trigrams_of(encoding, content);
+        let encoding = encoding.as_str();
         let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
         let ns = namespace.as_str();
+        let params: [&(dyn ToSql + Sync); 7] =
+            [&ns, &key, &encoding, &size, &now, &content, &trigrams];
         match condition {
             PutCondition::CreateOnly => {
-                let rows = self
-                    .query(
-                        "INSERT INTO mountfs_items
-                             (namespace, key, encoding, size, created_at, modified_at, version, content)
-                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
-                         ON CONFLICT (namespace, key) DO NOTHING
-                         RETURNING version",
-                        &[&ns, &key, &encoding, &size, &now, &content],
-                    )
-                    .await?;
+                let rows = self.query(INSERT_CREATE_ONLY, &params).await?;
                 match rows.first() {
                     Some(row) => Ok(Written {
                         version: column(row, 0)?,
@@ -562,16 +713,9 @@ impl Store for PostgresStore {
                 }
             }
             PutCondition::IfVersion(expected) => {
-                let rows = self
-                    .query(
-                        "UPDATE mountfs_items
-                         SET encoding = $3, size = $4, modified_at = $5,
-                             version = nextval('mountfs_versions'), content = $6
-                         WHERE namespace = $1 AND key = $2 AND version = $7
-                         RETURNING version",
-                        &[&ns, &key, &encoding, &size, &now, &content, &expected],
-                    )
-                    .await?;
+                let mut params = params.to_vec();
+                params.push(&expected);
+                let rows = self.query(UPDATE_IF_VERSION, &params).await?;
                 match rows.first() {
                     Some(row) => Ok(Written {
                         version: column(row, 0)?,
@@ -581,20 +725,7 @@ impl Store for PostgresStore {
                 }
             }
             PutCondition::Overwrite => {
-                // `xmax = 0` holds for a freshly inserted row and not for an updated one.
-                let rows = self
-                    .query(
-                        "INSERT INTO mountfs_items
-                             (namespace, key, encoding, size, created_at, modified_at, version, content)
-                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
-                         ON CONFLICT (namespace, key) DO UPDATE
-                         SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
-                             modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
-                             content = EXCLUDED.content
-                         RETURNING version, (xmax = 0) AS inserted",
-                        &[&ns, &key, &encoding, &size, &now, &content],
-                    )
-                    .await?;
+                let rows = self.query(UPSERT, &params).await?;
                 let row = rows
                     .first()
                     .ok_or_else(|| Error::Query("PostgreSQL upsert returned no row".to_owned()))?;
@@ -654,51 +785,26 @@ impl Store for PostgresStore {
                     content,
                     condition,
                 } => {
-                    let encoding = Encoding::of(content).as_str();
+                    let encoding = Encoding::of(content);
+                    let trigrams = trigrams_of(encoding, content);
+                    let encoding = encoding.as_str();
                     let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
                     let (sql, missing) = match condition {
-                        PutCondition::CreateOnly => (
-                            "INSERT INTO mountfs_items
-                                 (namespace, key, encoding, size, created_at, modified_at, version, content)
-                             VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
-                             ON CONFLICT (namespace, key) DO NOTHING
-                             RETURNING version",
-                            Error::AlreadyExists,
-                        ),
-                        PutCondition::IfVersion(_) => (
-                            "UPDATE mountfs_items
-                             SET encoding = $3, size = $4, modified_at = $5,
-                                 version = nextval('mountfs_versions'), content = $6
-                             WHERE namespace = $1 AND key = $2 AND version = $7
-                             RETURNING version",
-                            Error::VersionMismatch,
-                        ),
+                        PutCondition::CreateOnly => (INSERT_CREATE_ONLY, Error::AlreadyExists),
+                        PutCondition::IfVersion(_) => (UPDATE_IF_VERSION, Error::VersionMismatch),
                         PutCondition::Overwrite => (
-                            "INSERT INTO mountfs_items
-                                 (namespace, key, encoding, size, created_at, modified_at, version, content)
-                             VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), $6)
-                             ON CONFLICT (namespace, key) DO UPDATE
-                             SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
-                                 modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
-                                 content = EXCLUDED.content
-                             RETURNING version",
+                            UPSERT,
                             Error::Query("PostgreSQL upsert returned no row".to_owned()),
                         ),
                     };
-                    let rows = match condition {
-                        PutCondition::IfVersion(expected) => {
-                            tx.query(
-                                sql,
-                                &[ns_ref(&ns), key, &encoding, &size, &now, content, expected],
-                            )
-                            .await
-                        }
-                        _ => {
-                            tx.query(sql, &[ns_ref(&ns), key, &encoding, &size, &now, content])
-                                .await
-                        }
-                    };
-                    rows.map_err(|e| self.map_conflict(e))
+                    let mut params: Vec<&(dyn ToSql + Sync)> =
+                        vec![ns_ref(&ns), key, &encoding, &size, &now, content, &trigrams];
+                    if let PutCondition::IfVersion(expected) = condition {
+                        params.push(expected);
+                    }
+                    tx.query(sql, &params)
+                        .await
+                        .map_err(|e| self.map_conflict(e))
                         .and_then(|rows| match rows.first() {
                             Some(row) => Ok(Some(column(row, 0)?)),
                             None => Err(missing),
@@ -871,7 +977,8 @@ impl Store for PostgresStore {
         let op = if inclusive { ">=" } else { ">" };
         let ns = namespace.as_str().to_owned();
         let limit = query.list.sql_limit();
-        let larger_than = i64::try_from(query.larger_than).unwrap_or(i64::MAX);
+        let larger_than =
+            i64::try_from(query.larger_than.min(MAX_INDEXED_BYTES)).unwrap_or(i64::MAX);
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
             Box::new(ns),
             Box::new(lower),
@@ -885,13 +992,16 @@ impl Store for PostgresStore {
             }
             None => format!("namespace = $1 AND key {op} $2"),
         };
-        let terms = like_terms(&query.plan, &query.plan.terms, &mut params);
-        // Three arms, each answered by an index (the partial indexes' very predicates): the
-        // trigram index, the items it does not hold, the items too large for their lines to be
-        // searched.
+        let terms = trigram_terms(&query.plan.terms, &mut params);
+        // Four arms, each answered by an index without reading any content: the trigram
+        // index (containment is exact: no recheck), the items whose trigrams are behind, the
+        // items that are not UTF-8, the items too large to be indexed or for their lines to
+        // be searched.
         let sql = format!(
             "SELECT {META_COLUMNS} FROM mountfs_items
-                 WHERE {range} AND encoding = 'utf-8' AND {terms}
+                 WHERE {range} AND trigrams_version = version AND {terms}
+             UNION SELECT {META_COLUMNS} FROM mountfs_items
+                 WHERE {range} AND (trigrams_version IS DISTINCT FROM version) IS TRUE
              UNION SELECT {META_COLUMNS} FROM mountfs_items
                  WHERE {range} AND encoding <> 'utf-8'
              UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND size > $4
@@ -1139,31 +1249,14 @@ impl StoreUpload for PostgresUpload {
     }
 }
 
-/// The condition of `terms` over the indexed text, its patterns pushed onto `params`: `LIKE`
-/// (`ILIKE` when the plan folds case) of each substring, escaped as the index's text is (see
-/// [`INDEXES`]), then `%`, `_` and `\` escaped for `LIKE`.
-fn like_terms(
-    plan: &IndexPlan,
-    terms: &Terms,
-    params: &mut Vec<Box<dyn ToSql + Sync + Send>>,
-) -> String {
+/// The condition of `terms` over the `trigrams` column, the arrays pushed onto `params`: a
+/// substring is there when all its trigrams are ([`trigrams_of`] of its bytes, folded as the
+/// column is, whether or not the search ignores case: the matcher confirms).
+fn trigram_terms(terms: &Terms, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) -> String {
     match terms {
         Terms::Substring(text) => {
-            let mut pattern = String::with_capacity(text.len() * 2 + 2);
-            pattern.push('%');
-            for byte in text.bytes() {
-                match byte {
-                    b'\\' => pattern.push_str("\\\\\\\\"),
-                    b'%' => pattern.push_str("\\%"),
-                    b'_' => pattern.push_str("\\_"),
-                    0 | 0x80..=0xff => pattern.push_str(&format!("\\\\{byte:03o}")),
-                    _ => pattern.push(char::from(byte)),
-                }
-            }
-            pattern.push('%');
-            params.push(Box::new(pattern));
-            let op = if plan.fold_case { "ILIKE" } else { "LIKE" };
-            format!("encode(content, 'escape') {op} ${}", params.len())
+            params.push(Box::new(trigram_keys(text.as_bytes())));
+            format!("trigrams @> ${}::integer[]", params.len())
         }
         Terms::All(parts) | Terms::Any(parts) => {
             let joint = if matches!(terms, Terms::All(_)) {
@@ -1171,13 +1264,100 @@ fn like_terms(
             } else {
                 " OR "
             };
-            let parts: Vec<String> = parts.iter().map(|p| like_terms(plan, p, params)).collect();
+            let parts: Vec<String> = parts.iter().map(|p| trigram_terms(p, params)).collect();
             format!("({})", parts.join(joint))
         }
     }
 }
 
+/// The trigrams stored for a content (see [`INDEXES`]): `None` for an item the index does
+/// not hold (not UTF-8, or larger than [`MAX_INDEXED_BYTES`]).
+pub fn trigrams_of(encoding: Encoding, content: &[u8]) -> Option<Vec<i32>> {
+    let indexed = encoding == Encoding::Utf8
+        && u64::try_from(content.len()).is_ok_and(|len| len <= MAX_INDEXED_BYTES);
+    indexed.then(|| trigram_keys(content))
+}
+
+/// The distinct trigrams of `bytes` with ASCII letters in lower case, each three bytes as
+/// one 24-bit number, in ascending order.
+pub fn trigram_keys(bytes: &[u8]) -> Vec<i32> {
+    let mut keys: Vec<i32> = bytes
+        .windows(3)
+        .map(|w| {
+            i32::from(w[0].to_ascii_lowercase()) << 16
+                | i32::from(w[1].to_ascii_lowercase()) << 8
+                | i32::from(w[2].to_ascii_lowercase())
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// An array as PostgreSQL's text form, `{1,2,3}`.
+fn array_text(keys: &[i32]) -> String {
+    let mut text = String::with_capacity(keys.len() * 9 + 2);
+    text.push('{');
+    for (index, key) in keys.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        text.push_str(&key.to_string());
+    }
+    text.push('}');
+    text
+}
+
 /// A namespace as a statement parameter.
 fn ns_ref<'a>(ns: &'a &str) -> &'a (dyn ToSql + Sync) {
     ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(text: &[u8; 3]) -> i32 {
+        i32::from(text[0]) << 16 | i32::from(text[1]) << 8 | i32::from(text[2])
+    }
+
+    #[test]
+    fn trigrams_are_distinct_folded_and_sorted() {
+        let keys = trigram_keys(b"AbcABC");
+        assert_eq!(keys, {
+            let mut k = vec![key(b"abc"), key(b"bca"), key(b"cab")];
+            k.sort_unstable();
+            k
+        });
+        assert!(trigram_keys(b"ab").is_empty());
+        // Bytes, not characters: a non-ASCII character is left as it is.
+        assert_eq!(trigram_keys("é".as_bytes()).len(), 0);
+        assert_eq!(
+            trigram_keys("Éa".as_bytes()),
+            vec![key(&[0xc3, 0x89, b'a'])]
+        );
+    }
+
+    #[test]
+    fn a_substring_has_no_trigram_its_container_lacks() {
+        let content = "fn Main() {\n    unsafe impl Drop for X {}\n}\n";
+        let all = trigram_keys(content.as_bytes());
+        for needle in ["unsafe impl", "IMPL DROP", "main()", " {}\n"] {
+            let wanted = trigram_keys(needle.as_bytes());
+            assert!(wanted.iter().all(|k| all.contains(k)), "{needle}");
+        }
+    }
+
+    #[test]
+    fn items_not_held_by_the_index_have_no_trigrams() {
+        assert_eq!(trigrams_of(Encoding::Binary, b"abcdef"), None);
+        let big = vec![b'a'; usize::try_from(MAX_INDEXED_BYTES).unwrap() + 1];
+        assert_eq!(trigrams_of(Encoding::Utf8, &big), None);
+        assert_eq!(
+            trigrams_of(Encoding::Utf8, b"aaaa"),
+            Some(vec![key(b"aaa")])
+        );
+        assert_eq!(array_text(&[1, 22, 333]), "{1,22,333}");
+        assert_eq!(array_text(&[]), "{}");
+    }
 }

@@ -402,7 +402,7 @@ fn postgres_index_answers_as_a_scan_does() {
         while !store.index_ready().await.unwrap() {
             assert!(
                 started.elapsed() < Duration::from_secs(120),
-                "the PostgreSQL search index was not ready in 2 minutes (is pg_trgm available?)"
+                "the PostgreSQL search index was not ready in 2 minutes"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -731,4 +731,211 @@ async fn sqlite_writes_are_found_before_they_are_folded_into_the_trigram_table()
     shared.delete(&ns, "/a/3.md", None).await.unwrap();
     assert!(index_is_exact(&file));
     assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
+}
+
+/// A PostgreSQL database of the test's own (the test changes the table's shape, which the
+/// other tests share in theirs), dropped at the end.
+struct OwnDatabase {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl OwnDatabase {
+    async fn new(url: &str, prefix: &str) -> Self {
+        let name = crate::support::unique(prefix).replace('-', "_");
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let (base, options) = url.split_once('?').map_or((url, ""), |(b, o)| (b, o));
+        let (server, _) = base.rsplit_once('/').unwrap();
+        let own = if options.is_empty() {
+            format!("{server}/{name}")
+        } else {
+            format!("{server}/{name}?{options}")
+        };
+        Self {
+            admin: url.to_owned(),
+            name,
+            url: own,
+        }
+    }
+
+    async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+    }
+
+    async fn drop(self) {
+        let (client, connection) = tokio_postgres::connect(&self.admin, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .await
+            .unwrap();
+    }
+}
+
+async fn wait_ready_postgres(store: &PostgresStore) {
+    let started = Instant::now();
+    while !store.index_ready().await.unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "index not built in 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Items whose trigrams are not those of their current version.
+async fn behind(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM mountfs_items WHERE trigrams_version IS DISTINCT FROM version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Writes `count` UTF-8 items as the release before the index did: without trigrams.
+async fn write_old_way(client: &tokio_postgres::Client, count: usize) {
+    let mut rng = Lcg(7);
+    for i in 0..count {
+        let text: String = (0..1 + rng.next(6))
+            .map(|_| line(&mut rng) + "\n")
+            .collect();
+        let size = i64::try_from(text.len()).unwrap();
+        client
+            .execute(
+                "INSERT INTO mountfs_items
+                     (namespace, key, encoding, size, created_at, modified_at, version, content)
+                 VALUES ('default', $1, 'utf-8', $2, 0, 0, nextval('mountfs_versions'), $3)",
+                &[&format!("/n/{}/{i}.md", i % 17), &size, &text.into_bytes()],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_answers_the_same() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let db = OwnDatabase::new(&url, "mountfs_upgrade").await;
+    // The table as the release before the index made it: no trigram columns, no index.
+    {
+        let store = PostgresStore::connect(&db.url).await.unwrap();
+        wait_ready_postgres(&store).await;
+    }
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "DROP INDEX mountfs_items_trigrams, mountfs_items_trigrams_behind,
+                 mountfs_items_not_utf8, mountfs_items_size;
+             DROP STATISTICS mountfs_items_trigrams_behind_stats;
+             ALTER TABLE mountfs_items DROP COLUMN trigrams, DROP COLUMN trigrams_version;",
+        )
+        .await
+        .unwrap();
+    write_old_way(&client, 3_000).await;
+
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    let q = literal("HashMap");
+    // Served while the build runs, writes included.
+    assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
+    shared
+        .put(
+            &ns,
+            "/n/new.md",
+            b"HashMap written during the build\n",
+            PutCondition::CreateOnly,
+        )
+        .await
+        .unwrap();
+    shared.delete(&ns, "/n/3/3.md", None).await.unwrap();
+    wait_ready_postgres(&store).await;
+    assert_eq!(behind(&client).await, 0, "every item has its trigrams");
+    // A server of the older release rewrites an item: its trigrams fall behind, and the item
+    // is still found.
+    client
+        .execute(
+            "UPDATE mountfs_items SET content = 'written by an older server: Kelvinator\n',
+                 version = nextval('mountfs_versions')
+             WHERE namespace = 'default' AND key = '/n/5/5.md'",
+            &[],
+        )
+        .await
+        .unwrap();
+    for text in ["HashMap", "unsafe impl", "Kelvinator"] {
+        let q = literal(text);
+        let expected = sorted(&scanning, &q).await;
+        assert_eq!(sorted(&indexed, &q).await, expected, "{text}");
+    }
+    assert_eq!(sorted(&indexed, &literal("Kelvinator")).await.len(), 1);
+    assert!(files_read(&indexed, &literal("unsafe impl")).await < 3_000 / 2);
+    drop((indexed, scanning, shared, store));
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let db = OwnDatabase::new(&url, "mountfs_resume").await;
+    {
+        let store = PostgresStore::connect(&db.url).await.unwrap();
+        wait_ready_postgres(&store).await;
+        write_old_way(&db.client().await, 2_000).await;
+    }
+    let client = db.client().await;
+    // What a server killed half way through the pass leaves: some items given their
+    // trigrams, the others still behind, and the GIN index not made yet.
+    client
+        .batch_execute(
+            "UPDATE mountfs_items SET trigrams = NULL, trigrams_version = NULL
+                 WHERE key >= '/n/3';
+             DROP INDEX mountfs_items_trigrams;",
+        )
+        .await
+        .unwrap();
+    assert!(behind(&client).await > 1_000);
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    wait_ready_postgres(&store).await;
+    assert_eq!(behind(&client).await, 0);
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns).without_index();
+    for text in ["HashMap", "unsafe impl", "Kelvin"] {
+        let q = literal(text);
+        assert_eq!(
+            sorted(&indexed, &q).await,
+            sorted(&scanning, &q).await,
+            "{text}"
+        );
+    }
+    assert!(files_read(&indexed, &literal("unsafe impl")).await < 2_000 / 2);
+    drop((indexed, scanning, shared, store));
+    db.drop().await;
 }
