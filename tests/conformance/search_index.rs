@@ -849,7 +849,8 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
             "DROP INDEX mountfs_items_trigrams, mountfs_items_trigrams_behind,
                  mountfs_items_not_utf8, mountfs_items_size;
              DROP STATISTICS mountfs_items_trigrams_behind_stats;
-             ALTER TABLE mountfs_items DROP COLUMN trigrams, DROP COLUMN trigrams_version;",
+             ALTER TABLE mountfs_items DROP COLUMN trigrams, DROP COLUMN trigrams_version;
+             ALTER TABLE mountfs_items ALTER COLUMN content SET COMPRESSION pglz;",
         )
         .await
         .unwrap();
@@ -860,6 +861,17 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let indexed = StoreBackend::new(shared.clone(), ns.clone());
     let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    // Contents written from now on are compressed with lz4 (this server has it).
+    let compression: String = client
+        .query_one(
+            "SELECT attcompression::text FROM pg_attribute
+             WHERE attrelid = 'mountfs_items'::regclass AND attname = 'content'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(compression, "l");
     let q = literal("HashMap");
     // Served while the build runs, writes included.
     assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
