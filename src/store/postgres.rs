@@ -256,10 +256,11 @@ impl PostgresStore {
             index_ready: Arc::new(AtomicBool::new(false)),
         };
         store.migrate().await?;
-        if !store.index_ready().await? {
-            let builder = store.clone();
-            tokio::spawn(async move { builder.build_index().await });
-        }
+        // Also when the index is ready: items written by an older server since the last start
+        // are behind (read by every search) until this pass computes their trigrams.
+        let was_ready = store.index_ready().await?;
+        let builder = store.clone();
+        tokio::spawn(async move { builder.build_index(was_ready).await });
         Ok(store)
     }
 
@@ -295,7 +296,7 @@ impl PostgresStore {
     /// lock); the others scan until they find it valid. When the index cannot be made (the
     /// role may not create indexes, the database fails), the mount scans, and the log says why
     /// once.
-    async fn build_index(&self) {
+    async fn build_index(&self, was_ready: bool) {
         let warn = |why: String| {
             if !INDEX_WARNED.swap(true, Ordering::AcqRel) {
                 tracing::warn!(
@@ -331,7 +332,10 @@ impl PostgresStore {
             .execute("SELECT pg_advisory_unlock($1)", &[&INDEX_LOCK])
             .await;
         match built {
-            Ok(()) => tracing::info!("PostgreSQL at {}: the search index is ready", self.label),
+            Ok(()) if !was_ready => {
+                tracing::info!("PostgreSQL at {}: the search index is ready", self.label)
+            }
+            Ok(()) => {}
             Err(why) => warn(why),
         }
     }
@@ -372,10 +376,20 @@ impl PostgresStore {
         F: Fn(&'static str) -> Fut,
         Fut: std::future::Future<Output = Result<()>>,
     {
-        self.fill_trigrams(client)
+        let computed = self
+            .fill_trigrams(client)
             .await
             .map_err(|e| e.to_string())?;
-        run(BEHIND_STATISTICS).await.map_err(|e| e.to_string())?;
+        let statistics = client
+            .query_opt(
+                "SELECT 1 FROM pg_statistic_ext WHERE stxname = 'mountfs_items_trigrams_behind_stats'",
+                &[],
+            )
+            .await
+            .map_err(|e| self.map_error(e).to_string())?;
+        if computed > 0 || statistics.is_none() {
+            run(BEHIND_STATISTICS).await.map_err(|e| e.to_string())?;
+        }
         for (name, create) in INDEXES {
             let state = client
                 .query_opt(
@@ -434,8 +448,9 @@ impl PostgresStore {
     /// Gives every item whose trigrams are behind its version (written before the index, or
     /// by an older server) its trigrams, `BACKFILL_BATCH` items per statement in key order,
     /// each update conditional on the version it read (a write meanwhile sets its own). A
-    /// killed pass loses nothing: the next start finds the items still behind.
-    async fn fill_trigrams(&self, client: &deadpool_postgres::Client) -> Result<()> {
+    /// killed pass loses nothing: the next start finds the items still behind. Returns how
+    /// many items it gave their trigrams.
+    async fn fill_trigrams(&self, client: &deadpool_postgres::Client) -> Result<u64> {
         let mut after = (String::new(), String::new());
         let mut done = 0u64;
         let mut last_said = std::time::Instant::now();
@@ -495,7 +510,7 @@ impl PostgresStore {
                 self.label
             );
         }
-        Ok(())
+        Ok(done)
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client> {
