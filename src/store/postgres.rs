@@ -90,6 +90,8 @@ const BEHIND_STATISTICS: &str =
 /// Items larger than this are not given trigrams (their array would outgrow the index's use):
 /// they are candidates of every search.
 pub const MAX_INDEXED_BYTES: u64 = 1 << 20;
+/// [`MAX_INDEXED_BYTES`] as the `size` column's type.
+const MAX_INDEXED_SIZE: i64 = 1 << 20;
 /// Items given their trigrams per statement of the background pass.
 const BACKFILL_BATCH: i64 = 64;
 /// The columns of the search index, added to a table made before it (outside the numbered
@@ -457,11 +459,14 @@ impl PostgresStore {
         loop {
             let rows = client
                 .query(
-                    "SELECT namespace, key, version, encoding, size, content FROM mountfs_items
+                    // An item too large to be indexed is marked without its content being
+                    // fetched: a 300 MiB upload must not pass through this process whole.
+                    "SELECT namespace, key, version, encoding, size,
+                            CASE WHEN size <= $4 THEN content END FROM mountfs_items
                      WHERE (namespace, key) > ($1::text, $2::text)
                        AND (trigrams_version IS DISTINCT FROM version) IS TRUE
                      ORDER BY namespace, key LIMIT $3",
-                    &[&after.0, &after.1, &BACKFILL_BATCH],
+                    &[&after.0, &after.1, &BACKFILL_BATCH, &MAX_INDEXED_SIZE],
                 )
                 .await
                 .map_err(|e| self.map_error(e))?;
@@ -475,8 +480,9 @@ impl PostgresStore {
             let mut arrays = Vec::with_capacity(rows.len());
             for row in &rows {
                 let encoding: String = column(row, 3)?;
-                let content: &[u8] = column(row, 5)?;
-                let trigrams = trigrams_of(Encoding::parse(&encoding), content);
+                let content: Option<&[u8]> = column(row, 5)?;
+                let trigrams =
+                    content.and_then(|content| trigrams_of(Encoding::parse(&encoding), content));
                 namespaces.push(column::<String>(row, 0)?);
                 keys.push(column::<String>(row, 1)?);
                 versions.push(column::<i64>(row, 2)?);
