@@ -339,6 +339,19 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        let (mount, inner) = self.file_route(path)?;
+        mount
+            .backend
+            .content_sha256(&inner, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
     async fn read_range(
         &self,
         path: &VirtualPath,

@@ -891,6 +891,21 @@ pub trait Backend: Send + Sync + fmt::Debug {
         version: &Version,
     ) -> Result<Vec<u8>>;
 
+    /// The SHA-256 (64 lowercase hex digits) of the whole file, computed where the file lives,
+    /// only while it has `version` (else [`Error::VersionMismatch`]). A copy that read a file
+    /// in ranges compares it with the digest of the bytes it got: a backend whose versions of
+    /// big files are stamps (a shell target's `stat` times, which a change made in place within
+    /// one timestamp tick keeps) answers it, so such a change is still never copied torn.
+    /// `Ok(None)` (the default): this backend's versions see every change.
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        let _ = (path, version);
+        Ok(None)
+    }
+
     /// Begins writing the file at `path` piece by piece (see [`Upload`]): what
     /// [`Backend::write`] does for a content too large to hold in memory. The mode is checked
     /// when the upload begins (so a copy that cannot land fails before sending anything) and

@@ -37,6 +37,7 @@ pub mod progress;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::backend::{self, Backend, BoundedRead, DeleteOptions, Upload, Version, WriteMode};
@@ -457,7 +458,9 @@ type Failures<'a> = (
 );
 
 /// Appends the `size` bytes of `path` to `upload`, [`CHUNK_BYTES`] at a time, each range read
-/// only while the file still has `version`: one chunk in memory at a time.
+/// only while the file still has `version`: one chunk in memory at a time. At the end, where
+/// the source can hash the file where it lives ([`Backend::content_sha256`]), the SHA-256 of
+/// what was streamed must be that file's, else the file changed during the copy.
 async fn stream_ranges(
     source: &dyn Backend,
     upload: &mut dyn Upload,
@@ -468,6 +471,7 @@ async fn stream_ranges(
     (read_failed, write_failed): Failures<'_>,
 ) -> Result<(), CopyError> {
     let mut offset = 0u64;
+    let mut digest = Sha256::new();
     while offset < size {
         let want = usize::try_from(size - offset)
             .unwrap_or(CHUNK_BYTES)
@@ -482,11 +486,25 @@ async fn stream_ranges(
                 path: path.clone(),
             }));
         }
+        digest.update(&chunk);
         upload.append(&chunk).await.map_err(write_failed)?;
         offset += chunk.len() as u64;
         copied(offset);
     }
-    Ok(())
+    // The ranges were each checked against the version, but a backend's version of a big file
+    // may be a stamp a change made in place within one timestamp tick keeps (a shell target):
+    // the whole content, hashed where it lives, must be what was streamed.
+    let streamed = hex::encode(digest.finalize());
+    match source
+        .content_sha256(path, version)
+        .await
+        .map_err(read_failed)?
+    {
+        Some(there) if there != streamed => Err(read_failed(backend::Error::VersionMismatch {
+            path: path.clone(),
+        })),
+        _ => Ok(()),
+    }
 }
 
 /// Makes the empty directory `path` at the destination, through the trait (which has no

@@ -998,3 +998,137 @@ async fn grep_finds_what_a_disk_mount_finds_in_every_encoding() {
         }
     }
 }
+
+fn second_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Sleeps until just after the next whole second, so what follows fits in one second.
+fn start_of_a_second() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let rest = 1_000_000_000 - u64::from(now.subsec_nanos());
+    std::thread::sleep(
+        std::time::Duration::from_nanos(rest) + std::time::Duration::from_millis(20),
+    );
+}
+
+/// A big file's version is its `stat` stamp: with whole seconds only, a same-size change made
+/// in place within the second the version was taken went unseen, and `read_range` handed out
+/// bytes of two contents under one version (review finding 1). With nanoseconds it is seen.
+#[tokio::test]
+async fn read_range_refuses_a_file_changed_in_place_within_a_second() {
+    use std::os::unix::fs::FileExt;
+    const MIB: usize = 1024 * 1024;
+    let mut all = vec![("sh", shells::local())];
+    if let Some(target) = shells::busybox("shell_torn_range") {
+        all.push(("busybox", target));
+    }
+    for (label, target) in all {
+        let backend = target.backend();
+        let file = target.dir.path().join("big");
+        let size = 12 * MIB;
+        let mut torn = None;
+        for _attempt in 0..5 {
+            start_of_a_second();
+            let second = second_now();
+            std::fs::write(&file, vec![b'A'; size]).unwrap();
+            let mountfs::backend::BoundedRead::TooLarge { version, .. } = backend
+                .read_at_most(&p("/big"), 4 * MIB as u64)
+                .await
+                .unwrap()
+            else {
+                panic!("{label}: a 12 MiB file read whole");
+            };
+            let first = backend
+                .read_range(&p("/big"), 0, 4 * MIB, &version)
+                .await
+                .unwrap();
+            // Let the timestamp tick move on (coarse kernel clocks), still within the second.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            let handle = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+            handle.write_all_at(&vec![b'B'; size], 0).unwrap();
+            drop(handle);
+            let last = backend
+                .read_range(&p("/big"), 8 * MIB as u64, 4 * MIB, &version)
+                .await;
+            if second_now() != second {
+                continue;
+            }
+            torn = Some((first[0], last));
+            break;
+        }
+        let Some((first, last)) = torn else {
+            panic!("{label}: never stayed within one second");
+        };
+        assert!(
+            matches!(last, Err(Error::VersionMismatch { .. })),
+            "{label}: the first range was {:?}, the last one under the same version {:?}: a torn read",
+            first as char,
+            last.map(|bytes| bytes[0] as char)
+        );
+    }
+}
+
+/// Even where the target's stamps cannot see a change (here a `stat` that always shows the
+/// same times: a change within one timestamp tick), `mountfs cp` from a shell mount compares
+/// the SHA-256 of what it streamed with the file's, hashed on the target: the copy fails as
+/// changed and nothing lands (review finding 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_from_a_shell_refuses_a_change_its_stamps_cannot_see() {
+    use std::os::unix::fs::PermissionsExt;
+    const MIB: usize = 1024 * 1024;
+    let work = tempfile::tempdir().unwrap();
+    let shim = work.path().join("shim");
+    std::fs::create_dir(&shim).unwrap();
+    let real_stat = ["/usr/bin/stat", "/bin/stat"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("stat");
+    let stat = shim.join("stat");
+    std::fs::write(
+        &stat,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *%y*) exit 1;; esac\n{real_stat} \"$@\" | sed -E 's/^([0-9a-f]+ [0-9]+) [0-9]+ [0-9]+ /\\1 1 1 /'\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stat, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let source = work.path().join("src");
+    let destination = work.path().join("dst");
+    std::fs::create_dir(&source).unwrap();
+    let file = source.join("big");
+    std::fs::write(&file, vec![b'A'; 12 * MIB]).unwrap();
+    let shell = format!("t=env PATH={}:/usr/bin:/bin sh", shim.display());
+    let from = format!("shell:t:{}", source.display());
+    let to = format!("disk:{}", destination.display());
+    let shells = [shell];
+    let request = mountfs::cli::cp::CopyRequest {
+        from: &from,
+        to: &to,
+        overwrite: false,
+        shells: &shells,
+    };
+    let mut changed = false;
+    let outcome = mountfs::cli::cp::copy(&request, |progress| {
+        if !changed && progress.bytes_done > 0 {
+            changed = true;
+            // Another program rewrites the file in place, same size.
+            std::fs::write(&file, vec![b'B'; 12 * MIB]).unwrap();
+        }
+    })
+    .await;
+    assert!(changed, "the copy never reported a chunk");
+    assert!(
+        matches!(outcome, Err(mountfs::cli::cp::CopyError::Changed { .. })),
+        "a torn copy: {outcome:?}"
+    );
+    let landed: Vec<_> = std::fs::read_dir(&destination)
+        .map(|entries| entries.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(landed.is_empty(), "left at the destination: {landed:?}");
+}

@@ -121,7 +121,8 @@ pub struct ShellProbe {
     pub stat: bool,
 }
 
-/// One `stat -c '%f %s %Y %Z %i %d'` line: raw mode (hex), size, mtime, ctime, inode, device.
+/// One `stat -c '%f %s %Y %Z %i %d'` line: raw mode (hex), size, mtime, ctime, inode, device,
+/// followed by `%y %z` (the same times with nanoseconds) where the target's `stat` shows them.
 /// Without `stat -c` the script gives the mtime as `ls --full-time` shows it
 /// (`D2026-11-26T03:59:24.123+0000`) and 0 for ctime and device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +131,8 @@ struct Meta {
     size: u64,
     /// Seconds since the epoch, when known.
     mtime: Option<i64>,
-    /// `dev:ino:size:mtime:ctime` as the target printed them: what identity versions hash.
+    /// `dev:ino:size:mtime:ctime`, and `:` and the rest of the line when there is one, as the
+    /// target printed them: what identity versions hash.
     stamp: String,
     ino: u64,
     dev: u64,
@@ -147,6 +149,12 @@ impl Meta {
         let ctime_text = fields.next()?;
         let ino_text = fields.next()?;
         let dev_text = fields.next()?;
+        let fine_times: Vec<&str> = fields.collect();
+        let mut stamp = format!("{dev_text}:{ino_text}:{size_text}:{mtime_text}:{ctime_text}");
+        if !fine_times.is_empty() {
+            stamp.push(':');
+            stamp.push_str(&fine_times.join(" "));
+        }
         let mtime = match mtime_text.strip_prefix('D') {
             Some(full_time) => epoch_of_full_time(full_time),
             None => mtime_text.parse().ok().filter(|s: &i64| *s > 0),
@@ -155,7 +163,7 @@ impl Meta {
             mode,
             size,
             mtime,
-            stamp: format!("{dev_text}:{ino_text}:{size_text}:{mtime_text}:{ctime_text}"),
+            stamp,
             ino: ino_text.parse().ok()?,
             dev: dev_text.parse().ok()?,
         })
@@ -1146,6 +1154,37 @@ impl Backend for ShellBackend {
         Ok(bytes.to_vec())
     }
 
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        let frame = Frame::call("hs")
+            .path(relative(path))
+            .version(version.as_str());
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let parts = reply.parts(2);
+        let (Some(digest), Some(after)) = (parts.first(), parts.get(1)) else {
+            return Err(self.malformed(path, "a content digest"));
+        };
+        // Changed while it was hashed.
+        if trimmed(after) != version.as_str().as_bytes() {
+            return Err(Error::VersionMismatch { path: path.clone() });
+        }
+        let digest = trimmed(digest);
+        if digest.len() != 64
+            || !digest
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err(self.malformed(path, "a content digest"));
+        }
+        Ok(Some(String::from_utf8_lossy(digest).into_owned()))
+    }
+
     async fn begin_upload(
         &self,
         path: &VirtualPath,
@@ -1471,6 +1510,16 @@ mod tests {
         );
         assert!(Meta::parse(b"X").is_none());
         assert!(meta.identity_version().as_str().starts_with('i'));
+        // With the times' nanoseconds (`%y %z`): they are part of the identity stamp.
+        let fine = Meta::parse(
+            b"81a4 9000000 1795665564 1795665565 10 2049 2026-11-26 06:57:28.050060103 +0000 2026-11-26 06:57:29.1 +0000",
+        )
+        .unwrap();
+        assert_eq!(fine.mtime, Some(1795665564));
+        assert_eq!(
+            fine.stamp,
+            "2049:10:9000000:1795665564:1795665565:2026-11-26 06:57:28.050060103 +0000 2026-11-26 06:57:29.1 +0000"
+        );
         // Without stat -c: the time as ls --full-time shows it.
         let meta = Meta::parse(b"8000 6 D2026-11-26T03:59:24.5+0100 0 7 0").unwrap();
         assert_eq!(meta.mtime, Some(1_795_665_564 - 3600));

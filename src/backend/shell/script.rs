@@ -19,7 +19,10 @@
 //! version checks; `ub` makes the temporary file of an upload beside the destination (the
 //! checks of a write first), `ua` appends one chunk to it and checks its length, `uf` renames
 //! it into place under the write's mode (the checks again, in the same script), `ux` removes
-//! it. A temporary path sent back by the server is accepted only in our own form, inside the
+//! it; `hs` prints the SHA-256 of a whole file between two version checks (what a range copy
+//! compares with the digest of what it read: a big file's version is its `stat` stamp, with
+//! nanoseconds where `stat -c %y` shows them, and a change made within one timestamp tick
+//! keeps it). A temporary path sent back by the server is accepted only in our own form, inside the
 //! mount's directory.
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
@@ -73,6 +76,8 @@ pub(super) mod status {
 pub(super) const BOOTSTRAP: &str = r#"L0=${LC_ALL-}; L1=${LC_ALL+1}; LC_ALL=C; export LC_ALL; unset CDPATH; N=@NONCE@; R=
 if command -v sha256sum >/dev/null 2>&1; then HS=1; else HS=0; fi
 if stat -L -c %f / >/dev/null 2>&1; then ST=1; else ST=0; fi
+SF='%f %s %Y %Z %i %d'
+if [ "$ST" = 1 ]; then case $(stat -L -c %y / 2>/dev/null) in *:*.[0-9]*) SF="$SF %y %z";; esac; fi
 if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; else FB=0; fi
 if readlink -f / >/dev/null 2>&1; then RL=1; else RL=0; fi
 if command -v rg >/dev/null 2>&1; then RG=1; else RG=0; fi
@@ -113,7 +118,7 @@ fw() {
 }
 rsf() { rs || return $?; fw; }
 if [ "$ST" = 1 ]; then
-  me() { stat -L -c '%f %s %Y %Z %i %d' -- "$@" 2>/dev/null; }
+  me() { stat -L -c "$SF" -- "$@" 2>/dev/null; }
 else
   me() { for x; do ls -lnidL --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r || exit 1; case $m in d*) t=4000;; -*) t=8000;; *) t=0;; esac; echo "$t $s D${dt}T$tm$tz 0 $i 0"; } || return 1; done; }
 fi
@@ -122,7 +127,7 @@ vr() {
   set -- "$1" $(me "$1")
   [ -n "$3" ] || return 1
   if [ "$3" -le 8388608 ]; then sha256sum < "$1" | cut -c1-32
-  else printf i; printf '%s:%s:%s:%s:%s' "$7" "$6" "$3" "$4" "$5" | sha256sum | cut -c1-32; fi
+  else x="$7:$6:$3:$4:$5"; shift 7; [ $# -eq 0 ] || x="$x:$*"; printf i; printf '%s' "$x" | sha256sum | cut -c1-32; fi
 }
 mk() {
   if [ "$MT" = 1 ]; then mktemp "$1/.mountfs-tmp.XXXXXX"; return; fi
@@ -185,7 +190,7 @@ rw() (
   rp "$1"; exec </dev/null; a=$2; z=$3; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
   set -- $(me "$f"); [ -n "$2" ] || exit 10
-  printf '%s %s %s %s %s %s' "$@"; sep
+  printf '%s' "$*"; sep
   if [ "$2" -le 8388608 ]; then cat "$f"; exit 0; fi
   head -c 8192 "$f"; sep
   sed -n "${a},${z}p;${z}q" "$f" | cut -b 1-262144
@@ -237,6 +242,10 @@ rr() ( rp "$1"; a=$2; n=$3; rl ev; exec </dev/null; rsf || exit $?
     dd if="$f" bs=65536 skip=$((a / 65536)) count=$((n / 65536)) 2>/dev/null || exit 1
   else tail -c +$((a + 1)) "$f" | head -c "$n"; fi
   sep; vr "$f" )
+hs() ( rp "$1"; rl ev; exec </dev/null; rsf || exit $?
+  [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
+  [ "$(vr "$f")" = "$ev" ] || exit 14
+  sha256sum < "$f" | cut -c1-64; sep; vr "$f" )
 ub() ( rp "$1"; m=$2; if [ "$m" = v ]; then rl ev; fi; exec </dev/null
   wp || exit $?
   if [ "$m" = v ]; then [ "$(vr "$f")" = "$ev" ] || exit 14; fi
@@ -344,14 +353,13 @@ gl() (
   [ -d "$f" ] || exit 10; cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
   echo D
   find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec sh -c '
-    S=$1; shift
+    S=$1; F=$2; shift 2
     printf "%s\0" "$@"; printf "\0"
-    F="%f %s %Y %Z %i %d"
     if [ "$S" = 1 ]; then
       o=$(stat -c "$F" -- "$@" 2>/dev/null) && printf "%s\n" "$o" || for x; do stat -c "$F" -- "$x" 2>/dev/null || echo X; done
     else
       for x; do ls -lnid --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r && echo "8000 $s D${dt}T$tm$tz 0 $i 0"; } || echo X; done
-    fi' sh "$ST" {} +
+    fi' sh "$ST" "$SF" {} +
 )
 gp() (
   rp "$1"; pl=$2; fl=-F; case $3 in *i*) fl="$fl -i";; esac
