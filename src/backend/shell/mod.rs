@@ -872,7 +872,7 @@ impl Upload for ShellUpload<'_> {
         let frame = Frame::call("ua")
             .arg(chunk.len())
             .arg(total)
-            .line_payload(self.temp()?)
+            .path(self.temp()?)
             .raw(chunk);
         let reply = self.backend.call(frame).await?;
         if reply.status != 0 {
@@ -888,7 +888,7 @@ impl Upload for ShellUpload<'_> {
         if let Some(version) = expected {
             frame = frame.version(version.as_str());
         }
-        let frame = frame.line_payload(self.temp()?);
+        let frame = frame.path(self.temp()?);
         let reply = {
             let _lock = self.backend.lock(&self.path).await;
             self.backend.call(frame).await?
@@ -914,7 +914,7 @@ impl Upload for ShellUpload<'_> {
 
     async fn abort(mut self: Box<Self>) {
         if let Some(temp) = self.temp.take() {
-            let frame = Frame::call("ux").line_payload(&temp);
+            let frame = Frame::call("ux").path(&temp);
             if let Err(error) = self.backend.call(frame).await {
                 tracing::warn!(%error, "could not remove the temporary file of an upload on the target");
             }
@@ -1199,10 +1199,20 @@ impl Backend for ShellBackend {
         if reply.status != 0 {
             return Err(self.failure(path, &reply));
         }
-        let temp = String::from_utf8(reply.stdout.clone())
-            .ok()
-            .filter(|t| !t.contains('\n') && t.contains(&format!("/{TEMP_PREFIX}")))
-            .ok_or_else(|| self.malformed(path, "the start of a write"))?;
+        // The whole answer is the path (a directory's name may hold a newline: the path goes
+        // back by its length). Anything not in our form is refused; a file it names in our form
+        // is removed (`ux` checks the form again on the target).
+        let answer = String::from_utf8_lossy(&reply.stdout).into_owned();
+        let ours = answer
+            .rsplit_once('/')
+            .is_some_and(|(_, name)| name.starts_with(TEMP_PREFIX) && !name.contains('\n'));
+        if !ours || answer.contains('\0') || String::from_utf8(reply.stdout.clone()).is_err() {
+            if ours {
+                let _ = self.call(Frame::call("ux").path(&answer)).await;
+            }
+            return Err(self.malformed(path, "the start of a write"));
+        }
+        let temp = answer;
         Ok(Box::new(ShellUpload {
             backend: self,
             path: path.clone(),

@@ -23,7 +23,8 @@
 //! compares with the digest of what it read: a big file's version is its `stat` stamp, with
 //! nanoseconds where `stat -c %y` shows them, and a change made within one timestamp tick
 //! keeps it). A temporary path sent back by the server is accepted only in our own form, inside the
-//! mount's directory.
+//! mount's directory; it travels as a path does (by its length when it holds a newline: a
+//! directory's name may).
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
 //! the newline on a pipe, so the bytes after it stay for the function) and `eval`s it; the line
@@ -251,18 +252,18 @@ ub() ( rp "$1"; m=$2; if [ "$m" = v ]; then rl ev; fi; exec </dev/null
   if [ "$m" = v ]; then [ "$(vr "$f")" = "$ev" ] || exit 14; fi
   t=$(mk "$d") || exit 1
   printf '%s' "$t" )
-ua() ( n=$1; z=$2; rl t
+ua() ( n=$1; z=$2; rp "$3"; t=$p
   tv || { take "$n" >/dev/null; exit 1; }
   take "$n" | { cat >> "$t" || { cat >/dev/null; exit 1; }; } || exit 1
   exec </dev/null
   c=$(wc -c < "$t") || exit 1; [ $((c)) -eq "$z" ] )
-uf() ( rp "$1"; m=$2; if [ "$m" = v ]; then rl ev; fi; rl t; exec </dev/null
+uf() ( rp "$1"; fp=$p; m=$2; if [ "$m" = v ]; then rl ev; fi; rp "$3"; t=$p; p=$fp; exec </dev/null
   tv || exit 1
   wp || { e=$?; rm -f "$t"; exit "$e"; }
   td=${t%/*}; [ -n "$td" ] || td=/
   [ "$td" = "$d" ] || { rm -f "$t"; exit 1; }
   wf )
-ux() ( rl t; exec </dev/null; tv || exit 0; rm -f "$t" )
+ux() ( rp "$1"; t=$p; exec </dev/null; tv || exit 0; rm -f "$t" )
 dl() (
   rp "$1"; r=$2; if [ "$3" = v ]; then rl ev; fi; exec </dev/null
   rs || exit $?; [ -n "$b" ] || exit 18
