@@ -17,7 +17,8 @@
 //! Files too large to hold in memory (`mountfs cp`) travel in ranges: `rr` prints a byte range
 //! (`dd` with `skip`/`count` in 64 KiB blocks, `tail -c +N | head -c N` otherwise) between two
 //! version checks; `ub` makes the temporary file of an upload beside the destination (the
-//! checks of a write first), `ua` appends one chunk to it and checks its length, `uf` renames
+//! checks of a write first), `ua` appends one chunk to it and checks its length (by `stat -c %s`, else `ls -ln`: never
+//! by reading the file, which made an upload quadratic), `uf` renames
 //! it into place under the write's mode (the checks again, in the same script), `ux` removes
 //! it; `hs` prints the SHA-256 of a whole file between two version checks (what a range copy
 //! compares with the digest of what it read: a big file's version is its `stat` stamp, with
@@ -123,6 +124,8 @@ if [ "$ST" = 1 ]; then
 else
   me() { for x; do ls -lnidL --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r || exit 1; case $m in d*) t=4000;; -*) t=8000;; *) t=0;; esac; echo "$t $s D${dt}T$tm$tz 0 $i 0"; } || return 1; done; }
 fi
+if [ "$ST" = 1 ]; then sz() { stat -L -c %s -- "$1"; }
+else sz() { set -- $(ls -lnd -- "$1") || return 1; [ -n "$5" ] || return 1; printf '%s\n' "$5"; }; fi
 mm() { [ $# -gt 0 ] || return 0; o=$(me "$@") && printf '%s\n' "$o" && return 0; for x; do me "$x" || echo X; done; }
 vr() {
   set -- "$1" $(me "$1")
@@ -256,7 +259,7 @@ ua() ( n=$1; z=$2; rp "$3"; t=$p
   tv || { take "$n" >/dev/null; exit 1; }
   take "$n" | { cat >> "$t" || { cat >/dev/null; exit 1; }; } || exit 1
   exec </dev/null
-  c=$(wc -c < "$t") || exit 1; [ $((c)) -eq "$z" ] )
+  c=$(sz "$t") || exit 1; [ $((c)) -eq "$z" ] )
 uf() ( rp "$1"; fp=$p; m=$2; if [ "$m" = v ]; then rl ev; fi; rp "$3"; t=$p; p=$fp; exec </dev/null
   tv || exit 1
   wp || { e=$?; rm -f "$t"; exit "$e"; }
@@ -562,6 +565,18 @@ mod tests {
         for line in BOOTSTRAP.lines().filter(|line| line.contains("$N")) {
             assert!(line.contains("printf"), "{line}");
         }
+    }
+
+    #[test]
+    fn an_upload_chunk_checks_the_length_without_reading_the_file() {
+        // `wc -c < temp` read the whole temporary file at every chunk: quadratic uploads.
+        let ua = BOOTSTRAP
+            .split("\nua() (")
+            .nth(1)
+            .and_then(|rest| rest.split("\nuf() (").next())
+            .unwrap();
+        assert!(!ua.contains("wc "), "{ua}");
+        assert!(ua.contains("sz \"$t\""), "{ua}");
     }
 
     #[test]
