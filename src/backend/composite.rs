@@ -339,6 +339,15 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
+    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
+        let (mount, inner) = self.file_route(path)?;
+        mount
+            .backend
+            .check_upload_size(&inner, size)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
     async fn content_sha256(
         &self,
         path: &VirtualPath,

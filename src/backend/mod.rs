@@ -906,6 +906,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Refuses, before anything is staged, an upload of `size` bytes to `path` that this
+    /// backend could never hold (a store's limit of one value), naming the limit. `Ok(())`
+    /// (the default): no such limit.
+    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
+        let _ = (path, size);
+        Ok(())
+    }
+
     /// Begins writing the file at `path` piece by piece (see [`Upload`]): what
     /// [`Backend::write`] does for a content too large to hold in memory. The mode is checked
     /// when the upload begins (so a copy that cannot land fails before sending anything) and

@@ -540,6 +540,18 @@ impl Backend for StoreBackend {
         }
     }
 
+    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
+        match self.store.largest_value() {
+            Some((largest, limit)) if size > largest => Err(Error::Unsupported {
+                path: path.clone(),
+                reason: format!(
+                    "{size} bytes is more than this store holds in one file: {largest} bytes at most ({limit}). Keep the file on a disk mount, or split it"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     async fn begin_upload(
         &self,
         path: &VirtualPath,

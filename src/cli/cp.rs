@@ -416,6 +416,10 @@ async fn copy_file(
             file.content.len() as u64
         }
         BoundedRead::TooLarge { size, version } => {
+            destination
+                .check_upload_size(path, size)
+                .await
+                .map_err(write_failed)?;
             let mut upload = destination
                 .begin_upload(path, mode.clone())
                 .await

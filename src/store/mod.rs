@@ -397,6 +397,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// dies); [`StoreUpload::finish`] assembles it in the database and puts it in one
     /// transaction, as [`Store::put`] does.
     async fn begin_upload(&self, namespace: &Namespace, key: &str) -> Result<Box<dyn StoreUpload>>;
+
+    /// The largest content one item can hold, and the limit's name for messages: a copy of a
+    /// bigger file is refused before anything is staged. `None`: no limit below memory.
+    fn largest_value(&self) -> Option<(u64, &'static str)> {
+        None
+    }
 }
 
 /// A content being staged for one key (see [`Store::begin_upload`]).

@@ -718,8 +718,19 @@ fn item_of_row(row: &Row) -> Result<Item> {
     })
 }
 
+/// The most content one item holds: a PostgreSQL value is at most 1 GB (MaxAllocSize,
+/// 2^30 - 1 bytes, header included); the server fails a bigger one with "out of memory".
+const LARGEST_VALUE: u64 = (1 << 30) - 1 - 4;
+
 #[async_trait]
 impl Store for PostgresStore {
+    fn largest_value(&self) -> Option<(u64, &'static str)> {
+        Some((
+            LARGEST_VALUE,
+            "PostgreSQL's bytea limit (1 GB in one value)",
+        ))
+    }
+
     fn describe(&self) -> String {
         format!("PostgreSQL at {}", self.label)
     }

@@ -455,6 +455,13 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn largest_value(&self) -> Option<(u64, &'static str)> {
+        Some((
+            LARGEST_VALUE,
+            "SQLite's SQLITE_LIMIT_LENGTH (1,000,000,000 bytes in a value or a row)",
+        ))
+    }
+
     fn describe(&self) -> String {
         "SQLite".to_owned()
     }
@@ -946,6 +953,11 @@ impl Store for SqliteStore {
         }))
     }
 }
+
+/// The most content one item holds: SQLite refuses a string, blob or row longer than
+/// SQLITE_LIMIT_LENGTH (1,000,000,000 in the bundled build, never raised here) with "string or
+/// blob too big"; the row's other columns take a little of it.
+const LARGEST_VALUE: u64 = 1_000_000_000 - 64 * 1024;
 
 /// A content staged chunk by chunk in a temporary table of a connection of its own (see
 /// [`Store::begin_upload`]), then written into the item's row by incremental blob I/O in one
