@@ -888,6 +888,9 @@ impl Store for SqliteStore {
     ) -> Result<Option<Vec<u8>>> {
         let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
         self.run(move |conn| {
+            // One read transaction for the version check and the blob: as two autocommit
+            // statements, a write committed between them was read under the old version.
+            let conn = conn.transaction().map_err(map_error)?;
             let found: Option<(i64, i64, i64)> = conn
                 .prepare_cached(
                     "SELECT rowid, version, size FROM mountfs_items WHERE namespace = ?1 AND key = ?2",
@@ -922,6 +925,7 @@ impl Store for SqliteStore {
                 let at = usize::try_from(start).unwrap_or(usize::MAX);
                 blob.read_at_exact(&mut bytes, at).map_err(map_error)?;
             }
+            conn.commit().map_err(map_error)?;
             Ok(Some(bytes))
         })
         .await
