@@ -1175,3 +1175,57 @@ async fn an_upload_into_a_directory_with_a_newline_in_its_name_lands() {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "{label}");
     }
 }
+
+/// A shell mount refuses its own temporary names (`.mountfs-tmp.*`) as a disk mount refuses
+/// its: they are hidden from ls, glob and grep, and one may be an upload in flight (review
+/// finding 7: they could be written, read and deleted).
+#[tokio::test]
+async fn the_temporary_names_of_uploads_are_refused() {
+    let target = shells::local();
+    let backend = target.backend();
+    std::fs::write(target.dir.path().join(".mountfs-tmp.abc"), b"in flight").unwrap();
+    let name = p("/.mountfs-tmp.abc");
+    let refused = |result: Result<(), Error>, what: &str| {
+        assert!(
+            matches!(&result, Err(Error::Unsupported { reason, .. }) if reason.contains("reserved")),
+            "{what}: {result:?}"
+        );
+    };
+    refused(
+        backend
+            .write(&p("/.mountfs-tmp.new"), b"x", WriteMode::CreateOnly)
+            .await
+            .map(drop),
+        "write",
+    );
+    refused(backend.read(&name).await.map(drop), "read");
+    refused(
+        backend
+            .delete(&name, &mountfs::backend::DeleteOptions::default())
+            .await,
+        "delete",
+    );
+    refused(
+        backend
+            .begin_upload(&p("/d/.mountfs-tmp.x"), WriteMode::CreateOnly)
+            .await
+            .map(drop),
+        "upload",
+    );
+    backend
+        .write(&p("/plain"), b"x", WriteMode::CreateOnly)
+        .await
+        .unwrap();
+    refused(
+        backend
+            .rename(&p("/plain"), &name, &Default::default())
+            .await
+            .map(drop),
+        "rename",
+    );
+    assert!(!target.dir.path().join(".mountfs-tmp.new").exists());
+    assert_eq!(
+        std::fs::read(target.dir.path().join(".mountfs-tmp.abc")).unwrap(),
+        b"in flight"
+    );
+}

@@ -250,6 +250,20 @@ fn hidden(name: &str) -> bool {
     name == ".git" || name.starts_with(TEMP_PREFIX)
 }
 
+/// Refuses a path whose name has the form of our temporary files (as a disk mount refuses its
+/// own): such a file would be hidden from ls, glob and grep, and could be an upload in flight.
+fn refuse_temp_name(path: &VirtualPath) -> Result<()> {
+    match path.file_name() {
+        Some(name) if name.starts_with(TEMP_PREFIX) => Err(Error::Unsupported {
+            path: path.clone(),
+            reason: format!(
+                "names starting with {TEMP_PREFIX} are reserved for mountfs's own temporary files; choose another name"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A version as the target's `vr` prints it (`sha256sum`'s first 32 hex digits, or `i` and 32
 /// for a file hashed by identity), or `None` for anything else: a version travels back to the
 /// target as a line of a later frame, so nothing but those characters may ever make one.
@@ -987,6 +1001,7 @@ impl Backend for ShellBackend {
     }
 
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        refuse_temp_name(path)?;
         let reply = self.call(Frame::call("rd").path(relative(path))).await?;
         if reply.status != 0 {
             return Err(self.failure(path, &reply));
@@ -1007,6 +1022,7 @@ impl Backend for ShellBackend {
     }
 
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        refuse_temp_name(path)?;
         let Some(meta) = self.meta(path).await? else {
             return Err(Error::NotFound { path: path.clone() });
         };
@@ -1039,6 +1055,7 @@ impl Backend for ShellBackend {
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        refuse_temp_name(path)?;
         // sed's line numbers: the window's first, and one past its last (to see more).
         let first = window.offset.saturating_add(1).min(1 << 60);
         let past = first.saturating_add(window.limit).min(1 << 61);
@@ -1102,6 +1119,7 @@ impl Backend for ShellBackend {
         content: &[u8],
         mode: WriteMode,
     ) -> Result<WriteOutcome> {
+        refuse_temp_name(path)?;
         let (flag, expected) = mode_flag(&mode);
         let mut frame = Frame::call("wr")
             .path(relative(path))
@@ -1131,6 +1149,7 @@ impl Backend for ShellBackend {
         len: usize,
         version: &Version,
     ) -> Result<Vec<u8>> {
+        refuse_temp_name(path)?;
         let frame = Frame::call("rr")
             .path(relative(path))
             .arg(offset)
@@ -1190,6 +1209,7 @@ impl Backend for ShellBackend {
         path: &VirtualPath,
         mode: WriteMode,
     ) -> Result<Box<dyn Upload + '_>> {
+        refuse_temp_name(path)?;
         let (flag, expected) = mode_flag(&mode);
         let mut frame = Frame::call("ub").path(relative(path)).arg(flag);
         if let Some(version) = expected {
@@ -1224,6 +1244,7 @@ impl Backend for ShellBackend {
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        refuse_temp_name(path)?;
         let mut frame = Frame::call("dl")
             .path(relative(path))
             .arg(u8::from(options.recursive))
@@ -1276,6 +1297,8 @@ impl Backend for ShellBackend {
         to: &VirtualPath,
         options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
+        refuse_temp_name(from)?;
+        refuse_temp_name(to)?;
         if to != from && to.starts_with(from) {
             return Err(Error::Unsupported {
                 path: to.clone(),
