@@ -472,11 +472,19 @@ fn run_cp(request: &mountfs::cli::cp::CopyRequest<'_>) -> ExitCode {
     let mut line = std::io::stderr()
         .is_terminal()
         .then(|| mountfs::cli::cp::ProgressLine::new(std::io::stderr(), terminal_width()));
-    let copied = runtime.block_on(mountfs::cli::cp::copy(request, |progress| {
-        if let Some(line) = &mut line {
-            line.update(progress);
-        }
-    }));
+    // SIGINT/SIGTERM stop the copy between two chunks, so the upload in flight is aborted (its
+    // temporary file removed); a second one exits at once.
+    let stop = tokio_util::sync::CancellationToken::new();
+    runtime.spawn(stop_on_signals(stop.clone()));
+    let copied = runtime.block_on(mountfs::cli::cp::copy_until(
+        request,
+        |progress| {
+            if let Some(line) = &mut line {
+                line.update(progress);
+            }
+        },
+        &stop,
+    ));
     if let Some(line) = &mut line {
         line.finish();
     }
@@ -491,11 +499,25 @@ fn run_cp(request: &mountfs::cli::cp::CopyRequest<'_>) -> ExitCode {
             eprintln!("mountfs cp: {error}");
             if error.is_usage() {
                 ExitCode::from(2)
+            } else if error.is_interrupted() {
+                ExitCode::from(130)
             } else {
                 ExitCode::FAILURE
             }
         }
     }
+}
+
+/// Cancels `stop` at the first SIGINT or SIGTERM (`mountfs cp` then ends between two chunks,
+/// aborting its upload); exits with status 130 at the second.
+async fn stop_on_signals(stop: tokio_util::sync::CancellationToken) {
+    shutdown_signal().await;
+    stop.cancel();
+    shutdown_signal().await;
+    eprintln!(
+        "\nmountfs cp: interrupted twice: quit at once; the temporary file of the file in flight may stay at the destination"
+    );
+    std::process::exit(130);
 }
 
 /// The width of the terminal on stderr, 80 when it cannot be told.

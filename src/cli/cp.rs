@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use thiserror::Error;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::{self, Backend, BoundedRead, DeleteOptions, Upload, Version, WriteMode};
 use crate::config::{self, BackendSpec, MOUNT_GRAMMAR, MountSpec};
@@ -234,6 +235,17 @@ pub enum CopyError {
         /// Files copied before it.
         done: u64,
     },
+    /// Stopped by SIGINT or SIGTERM (`stop` cancelled), between two chunks: the upload in
+    /// flight was aborted (its temporary file or staged rows removed).
+    #[error(
+        "interrupted{at}: nothing of the file in progress was written; the {done} file(s) copied before it stay: run again with --overwrite to finish"
+    )]
+    Interrupted {
+        /// ` while copying PATH`, or empty between files.
+        at: String,
+        /// Files copied before it.
+        done: u64,
+    },
     /// A file or directory of the destination that cannot be written.
     #[error(
         "cannot write {path} to --to: {reason}. Nothing of {path} was written (a file is written whole or not at all); the {done} file(s) copied before it stay: fix the cause and run again with --overwrite"
@@ -254,6 +266,11 @@ impl CopyError {
     pub fn is_usage(&self) -> bool {
         matches!(self, Self::Spec { .. })
     }
+
+    /// Whether the copy was stopped by a signal (exit status 130, as a shell gives SIGINT).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Self::Interrupted { .. })
+    }
 }
 
 /// A backend error as the reason inside a [`CopyError`]: its text without the leading
@@ -267,7 +284,18 @@ fn reason(error: &backend::Error) -> String {
 /// stands before each file.
 pub async fn copy(
     request: &CopyRequest<'_>,
+    progress: impl FnMut(&Progress<'_>),
+) -> Result<CopySummary, CopyError> {
+    copy_until(request, progress, &CancellationToken::new()).await
+}
+
+/// [`copy`], stopping with [`CopyError::Interrupted`] once `stop` is cancelled (SIGINT,
+/// SIGTERM): checked before each file and each chunk, never in the middle of one, so the
+/// upload in flight is aborted cleanly and no temporary file or staged row stays behind.
+pub async fn copy_until(
+    request: &CopyRequest<'_>,
     mut progress: impl FnMut(&Progress<'_>),
+    stop: &CancellationToken,
 ) -> Result<CopySummary, CopyError> {
     let mut from = parse_spec(request.from, Side::From)?;
     let mut to = parse_spec(request.to, Side::To)?;
@@ -336,6 +364,12 @@ pub async fn copy(
                 }
             }
             plan::Item::File { path, .. } => {
+                if stop.is_cancelled() {
+                    return Err(CopyError::Interrupted {
+                        at: String::new(),
+                        done: summary.files,
+                    });
+                }
                 let shown = path.to_string();
                 progress(&Progress {
                     files_done: summary.files,
@@ -351,6 +385,7 @@ pub async fn copy(
                     path,
                     &mode,
                     summary.files,
+                    stop,
                     &mut |bytes| {
                         progress(&Progress {
                             files_done: summary.files,
@@ -385,6 +420,7 @@ async fn copy_file(
     path: &VirtualPath,
     mode: &WriteMode,
     done: u64,
+    stop: &CancellationToken,
     copied: &mut dyn FnMut(u64),
 ) -> Result<u64, CopyError> {
     let read_failed = |error: backend::Error| match error {
@@ -432,6 +468,8 @@ async fn copy_file(
                 &version,
                 copied,
                 (&read_failed, &write_failed),
+                stop,
+                done,
             )
             .await;
             match streamed {
@@ -473,10 +511,18 @@ async fn stream_ranges(
     version: &Version,
     copied: &mut dyn FnMut(u64),
     (read_failed, write_failed): Failures<'_>,
+    stop: &CancellationToken,
+    done: u64,
 ) -> Result<(), CopyError> {
     let mut offset = 0u64;
     let mut digest = Sha256::new();
     while offset < size {
+        if stop.is_cancelled() {
+            return Err(CopyError::Interrupted {
+                at: format!(" while copying {path}"),
+                done,
+            });
+        }
         let want = usize::try_from(size - offset)
             .unwrap_or(CHUNK_BYTES)
             .min(CHUNK_BYTES);

@@ -819,3 +819,60 @@ fn a_file_over_a_stores_value_limit_is_refused_before_staging() {
         );
     }
 }
+
+/// SIGINT in the middle of a big file's copy to a shell target stops it between two chunks,
+/// aborts the upload (no temporary file stays on the target), says so and exits 130 (review
+/// finding 8: the temporary file stayed for good).
+#[test]
+fn an_interrupted_copy_removes_its_temporary_file_and_exits_130() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("src");
+    let destination = work.path().join("dst");
+    std::fs::create_dir(&source).unwrap();
+    std::fs::create_dir(&destination).unwrap();
+    std::fs::File::create(source.join("big"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .args(["cp", "--shell", "t=sh", "--from"])
+        .arg(disk(&source))
+        .arg("--to")
+        .arg(format!("shell:t:{}", destination.display()))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let temp_exists = || {
+        std::fs::read_dir(&destination).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".mountfs-tmp.")
+        })
+    };
+    let started = std::time::Instant::now();
+    while !temp_exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "no upload began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: kill(2) on the child's pid, a plain syscall.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "stderr: {stderr}");
+    assert!(
+        stderr.contains("interrupted while copying /big"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&destination)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left on the target: {left:?}");
+}
