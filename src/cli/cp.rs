@@ -463,13 +463,10 @@ async fn copy_file(
             let streamed = stream_ranges(
                 source,
                 &mut *upload,
-                path,
-                size,
-                &version,
+                (path, size, &version),
                 copied,
                 (&read_failed, &write_failed),
-                stop,
-                done,
+                (stop, done),
             )
             .await;
             match streamed {
@@ -506,13 +503,10 @@ type Failures<'a> = (
 async fn stream_ranges(
     source: &dyn Backend,
     upload: &mut dyn Upload,
-    path: &VirtualPath,
-    size: u64,
-    version: &Version,
+    (path, size, version): (&VirtualPath, u64, &Version),
     copied: &mut dyn FnMut(u64),
     (read_failed, write_failed): Failures<'_>,
-    stop: &CancellationToken,
-    done: u64,
+    (stop, done): (&CancellationToken, u64),
 ) -> Result<(), CopyError> {
     let mut offset = 0u64;
     let mut digest = Sha256::new();

@@ -75,6 +75,16 @@ impl Backend for FaultyBackend {
         }
         self.inner.read_range(path, offset, len, version).await
     }
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &mountfs::backend::Version,
+    ) -> Result<Option<String>> {
+        self.inner.content_sha256(path, version).await
+    }
+    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
+        self.inner.check_upload_size(path, size).await
+    }
     async fn begin_upload(
         &self,
         path: &VirtualPath,

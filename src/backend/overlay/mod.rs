@@ -401,6 +401,23 @@ impl Backend for OverlayBackend {
         }
     }
 
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        if self.book().await?.routes_to_layer(path) {
+            self.layer.content_sha256(path, version).await
+        } else {
+            self.base.content_sha256(path, version).await
+        }
+    }
+
+    /// No file is streamed into an overlay (see `begin_upload`): no limit to check here.
+    async fn check_upload_size(&self, _path: &VirtualPath, _size: u64) -> Result<()> {
+        Ok(())
+    }
+
     /// Changes go to the layer whole (the layer may be memory), and are reviewed before a
     /// commit: no file is streamed into an overlay.
     async fn begin_upload(
