@@ -17,8 +17,8 @@
 //! Files too large to hold in memory (`mountfs cp`) travel in ranges: `rr` prints a byte range
 //! (`dd` with `skip`/`count` in 64 KiB blocks, `tail -c +N | head -c N` otherwise) between two
 //! version checks; `ub` makes the temporary file of an upload beside the destination (the
-//! checks of a write first), `ua` appends one chunk to it and checks its length (by `stat -c %s`, else `ls -ln`: never
-//! by reading the file, which made an upload quadratic), `uf` renames
+//! checks of a write first), `ua` appends one chunk to it and checks its length (by
+//! `stat -c %s`, else `ls -ln`: never by reading the file, which made an upload quadratic), `uf` renames
 //! it into place under the write's mode (the checks again, in the same script), `ux` removes
 //! it; `hs` prints the SHA-256 of a whole file between two version checks (what a range copy
 //! compares with the digest of what it read: a big file's version is its `stat` stamp, with
