@@ -1197,9 +1197,24 @@ fn build_step(conn: &mut Connection) -> Result<Option<u64>> {
 /// folder's pace changes how many candidates a search confirms, never its answer. Stops when
 /// the store is dropped.
 async fn fold_pending(shared: Weak<Shared>, wake: Arc<Notify>) {
+    // The store file as it was after the last look: a poll that finds it unchanged (no other
+    // process wrote) does not look again, so an idle server does no work every FOLD_POLL and
+    // keeps no blocking-pool thread alive for it.
+    let mut seen: Option<FileStamp> = None;
     loop {
-        // Timing out is the poll; either way, look.
-        let _ = tokio::time::timeout(FOLD_POLL, wake.notified()).await;
+        let woken_by_write = tokio::time::timeout(FOLD_POLL, wake.notified())
+            .await
+            .is_ok();
+        if !woken_by_write {
+            let Some(strong) = shared.upgrade() else {
+                return;
+            };
+            let now = FileStamp::of(&strong.file);
+            drop(strong);
+            if now.is_some() && now == seen {
+                continue;
+            }
+        }
         let woken = tokio::time::Instant::now();
         while woken.elapsed() < FOLD_MAX_WAIT
             && tokio::time::timeout(FOLD_QUIET, wake.notified())
@@ -1210,9 +1225,15 @@ async fn fold_pending(shared: Weak<Shared>, wake: Arc<Notify>) {
             let Some(strong) = shared.upgrade() else {
                 return;
             };
+            // Taken before the step: a step that finds nothing to fold writes nothing, so a
+            // later change of the stamp is another writer's.
+            let before_step = FileStamp::of(&strong.file);
             let store = SqliteStore { shared: strong };
             match store.run(fold_step).await {
-                Ok(0) => break,
+                Ok(0) => {
+                    seen = before_step;
+                    break;
+                }
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(
@@ -1226,6 +1247,31 @@ async fn fold_pending(shared: Weak<Shared>, wake: Arc<Notify>) {
             // Let writers in between batches.
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+    }
+}
+
+/// The size and modification time of a store file and of its write-ahead log: what changes
+/// when any process commits to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    file: (u64, Option<std::time::SystemTime>),
+    wal: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+impl FileStamp {
+    /// The stamp of `file` now, or `None` when it cannot be read (then the folder looks).
+    fn of(file: &std::path::Path) -> Option<Self> {
+        let facts = |path: &std::path::Path| {
+            std::fs::metadata(path)
+                .ok()
+                .map(|meta| (meta.len(), meta.modified().ok()))
+        };
+        let mut wal = file.as_os_str().to_owned();
+        wal.push("-wal");
+        Some(Self {
+            file: facts(file)?,
+            wal: facts(std::path::Path::new(&wal)),
+        })
     }
 }
 

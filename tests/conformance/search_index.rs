@@ -733,6 +733,82 @@ async fn sqlite_writes_are_found_before_they_are_folded_into_the_trigram_table()
     assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
 }
 
+/// Writes committed by another process (here a plain connection: nothing wakes this store's
+/// folder) are folded by its poll, which looks only when the file changed; an idle store's poll
+/// finds the file unchanged and does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_writes_by_another_process_are_folded_by_the_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shared.db");
+    let store = SqliteStore::open(&file).await.unwrap();
+    wait_ready(&store).await;
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    shared
+        .put(&ns, "/seed.md", b"a HashMap\n", PutCondition::Overwrite)
+        .await
+        .unwrap();
+    let pending = |file: &std::path::Path| -> i64 {
+        rusqlite::Connection::open(file)
+            .unwrap()
+            .query_row("SELECT count(*) FROM mountfs_text_pending", [], |row| {
+                row.get(0)
+            })
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pending(&file) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "own write never folded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Idle: a few polls pass and the file is left exactly as it was.
+    let stamp = |file: &std::path::Path| {
+        let mut wal = file.as_os_str().to_owned();
+        wal.push("-wal");
+        let meta = |p: &std::path::Path| {
+            std::fs::metadata(p)
+                .map(|m| (m.len(), m.modified().unwrap()))
+                .ok()
+        };
+        (meta(file), meta(std::path::Path::new(&wal)))
+    };
+    let idle = stamp(&file);
+    tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
+    assert_eq!(
+        stamp(&file),
+        idle,
+        "an idle store's folder wrote to its file"
+    );
+    // Another process writes through the schema's triggers, which list the item as pending.
+    {
+        let other = rusqlite::Connection::open(&file).unwrap();
+        other
+            .execute(
+                "UPDATE mountfs_items SET content = CAST('a BTreeMap now' AS BLOB),
+                     size = 14, version = version + 1000
+                 WHERE key = '/seed.md'",
+                [],
+            )
+            .unwrap();
+    }
+    assert!(
+        pending(&file) > 0,
+        "the other process's write is not listed"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pending(&file) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "another process's write was never folded by the poll"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(index_is_exact(&file));
+}
+
 /// A PostgreSQL database of the test's own (the test changes the table's shape, which the
 /// other tests share in theirs), dropped at the end.
 struct OwnDatabase {
