@@ -809,11 +809,14 @@ impl Store for SqliteStore {
                 None => format!("{plus}namespace = :ns AND {plus}key {op} :lower"),
             };
             let (range, by_rowid) = (range(""), range("+"));
-            // A line bound under LARGE_ITEM_BYTES (a server told so) reads the range's rows.
+            // Items over LARGE_ITEM_BYTES are not in the trigram table (tokenizing one would
+            // hold its whole text in memory: a 64 MiB item peaked at 229 MiB), so every one is
+            // a candidate, as on PostgreSQL. A line bound under LARGE_ITEM_BYTES (a server told
+            // so) reads the range's rows.
             let large = if larger_than >= LARGE_ITEM_BYTES {
                 format!(
                     "INDEXED BY mountfs_items_large
-                     WHERE {range} AND size > {LARGE_ITEM_BYTES} AND size > :larger_than"
+                     WHERE {range} AND size > {LARGE_ITEM_BYTES}"
                 )
             } else {
                 format!("WHERE {range} AND size > :larger_than")
@@ -835,12 +838,11 @@ impl Store for SqliteStore {
                  ORDER BY key LIMIT {limit}"
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
-            let mut values: Vec<(&str, &dyn rusqlite::ToSql)> = vec![
-                (":ns", &ns),
-                (":lower", &lower),
-                (":terms", &matching),
-                (":larger_than", &larger_than),
-            ];
+            let mut values: Vec<(&str, &dyn rusqlite::ToSql)> =
+                vec![(":ns", &ns), (":lower", &lower), (":terms", &matching)];
+            if larger_than < LARGE_ITEM_BYTES {
+                values.push((":larger_than", &larger_than));
+            }
             if let Some(upper) = &upper {
                 values.push((":upper", upper));
             }
@@ -1174,7 +1176,8 @@ fn build_step(conn: &mut Connection) -> Result<Option<u64>> {
             let added = tx
                 .execute(
                     "INSERT INTO mountfs_items_text (rowid, content)
-                     SELECT rowid, CASE WHEN encoding = 'utf-8' THEN CAST(content AS TEXT) END
+                     SELECT rowid, CASE WHEN encoding = 'utf-8' AND size <= 1048576
+                         THEN CAST(content AS TEXT) END
                      FROM mountfs_items WHERE rowid > ?1 AND rowid <= ?2",
                     params![built, last],
                 )
@@ -1303,7 +1306,7 @@ fn fold_step(conn: &mut Connection) -> Result<usize> {
             .prepare_cached(
                 "INSERT INTO mountfs_items_text (rowid, content)
                  SELECT rowid, CAST(content AS TEXT) FROM mountfs_items
-                 WHERE rowid = ?1 AND encoding = 'utf-8'",
+                 WHERE rowid = ?1 AND encoding = 'utf-8' AND size <= 1048576",
             )
             .map_err(map_error)?;
         for item in &items {

@@ -493,7 +493,7 @@ fn index_is_exact(file: &std::path::Path) -> bool {
     conn.execute_batch(
         "CREATE VIRTUAL TABLE temp.fresh USING fts5(content, tokenize = 'trigram', detail = 'none');
          INSERT INTO temp.fresh (rowid, content)
-             SELECT rowid, CAST(content AS TEXT) FROM mountfs_items WHERE encoding = 'utf-8';
+             SELECT rowid, CAST(content AS TEXT) FROM mountfs_items WHERE encoding = 'utf-8' AND size <= 1048576;
          CREATE VIRTUAL TABLE temp.fresh_terms USING fts5vocab(temp, fresh, 'row');",
     )
     .unwrap();
@@ -731,6 +731,53 @@ async fn sqlite_writes_are_found_before_they_are_folded_into_the_trigram_table()
     shared.delete(&ns, "/a/3.md", None).await.unwrap();
     assert!(index_is_exact(&file));
     assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
+}
+
+/// An item over 1 MiB is not tokenized into the trigram table (that would hold its whole text
+/// in memory), and is a candidate of every search instead: still found, exactly as a scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_items_over_a_mebibyte_are_searched_without_being_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("large.db");
+    let store = SqliteStore::open(&file).await.unwrap();
+    wait_ready(&store).await;
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let mut large = "filler line of text\n".repeat(60_000); // 1.2 MB
+    large.push_str("the zebraquokka lives here\n");
+    shared
+        .put(&ns, "/big.txt", large.as_bytes(), PutCondition::Overwrite)
+        .await
+        .unwrap();
+    shared
+        .put(
+            &ns,
+            "/small.txt",
+            b"a zebraquokka too\n",
+            PutCondition::Overwrite,
+        )
+        .await
+        .unwrap();
+    assert!(index_is_exact(&file));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let indexed_rows: Vec<i64> = conn
+        .prepare("SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH '\"uok\"'")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        indexed_rows.len(),
+        1,
+        "only the small item is in the trigram table"
+    );
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared, ns).without_index();
+    let q = literal("zebraquokka");
+    let expected = sorted(&scanning, &q).await;
+    assert_eq!(expected.len(), 2);
+    assert_eq!(sorted(&indexed, &q).await, expected);
 }
 
 /// Writes committed by another process (here a plain connection: nothing wakes this store's
