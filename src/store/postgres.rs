@@ -143,36 +143,180 @@ const MIGRATIONS: &[&str] = &[
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
 // The writes. Each takes the item's next version once (`next.v`) and gives it to `version`
-// and `trigrams_version` alike: the trigrams ($7) are those of this very content (see
-// [`INDEXES`]). Parameters: namespace, key, encoding, size, time, content, trigrams, and for
-// `UPDATE_IF_VERSION` the expected version.
-const INSERT_CREATE_ONLY: &str = "INSERT INTO mountfs_items
-         (namespace, key, encoding, size, created_at, modified_at, version, content,
-          trigrams, trigrams_version)
-     SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-            $6::bytea, $7::integer[], next.v
-     FROM (SELECT nextval('mountfs_versions') AS v) AS next
-     ON CONFLICT (namespace, key) DO NOTHING
-     RETURNING version";
-const UPDATE_IF_VERSION: &str = "UPDATE mountfs_items
-     SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = $6,
-         trigrams = $7, trigrams_version = next.v
-     FROM (SELECT nextval('mountfs_versions') AS v) AS next
-     WHERE namespace = $1 AND key = $2 AND version = $8
-     RETURNING version";
-// `xmax = 0` holds for a freshly inserted row and not for an updated one.
-const UPSERT: &str = "INSERT INTO mountfs_items
-         (namespace, key, encoding, size, created_at, modified_at, version, content,
-          trigrams, trigrams_version)
-     SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-            $6::bytea, $7::integer[], next.v
-     FROM (SELECT nextval('mountfs_versions') AS v) AS next
-     ON CONFLICT (namespace, key) DO UPDATE
-     SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
-         modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
-         content = EXCLUDED.content, trigrams = EXCLUDED.trigrams,
-         trigrams_version = EXCLUDED.trigrams_version
-     RETURNING version, (xmax = 0) AS inserted";
+// and `trigrams_version` alike: the trigrams ($6) are those of this very content (see
+// [`INDEXES`]). Parameters: namespace, key, encoding, size, time, trigrams, for `IfVersion` the
+// expected version ($7), and last the content when it travels as a parameter. One text per
+// condition and content source ([`write_statement`]): a put and an upload's finish run the
+// same statement but for where the content comes from, so a column added to one is added to
+// both.
+
+/// Where a write's content comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ContentSource {
+    /// The statement's last parameter ([`Store::put`], a batch).
+    Parameter,
+    /// The chunks an upload staged in its temporary table ([`STAGED_CONTENT`]).
+    Staged,
+}
+
+/// The three writes, by condition, for `put`/batches and for uploads, made once.
+static WRITE_STATEMENTS: std::sync::LazyLock<[[String; 3]; 2]> = std::sync::LazyLock::new(|| {
+    [ContentSource::Parameter, ContentSource::Staged].map(|source| {
+        [
+            WriteKind::CreateOnly,
+            WriteKind::IfVersion,
+            WriteKind::Overwrite,
+        ]
+        .map(|kind| write_sql(kind, source))
+    })
+});
+
+/// A write's condition, without its expected version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteKind {
+    CreateOnly,
+    IfVersion,
+    Overwrite,
+}
+
+impl WriteKind {
+    fn of(condition: &PutCondition) -> Self {
+        match condition {
+            PutCondition::CreateOnly => Self::CreateOnly,
+            PutCondition::IfVersion(_) => Self::IfVersion,
+            PutCondition::Overwrite => Self::Overwrite,
+        }
+    }
+}
+
+/// The statement that writes under `kind` a content from `source` (see above).
+fn write_statement(kind: WriteKind, source: ContentSource) -> &'static str {
+    let by_kind = &WRITE_STATEMENTS[match source {
+        ContentSource::Parameter => 0,
+        ContentSource::Staged => 1,
+    }];
+    &by_kind[match kind {
+        WriteKind::CreateOnly => 0,
+        WriteKind::IfVersion => 1,
+        WriteKind::Overwrite => 2,
+    }]
+}
+
+fn write_sql(kind: WriteKind, source: ContentSource) -> String {
+    let content = match (source, kind) {
+        (ContentSource::Staged, _) => STAGED_CONTENT,
+        (ContentSource::Parameter, WriteKind::IfVersion) => "$8::bytea",
+        (ContentSource::Parameter, _) => "$7::bytea",
+    };
+    match kind {
+        WriteKind::CreateOnly => format!(
+            "INSERT INTO mountfs_items
+                 (namespace, key, encoding, size, created_at, modified_at, version, content,
+                  trigrams, trigrams_version)
+             SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
+                    {content}, $6::integer[], next.v
+             FROM (SELECT nextval('mountfs_versions') AS v) AS next
+             ON CONFLICT (namespace, key) DO NOTHING
+             RETURNING version"
+        ),
+        WriteKind::IfVersion => format!(
+            "UPDATE mountfs_items
+             SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = {content},
+                 trigrams = $6, trigrams_version = next.v
+             FROM (SELECT nextval('mountfs_versions') AS v) AS next
+             WHERE namespace = $1 AND key = $2 AND version = $7
+             RETURNING version"
+        ),
+        // `xmax = 0` holds for a freshly inserted row and not for an updated one.
+        WriteKind::Overwrite => format!(
+            "INSERT INTO mountfs_items
+                 (namespace, key, encoding, size, created_at, modified_at, version, content,
+                  trigrams, trigrams_version)
+             SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
+                    {content}, $6::integer[], next.v
+             FROM (SELECT nextval('mountfs_versions') AS v) AS next
+             ON CONFLICT (namespace, key) DO UPDATE
+             SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
+                 modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
+                 content = EXCLUDED.content, trigrams = EXCLUDED.trigrams,
+                 trigrams_version = EXCLUDED.trigrams_version
+             RETURNING version, (xmax = 0) AS inserted"
+        ),
+    }
+}
+
+/// What a write statement's rows say: the version it gave, and whether it made the item; no
+/// row is the condition's failure.
+fn written_of(kind: WriteKind, rows: &[Row]) -> Result<Written> {
+    let Some(row) = rows.first() else {
+        return Err(match kind {
+            WriteKind::CreateOnly => Error::AlreadyExists,
+            WriteKind::IfVersion => Error::VersionMismatch,
+            WriteKind::Overwrite => Error::Query("PostgreSQL upsert returned no row".to_owned()),
+        });
+    };
+    Ok(Written {
+        version: column(row, 0)?,
+        created: match kind {
+            WriteKind::CreateOnly => true,
+            WriteKind::IfVersion => false,
+            WriteKind::Overwrite => column(row, 1)?,
+        },
+    })
+}
+
+/// The parameters of a write statement but its content: namespace, key, encoding, size, time,
+/// trigrams, and the expected version of an `IfVersion`.
+fn write_params<'a>(
+    fields: &'a WriteFields<'a>,
+    condition: &'a PutCondition,
+) -> Vec<&'a (dyn ToSql + Sync)> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &fields.namespace,
+        &fields.key,
+        &fields.encoding,
+        &fields.size,
+        &fields.now,
+        &fields.trigrams,
+    ];
+    if let PutCondition::IfVersion(expected) = condition {
+        params.push(expected);
+    }
+    params
+}
+
+/// The columns a write sets besides the content.
+#[derive(Debug)]
+struct WriteFields<'a> {
+    namespace: &'a str,
+    key: &'a str,
+    encoding: &'static str,
+    size: i64,
+    now: i64,
+    trigrams: Option<Vec<i32>>,
+}
+
+impl<'a> WriteFields<'a> {
+    /// The fields of `content` (or of an upload's, whose `encoding` and `size` the caller
+    /// knows and whose trigrams are those of `indexed`, its whole content when it is small
+    /// enough to be indexed).
+    fn new(
+        (namespace, key): (&'a str, &'a str),
+        encoding: Encoding,
+        size: u64,
+        indexed: Option<&[u8]>,
+        now: i64,
+    ) -> Self {
+        Self {
+            namespace,
+            key,
+            encoding: encoding.as_str(),
+            size: i64::try_from(size).unwrap_or(i64::MAX),
+            now,
+            trigrams: indexed.and_then(|content| trigrams_of(encoding, content)),
+        }
+    }
+}
 
 /// The PostgreSQL store (see the module doc).
 #[derive(Debug, Clone)]
@@ -757,48 +901,21 @@ impl Store for PostgresStore {
         content: &[u8],
         condition: PutCondition,
     ) -> Result<Written> {
-        let now = to_micros(SystemTime::now());
         let encoding = Encoding::of(content);
-        let trigrams = trigrams_of(encoding, content);
-        let encoding = encoding.as_str();
-        let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
-        let ns = namespace.as_str();
-        let params: [&(dyn ToSql + Sync); 7] =
-            [&ns, &key, &encoding, &size, &now, &content, &trigrams];
-        match condition {
-            PutCondition::CreateOnly => {
-                let rows = self.query(INSERT_CREATE_ONLY, &params).await?;
-                match rows.first() {
-                    Some(row) => Ok(Written {
-                        version: column(row, 0)?,
-                        created: true,
-                    }),
-                    None => Err(Error::AlreadyExists),
-                }
-            }
-            PutCondition::IfVersion(expected) => {
-                let mut params = params.to_vec();
-                params.push(&expected);
-                let rows = self.query(UPDATE_IF_VERSION, &params).await?;
-                match rows.first() {
-                    Some(row) => Ok(Written {
-                        version: column(row, 0)?,
-                        created: false,
-                    }),
-                    None => Err(Error::VersionMismatch),
-                }
-            }
-            PutCondition::Overwrite => {
-                let rows = self.query(UPSERT, &params).await?;
-                let row = rows
-                    .first()
-                    .ok_or_else(|| Error::Query("PostgreSQL upsert returned no row".to_owned()))?;
-                Ok(Written {
-                    version: column(row, 0)?,
-                    created: column(row, 1)?,
-                })
-            }
-        }
+        let fields = WriteFields::new(
+            (namespace.as_str(), key),
+            encoding,
+            content.len() as u64,
+            Some(content),
+            to_micros(SystemTime::now()),
+        );
+        let kind = WriteKind::of(&condition);
+        let mut params = write_params(&fields, &condition);
+        params.push(&content);
+        let rows = self
+            .query(write_statement(kind, ContentSource::Parameter), &params)
+            .await?;
+        written_of(kind, &rows)
     }
 
     async fn delete(
@@ -849,30 +966,20 @@ impl Store for PostgresStore {
                     content,
                     condition,
                 } => {
-                    let encoding = Encoding::of(content);
-                    let trigrams = trigrams_of(encoding, content);
-                    let encoding = encoding.as_str();
-                    let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
-                    let (sql, missing) = match condition {
-                        PutCondition::CreateOnly => (INSERT_CREATE_ONLY, Error::AlreadyExists),
-                        PutCondition::IfVersion(_) => (UPDATE_IF_VERSION, Error::VersionMismatch),
-                        PutCondition::Overwrite => (
-                            UPSERT,
-                            Error::Query("PostgreSQL upsert returned no row".to_owned()),
-                        ),
-                    };
-                    let mut params: Vec<&(dyn ToSql + Sync)> =
-                        vec![ns_ref(&ns), key, &encoding, &size, &now, content, &trigrams];
-                    if let PutCondition::IfVersion(expected) = condition {
-                        params.push(expected);
-                    }
-                    tx.query(sql, &params)
+                    let fields = WriteFields::new(
+                        (ns, key),
+                        Encoding::of(content),
+                        content.len() as u64,
+                        Some(content),
+                        now,
+                    );
+                    let kind = WriteKind::of(condition);
+                    let mut params = write_params(&fields, condition);
+                    params.push(content);
+                    tx.query(write_statement(kind, ContentSource::Parameter), &params)
                         .await
                         .map_err(|e| self.map_conflict(e))
-                        .and_then(|rows| match rows.first() {
-                            Some(row) => Ok(Some(column(row, 0)?)),
-                            None => Err(missing),
-                        })
+                        .and_then(|rows| Ok(Some(written_of(kind, &rows)?.version)))
                 }
                 BatchOp::Delete { key, version } => tx
                     .query(
@@ -1143,6 +1250,7 @@ impl Store for PostgresStore {
             key: key.to_owned(),
             chunks: 0,
             size: 0,
+            indexed: Some(Vec::new()),
         }))
     }
 }
@@ -1164,6 +1272,10 @@ struct PostgresUpload {
     key: String,
     chunks: i64,
     size: u64,
+    /// Every byte staged so far while they are few enough to be indexed
+    /// ([`MAX_INDEXED_BYTES`]): the item's trigrams are computed from them at `finish`, as
+    /// `put` computes them; `None` once the content is larger (it is not indexed).
+    indexed: Option<Vec<u8>>,
 }
 
 impl Drop for PostgresUpload {
@@ -1182,88 +1294,31 @@ impl PostgresUpload {
     }
 
     /// Runs one statement of `finish` in the upload's transaction.
-    async fn run(&self, sql: String, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+    async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         self.client()?
-            .query(&sql, params)
+            .query(sql, params)
             .await
             .map_err(|e| self.store.map_conflict(e))
     }
 
-    /// Puts the staged content under `condition`; the transaction is still open.
+    /// Puts the staged content under `condition` through the statement `put` runs, with the
+    /// content joined from the staged chunks; the transaction is still open.
     async fn put_staged(&self, condition: PutCondition, encoding: Encoding) -> Result<Written> {
-        let now = to_micros(SystemTime::now());
-        let size = i64::try_from(self.size).unwrap_or(i64::MAX);
-        let (ns, key, encoding) = (
-            self.namespace.as_str(),
-            self.key.as_str(),
-            encoding.as_str(),
+        let fields = WriteFields::new(
+            (&self.namespace, &self.key),
+            encoding,
+            self.size,
+            self.indexed.as_deref(),
+            to_micros(SystemTime::now()),
         );
-        match condition {
-            PutCondition::CreateOnly => {
-                let rows = self.run(
-                    format!(
-                        "INSERT INTO mountfs_items
-                             (namespace, key, encoding, size, created_at, modified_at, version, content)
-                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), {STAGED_CONTENT})
-                         ON CONFLICT (namespace, key) DO NOTHING
-                         RETURNING version"
-                    ),
-                    &[&ns, &key, &encoding, &size, &now],
-                )
-                .await?;
-                match rows.first() {
-                    Some(row) => Ok(Written {
-                        version: column(row, 0)?,
-                        created: true,
-                    }),
-                    None => Err(Error::AlreadyExists),
-                }
-            }
-            PutCondition::IfVersion(expected) => {
-                let rows = self
-                    .run(
-                        format!(
-                            "UPDATE mountfs_items
-                         SET encoding = $3, size = $4, modified_at = $5,
-                             version = nextval('mountfs_versions'), content = {STAGED_CONTENT}
-                         WHERE namespace = $1 AND key = $2 AND version = $6
-                         RETURNING version"
-                        ),
-                        &[&ns, &key, &encoding, &size, &now, &expected],
-                    )
-                    .await?;
-                match rows.first() {
-                    Some(row) => Ok(Written {
-                        version: column(row, 0)?,
-                        created: false,
-                    }),
-                    None => Err(Error::VersionMismatch),
-                }
-            }
-            PutCondition::Overwrite => {
-                let rows = self.run(
-                    format!(
-                        "INSERT INTO mountfs_items
-                             (namespace, key, encoding, size, created_at, modified_at, version, content)
-                         VALUES ($1, $2, $3, $4, $5, $5, nextval('mountfs_versions'), {STAGED_CONTENT})
-                         ON CONFLICT (namespace, key) DO UPDATE
-                         SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
-                             modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
-                             content = EXCLUDED.content
-                         RETURNING version, (xmax = 0) AS inserted"
-                    ),
-                    &[&ns, &key, &encoding, &size, &now],
-                )
-                .await?;
-                let row = rows
-                    .first()
-                    .ok_or_else(|| Error::Query("PostgreSQL upsert returned no row".to_owned()))?;
-                Ok(Written {
-                    version: column(row, 0)?,
-                    created: column(row, 1)?,
-                })
-            }
-        }
+        let kind = WriteKind::of(&condition);
+        let rows = self
+            .run(
+                write_statement(kind, ContentSource::Staged),
+                &write_params(&fields, &condition),
+            )
+            .await?;
+        written_of(kind, &rows)
     }
 }
 
@@ -1281,6 +1336,11 @@ impl StoreUpload for PostgresUpload {
             .map_err(|e| self.store.map_error(e))?;
         self.chunks += 1;
         self.size += chunk.len() as u64;
+        if self.size > MAX_INDEXED_BYTES {
+            self.indexed = None;
+        } else if let Some(indexed) = &mut self.indexed {
+            indexed.extend_from_slice(chunk);
+        }
         Ok(())
     }
 

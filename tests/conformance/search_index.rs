@@ -1082,3 +1082,99 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
     drop((indexed, scanning, shared, store));
     db.drop().await;
 }
+
+/// An item written by an upload (`mountfs cp` of a big file, chunk by chunk) is held by the
+/// search index as one written by `put` is: its trigrams are those of the content that was
+/// staged, under each condition, so a grep finds it through the index and skips it when the
+/// text is not there (before, an upload left its trigrams behind: a candidate of every
+/// search, read each time). One bigger than the index holds is found through its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.unwrap();
+    wait_ready_postgres(&store).await;
+    let namespace = crate::support::PostgresNamespace::new(&url, "upload-index");
+    let ns = Namespace::new(&namespace.name).unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let backend = StoreBackend::new(shared.clone(), ns.clone());
+    let upload = |key: &'static str, chunks: Vec<Vec<u8>>, condition: PutCondition| {
+        let (shared, ns) = (shared.clone(), ns.clone());
+        async move {
+            let mut staged = shared.begin_upload(&ns, key).await.unwrap();
+            for chunk in &chunks {
+                staged.append(chunk).await.unwrap();
+            }
+            staged
+                .finish(condition, mountfs::store::Encoding::Utf8)
+                .await
+                .unwrap()
+        }
+    };
+    let found = |text: &'static str| {
+        let backend = &backend;
+        async move {
+            let hits: Vec<String> = sorted(backend, &literal(text))
+                .await
+                .into_iter()
+                .map(|f| f.path.to_string())
+                .collect();
+            (hits, files_read(backend, &literal(text)).await)
+        }
+    };
+    // A trigram across two chunks ("plo" of "uploaded") is one of the item's.
+    let first = upload(
+        "/up/small.md",
+        vec![b"hello up".to_vec(), b"loaded world\n".to_vec()],
+        PutCondition::CreateOnly,
+    )
+    .await;
+    assert_eq!(
+        found("uploaded").await,
+        (vec!["/up/small.md".to_owned()], 1)
+    );
+    assert_eq!(found("zebra").await, (vec![], 0), "not a candidate");
+    // Replaced by uploads under a version and by an overwrite: the trigrams follow.
+    let second = upload(
+        "/up/small.md",
+        vec![b"goodbye zebra\n".to_vec()],
+        PutCondition::IfVersion(first.version),
+    )
+    .await;
+    assert_eq!(found("uploaded").await, (vec![], 0));
+    assert_eq!(found("zebra").await, (vec!["/up/small.md".to_owned()], 1));
+    assert!(!second.created);
+    upload(
+        "/up/small.md",
+        vec![b"giraffe\n".to_vec()],
+        PutCondition::Overwrite,
+    )
+    .await;
+    assert_eq!(found("zebra").await, (vec![], 0));
+    assert_eq!(found("giraffe").await, (vec!["/up/small.md".to_owned()], 1));
+    // Over the index's size: no trigrams, yet never behind, and found through its size.
+    let mut big = vec![b'a'; (mountfs::store::postgres::MAX_INDEXED_BYTES + 10) as usize];
+    big.extend_from_slice(b"\nneedle\n");
+    upload(
+        "/up/big.md",
+        big.chunks(300_000).map(<[u8]>::to_vec).collect(),
+        PutCondition::CreateOnly,
+    )
+    .await;
+    assert_eq!(found("needle").await.0, vec!["/up/big.md".to_owned()]);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let behind: i64 = client
+        .query_one(
+            "SELECT count(*) FROM mountfs_items
+             WHERE namespace = $1 AND trigrams_version IS DISTINCT FROM version",
+            &[&namespace.name],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(behind, 0, "uploads are never left behind the index");
+}
