@@ -229,6 +229,21 @@ impl MountTable {
                         prefix: spec.display_prefix(),
                         reason,
                     })?;
+                    // What killed writers left, removed before any tool touches the mount
+                    // (as a disk mount sweeps its own); a sweep that fails stops nothing.
+                    match backend.sweep_stale_temp_files().await {
+                        Ok(0) => {}
+                        Ok(removed) => tracing::info!(
+                            mount = %spec.display_prefix(),
+                            removed,
+                            "removed temporary files left by a killed writer"
+                        ),
+                        Err(error) => tracing::warn!(
+                            mount = %spec.display_prefix(),
+                            %error,
+                            "could not sweep stale temporary files"
+                        ),
+                    }
                     Opened::Shared(Arc::new(backend))
                 }
                 BackendSpec::Sqlite { .. } | BackendSpec::Postgres { .. } => {

@@ -1229,3 +1229,93 @@ async fn the_temporary_names_of_uploads_are_refused() {
         b"in flight"
     );
 }
+
+/// Sets a file's modification time `minutes` in the past (a link is not followed: its target
+/// is set).
+fn age(path: &Path, minutes: u64) {
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(minutes * 60);
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
+/// Every file name below `dir` (links not followed), relative to it.
+fn files_below(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else {
+                let path = entry.path();
+                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Issue 27, leftover 1: the temporary files that killed writers left under the mount's
+/// directory (a `mountfs cp` killed mid-upload leaves its `.mountfs-tmp.<pid>.*` for good) are
+/// removed by the sweep a mount runs when it opens: only those older than an hour whose shell
+/// is gone. A young one, one of a live shell, one behind a link leading out of the directory,
+/// a directory of that name and other names stay; odd names (quotes, `$(…)`, a newline) are
+/// plain names. On a local `sh`, busybox (with and without `stat`) and OpenSSH.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_removes_only_stale_temporary_files_of_gone_writers() {
+    let mut all = targets("shell stale temporary files");
+    if let Some(target) = shells::busybox_minimal("shell stale temporary files") {
+        all.push(("busybox-minimal", target));
+    }
+    // No process has this id: above the kernel's largest (4194304).
+    let gone = 999_999_999u64;
+    let alive = std::process::id();
+    for (label, target) in all {
+        let root = target.dir.path();
+        let odd = root.join("it's \"odd\" $(touch pwned)\nname");
+        std::fs::create_dir_all(odd.join("deep")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("link-out")).unwrap();
+        let stale = [
+            format!(".mountfs-tmp.{gone}.aB3xYz"),
+            format!("it's \"odd\" $(touch pwned)\nname/deep/.mountfs-tmp.{gone}.q"),
+            // Of an older release (no pid), and a name with a newline of its own.
+            ".mountfs-tmp.Qw7Rt2".to_owned(),
+            format!("it's \"odd\" $(touch pwned)\nname/.mountfs-tmp.{gone}.a\nb"),
+        ];
+        let kept = [
+            // Young.
+            format!(".mountfs-tmp.{gone}.young"),
+            // Its shell (here: this test process) still runs.
+            format!(".mountfs-tmp.{alive}.live"),
+            "notes.mountfs-tmp.txt".to_owned(),
+            "plain.txt".to_owned(),
+            ".mountfs-tmp.dir/inner.txt".to_owned(),
+        ];
+        std::fs::create_dir(root.join(".mountfs-tmp.dir")).unwrap();
+        for name in stale.iter().chain(&kept) {
+            std::fs::write(root.join(name), b"x").unwrap();
+            if !name.ends_with(".young") {
+                age(&root.join(name), 120);
+            }
+        }
+        age(&root.join(".mountfs-tmp.dir"), 120);
+        let outside_temp = outside.path().join(format!(".mountfs-tmp.{gone}.out"));
+        std::fs::write(&outside_temp, b"x").unwrap();
+        age(&outside_temp, 120);
+
+        let removed = target.backend().sweep_stale_temp_files().await.unwrap();
+        assert_eq!(removed, stale.len() as u64, "{label}");
+        let mut expected: Vec<String> = kept.to_vec();
+        expected.push("link-out".to_owned());
+        expected.sort();
+        assert_eq!(files_below(root), expected, "{label}");
+        assert!(outside_temp.exists(), "{label}: followed a link out");
+        assert!(pwned_files(root).is_empty(), "{label}");
+    }
+}

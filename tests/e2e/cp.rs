@@ -876,3 +876,126 @@ fn an_interrupted_copy_removes_its_temporary_file_and_exits_130() {
         .collect();
     assert!(left.is_empty(), "left on the target: {left:?}");
 }
+
+/// The `.mountfs-tmp.*` files directly in `dir`.
+fn shell_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".mountfs-tmp.")
+        })
+        .collect()
+}
+
+/// Whether the process `pid` has ended (gone, or a zombie not reaped yet).
+fn process_ended(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// Issue 27, leftover 1: a copy to a shell target killed with SIGKILL mid-file leaves its
+/// hidden temporary file there (nothing can abort the upload); the next opening of the mount
+/// (here: the next `cp`) removes it once no live writer can own it (older than an hour, its
+/// shell gone), and keeps it while it is young.
+#[test]
+fn a_copy_to_a_shell_target_killed_mid_file_leaves_a_temporary_file_the_next_open_sweeps() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("src");
+    let destination = work.path().join("dst");
+    std::fs::create_dir(&source).unwrap();
+    std::fs::create_dir(&destination).unwrap();
+    // Sparse: 2 GiB that take no disk, and seconds to copy.
+    std::fs::File::create(source.join("big"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let to = format!("shell:t:{}", destination.display());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .args([
+            "cp",
+            "--shell",
+            "t=sh",
+            "--from",
+            &disk(&source),
+            "--to",
+            &to,
+        ])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while shell_temp_files(&destination).is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "no upload began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "finished before the kill"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = shell_temp_files(&destination);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let temp = left[0].clone();
+    assert!(!destination.join("big").exists());
+    // Its name carries the pid of the shell that wrote it; that shell ends with its input.
+    let name = temp.file_name().unwrap().to_string_lossy().into_owned();
+    let pid = name
+        .strip_prefix(".mountfs-tmp.")
+        .and_then(|rest| rest.split('.').next())
+        .unwrap()
+        .to_owned();
+    assert!(pid.bytes().all(|b| b.is_ascii_digit()), "{name}");
+    while !process_ended(&pid) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "shell {pid} still runs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let other = work.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("x.txt"), "x\n").unwrap();
+    // Young: kept (it could be a live upload's).
+    cp_ok(
+        work.path(),
+        &["--shell", "t=sh", "--from", &disk(&other), "--to", &to],
+    );
+    assert!(temp.exists(), "a young temporary file was swept");
+    // Older than an hour, its shell gone: the next opening sweeps it.
+    let hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 3600);
+    std::fs::File::open(&temp)
+        .unwrap()
+        .set_modified(hours_ago)
+        .unwrap();
+    cp_ok(
+        work.path(),
+        &[
+            "--shell",
+            "t=sh",
+            "--overwrite",
+            "--from",
+            &disk(&other),
+            "--to",
+            &to,
+        ],
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&destination)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["x.txt"]);
+}

@@ -18,7 +18,10 @@
 //! - **Atomic writes.** A write goes to a temporary file in the file's own directory
 //!   (`.mountfs-tmp.*`, hidden from listings) and is renamed over the file; the version check
 //!   of a conditional write runs in the same script, just before the rename. A create-only
-//!   write is a hard link, which fails if anything appeared there.
+//!   write is a hard link, which fails if anything appeared there. A temporary file whose
+//!   writer died (a `mountfs cp` killed mid-upload, a shell killed mid-write) is removed when
+//!   a mount of the directory next opens, once it is old enough that no live writer can own it
+//!   ([`ShellBackend::sweep_stale_temp_files`]).
 //! - **Versions** are the disk mount's: the SHA-256 of the content (its first 16 bytes in
 //!   hex) for a file of at most 8 MiB, computed here from the bytes read or written and on the
 //!   target by `sha256sum` for a check; for a bigger file a hash of `dev:ino:size:mtime:ctime`,
@@ -92,6 +95,14 @@ const GREP_CHUNKS_IN_FLIGHT: usize = 2;
 
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).
 const TEMP_PREFIX: &str = ".mountfs-tmp.";
+
+/// How old (by its modification time, in minutes) a temporary file must be before the sweep
+/// at opening may remove it. A write in flight changes its temporary file all along (the
+/// payload of a write, each chunk of an upload); the longest pause is an upload's last step,
+/// the source hashing the whole file, minutes for the largest files. The disk mount needs no
+/// age: it knows its writers by a locked record; a shell target may be written by servers in
+/// other pid namespaces or on other machines, whose shells cannot be seen from here.
+pub const STALE_TEMP_MINUTES: u32 = 60;
 
 /// A directory in a target reached through a shell (see the module doc).
 #[derive(Debug)]
@@ -397,6 +408,30 @@ impl ShellBackend {
             rg: caps.rg,
             stat: caps.stat,
         })
+    }
+
+    /// Removes the temporary files that writers which are gone left under the mount's
+    /// directory (a `mountfs cp` killed mid-upload, a connection lost mid-write): those older
+    /// than [`STALE_TEMP_MINUTES`] whose name carries the pid of a shell that no longer runs
+    /// on the target (or no pid: a name of an older release); one `find` on the target, which
+    /// follows no symbolic link and stays on the directory's file system. Returns how many.
+    /// The mount table calls it when it opens the mount, as the disk mount sweeps its own.
+    pub async fn sweep_stale_temp_files(&self) -> std::result::Result<u64, String> {
+        let reply = self
+            .pool
+            .call(Frame::call("sw").arg(STALE_TEMP_MINUTES))
+            .await
+            .map_err(|e| format!("shell '{}': {e}", self.name))?;
+        if reply.status != 0 {
+            return Err(format!(
+                "shell '{}': the sweep of temporary files failed (status {})",
+                self.name, reply.status
+            ));
+        }
+        Ok(String::from_utf8_lossy(&reply.stdout)
+            .split_whitespace()
+            .filter_map(|n| n.parse::<u64>().ok())
+            .sum())
     }
 
     /// The absolute directory `dir` of the target as the target resolves it: its longest

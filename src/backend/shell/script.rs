@@ -25,7 +25,11 @@
 //! nanoseconds where `stat -c %y` shows them, and a change made within one timestamp tick
 //! keeps it). A temporary path sent back by the server is accepted only in our own form, inside the
 //! mount's directory; it travels as a path does (by its length when it holds a newline: a
-//! directory's name may).
+//! directory's name may). A temporary file is named `.mountfs-tmp.<PID>.<random>`, PID being
+//! the connection's shell (`$$`): `sw`, run when a mount opens, removes with one `find` those
+//! under the mount's directory (following no symbolic link, staying on its file system) that
+//! no write in flight can own: older than the minutes it is given, and whose shell is gone
+//! (see `ShellBackend::sweep_stale_temp_files`).
 //!
 //! The frame protocol. The loop reads one line with the `read` builtin (which never reads past
 //! the newline on a pipe, so the bytes after it stay for the function) and `eval`s it; the line
@@ -134,7 +138,7 @@ vr() {
   else x="$7:$6:$3:$4:$5"; shift 7; [ $# -eq 0 ] || x="$x:$*"; printf i; printf '%s' "$x" | sha256sum | cut -c1-32; fi
 }
 mk() {
-  if [ "$MT" = 1 ]; then mktemp "$1/.mountfs-tmp.XXXXXX"; return; fi
+  if [ "$MT" = 1 ]; then mktemp "$1/.mountfs-tmp.$$.XXXXXX"; return; fi
   k=0
   while [ "$k" -lt 100 ]; do
     t=$1/.mountfs-tmp.$$.$k
@@ -347,6 +351,21 @@ rv() (
   done
   printf '%s' "$PWD"; sep; printf '%s' "$t"
 )
+sw() ( exec </dev/null; cd -P -- "$R" || exit 1
+  if [ -d /proc/self ]; then pc=1; else pc=0; fi
+  find . -xdev -type f -name '.mountfs-tmp.*' -mmin +"$1" -exec sh -c '
+    P=$1; n=0; shift
+    for x; do
+      w=${x##*/.mountfs-tmp.}; w=${w%%.*}
+      case $w in ""|*[!0-9]*) ;; *)
+        if [ "$P" = 1 ] && IFS= read -r s < "/proc/$w/stat" 2>/dev/null; then
+          s=${s##*) }; case $s in Z*|X*) ;; *) continue;; esac
+        fi;;
+      esac
+      rm -f -- "$x" && n=$((n + 1))
+    done
+    echo "$n"' sh "$pc" {} + 2>/dev/null
+  exit 0 )
 vs() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17; vr "$f" )
 wt() ( exec </dev/null; if [ -d "$R" ] && [ -w "$R" ]; then echo 1; else echo 0; fi )
 cm() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; chmod "$2" "$f" || exit 1; me "$f" )
@@ -577,6 +596,23 @@ mod tests {
             .unwrap();
         assert!(!ua.contains("wc "), "{ua}");
         assert!(ua.contains("sz \"$t\""), "{ua}");
+    }
+
+    #[test]
+    fn the_sweep_uses_only_what_busybox_find_has_and_follows_no_link() {
+        let sw = BOOTSTRAP
+            .split("\nsw() (")
+            .nth(1)
+            .and_then(|rest| rest.split("\nvs() (").next())
+            .unwrap();
+        // Debian's busybox 1.35 `find` has neither `-delete` nor `-printf`; `-L`/`-follow`
+        // would walk out of the directory through a link.
+        for absent in ["-delete", "-printf", "-L ", "-follow", "-execdir"] {
+            assert!(!sw.contains(absent), "{absent} in {sw}");
+        }
+        assert!(sw.contains("find . -xdev -type f -name '.mountfs-tmp.*' -mmin +\"$1\""));
+        // Names reach `rm` as arguments, never as text to parse.
+        assert!(sw.contains("rm -f -- \"$x\""), "{sw}");
     }
 
     #[test]
