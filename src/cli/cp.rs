@@ -8,7 +8,10 @@
 //! either direction. The steps, each finished before the next starts:
 //! 1. the specs are parsed and judged: `memory` is refused on either side (a new process has
 //!    an empty one, and it would be gone when `cp` exits), as are a read-only or overlay
-//!    destination and a destination that is, or lies inside, the source;
+//!    destination and a destination that is, or lies inside, the source (where a shell mount
+//!    is on either side, by what each side's machine says of its directory — boot id, device
+//!    and inode of it and its parents — so two commands reaching one machine, or a disk mount
+//!    and a shell on this machine, are told apart from paths: `inside`);
 //! 2. the source is walked ([`plan`]) and every path checked at the destination: a file that
 //!    exists there is refused unless `--overwrite`, a file where the other side has a directory
 //!    always — in both cases before anything is written;
@@ -31,6 +34,7 @@
 //! symbolic links leading out); a symbolically linked directory is not followed (it is listed
 //! in the summary); a symbolic link to a file is copied as the file it leads to.
 
+mod inside;
 mod plan;
 pub mod progress;
 
@@ -41,7 +45,9 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{self, Backend, BoundedRead, DeleteOptions, Upload, Version, WriteMode};
+use crate::backend::{
+    self, Backend, BoundedRead, DeleteOptions, DirPlace, ShellBackend, Upload, Version, WriteMode,
+};
 use crate::config::{self, BackendSpec, MOUNT_GRAMMAR, MountSpec};
 use crate::mounts::MountTable;
 use crate::path::VirtualPath;
@@ -313,24 +319,24 @@ pub async fn copy_until(
             ),
         });
     }
-    if shell_destination_inside_source(&from.backend, &to.backend)
-        .await
-        .map_err(|reason| CopyError::Open {
-            side: Side::To,
-            spec: request.to.to_owned(),
-            reason,
-        })?
+    let from_root = target_root(&from.backend);
+    let to_root = target_root(&to.backend);
+    if shell_destination_inside_source(
+        (&from.backend, from_root.as_ref(), request.from),
+        (&to.backend, to_root.as_ref(), request.to),
+    )
+    .await?
     {
         return Err(CopyError::Refused {
             side: Side::To,
             spec: request.to.to_owned(),
             reason: format!(
-                "this is, or lies inside, --from {} on the target (the two directories resolved there, symbolic links and '..' followed): the copy would read what it writes. Copy to a place outside the source",
+                "this is, or lies inside, --from {} (one directory of one machine, told by device and inode there, whatever the paths, links and commands that name it): the copy would read what it writes. Copy to a place outside the source",
                 request.from
             ),
         });
     }
-    let source = open_tree(from, request.from, Side::From).await?;
+    let source = open_tree(from, request.from, Side::From, None).await?;
     let plan = plan::walk(&*source).await?;
     if plan.items.is_empty() {
         return Err(CopyError::EmptySource {
@@ -338,7 +344,7 @@ pub async fn copy_until(
         });
     }
     // Opened (a missing directory created) only once the source is known to hold something.
-    let destination = open_tree(to, request.to, Side::To).await?;
+    let destination = open_tree(to, request.to, Side::To, to_root.as_ref()).await?;
     plan::check_destination(&*destination, &plan, request.overwrite).await?;
 
     let mode = if request.overwrite {
@@ -695,36 +701,61 @@ fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
     }
 }
 
-/// Whether two shell mounts of one target (the same command, whatever their `--shell`
-/// names) name directories of which the destination is, or lies inside, the source, once the
-/// target resolved both (`cd -P` into each's longest existing ancestor): the textual check
-/// misses `dir/`, `a/../dir`, a symlinked directory, or two names for one command.
+/// A shell side's target, opened with `/` as its directory: where its directory is
+/// ([`ShellBackend::place_of`]) and, for `--to`, making it. Nothing starts before its first call.
+fn target_root(spec: &BackendSpec) -> Option<ShellBackend> {
+    match spec {
+        BackendSpec::Shell { name, command, .. } if !command.is_empty() => {
+            Some(ShellBackend::new(name, command.clone(), "/"))
+        }
+        _ => None,
+    }
+}
+
+/// Whether, a shell mount being on at least one side, the destination is, or lies inside, the
+/// source: the two sides tell where their directories are (machine, devices and inodes, see
+/// `inside`), so two commands reaching one machine, or a disk mount and a shell on this
+/// machine, are compared as one machine's directories. Each side is `(spec, its target opened
+/// at /, the SPEC as given)`.
 async fn shell_destination_inside_source(
-    from: &BackendSpec,
-    to: &BackendSpec,
-) -> Result<bool, String> {
-    let (
-        BackendSpec::Shell {
-            name,
-            dir: source,
-            command: a,
-        },
-        BackendSpec::Shell {
-            dir: destination,
-            command: b,
-            ..
-        },
-    ) = (from, to)
+    (from, from_root, from_text): (&BackendSpec, Option<&ShellBackend>, &str),
+    (to, to_root, to_text): (&BackendSpec, Option<&ShellBackend>, &str),
+) -> Result<bool, CopyError> {
+    if from_root.is_none() && to_root.is_none() {
+        return Ok(false);
+    }
+    fn failed(side: Side, spec: &str) -> impl Fn(String) -> CopyError + '_ {
+        move |reason| CopyError::Open {
+            side,
+            spec: spec.to_owned(),
+            reason,
+        }
+    }
+    let Some(source) = place_of(from, from_root)
+        .await
+        .map_err(failed(Side::From, from_text))?
     else {
         return Ok(false);
     };
-    if a != b || a.is_empty() {
+    let Some(destination) = place_of(to, to_root)
+        .await
+        .map_err(failed(Side::To, to_text))?
+    else {
         return Ok(false);
+    };
+    Ok(inside::inside(&source, &destination))
+}
+
+/// Where the directory of a disk or shell tree is (`None` for other kinds).
+async fn place_of(
+    spec: &BackendSpec,
+    root: Option<&ShellBackend>,
+) -> Result<Option<DirPlace>, String> {
+    match (spec, root) {
+        (BackendSpec::Disk { dir, .. }, _) => Ok(inside::disk_place(dir)),
+        (BackendSpec::Shell { dir, .. }, Some(root)) => root.place_of(dir).await.map(Some),
+        _ => Ok(None),
     }
-    let target = backend::ShellBackend::new(name, a.clone(), "/");
-    let source = target.physical_dir(source).await?;
-    let destination = target.physical_dir(destination).await?;
-    Ok(source == "/" || destination == source || destination.starts_with(&format!("{source}/")))
 }
 
 /// `path` made absolute with its longest existing ancestor's symbolic links resolved (the rest,
@@ -748,11 +779,14 @@ fn resolved(path: &Path) -> PathBuf {
 }
 
 /// Opens one tree as a server opens a mount at `/`, and gives its view (a fresh session's).
-/// A destination directory that does not exist yet is created first.
-///
-/// Shell mounts (`shell:NAME:DIR`, issue 27) open here as soon as [`MountTable::open`] opens
-/// them: the `--shell NAME=COMMAND` table it then needs is to be handed through this function.
-async fn open_tree(spec: MountSpec, text: &str, side: Side) -> Result<Box<dyn Backend>, CopyError> {
+/// A destination directory that does not exist yet is created first, with its parents: on
+/// disk here, on a shell target by the target (`root`, the target opened at `/`).
+async fn open_tree(
+    spec: MountSpec,
+    text: &str,
+    side: Side,
+    root: Option<&ShellBackend>,
+) -> Result<Box<dyn Backend>, CopyError> {
     let failed = |reason: String| CopyError::Open {
         side,
         spec: text.to_owned(),
@@ -765,6 +799,15 @@ async fn open_tree(spec: MountSpec, text: &str, side: Side) -> Result<Box<dyn Ba
             failed(format!(
                 "cannot create the directory {}: {error}. Create it yourself, or choose a writable place",
                 dir.display()
+            ))
+        })?;
+    }
+    if let (BackendSpec::Shell { name, dir, .. }, Side::To, Some(root)) =
+        (&spec.backend, side, root)
+    {
+        root.make_dir_all(dir).await.map_err(|error| {
+            failed(format!(
+                "cannot create the directory {dir} on the target of shell '{name}': {error}. Create it yourself, or choose a writable place"
             ))
         })?;
     }

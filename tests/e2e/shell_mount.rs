@@ -211,3 +211,168 @@ fn mountfs_cp_refuses_a_destination_inside_the_source_named_differently() {
     );
     assert_eq!(std::fs::read(root.join("other/a.txt")).unwrap(), b"a");
 }
+
+/// `--shell NAME=COMMAND` for a target's command words (each quoted as a POSIX shell would).
+fn shell_flag(name: &str, command: &[String]) -> String {
+    let words: Vec<String> = command
+        .iter()
+        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+        .collect();
+    format!("--shell={name}={}", words.join(" "))
+}
+
+/// `mountfs cp` with `shells`, from `from` to `to`.
+fn cp_with(shells: &[String], from: &str, to: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .arg("cp")
+        .args(shells)
+        .args(["--from", from, "--to", to, "--audit", "off"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Issue 27, leftover 2: the destination inside the source is found whatever names the two
+/// trees: a disk mount and a shell on this machine, two different commands reaching one
+/// machine (`sh` and `sh -c 'exec sh'`), a busybox target without `stat` (inode and physical
+/// path then), through a symbolic link; the refusal names both, nothing is copied; a
+/// sibling directory is fine. Before, only two shells with the same command were compared.
+#[test]
+fn mountfs_cp_refuses_a_destination_inside_the_source_across_kinds_and_commands() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    std::fs::create_dir_all(root.join("src/sub")).unwrap();
+    std::fs::create_dir(root.join("other")).unwrap();
+    std::fs::write(root.join("src/a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink(root.join("src"), root.join("link")).unwrap();
+    let mut shells = vec![
+        "--shell=one=sh".to_owned(),
+        "--shell=two=sh -c 'exec sh'".to_owned(),
+    ];
+    let minimal = crate::support::shells::busybox_minimal("cp inside check without stat");
+    if let Some(target) = &minimal {
+        shells.push(shell_flag("bb", &target.command));
+    }
+    let at = |rest: &str| format!("{}/{rest}", root.display());
+    let mut refused = vec![
+        (
+            format!("disk:{}", at("src")),
+            format!("shell:one:{}", at("src/sub/new")),
+        ),
+        (
+            format!("disk:{}", at("src")),
+            format!("shell:one:{}", at("src")),
+        ),
+        (
+            format!("shell:one:{}", at("src")),
+            format!("shell:two:{}", at("src")),
+        ),
+        (
+            format!("shell:two:{}", at("link")),
+            format!("shell:one:{}", at("src/sub")),
+        ),
+        (
+            format!("shell:two:{}", at("src")),
+            format!("disk:{}", at("link/copy")),
+        ),
+    ];
+    if minimal.is_some() {
+        refused.push((
+            format!("shell:bb:{}", at("src")),
+            format!("shell:one:{}", at("src/x")),
+        ));
+        refused.push((
+            format!("shell:one:{}", at("src")),
+            format!("shell:bb:{}", at("link/x")),
+        ));
+    }
+    for (from, to) in &refused {
+        let output = cp_with(&shells, from, to);
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{from} -> {to}: copied ({said})");
+        assert!(
+            said.contains(&format!(
+                "--to {to}: this is, or lies inside, --from {from}"
+            )),
+            "{from} -> {to}: {said}"
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(root.join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["a.txt", "sub"],
+        "nothing was copied into the source"
+    );
+    assert!(!root.join("src/sub/new").exists());
+    // Beside it is fine, by either command.
+    for (from, to) in [
+        (
+            format!("disk:{}", at("src")),
+            format!("shell:two:{}", at("other")),
+        ),
+        (
+            format!("shell:two:{}", at("src")),
+            format!("shell:one:{}", at("other/again")),
+        ),
+    ] {
+        let output = cp_with(&shells, &from, &to);
+        assert!(
+            output.status.success(),
+            "{from} -> {to}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(std::fs::read(root.join("other/a.txt")).unwrap(), b"a");
+    assert_eq!(std::fs::read(root.join("other/again/a.txt")).unwrap(), b"a");
+}
+
+/// Issue 27, leftover 3: a `--to` directory that does not exist on a shell target is made,
+/// with its parents, as on disk (before: "cannot enter the directory"); one that cannot be
+/// made fails with the target's reason and the fix, nothing copied.
+#[test]
+fn mountfs_cp_makes_a_missing_destination_directory_on_a_shell_target() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("src");
+    std::fs::create_dir(&source).unwrap();
+    std::fs::write(source.join("a.txt"), "a").unwrap();
+    let mut shells = vec![("sh".to_owned(), "--shell=t=sh".to_owned())];
+    if let Some(target) = crate::support::shells::busybox("cp into a missing directory") {
+        shells.push(("busybox".to_owned(), shell_flag("t", &target.command)));
+    }
+    for (label, flag) in &shells {
+        let destination = work.path().join(format!("{label}/new dir/it's"));
+        let output = cp_with(
+            std::slice::from_ref(flag),
+            &format!("disk:{}", source.display()),
+            &format!("shell:t:{}", destination.display()),
+        );
+        assert!(
+            output.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(std::fs::read(destination.join("a.txt")).unwrap(), b"a");
+        // Under a file: no directory can be made there.
+        std::fs::write(work.path().join("file"), "f").unwrap();
+        let under_file = work.path().join("file/x");
+        let to = format!("shell:t:{}", under_file.display());
+        let output = cp_with(
+            std::slice::from_ref(flag),
+            &format!("disk:{}", source.display()),
+            &to,
+        );
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{label}: {said}");
+        assert!(
+            said.contains(&format!(
+                "cannot open --to {to}: cannot create the directory {} on the target of shell 't': ",
+                under_file.display()
+            )) && said.contains("Create it yourself, or choose a writable place"),
+            "{label}: {said}"
+        );
+    }
+}

@@ -132,6 +132,25 @@ pub struct ShellProbe {
     pub stat: bool,
 }
 
+/// Where a directory is, as the machine holding it tells: what `mountfs cp` compares to
+/// refuse a destination inside its source across mount kinds and commands (two commands that
+/// reach one machine, a disk mount and a shell on this machine). Inode numbers identify a
+/// directory within one device, and device numbers within one running kernel, whatever the
+/// mount namespace: so the machine is the kernel's boot id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirPlace {
+    /// `boot <boot id>`, else `host <name> <machine id>`; empty when unknown.
+    pub machine: String,
+    /// The physical path (symbolic links resolved) of the directory's longest existing
+    /// ancestor (the directory itself when it exists).
+    pub existing: String,
+    /// The rest of the directory's path below `existing`, as written (empty when it exists).
+    pub rest: String,
+    /// `(device, inode)` of `existing` and of each of its parents up to `/`, in that order;
+    /// the device is `None` where the target cannot tell it (no `stat -c`).
+    pub chain: Vec<(Option<u64>, u64)>,
+}
+
 /// One `stat -c '%f %s %Y %Z %i %d'` line: raw mode (hex), size, mtime, ctime, inode, device,
 /// followed by `%y %z` (the same times with nanoseconds) where the target's `stat` shows them.
 /// Without `stat -c` the script gives the mtime as `ls --full-time` shows it
@@ -434,41 +453,72 @@ impl ShellBackend {
             .sum())
     }
 
-    /// The absolute directory `dir` of the target as the target resolves it: its longest
-    /// existing ancestor entered with `cd -P` (symlinks and `..` resolved there), then the
-    /// rest of `dir` with `.` and `..` applied to the names. For a mount made with `/` as its
-    /// directory (`mountfs cp` compares two directories of one target with it).
-    pub async fn physical_dir(&self, dir: &str) -> std::result::Result<String, String> {
+    /// Where the absolute directory `dir` is on the target (see [`DirPlace`]), asked of a
+    /// mount made with `/` as its directory (`mountfs cp` compares two trees with it).
+    pub async fn place_of(&self, dir: &str) -> std::result::Result<DirPlace, String> {
         let reply = self
             .pool
-            .call(Frame::call("rv").path(dir))
+            .call(Frame::call("pl").path(dir))
             .await
             .map_err(|e| format!("shell '{}': {e}", self.name))?;
         if reply.status != 0 {
             return Err(format!(
-                "shell '{}': {dir} cannot be resolved on the target (status {})",
-                self.name, reply.status
+                "shell '{}': {dir} cannot be looked at on the target (status {}){}",
+                self.name,
+                reply.status,
+                String::from_utf8_lossy(trimmed(&reply.stderr))
+                    .lines()
+                    .next()
+                    .map(|said| format!(": {said}"))
+                    .unwrap_or_default()
             ));
         }
-        let parts = reply.parts(2);
-        let (Some(found), Some(rest)) = (parts.first(), parts.get(1)) else {
-            return Err(format!("shell '{}': a malformed answer", self.name));
+        let parts = reply.parts(4);
+        let malformed = || format!("shell '{}': a malformed answer about {dir}", self.name);
+        let [machine, existing, rest, chain] = parts.as_slice() else {
+            return Err(malformed());
         };
-        let mut names: Vec<String> = String::from_utf8_lossy(found)
-            .split('/')
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned)
-            .collect();
-        for name in String::from_utf8_lossy(rest).split('/') {
-            match name {
-                "" | "." => {}
-                ".." => {
-                    names.pop();
-                }
-                other => names.push(other.to_owned()),
-            }
+        let mut nodes = Vec::new();
+        for line in chain.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let text = std::str::from_utf8(line).map_err(|_| malformed())?;
+            let (dev, ino) = text.split_once(' ').ok_or_else(malformed)?;
+            nodes.push((
+                dev.parse::<u64>().ok(),
+                ino.trim().parse::<u64>().map_err(|_| malformed())?,
+            ));
         }
-        Ok(format!("/{}", names.join("/")))
+        if nodes.is_empty() {
+            return Err(malformed());
+        }
+        Ok(DirPlace {
+            machine: String::from_utf8_lossy(machine)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            existing: String::from_utf8_lossy(existing).into_owned(),
+            rest: String::from_utf8_lossy(rest).into_owned(),
+            chain: nodes,
+        })
+    }
+
+    /// Makes the absolute directory `dir` on the target with its parents (`mkdir -p`), for a
+    /// mount made with `/` as its directory: `mountfs cp` into a directory that does not exist
+    /// yet, as it makes one on disk. The error is the target's own words.
+    pub async fn make_dir_all(&self, dir: &str) -> std::result::Result<(), String> {
+        let reply = self
+            .pool
+            .call(Frame::call("md").path(dir))
+            .await
+            .map_err(|e| format!("shell '{}': {e}", self.name))?;
+        if reply.status == 0 {
+            return Ok(());
+        }
+        let said = String::from_utf8_lossy(trimmed(&reply.stderr)).into_owned();
+        Err(if said.is_empty() {
+            format!("the target's mkdir failed (status {})", reply.status)
+        } else {
+            said.chars().take(500).collect()
+        })
     }
 
     async fn call(&self, frame: Frame) -> Result<Reply> {

@@ -25,7 +25,12 @@
 //! nanoseconds where `stat -c %y` shows them, and a change made within one timestamp tick
 //! keeps it). A temporary path sent back by the server is accepted only in our own form, inside the
 //! mount's directory; it travels as a path does (by its length when it holds a newline: a
-//! directory's name may). A temporary file is named `.mountfs-tmp.<PID>.<random>`, PID being
+//! directory's name may). `pl` tells where a directory is, for `mountfs cp`'s check that the
+//! destination is not inside the source: the machine (the kernel's boot id, else the host name
+//! and machine id), the physical path of the directory's longest existing ancestor, the rest,
+//! and the `device inode` of that ancestor and of each of its parents up to `/` (`stat -c`,
+//! else the inode alone by `ls -id`); `md` makes a directory with its parents (`mkdir -p`).
+//! A temporary file is named `.mountfs-tmp.<PID>.<random>`, PID being
 //! the connection's shell (`$$`): `sw`, run when a mount opens, removes with one `find` those
 //! under the mount's directory (following no symbolic link, staying on its file system) that
 //! no write in flight can own: older than the minutes it is given, and whose shell is gone
@@ -344,13 +349,21 @@ gk() (
   me "$f" || exit 10; sep
   dd if="$f" bs=65536 skip="$2" count="$3" 2>/dev/null
 )
-rv() (
+pl() (
   rp "$1"; exec </dev/null; t=
   while ! cd -P -- "$p" 2>/dev/null; do
     case "$p" in /*/*) t=${p##*/}/$t; p=${p%/*};; /?*) t=${p#/}/$t; p=/;; *) exit 10;; esac
   done
-  printf '%s' "$PWD"; sep; printf '%s' "$t"
+  if IFS= read -r m 2>/dev/null </proc/sys/kernel/random/boot_id && [ -n "$m" ]; then printf 'boot %s' "$m"
+  else printf 'host %s ' "$(uname -n 2>/dev/null)"; cat /etc/machine-id 2>/dev/null; fi
+  sep; printf '%s' "$PWD"; sep; printf '%s' "$t"; sep
+  while :; do
+    if [ "$ST" = 1 ]; then stat -c '%d %i' . || exit 1; else set -- $(ls -id .); echo "- $1"; fi
+    [ "$PWD" = / ] && break
+    cd -P .. || exit 1
+  done
 )
+md() ( rp "$1"; exec </dev/null; mkdir -p -- "$p" || exit 1; cd -P -- "$p" || exit 1 )
 sw() ( exec </dev/null; cd -P -- "$R" || exit 1
   if [ -d /proc/self ]; then pc=1; else pc=0; fi
   find . -xdev -type f -name '.mountfs-tmp.*' -mmin +"$1" -exec sh -c '
