@@ -93,6 +93,9 @@ pub(super) struct Caps {
     pub(super) rg: bool,
     /// `readlink -f` is there (symlinks as last components are followed).
     pub(super) readlink: bool,
+    /// The target's `grep -E` (no `rg`) tells bytes outside printable ASCII from the rest in
+    /// the C locale: a regex search can be narrowed by it (`line_regex`).
+    pub(super) grep_regex: bool,
 }
 
 impl Caps {
@@ -107,6 +110,7 @@ impl Caps {
                 "st" => caps.stat = on,
                 "rg" => caps.rg = on,
                 "rl" => caps.readlink = on,
+                "gx" => caps.grep_regex = on,
                 _ => {}
             }
         }
@@ -607,7 +611,8 @@ mod tests {
     #[test]
     fn caps_are_read_from_the_opening_line() {
         let caps = Caps::parse("caps hs=1 st=0 fb=1 rl=1 rg=1 mt=1").unwrap();
-        assert!(caps.sha256sum && !caps.stat && caps.rg && caps.readlink);
+        assert!(caps.sha256sum && !caps.stat && caps.rg && caps.readlink && !caps.grep_regex);
+        assert!(Caps::parse("caps hs=1 rg=0 gx=1").unwrap().grep_regex);
         assert!(Caps::parse("hello").is_none());
     }
 }

@@ -44,6 +44,7 @@
 //! `.gitignore` rules (only `.git/` is skipped), times of creation.
 
 mod conn;
+mod line_regex;
 mod prefilter;
 mod run;
 mod script;
@@ -56,6 +57,7 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use self::conn::{CallError, Pool, Reply};
+use self::line_regex::LineRegex;
 use self::prefilter::Plan;
 use self::script::{Frame, status};
 use super::disk::{Searchers, search_reader};
@@ -92,6 +94,16 @@ const GREP_BLOCK: u64 = 64 * 1024;
 
 /// Chunks of a streamed candidate on their way to the searcher at once.
 const GREP_CHUNKS_IN_FLIGHT: usize = 2;
+
+/// What one search of the target looks for (see [`ShellBackend::candidates`]).
+#[derive(Debug)]
+enum TargetSearch {
+    /// Files holding any of these ASCII texts (`prefilter`).
+    Texts { texts: Vec<String>, fold_case: bool },
+    /// Plain files with a line matching this, and every file that is not plain
+    /// (`line_regex`).
+    Lines(LineRegex),
+}
 
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).
 const TEMP_PREFIX: &str = ".mountfs-tmp.";
@@ -650,31 +662,93 @@ impl ShellBackend {
         Ok(out)
     }
 
-    /// The files of `dir` that the target's search tool says may match (see `prefilter`);
-    /// `None` when nothing narrows the search.
+    /// The files of `dir` that the target's search tools say may match; `None` when nothing
+    /// narrows the search. The rewritten regex (`line_regex`) judges the plain files and
+    /// passes every other one; the fixed texts (`prefilter`) then narrow those others, when
+    /// the pattern has texts and the regex left more than one batch of files to read. Both
+    /// lists hold every file that can match, and so does what they share.
     async fn candidates(&self, query: &GrepQuery) -> Result<Option<Vec<VirtualPath>>> {
-        let rg = self.pool.caps().is_some_and(|(caps, _)| caps.rg);
-        let Plan::Texts { texts, fold_case } = prefilter::plan(&query.pattern) else {
-            return Ok(None);
+        let caps = self.pool.caps().map(|(caps, _)| caps).unwrap_or_default();
+        let lines = if caps.rg || caps.grep_regex {
+            line_regex::line_regex(&query.pattern)
+        } else {
+            None
         };
+        let mut found = match lines {
+            Some(lines) => {
+                self.target_search(query, TargetSearch::Lines(lines), caps.rg)
+                    .await?
+            }
+            None => None,
+        };
+        if found
+            .as_ref()
+            .is_none_or(|paths| paths.len() > GREP_READ_BATCH)
+            && let Plan::Texts { texts, fold_case } = prefilter::plan(&query.pattern)
+            && let Some(by_texts) = self
+                .target_search(query, TargetSearch::Texts { texts, fold_case }, caps.rg)
+                .await?
+        {
+            found = Some(match found {
+                Some(mut paths) => {
+                    paths.retain(|path| by_texts.binary_search(path).is_ok());
+                    paths
+                }
+                None => by_texts,
+            });
+        }
+        Ok(found)
+    }
+
+    /// The files of `dir` one search of the target finds (`gp`), sorted; `None` when the
+    /// target's tool failed (its list may be short: every file is read instead).
+    async fn target_search(
+        &self,
+        query: &GrepQuery,
+        search: TargetSearch,
+        rg: bool,
+    ) -> Result<Option<Vec<VirtualPath>>> {
         let tool = if rg { "r" } else { "g" };
-        // The script's flag word: `i` ignores (ASCII) case, `-` does not.
-        let flags = if fold_case { "i" } else { "-" };
         let mut payload = Vec::new();
-        for text in &texts {
-            payload.extend_from_slice(text.as_bytes());
-            payload.push(b'\n');
-        }
-        if !rg {
-            // `grep` sees no ASCII text in UTF-16: every file with a UTF-16 BOM is a candidate
-            // (`rg` transcodes those itself).
-            payload.extend_from_slice(b"\xff\xfe\n\xfe\xff\n");
-        }
+        // The script's mode word: `x` a regex (and the weird-byte line), `i` fixed texts
+        // compared without (ASCII) case, `-` fixed texts.
+        let mode = match &search {
+            TargetSearch::Texts { texts, fold_case } => {
+                for text in texts {
+                    payload.extend_from_slice(text.as_bytes());
+                    payload.push(b'\n');
+                }
+                if !rg {
+                    // `grep` sees no ASCII text in UTF-16: every file with a UTF-16 BOM is a
+                    // candidate (`rg` transcodes those itself).
+                    payload.extend_from_slice(b"\xff\xfe\n\xfe\xff\n");
+                }
+                if *fold_case { "i" } else { "-" }
+            }
+            TargetSearch::Lines(lines) => {
+                if let LineRegex::Pattern { ere, rust } = lines {
+                    payload.extend_from_slice(if rg { rust } else { ere }.as_bytes());
+                    payload.push(b'\n');
+                }
+                let weird = if rg {
+                    line_regex::WEIRD_RUST
+                } else {
+                    line_regex::WEIRD_ERE
+                };
+                payload.extend_from_slice(weird.as_bytes());
+                payload.push(b'\n');
+                "x"
+            }
+        };
+        // A plain file longer than the line bound may hold a line over it, which the answer
+        // reports as skipped: every such file is a candidate of a regex search.
+        let long = query.pattern.max_line_bytes.min(1 << 50);
         let frame = Frame::call("gp")
             .path(relative(&query.dir))
             .arg(payload.len())
-            .arg(flags)
+            .arg(mode)
             .arg(tool)
+            .arg(long)
             .raw(&payload);
         let reply = self.call(frame).await?;
         match reply.status {
@@ -682,22 +756,26 @@ impl ShellBackend {
             status::NOT_FOUND => return Ok(Some(Vec::new())),
             _ => return Err(self.failure(&query.dir, &reply)),
         }
-        let parts = reply.parts(2);
-        let mut names: Vec<&[u8]> = Vec::new();
-        if tool == "r" {
-            // rg failed (exit 2: a pattern its own regex engine rejects — an older rg than this
-            // crate's — or a file it could not read): its list may miss files, so every file is
-            // read instead, never a silently short answer.
-            if parts.get(1).map(|tail| trimmed(tail)) == Some(b"E".as_slice()) {
-                return Ok(None);
-            }
-            names.extend(parts[0].split(|b| *b == 0));
-        } else {
-            names.extend(parts[0].split(|b| *b == b'\n'));
-            if let Some(with_newlines) = parts.get(1) {
-                names.extend(with_newlines.split(|b| *b == 0));
-            }
+        // The names, a mark, the names holding a newline (`grep` lists one a line), the files
+        // over the line bound.
+        let parts = reply.parts(4);
+        let [found, mark, with_newlines, long_files] = parts.as_slice() else {
+            return Err(self.malformed(&query.dir, "grep"));
+        };
+        // `E`: the tool failed (exit 2: a pattern its regex engine rejects — an older `rg`
+        // than this crate's — or a file it could not read): its list may miss files, so
+        // every file is read instead, never a silently short answer.
+        if trimmed(mark) == b"E" {
+            return Ok(None);
         }
+        let mut names: Vec<&[u8]> = Vec::new();
+        if rg {
+            names.extend(found.split(|b| *b == 0));
+        } else {
+            names.extend(found.split(|b| *b == b'\n'));
+        }
+        names.extend(with_newlines.split(|b| *b == 0));
+        names.extend(long_files.split(|b| *b == 0));
         let mut paths: Vec<VirtualPath> = names
             .into_iter()
             .filter(|n| !n.is_empty())

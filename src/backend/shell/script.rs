@@ -92,6 +92,11 @@ if [ "$ST" = 1 ]; then case $(stat -L -c %y / 2>/dev/null) in *:*.[0-9]*) SF="$S
 if dd if=/dev/null of=/dev/null count=0 iflag=fullblock 2>/dev/null; then FB=1; else FB=0; fi
 if readlink -f / >/dev/null 2>&1; then RL=1; else RL=0; fi
 if command -v rg >/dev/null 2>&1; then RG=1; else RG=0; fi
+W=$(printf '[^\t -~]'); GX=0; GA=0
+if [ "$RG" = 0 ] && printf 'a\351b\n' | grep -q -E "$W" 2>/dev/null && printf 'a\rb\n' | grep -q -E "$W" 2>/dev/null \
+  && printf 'a\001b\n' | grep -q -E "$W" 2>/dev/null && ! printf '\ta ~\n' | grep -q -E "$W" 2>/dev/null; then
+  GX=1; if printf 'a\000b\n' | grep -a -q -E "$W" 2>/dev/null; then GA=1; fi
+fi
 if printf 'a\000b\n' | grep -q -F b 2>/dev/null; then GZ=1
 elif printf 'a\000b\n' | grep -z -q -F b 2>/dev/null; then GZ=z; else GZ=0; fi
 if command -v mktemp >/dev/null 2>&1; then MT=1; else MT=0; fi
@@ -398,31 +403,42 @@ gl() (
     fi' sh "$ST" "$SF" {} +
 )
 gp() (
-  rp "$1"; pl=$2; fl=-F; case $3 in *i*) fl="$fl -i";; esac
+  rp "$1"; pl=$2; md=$3; big=$5
   got=0; rsf; e=$?
   if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mk "${TMPDIR:-/tmp}"); then
     takef "$pl" "$pf" || { rm -f "$pf"; exit 1; }; got=1
   fi
   [ "$got" = 1 ] || { take "$pl" >/dev/null; exit 10; }
   exec </dev/null
+  case $md in i) fl="-F -i";; *) fl=-F;; esac
+  m=
   if [ "$4" = r ]; then
-    rg -l -0 --no-messages --hidden --no-ignore --no-config --binary -g '!.git' -g '!.mountfs-tmp.*' $fl -f "$pf" -- . 2>/dev/null
-    r=$?; sep; [ "$r" -le 1 ] || printf E
-  else
-    if [ "$GZ" = 1 ]; then
-      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
-    else
-      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' ! -size +8k -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
-      if [ "$GZ" = z ]; then mz=16384k; else mz=8k; fi
-      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +8k ! -size +$mz -exec grep -z -l $fl -f "$pf" -- {} + 2>/dev/null
-      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +$mz -exec sh -c '
-        P=$1; G=$2; shift 2
-        for x; do tr "\000" "\n" < "$x" | grep -q $G -f "$P" && printf "%s\n" "$x"; done' sh "$pf" "$fl" {} + 2>/dev/null
+    if [ "$md" = x ]; then ra="-a -E none"; else ra="--binary $fl"; fi
+    rg -l -0 --no-messages --hidden --no-ignore --no-config $ra -g '!.git' -g '!.mountfs-tmp.*' -f "$pf" -- . 2>/dev/null
+    [ $? -le 1 ] || m=E
+  elif [ "$md" = x ]; then
+    ga=; [ "$GA" = 1 ] && ga=-a
+    o=$(grep $ga -E -f "$pf" /dev/null 2>&1); [ $? -le 1 ] && [ -z "$o" ] || m=E
+    if [ -z "$m" ]; then
+      find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep $ga -l -E -f "$pf" -- {} + 2>/dev/null
+      [ "$GA" = 1 ] || find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +8192c -exec sh -c '
+        for x; do case $(tr -cd "\000" < "$x" | head -c 1 | wc -c) in *[1-9]*) printf "%s\n" "$x";; esac; done' sh {} + 2>/dev/null
     fi
-    sep
-    find . -name .git -prune -o -type f -name '*
-*' -print0 2>/dev/null
+  elif [ "$GZ" = 1 ]; then
+    find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
+  else
+    find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' ! -size +8k -exec grep -l $fl -f "$pf" -- {} + 2>/dev/null
+    if [ "$GZ" = z ]; then mz=16384k; else mz=8k; fi
+    find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +8k ! -size +$mz -exec grep -z -l $fl -f "$pf" -- {} + 2>/dev/null
+    find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +$mz -exec sh -c '
+      P=$1; G=$2; shift 2
+      for x; do tr "\000" "\n" < "$x" | grep -q $G -f "$P" && printf "%s\n" "$x"; done' sh "$pf" "$fl" {} + 2>/dev/null
   fi
+  sep; printf '%s' "$m"; sep
+  [ "$4" = r ] || find . -name .git -prune -o -type f -name '*
+*' -print0 2>/dev/null
+  sep
+  [ "$md" = x ] && find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +"$big"c -print0 2>/dev/null
   rm -f "$pf"
   exit 0
 )
@@ -462,7 +478,7 @@ ex() (
   exit "$s"
 )
 {
-printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s mv=%s ln=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT" "$MV" "$LT"
+printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s mv=%s ln=%s gx=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT" "$MV" "$LT" "$GX"
 printf '\n%s\n' "$N" >&2; printf '\n%s=0\n' "$N"
 while IFS= read -r l; do eval "$l"; s=$?; printf '\n%s\n' "$N" >&2; printf '\n%s=%d\n' "$N" "$s"; done
 }
