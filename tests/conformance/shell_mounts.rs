@@ -999,6 +999,164 @@ async fn grep_finds_what_a_disk_mount_finds_in_every_encoding() {
     }
 }
 
+/// The targets a regex search runs on: `rg`, GNU `grep` without `rg`, busybox, ssh (those
+/// present here).
+fn search_targets(group: &str) -> Vec<(&'static str, Option<Target>)> {
+    vec![
+        ("sh", Some(shells::local())),
+        ("grep only", shells::without_rg(group)),
+        ("busybox", shells::busybox(group)),
+        ("ssh", shells::ssh(group)),
+    ]
+}
+
+/// Issue 27: a pattern with no ASCII literal is searched on the target with the pattern
+/// rewritten for its `rg` or `grep -E`; files that are not plain ASCII are read and confirmed
+/// here. Over files in UTF-8, UTF-16 LE/BE, Latin-1, CRLF, a NUL after the first 8 KiB, an
+/// empty file, a plain file with a line over the bound and plain ASCII, the answers are a disk
+/// mount's for digits, classes, anchors, alternation, counted repetition, ignoring case, word
+/// boundaries and Unicode classes, in every collect mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
+    let text = "date 2024-11 here\ncafé ABC\nαβγ δ\n\tword\nfoo bar\n";
+    let mut late_nul = "text line\n".repeat(1200);
+    late_nul.push_str("after a NUL\0 2023-05 XYZ\n");
+    // One line over the bound, that no pattern matches short of reading it: every answer
+    // reports the file as skipped, which only reading it can tell.
+    let long_line = "y".repeat(400 * 1024) + "\n";
+    let patterns: &[(&str, bool)] = &[
+        (r"\d{4}-\d{2}", false),
+        (r"[A-Z]{3}", false),
+        (r"^[A-Z]+$", false),
+        (r"fn\s+[a-z_]{24,}\(", false),
+        (r"(?:\d{4}|[A-Z]{3}) \w", false),
+        (r"\b[a-z]{3}\b", false),
+        (r"\bba[rz]", false),
+        (r"[a-c]{3}", true),
+        (r"\p{Greek}+", false),
+        (r"[é]", false),
+        (r"\t\w", false),
+        (r"x{300}|^\d$", false),
+        (r"^$", false),
+        (r"\w+\s*$", false),
+        (r"[^\x00-\x7F]", false),
+        (r"(?i)é|É", false),
+    ];
+    for (label, target) in search_targets("shell literal-free regex") {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        std::fs::write(root.join("utf8.txt"), text).unwrap();
+        std::fs::write(root.join("utf16le.txt"), utf16_with_bom(text, true)).unwrap();
+        std::fs::write(root.join("utf16be.txt"), utf16_with_bom(text, false)).unwrap();
+        std::fs::write(root.join("latin1.txt"), b"caf\xe9 2001-02 ABC\n\xc9T\xc9\n").unwrap();
+        std::fs::write(root.join("crlf.txt"), "line 2020-01\r\nABC\r\n\r\nfoo baz\r\n").unwrap();
+        std::fs::write(root.join("late-nul.txt"), &late_nul).unwrap();
+        std::fs::write(root.join("empty.txt"), "").unwrap();
+        std::fs::write(root.join("long-line.txt"), &long_line).unwrap();
+        std::fs::write(
+            root.join("plain.rs"),
+            "fn a_very_long_function_name_here_ok(x)\nDEF 1234-56\n\n7\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("plain2.txt"), "nothing to see\n\ttab\n").unwrap();
+        std::fs::write(root.join("UPPER.txt"), "ABC\nabc").unwrap();
+        std::fs::create_dir(root.join("-sub")).unwrap();
+        std::fs::write(root.join("-sub/it's \"x\"\n.txt"), "QRS 0000-00\n").unwrap();
+        let shell = target.backend();
+        let disk = backends::disk_at(root, Default::default());
+        for (text, ci) in patterns {
+            let pattern = mountfs::search::GrepPattern::new(text, false, *ci)
+                .unwrap()
+                .with_max_line_bytes(100 * 1024);
+            for collect in [
+                mountfs::backend::GrepCollect::Files,
+                mountfs::backend::GrepCollect::Count,
+                mountfs::backend::GrepCollect::lines(1),
+            ] {
+                let want = grep_sorted(&*disk, &pattern, collect).await;
+                let got = grep_sorted(&*shell, &pattern, collect).await;
+                assert_eq!(got, want, "{label}: {text} ({collect:?})");
+            }
+        }
+        // The answers hold files of every kind (the cases are not vacuous).
+        let found = |text: &'static str| {
+            let disk = disk.clone();
+            async move {
+                let pattern = mountfs::search::GrepPattern::new(text, false, false)
+                    .unwrap()
+                    .with_max_line_bytes(100 * 1024);
+                grep_sorted(&*disk, &pattern, mountfs::backend::GrepCollect::Files)
+                    .await
+                    .into_iter()
+                    .map(|f| f.path.as_str().to_owned())
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            found(r"\d{4}-\d{2}").await,
+            [
+                "/-sub/it's \"x\"\n.txt",
+                "/crlf.txt",
+                "/late-nul.txt",
+                "/latin1.txt",
+                "/long-line.txt",
+                "/plain.rs",
+                "/utf16be.txt",
+                "/utf16le.txt",
+                "/utf8.txt"
+            ],
+            "{label}"
+        );
+        assert_eq!(
+            found(r"\p{Greek}+").await,
+            ["/long-line.txt", "/utf16be.txt", "/utf16le.txt", "/utf8.txt"],
+            "{label}"
+        );
+    }
+}
+
+/// Issue 27: the target did the search. Of 200 plain files, 2 match a literal-free regex: the
+/// server reads and looks at those 2 only (the search's own count of files looked at), on
+/// every target; before, it read all 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_literal_free_regex_reads_only_the_files_the_target_found() {
+    for (label, target) in search_targets("shell regex reads") {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        for i in 0..200 {
+            let body = if i == 17 || i == 150 {
+                format!("file {i}\nreleased 2024-{:02} here\n", i % 12)
+            } else {
+                format!("file {i}\nnothing dated here, only {i} words\n")
+            };
+            std::fs::write(root.join(format!("f{i:03}.txt")), body).unwrap();
+        }
+        let shell = target.backend();
+        let pattern = mountfs::search::GrepPattern::new(r"\d{4}-\d{2}", false, false).unwrap();
+        let query = mountfs::backend::GrepQuery {
+            dir: p("/"),
+            pattern: Arc::new(pattern),
+            file_filter: None,
+            collect: mountfs::backend::GrepCollect::Files,
+            control: Default::default(),
+        };
+        let mut found: Vec<String> = shell
+            .grep(&query)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| f.path.as_str().to_owned())
+            .collect();
+        found.sort();
+        assert_eq!(found, ["/f017.txt", "/f150.txt"], "{label}");
+        assert_eq!(
+            query.control.counts(),
+            (2, 2),
+            "{label}: files the server read and looked at, files that matched"
+        );
+    }
+}
+
 fn second_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
