@@ -1157,6 +1157,42 @@ async fn a_literal_free_regex_reads_only_the_files_the_target_found() {
     }
 }
 
+/// Issue 27: every file that is not plain ASCII passes the rewritten regex, so a pattern that
+/// also holds ASCII text narrows those by it too: of 100 CRLF files, 3 hold `fn` and 1
+/// matches; the server reads the 3 (and answers as a disk mount does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_that_are_not_plain_are_narrowed_by_the_patterns_text() {
+    for (label, target) in search_targets("shell regex and texts") {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        for i in 0..100 {
+            let body = match i {
+                5 => "fn this_is_a_long_function_name_ok(x)\r\n".to_owned(),
+                40 | 77 => "fn short(x)\r\n".to_owned(),
+                _ => format!("line {i}\r\nno functions here\r\n"),
+            };
+            std::fs::write(root.join(format!("w{i:03}.txt")), body).unwrap();
+        }
+        let shell = target.backend();
+        let disk = backends::disk_at(root, Default::default());
+        let pattern =
+            mountfs::search::GrepPattern::new(r"fn\s+[a-z_]{24,}\(", false, false).unwrap();
+        let collect = mountfs::backend::GrepCollect::lines(0);
+        let query = mountfs::backend::GrepQuery {
+            dir: p("/"),
+            pattern: Arc::new(pattern.clone()),
+            file_filter: None,
+            collect,
+            control: Default::default(),
+        };
+        let mut got = shell.grep(&query).await.unwrap();
+        got.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_eq!(got, grep_sorted(&*disk, &pattern, collect).await, "{label}");
+        assert_eq!(got.len(), 1, "{label}");
+        assert_eq!(query.control.counts(), (3, 1), "{label}: files read, matched");
+    }
+}
+
 fn second_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

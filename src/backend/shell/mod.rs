@@ -740,8 +740,8 @@ impl ShellBackend {
                 "x"
             }
         };
-        // A plain file longer than the line bound may hold a line over it, which the answer
-        // reports as skipped: every such file is a candidate of a regex search.
+        // A file longer than the line bound may hold a line over it, which the answer reports
+        // as skipped whatever it holds: every such file is a candidate (as a store's are).
         let long = query.pattern.max_line_bytes.min(1 << 50);
         let frame = Frame::call("gp")
             .path(relative(&query.dir))

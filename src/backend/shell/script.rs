@@ -438,7 +438,7 @@ gp() (
   [ "$4" = r ] || find . -name .git -prune -o -type f -name '*
 *' -print0 2>/dev/null
   sep
-  [ "$md" = x ] && find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +"$big"c -print0 2>/dev/null
+  find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +"$big"c -print0 2>/dev/null
   rm -f "$pf"
   exit 0
 )
