@@ -2,11 +2,13 @@
 //! the persistent design (one long-lived `ssh … sh`, every call a frame on it) side by side with
 //! the per-call design (one fresh `ssh host cmd` per operation), in the same run, on the same
 //! files: `read_file` of a 2 KiB file, a 100-line window in the middle of a 64 MiB file, and a
-//! grep of a literal in 2,000 files (~4 KiB each, 1 in 10 holding it).
+//! grep of a literal in 2,000 files (~4 KiB each, 1 in 10 holding it), and a grep of a regex with
+//! no literal (`\d{4}-\d{2}-\d{2}`) in the same files (another 1 in 10 matching).
 //!
 //! The persistent side goes through `ShellBackend` (what a tool call does below the tool
 //! layer); the per-call side runs `ssh … cat FILE`, `ssh … sed -n 'A,Bp;Bq' FILE` and
-//! `ssh … grep -rlF NEEDLE DIR`. Timings are medians of warm runs.
+//! `ssh … grep -rlF NEEDLE DIR` and `ssh … grep -rlE '[0-9]{4}-…' DIR`. Timings are medians of
+//! warm runs.
 //!
 //! Run: `apt-get install openssh-server openssh-client`, then `cargo bench --bench shell`.
 
@@ -26,6 +28,10 @@ const SMALL_RUNS: usize = 40;
 const GREP_RUNS: usize = 8;
 const FILES: usize = 2_000;
 const NEEDLE: &str = "needle_4f2a";
+/// A regex without a literal the target could be asked for (issue 27), and the same for
+/// `grep -E`.
+const DATED: &str = r"\d{4}-\d{2}-\d{2}";
+const DATED_ERE: &str = "'[0-9]{4}-[0-9]{2}-[0-9]{2}'";
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -112,6 +118,9 @@ fn main() {
         if i % 10 == 0 {
             text.push_str(&format!("// {NEEDLE} here\n"));
         }
+        if i % 10 == 5 {
+            text.push_str("// released 2026-11-26\n");
+        }
         std::fs::write(sub.join(format!("f{i:04}.rs")), text).unwrap();
     }
     let root_text = root.to_str().unwrap().to_owned();
@@ -170,6 +179,26 @@ fn main() {
         }
     });
 
+    let dated = Arc::new(GrepPattern::new(DATED, false, false).unwrap());
+    let b = backend.clone();
+    let grep_regex = time_async(&runtime, GREP_RUNS, || {
+        let b = b.clone();
+        let pattern = dated.clone();
+        async move {
+            let found = b
+                .grep(&GrepQuery {
+                    dir: p("/tree"),
+                    pattern,
+                    file_filter: None,
+                    collect: GrepCollect::Files,
+                    control: SearchControl::default(),
+                })
+                .await
+                .unwrap();
+            assert_eq!(found.len(), FILES / 10);
+        }
+    });
+
     // One fresh ssh per operation.
     let small_path = format!("{root_text}/small.txt");
     let big_path = format!("{root_text}/big.log");
@@ -192,6 +221,13 @@ fn main() {
         &|out| assert_eq!(out.iter().filter(|b| **b == b'\n').count(), FILES / 10),
     );
 
+    let ssh_grep_regex = time_ssh(
+        &server,
+        GREP_RUNS,
+        &["grep", "-rlE", DATED_ERE, &tree_path],
+        &|out| assert_eq!(out.iter().filter(|b| **b == b'\n').count(), FILES / 10),
+    );
+
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "shell mount over loopback ssh (medians; load {})",
@@ -209,6 +245,11 @@ fn main() {
             ssh_window,
         ),
         ("grep literal, 2,000 files (200 match)", grep, ssh_grep),
+        (
+            "grep literal-free regex, 2,000 files (200)",
+            grep_regex,
+            ssh_grep_regex,
+        ),
     ] {
         println!(
             "{:<44} {:>12} {:>16} {:>7.1}x",
