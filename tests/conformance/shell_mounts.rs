@@ -1049,7 +1049,11 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         std::fs::write(root.join("utf16le.txt"), utf16_with_bom(text, true)).unwrap();
         std::fs::write(root.join("utf16be.txt"), utf16_with_bom(text, false)).unwrap();
         std::fs::write(root.join("latin1.txt"), b"caf\xe9 2001-02 ABC\n\xc9T\xc9\n").unwrap();
-        std::fs::write(root.join("crlf.txt"), "line 2020-01\r\nABC\r\n\r\nfoo baz\r\n").unwrap();
+        std::fs::write(
+            root.join("crlf.txt"),
+            "line 2020-01\r\nABC\r\n\r\nfoo baz\r\n",
+        )
+        .unwrap();
         std::fs::write(root.join("late-nul.txt"), &late_nul).unwrap();
         std::fs::write(root.join("empty.txt"), "").unwrap();
         std::fs::write(root.join("long-line.txt"), &long_line).unwrap();
@@ -1109,7 +1113,12 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         );
         assert_eq!(
             found(r"\p{Greek}+").await,
-            ["/long-line.txt", "/utf16be.txt", "/utf16le.txt", "/utf8.txt"],
+            [
+                "/long-line.txt",
+                "/utf16be.txt",
+                "/utf16le.txt",
+                "/utf8.txt"
+            ],
             "{label}"
         );
     }
@@ -1189,7 +1198,11 @@ async fn files_that_are_not_plain_are_narrowed_by_the_patterns_text() {
         got.sort_by(|a, b| a.path.cmp(&b.path));
         assert_eq!(got, grep_sorted(&*disk, &pattern, collect).await, "{label}");
         assert_eq!(got.len(), 1, "{label}");
-        assert_eq!(query.control.counts(), (3, 1), "{label}: files read, matched");
+        assert_eq!(
+            query.control.counts(),
+            (3, 1),
+            "{label}: files read, matched"
+        );
     }
 }
 

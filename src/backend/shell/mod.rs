@@ -27,9 +27,12 @@
 //!   target by `sha256sum` for a check; for a bigger file a hash of `dev:ino:size:mtime:ctime`,
 //!   so a window of a 64 MiB file never reads the whole file.
 //! - **Searches run on the target.** `glob` lists files with one `find`; `grep` asks the
-//!   target's `rg -F` or `grep -F` which files hold ASCII text every match requires in any
-//!   encoding the matcher decodes (see `prefilter`), reads only those back and confirms them
-//!   here, so its answers are exactly a disk mount's: candidates up to [`GREP_WHOLE_LIMIT`] in batches of
+//!   target's `rg` or `grep -E` which files are not plain ASCII or have a line matching the
+//!   pattern rewritten for it (see `line_regex`), and, when the pattern has ASCII text every
+//!   match requires in any encoding the matcher decodes, `rg -F` or `grep -F` which files hold
+//!   it (see `prefilter`); it reads only the files both name (and those over the line bound)
+//!   back and confirms them here, so its answers are exactly a disk mount's: candidates up to
+//!   [`GREP_WHOLE_LIMIT`] in batches of
 //!   at most [`GREP_BATCH_BYTES`], bigger ones streamed in chunks (`gk`, a small range read of
 //!   its own) through the disk mount's searcher, so a grep's memory does not grow with a
 //!   file's size.

@@ -24,6 +24,10 @@
 //! UTF-16 files hold no ASCII text as contiguous bytes: `rg`'s encoding detection transcodes
 //! a file with a BOM before searching, and for `grep -F` the backend adds the two UTF-16 BOMs
 //! (`FF FE`, `FE FF`) as texts of their own, so every file holding one is a candidate.
+//!
+//! A pattern without such text (`\d{4}-\d{2}`) is narrowed by `line_regex` instead, which
+//! also runs before these texts for any pattern: it judges the plain ASCII files by the
+//! pattern itself, and these texts then narrow the files it cannot judge.
 
 use crate::search::GrepPattern;
 use crate::store::plan::required_literals;

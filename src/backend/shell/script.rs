@@ -11,7 +11,10 @@
 //! refused and listings show no symlink, without `iflag=fullblock` payloads are copied one byte
 //! per `read`, without `rg` a search is narrowed by `grep -F` (the same fixed
 //! texts, and the UTF-16 BOMs `rg` would have transcoded; where `grep` stops a line at a NUL,
-//! files over 8 KiB through `grep -z`, or `tr` over 16 MiB), without `-T` a rename checks just before it that no directory took the
+//! files over 8 KiB through `grep -z`, or `tr` over 16 MiB) and by `grep -E` (a rewritten
+//! regex, when the opening script finds that `grep -E` tells bytes outside printable ASCII from
+//! the rest; where `grep -a` does not see a NUL, files over 8 KiB holding one are found by
+//! `tr`), without `-T` a rename checks just before it that no directory took the
 //! destination's place, without `setsid` a stopped command's process tree is found in `/proc`.
 //!
 //! Files too large to hold in memory (`mountfs cp`) travel in ranges: `rr` prints a byte range
