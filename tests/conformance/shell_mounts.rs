@@ -1006,6 +1006,10 @@ fn search_targets(group: &str) -> Vec<(&'static str, Option<Target>)> {
         ("sh", Some(shells::local())),
         ("grep only", shells::without_rg(group)),
         ("busybox", shells::busybox(group)),
+        (
+            "busybox, grep without -a",
+            shells::busybox_grep_without_a(group),
+        ),
         ("ssh", shells::ssh(group)),
     ]
 }

@@ -90,6 +90,38 @@ fn busybox_minimal_bin() -> &'static Result<PathBuf, String> {
     BIN.get_or_init(|| busybox_bin_without(&["stat", "readlink", "mktemp", "realpath"]))
 }
 
+/// Like [`busybox`], with a `grep` that refuses `-a` (as a grep without it would): a regex
+/// search then finds the files holding a NUL past their first 8 KiB with `tr`.
+pub fn busybox_grep_without_a(group: &str) -> Option<Target> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let bin = BIN.get_or_init(|| {
+        let dir = busybox_bin_without(&["grep"])?;
+        let script = format!(
+            "#!{BUSYBOX} sh\nfor a; do [ \"$a\" = -a ] && exit 2; done\nexec {BUSYBOX} grep \"$@\"\n"
+        );
+        let grep = dir.join("grep");
+        std::fs::write(&grep, script).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&grep, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        Ok(dir)
+    });
+    let bin = bin.as_ref().map_err(|reason| {
+        super::skips::record(group, reason);
+    });
+    let bin = bin.ok()?;
+    Some(Target {
+        dir: tempfile::tempdir().expect("temporary directory"),
+        command: vec![
+            "/usr/bin/env".to_owned(),
+            "-i".to_owned(),
+            format!("PATH={}", bin.display()),
+            BUSYBOX.to_owned(),
+            "sh".to_owned(),
+        ],
+        _server: None,
+    })
+}
+
 /// Like [`busybox`], without `setsid`: `execute` cannot give the command a process group of
 /// its own there (busybox `sh` has no job control without a terminal), so a stop must find
 /// the command's children another way.
