@@ -236,6 +236,13 @@ impl GrepPattern {
         }
     }
 
+    /// The matcher to search a whole text with, when every line match is also a match of it in
+    /// the whole text holding the line, at the same place (see [`GrepPattern::may_match_in`]);
+    /// `None` when no line can match or the pattern anchors to the text's edges.
+    pub fn whole_text_matcher(&self) -> Option<&RegexMatcher> {
+        self.matcher.as_ref().filter(|_| self.whole_text_prefilter)
+    }
+
     /// Whether one line (without its terminator) matches.
     pub fn is_match(&self, line: &str) -> bool {
         self.matcher
@@ -324,6 +331,9 @@ pub struct SearchControl {
     /// Where the searched backend is mounted: directories it could not read are named with
     /// this prefix, as the agent sees them.
     mount: Option<VirtualPath>,
+    /// The answer shows only the first this many matching files in path order (see
+    /// [`SearchControl::first_files`]).
+    first_files: Option<usize>,
 }
 
 /// What an overlay shows of the directory a disk search walks (issue 14): which of its files
@@ -366,6 +376,8 @@ struct SearchCounts {
     files: std::sync::atomic::AtomicU64,
     matched: std::sync::atomic::AtomicU64,
     unread: std::sync::Mutex<UnreadDirs>,
+    /// A backend stopped after the first files asked for.
+    more_files: std::sync::atomic::AtomicBool,
 }
 
 /// Directories a search could not read: the first [`UNREAD_DIRS_KEPT`] with why, and how many
@@ -387,7 +399,50 @@ impl SearchControl {
             counts: Arc::default(),
             view: None,
             mount: None,
+            first_files: None,
         }
+    }
+
+    /// The same search, whose answer needs only the first `files` matching files in path order
+    /// (a page of `files_with_matches` or `count`; see [`SearchControl::first_files`]).
+    pub fn with_first_files(&self, files: usize) -> Self {
+        Self {
+            first_files: Some(files),
+            ..self.clone()
+        }
+    }
+
+    /// The same search, whose answer needs every matching file: what a backend that drops
+    /// some of what the backends it wraps find (hidden, shadowed) asks of them.
+    pub fn every_file(&self) -> Self {
+        Self {
+            first_files: None,
+            ..self.clone()
+        }
+    }
+
+    /// `Some(n)`: the answer needs only the first `n` matching files in path order. A backend
+    /// that finds its files in path order may stop once it has found `n` (its own first `n`:
+    /// the merged answer's first `n` are among those of each backend), and then says so with
+    /// [`SearchControl::note_more_files`]. Every other backend searches everything, as without
+    /// it; skipped files past the stop are not found.
+    pub fn first_files(&self) -> Option<usize> {
+        self.first_files
+    }
+
+    /// A backend stopped after the [`SearchControl::first_files`] it was asked for: more files
+    /// may match, and how many is not known.
+    pub fn note_more_files(&self) {
+        self.counts
+            .more_files
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a backend stopped early (see [`SearchControl::note_more_files`]).
+    pub fn more_files(&self) -> bool {
+        self.counts
+            .more_files
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The same search, of the backend mounted at `prefix` (nested mounts add up).

@@ -562,11 +562,19 @@ impl Backend for CompositeBackend {
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let (owner, inner) = self.route(&query.dir);
         let mut out = Vec::new();
+        let below: Vec<&Mount> = self.mounts_below(&query.dir).collect();
+        // The owner's files under a mount below are dropped (shadowed): with a mount below,
+        // every backend finds every file, none stops after the first ones the answer shows.
+        let control = if below.is_empty() {
+            query.control.clone()
+        } else {
+            query.control.every_file()
+        };
         let own = owner
             .backend
             .grep(&GrepQuery {
                 dir: inner,
-                control: query.control.within_mount(&owner.prefix),
+                control: control.within_mount(&owner.prefix),
                 ..query.clone()
             })
             .await
@@ -577,7 +585,7 @@ impl Backend for CompositeBackend {
                 out.push(file);
             }
         }
-        for below in self.mounts_below(&query.dir) {
+        for below in below {
             if query.control.stopped() {
                 break;
             }
@@ -587,7 +595,7 @@ impl Backend for CompositeBackend {
                 .grep(&GrepQuery {
                     dir: VirtualPath::root(),
                     file_filter: query.file_filter.as_ref().map(|f| f.with_prefix(rel)),
-                    control: query.control.within_mount(&below.prefix),
+                    control: control.within_mount(&below.prefix),
                     ..query.clone()
                 })
                 .await;

@@ -636,6 +636,8 @@ pub struct GrepResults {
     files: Vec<GrepFile>,
     kept_lines: usize,
     trim_at: usize,
+    /// Files that matched (not skipped).
+    matched: usize,
 }
 
 impl GrepResults {
@@ -650,12 +652,19 @@ impl GrepResults {
             files: Vec::new(),
             kept_lines: 0,
             trim_at,
+            matched: 0,
         }
+    }
+
+    /// How many of the files added matched (those skipped left out).
+    pub fn matched(&self) -> usize {
+        self.matched
     }
 
     /// Adds one file's result.
     pub fn push(&mut self, file: GrepFile) {
         self.kept_lines = self.kept_lines.saturating_add(file.lines.len());
+        self.matched += usize::from(file.skipped.is_none());
         self.files.push(file);
         if self.kept_lines > self.trim_at
             && let GrepCollect::Lines { window, .. } = self.collect

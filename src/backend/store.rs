@@ -46,6 +46,9 @@ const CANDIDATE_PAGE: usize = 2048;
 /// holds.
 const CANDIDATE_GROUPS_IN_FLIGHT: usize = 2;
 const CANDIDATE_GROUP_BYTES: u64 = SCAN_PAGE_BYTES / CANDIDATE_GROUPS_IN_FLIGHT as u64;
+/// Fewest candidates in a group when the answer needs only its first files (see
+/// [`crate::search::SearchControl::first_files`]).
+const FIRST_FILES_GROUP: usize = 8;
 /// `ls` page sizes: small right after seeking past a subdirectory (the next row is likely
 /// another subdirectory), growing while rows are files of the directory itself.
 const LS_PAGE_MIN: usize = 16;
@@ -164,6 +167,11 @@ impl StoreBackend {
         out: &mut GrepResults,
     ) -> Result<bool> {
         let mut in_flight: VecDeque<GroupTask> = VecDeque::new();
+        // A page of the first files wants small groups: few candidates confirmed past it.
+        let group_items = match query.control.first_files() {
+            Some(wanted) => wanted.clamp(FIRST_FILES_GROUP, SCAN_PAGE),
+            None => SCAN_PAGE,
+        };
         loop {
             if query.control.stopped() {
                 return Ok(true);
@@ -197,7 +205,7 @@ impl StoreBackend {
                 let flush = match next_size {
                     None => true,
                     Some(next) => {
-                        group.len() >= SCAN_PAGE
+                        group.len() >= group_items
                             || bytes.saturating_add(next) > CANDIDATE_GROUP_BYTES
                     }
                 };
@@ -211,6 +219,9 @@ impl StoreBackend {
                     && let Some(oldest) = in_flight.pop_front()
                 {
                     oldest.finish(out).await?;
+                    if enough(query, out) {
+                        return Ok(true);
+                    }
                 }
                 in_flight.push_back(self.search_group(query, std::mem::take(&mut group)));
                 bytes = 0;
@@ -222,6 +233,9 @@ impl StoreBackend {
         }
         while let Some(task) = in_flight.pop_front() {
             task.finish(out).await?;
+            if enough(query, out) {
+                return Ok(true);
+            }
         }
         Ok(true)
     }
@@ -239,7 +253,11 @@ impl StoreBackend {
                     .iter()
                     .filter_map(|item| {
                         let path = VirtualPath::parse_raw(&item.meta.key).ok()?;
-                        whole_file::grep_file(&path, &item.content, &query)
+                        if item.meta.encoding == store::Encoding::Utf8 {
+                            whole_file::grep_utf8_file(&path, &item.content, &query)
+                        } else {
+                            whole_file::grep_file(&path, &item.content, &query)
+                        }
                     })
                     .collect()
             })
@@ -770,8 +788,13 @@ impl Backend for StoreBackend {
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let mut out = GrepResults::new(query.collect);
-        let search = |out: &mut GrepResults, path: &VirtualPath, bytes: &[u8]| {
-            if let Some(found) = whole_file::grep_file(path, bytes, query) {
+        let search = |out: &mut GrepResults, path: &VirtualPath, item: &store::Item| {
+            let found = if item.meta.encoding == store::Encoding::Utf8 {
+                whole_file::grep_utf8_file(path, &item.content, query)
+            } else {
+                whole_file::grep_file(path, &item.content, query)
+            };
+            if let Some(found) = found {
                 out.push(found);
             }
         };
@@ -782,7 +805,7 @@ impl Backend for StoreBackend {
                 .await
                 .map_err(|e| failure(&query.dir, e))?
         {
-            search(&mut out, &query.dir, &item.content);
+            search(&mut out, &query.dir, &item);
             return Ok(out.finish());
         }
         if self.use_index
@@ -837,7 +860,10 @@ impl Backend for StoreBackend {
             let last = page.last().map(|item| item.meta.key.clone());
             for item in page {
                 if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
-                    search(&mut out, &path, &item.content);
+                    search(&mut out, &path, &item);
+                }
+                if enough(query, &out) {
+                    return Ok(out.finish());
                 }
             }
             if everything_planned && last.as_ref().is_none_or(|k| *k >= last_planned) {
@@ -846,6 +872,19 @@ impl Backend for StoreBackend {
             page_query.start = ListStart::After(last.unwrap_or(last_planned));
         }
     }
+}
+
+/// Whether `out`, the files found in key order so far, holds all the answer needs (see
+/// [`crate::search::SearchControl::first_files`]); if so, says that more may match.
+fn enough(query: &GrepQuery, out: &GrepResults) -> bool {
+    let enough = query
+        .control
+        .first_files()
+        .is_some_and(|wanted| out.matched() >= wanted);
+    if enough {
+        query.control.note_more_files();
+    }
+    enough
 }
 
 /// One group of an indexed grep's candidates being fetched and matched (see

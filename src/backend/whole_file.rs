@@ -8,6 +8,8 @@ use super::{
     BinarySample, FileView, GrepCollect, GrepFile, GrepQuery, LineWindow, TextWindow, Version,
     WindowedLines, kept_line_text,
 };
+use grep_matcher::Matcher;
+
 use crate::content;
 use crate::path::VirtualPath;
 use crate::search::GrepPattern;
@@ -61,12 +63,43 @@ pub(super) fn view_of_bytes(content: &[u8], version: Version, window: LineWindow
 /// leaves it out, it is binary, or no line matches. The file counts as looked at (see
 /// [`crate::search::SearchControl`]) once it passes the filter and the binary sniff.
 pub(super) fn grep_file(path: &VirtualPath, content: &[u8], query: &GrepQuery) -> Option<GrepFile> {
+    grep_content(path, content, false, query)
+}
+
+/// [`grep_file`] of a content known to be UTF-8 (a store checked it when it was written): a
+/// content the pattern does not match byte for byte is left before it is decoded (checked
+/// again) and split. The decoded text is then the same bytes, less a BOM: a content starting
+/// with one, or long enough to hold a line over the bound (reported as skipped), takes the
+/// common way.
+pub(super) fn grep_utf8_file(
+    path: &VirtualPath,
+    content: &[u8],
+    query: &GrepQuery,
+) -> Option<GrepFile> {
+    grep_content(path, content, true, query)
+}
+
+fn grep_content(
+    path: &VirtualPath,
+    content: &[u8],
+    utf8: bool,
+    query: &GrepQuery,
+) -> Option<GrepFile> {
     if let Some(filter) = &query.file_filter
         && !filter.matches_path(path, &query.dir)
     {
         return None;
     }
     if content::looks_binary(content) {
+        return None;
+    }
+    if utf8
+        && !content.starts_with(b"\xEF\xBB\xBF")
+        && content.len() as u64 <= query.pattern.max_line_bytes
+        && let Some(matcher) = query.pattern.whole_text_matcher()
+        && !matcher.is_match(content).unwrap_or(true)
+    {
+        query.control.count_file(false);
         return None;
     }
     // UTF-16 and legacy encodings are searched as the text read_file shows.
@@ -95,10 +128,6 @@ fn grep_text(
     {
         return Some(GrepFile::skipped(path.clone(), pattern.long_line_reason()));
     }
-    if !pattern.may_match_in(text) {
-        return None;
-    }
-    let lines = split_lines(text);
     let found = |match_count: usize| GrepFile {
         path: path.clone(),
         match_count,
@@ -107,22 +136,15 @@ fn grep_text(
         lines_from: 0,
         skipped: None,
     };
+    let hits = matching_lines(text, pattern, matches!(collect, GrepCollect::Files));
+    if hits.is_empty() {
+        return None;
+    }
     match collect {
-        GrepCollect::Files => lines.iter().any(|l| pattern.is_match(l)).then(|| found(1)),
-        GrepCollect::Count => {
-            let count = lines.iter().filter(|l| pattern.is_match(l)).count();
-            (count > 0).then(|| found(count))
-        }
+        GrepCollect::Files => Some(found(1)),
+        GrepCollect::Count => Some(found(hits.len())),
         GrepCollect::Lines { context, window } => {
-            let hits: Vec<usize> = lines
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| pattern.is_match(l))
-                .map(|(i, _)| i)
-                .collect();
-            if hits.is_empty() {
-                return None;
-            }
+            let lines = split_lines(text);
             let mut reported = WindowedLines::new(window);
             let mut next_unreported = 0usize;
             for (k, &hit) in hits.iter().enumerate() {
@@ -143,9 +165,130 @@ fn grep_text(
     }
 }
 
+/// The numbers (from 0) of the lines of `text`, split as [`split_lines`] splits it, that
+/// `pattern` matches; only the first when `first_only`. The whole text is searched, from the
+/// start of the first line not yet judged: the pattern's literal prefilter skips at memchr speed
+/// to the next place a match can start, and only the line holding it is cut out and asked (a
+/// match in the whole text need not be one in its line alone: `c\s` finds the `\r` of a CRLF
+/// line, which the line does not hold). No line before that place can match (a match of a
+/// line alone is a match of the whole text at the same place, see
+/// [`GrepPattern::may_match_in`]), so no line is missed, and the lines are never all split.
+/// A pattern anchored to the text's edges is asked line by line.
+fn matching_lines(text: &str, pattern: &GrepPattern, first_only: bool) -> Vec<usize> {
+    let Some(matcher) = pattern.whole_text_matcher() else {
+        if !pattern.may_match_in(text) {
+            return Vec::new();
+        }
+        let hits = split_lines(text)
+            .into_iter()
+            .enumerate()
+            .filter(|(_, line)| pattern.is_match(line))
+            .map(|(number, _)| number);
+        return if first_only {
+            hits.take(1).collect()
+        } else {
+            hits.collect()
+        };
+    };
+    let bytes = text.as_bytes();
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    // Where the last line ends: a final `\n` ends it and starts no line of its own.
+    let last_end = bytes.len() - usize::from(bytes.ends_with(b"\n"));
+    let mut hits = Vec::new();
+    // The first line not yet judged: where it starts and its number.
+    let (mut at, mut number) = (0usize, 0usize);
+    while at <= last_end {
+        let Some(found) = matcher
+            .find_at(bytes, at)
+            .unwrap_or(None)
+            .map(|m| m.start())
+        else {
+            break;
+        };
+        if found > last_end {
+            break;
+        }
+        let start = memchr::memrchr(b'\n', &bytes[at..found]).map_or(at, |i| at + i + 1);
+        number += memchr::memchr_iter(b'\n', &bytes[at..start]).count();
+        let end = memchr::memchr(b'\n', &bytes[found..]).map_or(bytes.len(), |i| found + i);
+        let line = &text[start..end];
+        if pattern.is_match(line.strip_suffix('\r').unwrap_or(line)) {
+            hits.push(number);
+            if first_only {
+                break;
+            }
+        }
+        (at, number) = (end + 1, number + 1);
+    }
+    hits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lines every pattern matches one at a time, as the search asked each line before.
+    fn line_by_line(text: &str, pattern: &GrepPattern) -> Vec<usize> {
+        split_lines(text)
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| pattern.is_match(l))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    #[test]
+    fn whole_text_search_finds_the_lines_a_line_by_line_search_finds() {
+        let texts = [
+            "",
+            "\n",
+            "\n\n",
+            "a",
+            "a\n",
+            "abc\r\n",
+            "abc\r",
+            "abc\r\r\n",
+            "x\r\ny\r\n\r\nabc\rdef\n",
+            "c \nc\r\nc\n c\t\n",
+            "ab\nb\nab\n\nba",
+            "fn main() {}\n\n    unsafe impl Send for X {}\nunsafe\n impl\n",
+            "été\nÉTÉ\n\u{2028}x\n",
+        ];
+        let patterns = [
+            ("^$", false),
+            ("$", false),
+            ("^", false),
+            ("c\\s", false),
+            ("c\\s*$", false),
+            ("c$", false),
+            ("^c", false),
+            ("\\bc\\b", false),
+            ("\\Bb", false),
+            ("b*", false),
+            ("a|b", false),
+            ("unsafe\\s+impl", false),
+            ("\\r", false),
+            ("\\s$", false),
+            ("[^a]", false),
+            ("été", true),
+            ("x$", false),
+        ];
+        for (source, case_insensitive) in patterns {
+            let pattern = GrepPattern::new(source, false, case_insensitive).unwrap();
+            for text in texts {
+                let expected = line_by_line(text, &pattern);
+                assert_eq!(
+                    matching_lines(text, &pattern, false),
+                    expected,
+                    "{source:?} in {text:?}"
+                );
+                let first: Vec<usize> = expected.into_iter().take(1).collect();
+                assert_eq!(matching_lines(text, &pattern, true), first, "{source:?}");
+            }
+        }
+    }
 
     #[test]
     fn context_lines_merge_between_close_matches() {

@@ -861,20 +861,44 @@ impl Store for SqliteStore {
         keys.sort();
         keys.dedup();
         self.run(move |conn| {
+            // One read transaction: each item's row and content agree, and all are of one
+            // moment. Each content is read with incremental blob I/O straight into its buffer
+            // (one handle moved from row to row): as a column, SQLite would first copy it
+            // into a value of its own, and the value be copied again.
+            let tx = conn.transaction().map_err(map_error)?;
             let sql = format!(
-                "SELECT {META_COLUMNS}, content FROM mountfs_items WHERE namespace = ?1 AND key = ?2"
+                "SELECT {META_COLUMNS}, rowid FROM mountfs_items WHERE namespace = ?1 AND key = ?2"
             );
-            let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
+            let mut stmt = tx.prepare_cached(&sql).map_err(map_error)?;
+            let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
             let mut items = Vec::with_capacity(keys.len());
             for key in &keys {
-                if let Some(item) = stmt
-                    .query_row(params![ns, key], item_of_row)
+                let Some((meta, rowid)) = stmt
+                    .query_row(params![ns, key], |row| {
+                        Ok((meta_of_row(row)?, row.get::<_, i64>(6)?))
+                    })
                     .optional()
                     .map_err(map_error)?
-                {
-                    items.push(item);
-                }
+                else {
+                    continue;
+                };
+                let handle = match blob.as_mut() {
+                    Some(handle) => {
+                        handle.reopen(rowid).map_err(map_error)?;
+                        handle
+                    }
+                    None => blob.insert(
+                        tx.blob_open(rusqlite::MAIN_DB, "mountfs_items", "content", rowid, true)
+                            .map_err(map_error)?,
+                    ),
+                };
+                let mut content = vec![0u8; handle.len()];
+                handle.read_at_exact(&mut content, 0).map_err(map_error)?;
+                items.push(Item { meta, content });
             }
+            drop(blob);
+            drop(stmt);
+            tx.commit().map_err(map_error)?;
             Ok(items)
         })
         .await

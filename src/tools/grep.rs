@@ -102,12 +102,22 @@ pub async fn run(
         },
     };
     let searched = dir.as_str().to_owned();
+    let mut control = super::search_control(call);
+    // A page of files or counts is the first `offset + head_limit` files in path order: a
+    // backend that finds them in that order may stop once it has one more (which proves the
+    // page is not the last; how many match in all is then not known). Content mode pages
+    // through lines, whose total the answer gives: every file is searched.
+    if let (Some(limit @ 1..), OutputMode::FilesWithMatches | OutputMode::Count) =
+        (args.head_limit, args.output_mode)
+    {
+        control = control.with_first_files(args.offset.saturating_add(limit).saturating_add(1));
+    }
     let query = GrepQuery {
         dir,
         pattern: Arc::new(pattern),
         file_filter,
         collect,
-        control: super::search_control(call),
+        control,
     };
     let control = query.control.clone();
     let search = async {
@@ -149,18 +159,20 @@ pub async fn run(
             OutputMode::Count => ("counts", 0),
             OutputMode::Content => ("lines", 0),
         };
-        extend(&mut structured, key, Vec::new(), total, None);
+        extend(&mut structured, key, Vec::new(), Some(total), None);
         let mut reply = ToolReply::text(format!("No matches found{skipped_note}"));
         reply.structured = Some(structured);
         return Ok(reply);
     }
+    // Files or counts: `None` when a backend stopped once the page was found (more match).
+    let total = (!control.more_files()).then_some(files.len());
     let text = match args.output_mode {
         OutputMode::FilesWithMatches => {
             let rows: Vec<String> = files.iter().map(|f| f.path.to_string()).collect();
             let items = files.iter().map(|f| json!(f.path.as_str()));
             let (items, next) = page_items(items, files.len(), args.head_limit, args.offset);
-            extend(&mut structured, "files", items, files.len(), next);
-            page(rows, args.head_limit, args.offset, "files").join("\n")
+            extend(&mut structured, "files", items, total, next);
+            page(rows, total, args.head_limit, args.offset, "files").join("\n")
         }
         OutputMode::Count => {
             let rows: Vec<String> = files
@@ -171,14 +183,20 @@ pub async fn run(
                 .iter()
                 .map(|f| json!({"path": f.path.as_str(), "count": f.match_count}));
             let (items, next) = page_items(items, files.len(), args.head_limit, args.offset);
-            extend(&mut structured, "counts", items, files.len(), next);
-            page(rows, args.head_limit, args.offset, "files").join("\n")
+            extend(&mut structured, "counts", items, total, next);
+            page(rows, total, args.head_limit, args.offset, "files").join("\n")
         }
         OutputMode::Content => {
             let shown = content(&files, args.head_limit, args.offset);
             let next = args.offset.saturating_add(shown.lines.len());
             let next = (!shown.lines.is_empty() && next < shown.total).then_some(next);
-            extend(&mut structured, "lines", shown.lines, shown.total, next);
+            extend(
+                &mut structured,
+                "lines",
+                shown.lines,
+                Some(shown.total),
+                next,
+            );
             shown.text
         }
     };
@@ -201,9 +219,15 @@ fn mode_name(mode: OutputMode) -> &'static str {
     }
 }
 
-/// Adds the page (`key`: the items), the number of entries in all and where the next page
-/// starts to a structured answer.
-fn extend(structured: &mut Value, key: &str, items: Vec<Value>, total: usize, next: Option<usize>) {
+/// Adds the page (`key`: the items), the number of entries in all (`None`: not known, the
+/// search stopped once it had the page) and where the next page starts to a structured answer.
+fn extend(
+    structured: &mut Value,
+    key: &str,
+    items: Vec<Value>,
+    total: Option<usize>,
+    next: Option<usize>,
+) {
     if let Some(map) = structured.as_object_mut() {
         map.insert(key.into(), Value::Array(items));
         map.insert("total".into(), json!(total));
@@ -318,21 +342,34 @@ fn skipped_note(skipped: &[GrepFile]) -> String {
     note
 }
 
-/// Applies offset/head_limit to entries and appends a paging note when entries remain.
-fn page(rows: Vec<String>, head_limit: Option<usize>, offset: usize, what: &str) -> Vec<String> {
-    let total = rows.len();
+/// Applies offset/head_limit to entries and appends a paging note when entries remain. `total`
+/// is the number of entries in all, `None` when the search stopped once it had more than the
+/// page (the rows then end past it, and the note says more match without a total).
+fn page(
+    rows: Vec<String>,
+    total: Option<usize>,
+    head_limit: Option<usize>,
+    offset: usize,
+    what: &str,
+) -> Vec<String> {
+    let found = rows.len();
     let limit = head_limit.unwrap_or(usize::MAX);
     let mut shown: Vec<String> = rows.into_iter().skip(offset).take(limit).collect();
     let end = offset.saturating_add(shown.len());
-    if shown.is_empty() {
-        shown.push(format!(
-            "No entries at offset {offset}: there are {total} {what}. Use a smaller offset."
-        ));
-    } else if end < total {
-        shown.push(format!(
+    match total {
+        _ if shown.is_empty() => shown.push(format!(
+            "No entries at offset {offset}: there are {} {what}. Use a smaller offset.",
+            total.unwrap_or(found)
+        )),
+        Some(total) if end < total => shown.push(format!(
             "... [showing {what} {}-{end} of {total}; call again with offset={end} for more]",
             offset + 1
-        ));
+        )),
+        None => shown.push(format!(
+            "... [showing {what} {}-{end}; more match: call again with offset={end}]",
+            offset + 1
+        )),
+        Some(_) => {}
     }
     shown
 }

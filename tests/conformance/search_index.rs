@@ -4,6 +4,7 @@
 //! renamed, moved, edited and pruned after it was written; and a store made by a release
 //! without the index gains it in the background, answers the same meanwhile, and resumes a
 //! build that was stopped half-way — also when the server building it is killed (SIGKILL).
+//! A page of the first files stops an indexed search (and a scan) early.
 //!
 //! `MOUNTFS_PROPTEST_CASES` sets the cases per engine (default 150: 300 over both).
 
@@ -364,6 +365,50 @@ fn same_answers(runtime: &tokio::runtime::Runtime, store: Arc<dyn Store>, ns: Na
         with * 2 < without,
         "indexed grep read {with} files, a scan {without}"
     );
+    for backend in [&indexed, &scanning] {
+        runtime.block_on(first_files_stop_the_search(backend));
+    }
+}
+
+/// A page of the first files (`head_limit` in `files_with_matches` and `count`) stops the
+/// search once it has them: a bounded number of files is confirmed, whatever the matches, and
+/// they are the full answer's first, in path order; the search says more match. A page that
+/// reaches past the last match is the full answer.
+async fn first_files_stop_the_search(backend: &StoreBackend) {
+    for collect in [GrepCollect::Files, GrepCollect::Count] {
+        let all = GrepQuery {
+            dir: VirtualPath::root(),
+            pattern: Arc::new(GrepPattern::new("impl", true, false).unwrap()),
+            file_filter: None,
+            collect,
+            control: SearchControl::default(),
+        };
+        let full = sorted(backend, &all).await;
+        assert!(full.len() > 1_000, "{} files hold impl", full.len());
+        for wanted in [1, 6, 70] {
+            let control = SearchControl::default().with_first_files(wanted);
+            let page = GrepQuery {
+                control: control.clone(),
+                ..all.clone()
+            };
+            let found = sorted(backend, &page).await;
+            assert!(control.more_files(), "{wanted}");
+            assert!(found.len() >= wanted, "{wanted}: {}", found.len());
+            assert_eq!(found[..wanted], full[..wanted], "{wanted}");
+            let confirmed = control.counts().0;
+            assert!(
+                confirmed <= (wanted as u64 + 64).max(128),
+                "{wanted} files wanted, {confirmed} confirmed"
+            );
+        }
+        let control = SearchControl::default().with_first_files(full.len() + 1);
+        let page = GrepQuery {
+            control: control.clone(),
+            ..all.clone()
+        };
+        assert_eq!(sorted(backend, &page).await, full);
+        assert!(!control.more_files());
+    }
 }
 
 #[test]

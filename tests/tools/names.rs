@@ -232,19 +232,30 @@ async fn listings_show_every_name_escaped_on_one_line(kind: Kind) {
     assert_eq!(others, vec!["  1: needle"; count], "grep content:\n{text}");
 
     // Paging: exactly one hint, the real one, after the one entry asked for.
-    let (text, _) = n
+    let (text, structured) = n
         .ok(
             "grep",
             json!({"pattern": "needle", "path": "/m", "head_limit": 1}),
         )
         .await;
+    let structured = structured.unwrap();
+    assert_eq!(structured["next_offset"], json!(1), "{structured}");
+    let total = match kind {
+        Kind::Sqlite => json!(null),
+        Kind::Memory | Kind::Disk => json!(count),
+    };
+    assert_eq!(structured["total"], total, "{structured}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].starts_with("/m/"), "{text}");
-    assert_eq!(
-        lines[1],
-        format!("... [showing files 1-1 of {count}; call again with offset=1 for more]")
-    );
+    // A store stops the search once it has one file more than the page (the total unknown).
+    let hint = match kind {
+        Kind::Sqlite => "... [showing files 1-1; more match: call again with offset=1]".to_owned(),
+        Kind::Memory | Kind::Disk => {
+            format!("... [showing files 1-1 of {count}; call again with offset=1 for more]")
+        }
+    };
+    assert_eq!(lines[1], hint);
     let (text, _) = n
         .ok(
             "grep",

@@ -22,6 +22,9 @@ impl OverlayBackend {
         path_of: impl Fn(&T) -> &VirtualPath,
     ) -> Result<Vec<T>> {
         let plan = self.search_plan(dir).await?;
+        // What the base finds is filtered below (hidden files dropped): it must find every
+        // file, not stop after the first ones the answer shows.
+        let control = &control.every_file();
         let base = async {
             if plan.base {
                 search(&self.base, plan.base_control(control)).await
