@@ -138,7 +138,29 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER mountfs_items_notify AFTER INSERT OR UPDATE OR DELETE ON mountfs_items
         FOR EACH ROW EXECUTE FUNCTION mountfs_notify_change();
 "#,
+    r#"
+    -- Contents over 4 MiB (LARGE_CONTENT_BYTES, issue 27) are kept in large_content, stored
+    -- out of line and never compressed (STORAGE EXTERNAL); content is then empty. A range of
+    -- such a value is read by fetching only the TOAST chunks it covers, where a compressed
+    -- value is decompressed from its start to the range's end for every range (a copy in
+    -- 4 MiB ranges cost the square of the size: 400 MB in 33.5 s). large_version is the
+    -- version large_content belongs to: a write that does not set it (a server of an older
+    -- release started before this migration) leaves it behind `version`, and the content is
+    -- in `content`. No rewrite: the columns have no default, and the contents written before
+    -- stay where they are (compressed: read correctly, their ranges as slowly as before).
+    SET LOCAL lock_timeout = '10s';
+    ALTER TABLE mountfs_items ADD COLUMN large_content BYTEA, ADD COLUMN large_version BIGINT;
+    ALTER TABLE mountfs_items ALTER COLUMN large_content SET STORAGE EXTERNAL;
+"#,
 ];
+
+/// The size over which a content is kept in the column `large_content`, uncompressed (see
+/// the last of [`MIGRATIONS`]): a content up to this is read whole by a copy (its range size),
+/// and stays compressed.
+pub const LARGE_CONTENT_BYTES: u64 = 4 << 20;
+
+/// An item's content, wherever it is kept (see the last of [`MIGRATIONS`]).
+const CONTENT: &str = "CASE WHEN large_version = version THEN large_content ELSE content END";
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
@@ -208,22 +230,33 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         (ContentSource::Parameter, WriteKind::IfVersion) => "$8::bytea",
         (ContentSource::Parameter, _) => "$7::bytea",
     };
+    // A content over LARGE_CONTENT_BYTES (`next.large`, from the size $4) goes to
+    // `large_content`, tagged with the version, and `content` is left empty (see the last of
+    // [`MIGRATIONS`]). A staged content's subquery is written twice but run once: an
+    // uncorrelated subquery is an init plan, run when the branch that needs it is taken.
+    let next = format!(
+        "(SELECT nextval('mountfs_versions') AS v, $4::bigint > {LARGE_CONTENT_BYTES} AS large) AS next"
+    );
+    let small = format!("CASE WHEN next.large THEN ''::bytea ELSE {content} END");
+    let large = format!("CASE WHEN next.large THEN {content} END");
+    let large_version = "CASE WHEN next.large THEN next.v END";
     match kind {
         WriteKind::CreateOnly => format!(
             "INSERT INTO mountfs_items
                  (namespace, key, encoding, size, created_at, modified_at, version, content,
-                  trigrams, trigrams_version)
+                  trigrams, trigrams_version, large_content, large_version)
              SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-                    {content}, $6::integer[], next.v
-             FROM (SELECT nextval('mountfs_versions') AS v) AS next
+                    {small}, $6::integer[], next.v, {large}, {large_version}
+             FROM {next}
              ON CONFLICT (namespace, key) DO NOTHING
              RETURNING version"
         ),
         WriteKind::IfVersion => format!(
             "UPDATE mountfs_items
-             SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = {content},
-                 trigrams = $6, trigrams_version = next.v
-             FROM (SELECT nextval('mountfs_versions') AS v) AS next
+             SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = {small},
+                 trigrams = $6, trigrams_version = next.v, large_content = {large},
+                 large_version = {large_version}
+             FROM {next}
              WHERE namespace = $1 AND key = $2 AND version = $7
              RETURNING version"
         ),
@@ -231,15 +264,16 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         WriteKind::Overwrite => format!(
             "INSERT INTO mountfs_items
                  (namespace, key, encoding, size, created_at, modified_at, version, content,
-                  trigrams, trigrams_version)
+                  trigrams, trigrams_version, large_content, large_version)
              SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-                    {content}, $6::integer[], next.v
-             FROM (SELECT nextval('mountfs_versions') AS v) AS next
+                    {small}, $6::integer[], next.v, {large}, {large_version}
+             FROM {next}
              ON CONFLICT (namespace, key) DO UPDATE
              SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
                  modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
                  content = EXCLUDED.content, trigrams = EXCLUDED.trigrams,
-                 trigrams_version = EXCLUDED.trigrams_version
+                 trigrams_version = EXCLUDED.trigrams_version,
+                 large_content = EXCLUDED.large_content, large_version = EXCLUDED.large_version
              RETURNING version, (xmax = 0) AS inserted"
         ),
     }
@@ -881,7 +915,7 @@ impl Store for PostgresStore {
 
     async fn get(&self, namespace: &Namespace, key: &str) -> Result<Option<Item>> {
         let sql = format!(
-            "SELECT {META_COLUMNS}, content FROM mountfs_items WHERE namespace = $1 AND key = $2"
+            "SELECT {META_COLUMNS}, {CONTENT} FROM mountfs_items WHERE namespace = $1 AND key = $2"
         );
         let rows = self.query(&sql, &[&namespace.as_str(), &key]).await?;
         rows.first().map(item_of_row).transpose()
@@ -1131,7 +1165,7 @@ impl Store for PostgresStore {
     }
 
     async fn scan(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<Item>> {
-        let columns = format!("{META_COLUMNS}, content");
+        let columns = format!("{META_COLUMNS}, {CONTENT}");
         let rows = self.range_query(namespace, query, &columns).await?;
         rows.iter().map(item_of_row).collect()
     }
@@ -1195,7 +1229,7 @@ impl Store for PostgresStore {
 
     async fn get_many(&self, namespace: &Namespace, keys: &[String]) -> Result<Vec<Item>> {
         let sql = format!(
-            "SELECT {META_COLUMNS}, content FROM mountfs_items
+            "SELECT {META_COLUMNS}, {CONTENT} FROM mountfs_items
              WHERE namespace = $1 AND key = ANY($2) ORDER BY key"
         );
         let rows = self.query(&sql, &[&namespace.as_str(), &keys]).await?;
@@ -1215,7 +1249,11 @@ impl Store for PostgresStore {
         let count = i32::try_from(len).unwrap_or(i32::MAX);
         let rows = self
             .query(
-                "SELECT version, substring(content FROM $3 FOR $4)
+                // A large content's range is read from only the TOAST chunks it covers (see
+                // the last of MIGRATIONS); one written before is decompressed up to its end.
+                "SELECT version, CASE WHEN large_version = version
+                     THEN substring(large_content FROM $3 FOR $4)
+                     ELSE substring(content FROM $3 FOR $4) END
                  FROM mountfs_items WHERE namespace = $1 AND key = $2",
                 &[&namespace.as_str(), &key, &from, &count],
             )

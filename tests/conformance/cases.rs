@@ -974,6 +974,85 @@ pub async fn read_range_gives_the_bytes_of_that_version_only(fx: &Fixture) {
     );
 }
 
+/// A content past every store's large-item bound (PostgreSQL keeps contents over 4 MiB apart,
+/// uncompressed; SQLite reads an item over 1 MiB through a blob handle it keeps open), read as
+/// a copy reads it, range after range in order, then at its edges; a change between two ranges
+/// is reported, and the new content reads whole under its own version.
+pub async fn read_range_reads_a_large_item_range_after_range(fx: &Fixture) {
+    const MIB: usize = 1 << 20;
+    // Text a database compresses well, not a multiple of the ranges.
+    let content: Vec<u8> = (0..9 * MIB + 12_345)
+        .map(|i| b"0123456789abcdef\n"[(i / 3 + i / 4099) % 17])
+        .collect();
+    let path = fx.path("big/large.txt");
+    let version = fx
+        .backend
+        .write(&path, &content, WriteMode::CreateOnly)
+        .await
+        .unwrap()
+        .version;
+    let read = |offset: u64, len: usize, version: Version| {
+        let path = path.clone();
+        async move { fx.backend.read_range(&path, offset, len, &version).await }
+    };
+    let mut got = Vec::with_capacity(content.len());
+    while got.len() < content.len() {
+        let bytes = read(got.len() as u64, MIB, version.clone())
+            .await
+            .unwrap_or_else(|e| panic!("range at {}: {e}", got.len()));
+        assert!(!bytes.is_empty(), "range at {} is empty", got.len());
+        got.extend_from_slice(&bytes);
+    }
+    assert!(got == content, "the ranges joined differ from the content");
+    let len = content.len();
+    for (offset, want) in [
+        (0, 1),
+        (len - 1, 1),
+        (len - 1, 10),
+        (4 * MIB - 3, 6),
+        (8 * MIB, MIB),
+        (5 * MIB, 0),
+        (len, 10),
+        (len + 5, 5),
+    ] {
+        let bytes = read(offset as u64, want, version.clone())
+            .await
+            .unwrap_or_else(|e| panic!("range {offset}+{want}: {e}"));
+        let start = offset.min(len);
+        let end = (start + want).min(len);
+        assert!(bytes == content[start..end], "range {offset}+{want}");
+    }
+    // Changed between two ranges of a copy: the next range is refused.
+    read(0, MIB, version.clone()).await.unwrap();
+    read(MIB as u64, MIB, version.clone()).await.unwrap();
+    let mut changed = content.clone();
+    changed[5 * MIB] = b'#';
+    let now = fx
+        .backend
+        .write(&path, &changed, WriteMode::Overwrite)
+        .await
+        .unwrap()
+        .version;
+    let stale = read(2 * MIB as u64, MIB, version.clone()).await;
+    assert!(
+        matches!(stale, Err(Error::VersionMismatch { .. })),
+        "{stale:?}"
+    );
+    let mut got = Vec::with_capacity(changed.len());
+    while got.len() < changed.len() {
+        got.extend(read(got.len() as u64, 4 * MIB, now.clone()).await.unwrap());
+    }
+    assert!(got == changed, "the new content's ranges differ from it");
+    // Gone between two ranges: not found.
+    read(0, MIB, now.clone()).await.unwrap();
+    fx.backend
+        .delete(&path, &DeleteOptions::default())
+        .await
+        .unwrap();
+    let gone = read(MIB as u64, MIB, now).await;
+    assert!(matches!(gone, Err(Error::NotFound { .. })), "{gone:?}");
+}
+
 pub async fn an_upload_lands_whole_under_its_mode_or_not_at_all(fx: &Fixture) {
     let path = fx.path("up/big.bin");
     let content = ranged_content(300_007);

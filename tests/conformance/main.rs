@@ -101,6 +101,7 @@ macro_rules! conformance {
             case!($fixture, ls_of_a_large_directory_pages_past_subdirectories);
             case!($fixture, grep_and_glob_page_through_many_files);
             case!($fixture, read_range_gives_the_bytes_of_that_version_only);
+            case!($fixture, read_range_reads_a_large_item_range_after_range);
             case!($fixture, an_upload_lands_whole_under_its_mode_or_not_at_all);
             edit_case!($fixture, edits_match_quotes_loosely_both_ways);
             edit_case!($fixture, loose_quote_matches_are_counted_on_the_folded_text);
