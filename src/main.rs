@@ -89,12 +89,14 @@ struct Cli {
     #[arg(long = "tools", value_name = "NAME,NAME,...", global = true)]
     tools: Option<String>,
 
-    /// Offer the `execute` tool (a shell command in a disk mount). Commands run sandboxed in
-    /// their own user, mount, PID and IPC namespaces with Landlock: the host read-only, the
-    /// writable disk mounts writable, a private /tmp, the server's files hidden, nothing left
-    /// running after the call; where the kernel lacks Landlock or user namespaces the server
-    /// refuses to start. Pass --allow-exec=unsandboxed to run commands with the server's full
-    /// rights instead.
+    /// Offer the `execute` tool (a shell command in a disk mount, or on a shell mount's
+    /// target). Commands in a disk mount run sandboxed in their own user, mount, PID and IPC
+    /// namespaces with Landlock: the host read-only, the writable disk mounts writable, a
+    /// private /tmp, the server's files hidden, nothing left running after the call; where the
+    /// kernel lacks Landlock or user namespaces the server refuses to start. Pass
+    /// --allow-exec=unsandboxed to run commands with the server's full rights instead. A
+    /// command with its cwd in a shell mount runs on that target with the rights of the user
+    /// --shell logs in as, never in this sandbox.
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true, global = true)]
     allow_exec: Option<mountfs::exec::ExecMode>,
 

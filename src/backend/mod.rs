@@ -796,7 +796,7 @@ pub enum Error {
         reason: String,
     },
     /// The storage behind the mount cannot be reached.
-    #[error("Error: store unavailable: {message}. Other mounts still work; retry later")]
+    #[error("Error: mount unavailable: {message}. Other mounts still work; retry later")]
     Unavailable {
         /// What failed.
         message: String,

@@ -3,7 +3,7 @@
 //! tokio-postgres with a deadpool-postgres pool: deadpool is async-native, small, checks a
 //! pooled connection is still open before handing it out (`RecyclingMethod::Fast`) and caches
 //! prepared statements per connection. Its timeouts make an unreachable server fail a tool call
-//! in seconds (as `store unavailable: …`) instead of hanging it. Connections are plain TCP
+//! in seconds (as `mount unavailable: …`) instead of hanging it. Connections are plain TCP
 //! (`NoTls`): put a TLS-terminating proxy in front for remote databases.
 //!
 //! Every conditional write is one statement checked by the database: `IfVersion` is

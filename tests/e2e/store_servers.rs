@@ -286,7 +286,7 @@ async fn an_unreachable_database_is_a_tool_error_and_other_mounts_keep_working()
     let listed = server.call("ls", json!({"path": "/shared"})).await;
     assert!(listed.is_error, "{}", listed.text);
     let expected_start = format!(
-        "Error: store unavailable: PostgreSQL at 127.0.0.1:{}/{db}: ",
+        "Error: mount unavailable: PostgreSQL at 127.0.0.1:{}/{db}: ",
         relay.port
     );
     assert!(listed.text.starts_with(&expected_start), "{}", listed.text);
@@ -385,7 +385,7 @@ async fn a_search_over_several_mounts_skips_a_down_store_with_a_note() {
 
     relay.cut();
     let down = format!(
-        "[skipped /shared: this mount could not be searched: Error: store unavailable: PostgreSQL at 127.0.0.1:{}/{db}: ",
+        "[skipped /shared: this mount could not be searched: Error: mount unavailable: PostgreSQL at 127.0.0.1:{}/{db}: ",
         relay.port
     );
     let grep = server.ok("grep", json!({"pattern": "needle"})).await;
@@ -443,7 +443,7 @@ async fn a_search_over_several_mounts_skips_a_down_store_with_a_note() {
             failed.is_error
                 && failed
                     .text
-                    .starts_with("Error: store unavailable: PostgreSQL at "),
+                    .starts_with("Error: mount unavailable: PostgreSQL at "),
             "{tool}: {}",
             failed.text
         );
