@@ -20,6 +20,7 @@ mod cases;
 mod edits;
 mod encodings;
 mod fixtures;
+mod index_attack;
 mod invariants;
 mod routing;
 mod search_index;
