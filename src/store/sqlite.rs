@@ -161,12 +161,19 @@ const MIGRATIONS: &[&str] = &[
 
 /// `built_upto` once every item is in the search index.
 const INDEX_COMPLETE: i64 = i64::MAX;
-/// Items added to the search index per transaction of a background build: a writer waits for
-/// one batch at most.
+/// Items added to the search index per transaction of a background build (fewer when their
+/// text exceeds [`TOKENIZE_BYTES_PER_TRANSACTION`]): a writer waits for one batch at most.
 const BUILD_BATCH: i64 = 256;
-/// Pending items moved into the search index per transaction of the folder: a writer waits
-/// for one such batch at most.
+/// Pending items moved into the search index per transaction of the folder (fewer when their
+/// text exceeds [`TOKENIZE_BYTES_PER_TRANSACTION`]): a writer waits for one such batch at most.
 const FOLD_BATCH: i64 = 64;
+/// Most bytes of text one transaction of the folder or of the background build tokenizes (at
+/// least one item, so up to 1 MiB): FTS5's trigram tokenizer takes ~0.06 s of
+/// CPU per MiB of source code and ~0.5 s per MiB of high-entropy text (identifiers, hashes;
+/// SQLite 3.40 -O2), several times that in a debug build, and every writer waits for the
+/// transaction — 64 or 256 items of up to 1 MiB each held the write lock past the 10 s busy
+/// timeout, and writes were refused. 64 items of 4 KiB still fold together.
+const TOKENIZE_BYTES_PER_TRANSACTION: i64 = 256 * 1024;
 /// The size over which items are in the `mountfs_items_large` index (the literal of its
 /// `WHERE`): a search whose line bound is at least this finds the items over its bound there.
 const LARGE_ITEM_BYTES: i64 = 1_048_576;
@@ -1460,14 +1467,24 @@ fn build_step(conn: &mut Connection) -> Result<Option<u64>> {
     if built == INDEX_COMPLETE {
         return Ok(None);
     }
-    let last: Option<i64> = tx
-        .query_row(
-            "SELECT max(rowid) FROM
-                 (SELECT rowid FROM mountfs_items WHERE rowid > ?1 ORDER BY rowid LIMIT ?2)",
-            params![built, BUILD_BATCH],
-            |row| row.get(0),
-        )
-        .map_err(map_error)?;
+    let next: Vec<(i64, i64)> = {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT rowid, CASE WHEN encoding = 'utf-8' AND size <= 1048576 THEN size ELSE 0 END
+                 FROM mountfs_items WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+            )
+            .map_err(map_error)?;
+        let rows = stmt
+            .query_map(params![built, BUILD_BATCH], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .map_err(map_error)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(map_error)?
+    };
+    let last = within_tokenize_budget(&next)
+        .last()
+        .map(|(rowid, _)| *rowid);
     let (upto, added) = match last {
         None => (INDEX_COMPLETE, None),
         Some(last) => {
@@ -1576,23 +1593,35 @@ impl FileStamp {
     }
 }
 
-/// Folds the first [`FOLD_BATCH`] pending items into the search index, in one transaction:
+/// Folds the first [`FOLD_BATCH`] pending items (fewer when their text exceeds
+/// [`TOKENIZE_BYTES_PER_TRANSACTION`]) into the search index, in one transaction:
 /// each item's old trigrams out (by rowid: the table is contentless), its current content's
 /// in when it still exists as UTF-8 text. Returns how many were folded.
 fn fold_step(conn: &mut Connection) -> Result<usize> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(map_error)?;
-    let items: Vec<i64> = {
+    let pending: Vec<(i64, i64)> = {
         let mut stmt = tx
-            .prepare_cached("SELECT item FROM mountfs_text_pending ORDER BY item LIMIT ?1")
+            .prepare_cached(
+                "SELECT p.item, CASE WHEN i.encoding = 'utf-8' AND i.size <= 1048576
+                     THEN i.size ELSE 0 END
+                 FROM mountfs_text_pending AS p LEFT JOIN mountfs_items AS i ON i.rowid = p.item
+                 ORDER BY p.item LIMIT ?1",
+            )
             .map_err(map_error)?;
         let rows = stmt
-            .query_map(params![FOLD_BATCH], |row| row.get(0))
+            .query_map(params![FOLD_BATCH], |row| {
+                Ok((row.get(0)?, row.get::<_, Option<i64>>(1)?.unwrap_or(0)))
+            })
             .map_err(map_error)?;
-        rows.collect::<rusqlite::Result<Vec<i64>>>()
+        rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(map_error)?
     };
+    let items: Vec<i64> = within_tokenize_budget(&pending)
+        .iter()
+        .map(|(item, _)| *item)
+        .collect();
     let Some(last) = items.last().copied() else {
         return Ok(0);
     };
@@ -1619,6 +1648,21 @@ fn fold_step(conn: &mut Connection) -> Result<usize> {
     .map_err(map_error)?;
     tx.commit().map_err(map_error)?;
     Ok(items.len())
+}
+
+/// The first of `items` (rowid, bytes of text to tokenize), in order, whose bytes add up to at
+/// most [`TOKENIZE_BYTES_PER_TRANSACTION`] — at least the first one.
+fn within_tokenize_budget(items: &[(i64, i64)]) -> &[(i64, i64)] {
+    let mut total = 0i64;
+    let mut take = 0;
+    for (index, (_, bytes)) in items.iter().enumerate() {
+        total = total.saturating_add(*bytes);
+        if index > 0 && total > TOKENIZE_BYTES_PER_TRANSACTION {
+            break;
+        }
+        take = index + 1;
+    }
+    &items[..take]
 }
 
 /// The FTS5 query of `terms`: a substring is all of its trigrams (a table with detail=none
@@ -1793,5 +1837,20 @@ mod tests {
             fetched < pages * 3 / 2,
             "{fetched} page fetches for {pages} pages"
         );
+    }
+
+    #[test]
+    fn a_transaction_tokenizes_a_bounded_text_but_always_one_item() {
+        let mib = TOKENIZE_BYTES_PER_TRANSACTION;
+        assert_eq!(within_tokenize_budget(&[]), &[]);
+        assert_eq!(within_tokenize_budget(&[(1, mib), (2, 1)]), &[(1, mib)]);
+        assert_eq!(within_tokenize_budget(&[(1, 2 * mib)]), &[(1, 2 * mib)]);
+        let small: Vec<(i64, i64)> = (0..64).map(|i| (i, 4096)).collect();
+        assert_eq!(within_tokenize_budget(&small).len(), 64);
+        let half: Vec<(i64, i64)> = (0..4).map(|i| (i, mib / 2)).collect();
+        assert_eq!(within_tokenize_budget(&half).len(), 2);
+        // Items the index does not tokenize (binary, too large, deleted) cost nothing.
+        let free: Vec<(i64, i64)> = (0..64).map(|i| (i, 0)).collect();
+        assert_eq!(within_tokenize_budget(&free).len(), 64);
     }
 }
