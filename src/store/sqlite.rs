@@ -1841,13 +1841,19 @@ mod tests {
 
     #[test]
     fn a_transaction_tokenizes_a_bounded_text_but_always_one_item() {
-        let mib = TOKENIZE_BYTES_PER_TRANSACTION;
+        let budget = TOKENIZE_BYTES_PER_TRANSACTION;
         assert_eq!(within_tokenize_budget(&[]), &[]);
-        assert_eq!(within_tokenize_budget(&[(1, mib), (2, 1)]), &[(1, mib)]);
-        assert_eq!(within_tokenize_budget(&[(1, 2 * mib)]), &[(1, 2 * mib)]);
+        assert_eq!(
+            within_tokenize_budget(&[(1, budget), (2, 1)]),
+            &[(1, budget)]
+        );
+        assert_eq!(
+            within_tokenize_budget(&[(1, 2 * budget)]),
+            &[(1, 2 * budget)]
+        );
         let small: Vec<(i64, i64)> = (0..64).map(|i| (i, 4096)).collect();
         assert_eq!(within_tokenize_budget(&small).len(), 64);
-        let half: Vec<(i64, i64)> = (0..4).map(|i| (i, mib / 2)).collect();
+        let half: Vec<(i64, i64)> = (0..4).map(|i| (i, budget / 2)).collect();
         assert_eq!(within_tokenize_budget(&half).len(), 2);
         // Items the index does not tokenize (binary, too large, deleted) cost nothing.
         let free: Vec<(i64, i64)> = (0..64).map(|i| (i, 0)).collect();

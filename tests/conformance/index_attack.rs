@@ -603,15 +603,21 @@ fn postgres_hostile_corpus_answers_as_a_scan() {
         return;
     };
     let rt = runtime();
-    let guard = crate::support::PostgresNamespace::new(&url, "t-attack");
-    let ns = Namespace::new(&guard.name).unwrap();
+    // A database of its own: the shared one may hold another branch's schema.
+    let db = rt.block_on(crate::search_index::OwnDatabase::new(
+        &url,
+        "mountfs_attack",
+    ));
+    let ns = Namespace::new("default").unwrap();
     let store: Arc<dyn Store> = rt.block_on(async {
-        let store = postgres_store(&url).await;
+        let store = postgres_store(&db.url).await;
         fill(&store, &ns).await;
         Arc::new(store)
     });
     fixed_answers_agree(&rt, store.clone(), ns.clone());
-    same_answers(&rt, store, ns);
+    same_answers(&rt, store.clone(), ns);
+    drop(store);
+    rt.block_on(db.drop());
 }
 
 /// Text with many distinct trigrams (identifiers, numbers), `size` bytes.
@@ -832,11 +838,13 @@ async fn postgres_two_servers_a_search_finds_every_committed_write_of_the_other(
     let Some(url) = crate::support::postgres_url("postgres index attack") else {
         return;
     };
-    let guard = crate::support::PostgresNamespace::new(&url, "t-two");
-    let ns = Namespace::new(&guard.name).unwrap();
-    let writer = postgres_store(&url).await;
-    let reader = postgres_store(&url).await;
-    two_servers(Arc::new(writer), Arc::new(reader), ns).await;
+    let db = crate::search_index::OwnDatabase::new(&url, "mountfs_two").await;
+    let ns = Namespace::new("default").unwrap();
+    let writer = postgres_store(&db.url).await;
+    let reader = postgres_store(&db.url).await;
+    two_servers(Arc::new(writer.clone()), Arc::new(reader.clone()), ns).await;
+    drop((writer, reader));
+    db.drop().await;
 }
 
 async fn two_servers(writer: Arc<dyn Store>, reader: Arc<dyn Store>, ns: Namespace) {

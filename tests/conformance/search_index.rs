@@ -910,14 +910,14 @@ async fn sqlite_writes_by_another_process_are_folded_by_the_poll() {
 
 /// A PostgreSQL database of the test's own (the test changes the table's shape, which the
 /// other tests share in theirs), dropped at the end.
-struct OwnDatabase {
+pub(crate) struct OwnDatabase {
     admin: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl OwnDatabase {
-    async fn new(url: &str, prefix: &str) -> Self {
+    pub(crate) async fn new(url: &str, prefix: &str) -> Self {
         let name = crate::support::unique(prefix).replace('-', "_");
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
@@ -949,7 +949,7 @@ impl OwnDatabase {
         client
     }
 
-    async fn drop(self) {
+    pub(crate) async fn drop(self) {
         let (client, connection) = tokio_postgres::connect(&self.admin, tokio_postgres::NoTls)
             .await
             .unwrap();
