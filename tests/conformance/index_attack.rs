@@ -988,3 +988,42 @@ async fn sqlite_indexed_grep_cost_against_store_size() {
         rare[1].as_secs_f64() / rare[0].as_secs_f64()
     );
 }
+
+/// Diagnosis (ignored: prints only): how SQLite plans the candidates query of sqlite.rs (the
+/// same SQL, a rare trigram term). The first arm walks the range's key index and tests each
+/// rowid against the FTS5 answer, so its cost follows the range, not the candidates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn sqlite_candidates_query_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.db");
+    let store = sqlite_store(&file).await;
+    let ns = Namespace::new("default").unwrap();
+    many_items(&store, &ns, 2_000).await;
+    drop(store);
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let columns = "key, encoding, size, created_at, modified_at, version";
+    let range = "namespace = :ns AND key >= :lower";
+    let by_rowid = "+namespace = :ns AND +key >= :lower";
+    let sql = format!(
+        "EXPLAIN QUERY PLAN SELECT {columns} FROM mountfs_items WHERE {range} AND rowid IN
+             (SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH :terms)
+         UNION SELECT {columns} FROM mountfs_items WHERE {by_rowid} AND rowid IN
+             (SELECT item FROM mountfs_text_pending)
+         UNION SELECT {columns} FROM mountfs_items INDEXED BY mountfs_items_not_text
+             WHERE {range} AND encoding <> 'utf-8'
+         UNION SELECT {columns} FROM mountfs_items INDEXED BY mountfs_items_large
+             WHERE {range} AND size > 1048576
+         ORDER BY key LIMIT 2048"
+    );
+    let mut stmt = conn.prepare(&sql).unwrap();
+    let rows: Vec<String> = stmt
+        .query_map(
+            rusqlite::named_params! {":ns": "default", ":lower": "/", ":terms": "(\"oka\" AND \"kap\")"},
+            |row| Ok(format!("{} {} {}", row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(3)?)),
+        )
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    eprintln!("{}", rows.join("\n"));
+}
