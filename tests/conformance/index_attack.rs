@@ -343,8 +343,7 @@ fn planner_terms_are_in_every_line_a_hostile_pattern_matches() {
             .replace(r"\z", "")
             .replace(r"\b", "")
             .replace(r"\B", "")
-            .replace('^', "")
-            .replace('$', "");
+            .replace(['^', '$'], "");
         let lines: BoxedStrategy<String> = match proptest::string::string_regex(&generable) {
             Ok(s) => s.boxed(),
             Err(_) => Just(String::new()).boxed(),
