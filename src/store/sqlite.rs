@@ -12,7 +12,7 @@
 //! prefix is the key range `[prefix, successor(prefix))` of the primary-key index.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -166,7 +166,8 @@ const INDEX_COMPLETE: i64 = i64::MAX;
 const BUILD_BATCH: i64 = 256;
 /// Pending items moved into the search index per transaction of the folder (fewer when their
 /// text exceeds [`TOKENIZE_BYTES_PER_TRANSACTION`]): a writer waits for one such batch at most.
-const FOLD_BATCH: i64 = 64;
+/// 256 small items fold together; the byte budget, not the count, bounds the time.
+const FOLD_BATCH: i64 = 256;
 /// Most bytes of text one transaction of the folder or of the background build tokenizes (at
 /// least one item, so up to 1 MiB): FTS5's trigram tokenizer takes ~0.06 s of
 /// CPU per MiB of source code and ~0.5 s per MiB of high-entropy text (identifiers, hashes;
@@ -186,6 +187,11 @@ const FOLD_MAX_WAIT: Duration = Duration::from_secs(1);
 /// How often the folder looks for pending items without being woken (items written by another
 /// process sharing the file, or left by a process that stopped before it folded them).
 const FOLD_POLL: Duration = Duration::from_secs(2);
+/// The longest the folder or the build gives way to this process's writers before its next
+/// batch (see [`give_way`]): under a steady stream of writes it still makes progress.
+const GIVE_WAY_MAX: Duration = Duration::from_secs(1);
+/// The shortest pause of the folder and of the build between two batches (see [`pause_after`]).
+const BATCH_PAUSE_MIN: Duration = Duration::from_millis(10);
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
@@ -223,6 +229,26 @@ struct Shared {
     /// Pages the range reads fetched (tests: a copy must fetch each page about once).
     #[cfg(test)]
     pages_fetched: Arc<std::sync::atomic::AtomicU64>,
+    /// This process's writes waiting for the write lock or holding it: the folder and the
+    /// build start no batch while there are any (see [`give_way`]).
+    writers: Arc<AtomicUsize>,
+}
+
+/// A write of this process under way (counted in [`Shared::writers`] until dropped).
+#[derive(Debug)]
+struct WriterTurn(Arc<AtomicUsize>);
+
+impl WriterTurn {
+    fn new(writers: &Arc<AtomicUsize>) -> Self {
+        writers.fetch_add(1, Ordering::AcqRel);
+        Self(writers.clone())
+    }
+}
+
+impl Drop for WriterTurn {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Shared {
@@ -395,6 +421,7 @@ impl SqliteStore {
                 readers: Mutex::new(Vec::new()),
                 #[cfg(test)]
                 pages_fetched: Arc::default(),
+                writers: Arc::new(AtomicUsize::new(0)),
             })
         })
         .await
@@ -593,6 +620,12 @@ impl SqliteStore {
             .retain(|r| !(r.version == version && r.key == key && r.namespace == ns));
     }
 
+    /// Counts a write of this process until the returned turn is dropped: taken before the
+    /// write waits for a connection or for the write lock (see [`give_way`]).
+    fn writer_turn(&self) -> WriterTurn {
+        WriterTurn::new(&self.shared.writers)
+    }
+
     /// A turn to use a connection (at most [`MAX_CONNECTIONS`] at once).
     async fn permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
         self.shared
@@ -652,6 +685,7 @@ impl Store for SqliteStore {
         content: &[u8],
         condition: PutCondition,
     ) -> Result<Written> {
+        let _turn = self.writer_turn();
         let (ns, key, content) = (
             namespace.as_str().to_owned(),
             key.to_owned(),
@@ -678,6 +712,7 @@ impl Store for SqliteStore {
         namespace: &Namespace,
         ops: Vec<BatchOp>,
     ) -> std::result::Result<Vec<Option<i64>>, (usize, Error)> {
+        let _turn = self.writer_turn();
         let ns = namespace.as_str().to_owned();
         let outcome = self
             .run(move |conn| {
@@ -730,6 +765,7 @@ impl Store for SqliteStore {
         key: &str,
         if_version: Option<i64>,
     ) -> Result<bool> {
+        let _turn = self.writer_turn();
         let (ns, key) = (namespace.as_str().to_owned(), key.to_owned());
         let outcome = self
             .run(move |conn| {
@@ -773,6 +809,7 @@ impl Store for SqliteStore {
         if_version: Option<i64>,
         replacing: Option<i64>,
     ) -> Result<Option<i64>> {
+        let _turn = self.writer_turn();
         let (ns, from, to) = (
             namespace.as_str().to_owned(),
             from.to_owned(),
@@ -833,6 +870,7 @@ impl Store for SqliteStore {
         to_prefix: &str,
         to_key: &str,
     ) -> Result<u64> {
+        let _turn = self.writer_turn();
         let ns = namespace.as_str().to_owned();
         let to_query = ListQuery::first(to_prefix, 1);
         let from_lower = from_prefix.to_owned();
@@ -881,6 +919,7 @@ impl Store for SqliteStore {
     }
 
     async fn delete_prefix(&self, namespace: &Namespace, prefix: &str) -> Result<u64> {
+        let _turn = self.writer_turn();
         let query = ListQuery::first(prefix, 1);
         let ns = namespace.as_str().to_owned();
         let outcome = self
@@ -1133,6 +1172,7 @@ impl Store for SqliteStore {
             key: key.to_owned(),
             chunks: 0,
             size: 0,
+            writers: self.shared.writers.clone(),
         }))
     }
 }
@@ -1287,6 +1327,8 @@ struct SqliteUpload {
     chunks: i64,
     /// Bytes staged.
     size: u64,
+    /// The store's count of writes under way (see [`give_way`]).
+    writers: Arc<AtomicUsize>,
 }
 
 impl SqliteUpload {
@@ -1335,6 +1377,7 @@ impl StoreUpload for SqliteUpload {
         condition: PutCondition,
         encoding: Encoding,
     ) -> Result<Written> {
+        let _turn = WriterTurn::new(&self.writers);
         let (ns, key, size) = (self.namespace.clone(), self.key.clone(), self.size);
         self.step(move |conn| {
             let tx = conn
@@ -1423,7 +1466,11 @@ async fn build_index(shared: Weak<Shared>) {
             );
             total = Some(count);
         }
-        match store.run(build_step).await {
+        give_way(&store.shared.writers).await;
+        let started = tokio::time::Instant::now();
+        let step = store.run(build_step).await;
+        let took = started.elapsed();
+        match step {
             Ok(Some(added)) => {
                 indexed += added;
                 batches += 1;
@@ -1449,9 +1496,28 @@ async fn build_index(shared: Weak<Shared>) {
             }
         }
         drop(store);
-        // Let writers in between batches.
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(pause_after(took)).await;
     }
+}
+
+/// Waits (at most [`GIVE_WAY_MAX`]) until no write of this process is waiting for the write
+/// lock or holding it, before the folder or the build takes it for a batch: such a writer waits
+/// for the batch under way at most, never for the next ones.
+async fn give_way(writers: &AtomicUsize) {
+    let started = tokio::time::Instant::now();
+    while writers.load(Ordering::Acquire) > 0 && started.elapsed() < GIVE_WAY_MAX {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// How long the folder or the build pauses after a batch that held the write lock for `took`:
+/// as long again, and at least [`BATCH_PAUSE_MIN`]. A writer of another process (which
+/// [`give_way`] cannot see) polls the lock with SQLite's busy handler, whose sleeps grow to
+/// 100 ms: with the lock free at least half of the time, each of its tries finds it free about
+/// every other time, whatever the batches cost. With a 2 ms pause it found the lock taken
+/// nearly every time, and waited through the whole fold or build, past the busy timeout.
+fn pause_after(took: Duration) -> Duration {
+    took.max(BATCH_PAUSE_MIN)
 }
 
 /// Adds the next batch of items to the search index: how many, or `None` when every item is in.
@@ -1547,7 +1613,11 @@ async fn fold_pending(shared: Weak<Shared>, wake: Arc<Notify>) {
             // later change of the stamp is another writer's.
             let before_step = FileStamp::of(&strong.file);
             let store = SqliteStore { shared: strong };
-            match store.run(fold_step).await {
+            give_way(&store.shared.writers).await;
+            let started = tokio::time::Instant::now();
+            let step = store.run(fold_step).await;
+            let took = started.elapsed();
+            match step {
                 Ok(0) => {
                     seen = before_step;
                     break;
@@ -1562,8 +1632,7 @@ async fn fold_pending(shared: Weak<Shared>, wake: Arc<Notify>) {
                 }
             }
             drop(store);
-            // Let writers in between batches.
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(pause_after(took)).await;
         }
     }
 }
