@@ -193,6 +193,10 @@ const GIVE_WAY_MAX: Duration = Duration::from_secs(1);
 /// The shortest pause of the folder and of the build between two batches (see [`pause_after`]).
 const BATCH_PAUSE_MIN: Duration = Duration::from_millis(10);
 
+/// A search's trigram answer is read by rowid when it holds at most this many items per item of
+/// the page asked for (see the candidates query of [`SqliteStore`]), else by walking the key range.
+const SELECTIVE_MATCHES: i64 = 8;
+
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
 /// Items larger than this get a [`SequentialReader`] once a range of them was read and more
@@ -999,6 +1003,21 @@ impl Store for SqliteStore {
                 None => format!("{plus}namespace = :ns AND {plus}key {op} :lower"),
             };
             let (range, by_rowid) = (range(""), range("+"));
+            // How the index's answer is read: when it is small (at most SELECTIVE_MATCHES per
+            // item of the page), its items are looked up by rowid and sorted, whatever the
+            // range holds; when it is large, the range's key index is walked in key order and
+            // each key tested against it, which stops as soon as the page is full. Counting
+            // stops at the threshold, so the probe costs little either way.
+            let cap = limit.saturating_mul(SELECTIVE_MATCHES);
+            let matched: i64 = conn
+                .prepare_cached(
+                    "SELECT count(*) FROM (SELECT rowid FROM mountfs_items_text
+                     WHERE mountfs_items_text MATCH ?1 LIMIT ?2)",
+                )
+                .map_err(map_error)?
+                .query_row(params![matching, cap.saturating_add(1)], |row| row.get(0))
+                .map_err(map_error)?;
+            let indexed_arm = if matched <= cap { &by_rowid } else { &range };
             // Items over LARGE_ITEM_BYTES are not in the trigram table (tokenizing one would
             // hold its whole text in memory: a 64 MiB item peaked at 229 MiB), so every one is
             // a candidate, as on PostgreSQL. A line bound under LARGE_ITEM_BYTES (a server told
@@ -1012,13 +1031,13 @@ impl Store for SqliteStore {
                 format!("WHERE {range} AND size > :larger_than")
             };
             // Four arms, each an indexed lookup whose cost is what it finds, not the range: the
-            // index's answer (the range's key index, read alone, filtered by the trigram
-            // match); the items written since the index was last folded into (by rowid: a
+            // index's answer (by rowid, or the range's key index filtered by the trigram
+            // match: see above); the items written since the index was last folded into (by rowid: a
             // handful); the items it does not cover and those too large for their lines to be
             // searched (each by its own small index; left to itself, SQLite's planner reads
             // the row of every item in the range to check its encoding and size).
             let sql = format!(
-                "SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND rowid IN
+                "SELECT {META_COLUMNS} FROM mountfs_items WHERE {indexed_arm} AND rowid IN
                      (SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH :terms)
                  UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {by_rowid} AND rowid IN
                      (SELECT item FROM mountfs_text_pending)

@@ -959,6 +959,7 @@ async fn sqlite_indexed_grep_cost_against_store_size() {
         let scanning = StoreBackend::new(shared, ns).without_index();
         // Let the folder catch up.
         let file = dir.path().join("m.db");
+        let folding = Instant::now();
         loop {
             let pending: i64 = rusqlite::Connection::open(&file)
                 .unwrap()
@@ -971,6 +972,10 @@ async fn sqlite_indexed_grep_cost_against_store_size() {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        eprintln!(
+            "{count} items folded {:?} after the last write",
+            folding.elapsed()
+        );
         let (t_rare, n_rare) = best_of_three(&indexed, &files_mode("okapizebra")).await;
         let (t_common, n_common) = best_of_three(&indexed, &files_mode("common")).await;
         let (t_scan, n_scan) = best_of_three(&scanning, &files_mode("common")).await;
