@@ -15,11 +15,14 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, WeakPool,
+};
+use tokio::sync::Notify;
 use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
@@ -39,7 +42,8 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Key of the advisory lock taken while migrating ("mountfs" in ASCII).
 const MIGRATION_LOCK: i64 = 0x006d_6f75_6e74_6673;
 /// Key of the advisory lock held by the one server building the search index ("mountfsi").
-const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
+/// Whoever holds it (a session lock) pauses every server's background pass; a test does.
+pub const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
 
 /// The search index (issue 28), made by the server that finds it missing, in the background
 /// and outside the schema migrations (a server of an older release sharing the database keeps
@@ -47,10 +51,12 @@ const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
 ///
 /// Every UTF-8 item keeps, in the column `trigrams`, the distinct trigrams of its bytes with
 /// ASCII letters in lower case (three bytes as one 24-bit `INTEGER`: no hash, no collision),
-/// computed by the server that writes it ([`trigrams_of`]) and stored by the same statement.
-/// `trigrams_version` is the version they were computed for: a write that does not set them
-/// (a server of an older release, or an item too large to index) leaves them behind `version`,
-/// and such an item is a candidate of every search until the background pass computes them.
+/// computed in Rust ([`trigrams_of`]). `trigrams_version` is the version they were computed
+/// for. A write leaves them behind `version` (`NULL`: the GIN index then takes one key for the
+/// row, not the ~1,300 of a 12 KB file) and such an item is a candidate of every search until
+/// the background pass ([`index_behind`]) computes them, soon after writes pause: the write
+/// costs about what it did before the index, and every answer is exact at every commit. A
+/// server of an older release leaves its writes behind the same way.
 /// A GIN index over `trigrams` answers `trigrams @> ARRAY[…]` (containment: exact, so the
 /// database never reads an item's content to find the candidates); case-sensitive searches
 /// use the same folded trigrams, and the matcher confirms every candidate.
@@ -94,6 +100,33 @@ pub const MAX_INDEXED_BYTES: u64 = 1 << 20;
 const MAX_INDEXED_SIZE: i64 = 1 << 20;
 /// Items given their trigrams per statement of the background pass.
 const BACKFILL_BATCH: i64 = 64;
+/// How many items may be behind (read in full by every search) before a write computes its
+/// item's trigrams itself, as every write did before the pass: bounds what a search confirms
+/// beyond its index candidates (~0.1 ms an item) under writes the pass cannot keep up with.
+/// Counted by each server over the whole table, plus its own writes since it last counted
+/// (so several servers writing at once may each add up to this many before they count again).
+pub const MAX_BEHIND: i64 = 256;
+/// How long writes must pause before the pass indexes them: a burst of writes is indexed
+/// after it, together, and its writers do not compete with the pass meanwhile.
+const PASS_QUIET: Duration = Duration::from_millis(50);
+/// The longest the pass waits for writes to pause: under steady writes it runs at least this
+/// often.
+const PASS_MAX_WAIT: Duration = Duration::from_secs(1);
+/// How often the pass looks for items behind without being woken by this server's writes
+/// (those of another server that stopped before indexing them, or of an older release): one
+/// probe of the partial index `mountfs_items_trigrams_behind`.
+const PASS_POLL: Duration = Duration::from_secs(10);
+/// How soon the pass tries again when another server's pass (or the index build) holds
+/// [`INDEX_LOCK`] and items are behind.
+const PASS_RETRY: Duration = Duration::from_millis(250);
+/// The items behind after `($1, $2)` in key order, at most $3, with what the pass needs to
+/// index them. An item too large to be indexed (over $4 bytes) is stamped without its content
+/// being fetched: a 300 MiB upload must not pass through this process whole.
+const BEHIND_ROWS: &str = "SELECT namespace, key, version, encoding, size,
+        CASE WHEN size <= $4 THEN content END FROM mountfs_items
+    WHERE (namespace, key) > ($1::text, $2::text)
+      AND (trigrams_version IS DISTINCT FROM version) IS TRUE
+    ORDER BY namespace, key LIMIT $3";
 /// The columns of the search index, added to a table made before it (outside the numbered
 /// migrations: an older server keeps working with the table and never sets them, which
 /// leaves its writes behind, see [`INDEXES`]).
@@ -164,10 +197,12 @@ const CONTENT: &str = "CASE WHEN large_version = version THEN large_content ELSE
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
-// The writes. Each takes the item's next version once (`next.v`) and gives it to `version`
-// and `trigrams_version` alike: the trigrams ($6) are those of this very content (see
-// [`INDEXES`]). Parameters: namespace, key, encoding, size, time, trigrams, for `IfVersion` the
-// expected version ($7), and last the content when it travels as a parameter. One text per
+// The writes. Each takes the item's next version once (`next.v`) and gives it to `version`;
+// `trigrams_version` gets it when $7 says the trigrams ($6) are those of this very content
+// (computed by the writer, or none for an item the index does not hold), else `NULL`: the
+// item is behind and the pass indexes it (see [`INDEXES`]). Parameters: namespace, key,
+// encoding, size, time, trigrams, stamped, for `IfVersion` the expected version ($8), and last
+// the content when it travels as a parameter. One text per
 // condition and content source ([`write_statement`]): a put and an upload's finish run the
 // same statement but for where the content comes from, so a column added to one is added to
 // both.
@@ -227,8 +262,8 @@ fn write_statement(kind: WriteKind, source: ContentSource) -> &'static str {
 fn write_sql(kind: WriteKind, source: ContentSource) -> String {
     let content = match (source, kind) {
         (ContentSource::Staged, _) => STAGED_CONTENT,
-        (ContentSource::Parameter, WriteKind::IfVersion) => "$8::bytea",
-        (ContentSource::Parameter, _) => "$7::bytea",
+        (ContentSource::Parameter, WriteKind::IfVersion) => "$9::bytea",
+        (ContentSource::Parameter, _) => "$8::bytea",
     };
     // A content over LARGE_CONTENT_BYTES (`next.large`, from the size $4) goes to
     // `large_content`, tagged with the version, and `content` is left empty (see the last of
@@ -240,13 +275,14 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
     let small = format!("CASE WHEN next.large THEN ''::bytea ELSE {content} END");
     let large = format!("CASE WHEN next.large THEN {content} END");
     let large_version = "CASE WHEN next.large THEN next.v END";
+    let stamp = "CASE WHEN $7::boolean THEN next.v END";
     match kind {
         WriteKind::CreateOnly => format!(
             "INSERT INTO mountfs_items
                  (namespace, key, encoding, size, created_at, modified_at, version, content,
                   trigrams, trigrams_version, large_content, large_version)
              SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-                    {small}, $6::integer[], next.v, {large}, {large_version}
+                    {small}, $6::integer[], {stamp}, {large}, {large_version}
              FROM {next}
              ON CONFLICT (namespace, key) DO NOTHING
              RETURNING version"
@@ -254,10 +290,10 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         WriteKind::IfVersion => format!(
             "UPDATE mountfs_items
              SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = {small},
-                 trigrams = $6, trigrams_version = next.v, large_content = {large},
+                 trigrams = $6, trigrams_version = {stamp}, large_content = {large},
                  large_version = {large_version}
              FROM {next}
-             WHERE namespace = $1 AND key = $2 AND version = $7
+             WHERE namespace = $1 AND key = $2 AND version = $8
              RETURNING version"
         ),
         // `xmax = 0` holds for a freshly inserted row and not for an updated one.
@@ -266,7 +302,7 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
                  (namespace, key, encoding, size, created_at, modified_at, version, content,
                   trigrams, trigrams_version, large_content, large_version)
              SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-                    {small}, $6::integer[], next.v, {large}, {large_version}
+                    {small}, $6::integer[], {stamp}, {large}, {large_version}
              FROM {next}
              ON CONFLICT (namespace, key) DO UPDATE
              SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
@@ -300,7 +336,7 @@ fn written_of(kind: WriteKind, rows: &[Row]) -> Result<Written> {
 }
 
 /// The parameters of a write statement but its content: namespace, key, encoding, size, time,
-/// trigrams, and the expected version of an `IfVersion`.
+/// trigrams, stamped, and the expected version of an `IfVersion`.
 fn write_params<'a>(
     fields: &'a WriteFields<'a>,
     condition: &'a PutCondition,
@@ -312,6 +348,7 @@ fn write_params<'a>(
         &fields.size,
         &fields.now,
         &fields.trigrams,
+        &fields.stamped,
     ];
     if let PutCondition::IfVersion(expected) = condition {
         params.push(expected);
@@ -328,26 +365,38 @@ struct WriteFields<'a> {
     size: i64,
     now: i64,
     trigrams: Option<Vec<i32>>,
+    /// Whether `trigrams` are those of this content (`false`: the item is left behind for
+    /// the pass, see [`INDEXES`]).
+    stamped: bool,
 }
 
 impl<'a> WriteFields<'a> {
     /// The fields of `content` (or of an upload's, whose `encoding` and `size` the caller
     /// knows and whose trigrams are those of `indexed`, its whole content when it is small
-    /// enough to be indexed).
+    /// enough to be indexed). An item the index does not hold is stamped with no trigrams
+    /// (nothing to compute); one it holds is left behind when `defer`, else given its
+    /// trigrams now.
     fn new(
         (namespace, key): (&'a str, &'a str),
         encoding: Encoding,
         size: u64,
         indexed: Option<&[u8]>,
+        defer: bool,
         now: i64,
     ) -> Self {
+        let (trigrams, stamped) = match indexed.filter(|content| indexable(encoding, content)) {
+            None => (None, true),
+            Some(_) if defer => (None, false),
+            Some(content) => (Some(trigram_keys(content)), true),
+        };
         Self {
             namespace,
             key,
             encoding: encoding.as_str(),
             size: i64::try_from(size).unwrap_or(i64::MAX),
             now,
-            trigrams: indexed.and_then(|content| trigrams_of(encoding, content)),
+            trigrams,
+            stamped,
         }
     }
 }
@@ -360,6 +409,42 @@ pub struct PostgresStore {
     label: String,
     /// The search index is built and valid (it never goes back once true).
     index_ready: Arc<AtomicBool>,
+    /// What the writes and the background pass share (see [`index_behind`]).
+    pass: Arc<PassState>,
+}
+
+/// What this server's writes and its background pass share.
+#[derive(Debug, Default)]
+struct PassState {
+    /// Wakes the pass after a write that left its item behind.
+    wake: Notify,
+    /// Items behind in the whole table, as the pass last counted them (at most
+    /// [`MAX_BEHIND`] + 1: the count stops there).
+    counted: AtomicI64,
+    /// Writes this server left behind, ever (counted after their commit).
+    deferred: AtomicI64,
+    /// [`Self::deferred`] when [`Self::counted`] was taken (read before the count: a write
+    /// both counted and added is counted twice, never not at all).
+    deferred_at_count: AtomicI64,
+}
+
+impl PassState {
+    /// Whether a write may leave its item behind: fewer than [`MAX_BEHIND`] are, as far as
+    /// this server knows, with `uncommitted` more left behind by the write's own transaction.
+    fn may_defer(&self, uncommitted: i64) -> bool {
+        let since =
+            self.deferred.load(Ordering::Acquire) - self.deferred_at_count.load(Ordering::Acquire);
+        self.counted.load(Ordering::Acquire) + since + uncommitted < MAX_BEHIND
+    }
+
+    /// After `count` writes left their items behind and committed: counts them and wakes the
+    /// pass.
+    fn deferred(&self, count: i64) {
+        if count > 0 {
+            self.deferred.fetch_add(count, Ordering::AcqRel);
+            self.wake.notify_one();
+        }
+    }
 }
 
 /// An error with what caused it (`error connecting to server: Connection refused (os error
@@ -434,6 +519,7 @@ impl PostgresStore {
             pool,
             label,
             index_ready: Arc::new(AtomicBool::new(false)),
+            pass: Arc::new(PassState::default()),
         };
         store.migrate().await?;
         // Also when the index is ready: items written by an older server since the last start
@@ -441,6 +527,12 @@ impl PostgresStore {
         let was_ready = store.index_ready().await?;
         let builder = store.clone();
         tokio::spawn(async move { builder.build_index(was_ready).await });
+        tokio::spawn(index_behind(
+            store.pool.weak(),
+            store.label.clone(),
+            store.index_ready.clone(),
+            store.pass.clone(),
+        ));
         Ok(store)
     }
 
@@ -511,6 +603,8 @@ impl PostgresStore {
         let _ = client
             .execute("SELECT pg_advisory_unlock($1)", &[&INDEX_LOCK])
             .await;
+        // Writes made during the build are behind: the pass indexes them now.
+        self.pass.wake.notify_one();
         match built {
             Ok(()) if !was_ready => {
                 tracing::info!("PostgreSQL at {}: the search index is ready", self.label)
@@ -637,13 +731,7 @@ impl PostgresStore {
         loop {
             let rows = client
                 .query(
-                    // An item too large to be indexed is marked without its content being
-                    // fetched: a 300 MiB upload must not pass through this process whole.
-                    "SELECT namespace, key, version, encoding, size,
-                            CASE WHEN size <= $4 THEN content END FROM mountfs_items
-                     WHERE (namespace, key) > ($1::text, $2::text)
-                       AND (trigrams_version IS DISTINCT FROM version) IS TRUE
-                     ORDER BY namespace, key LIMIT $3",
+                    BEHIND_ROWS,
                     &[&after.0, &after.1, &BACKFILL_BATCH, &MAX_INDEXED_SIZE],
                 )
                 .await
@@ -652,33 +740,7 @@ impl PostgresStore {
                 break;
             };
             after = (column(last, 0)?, column(last, 1)?);
-            let mut namespaces = Vec::with_capacity(rows.len());
-            let mut keys = Vec::with_capacity(rows.len());
-            let mut versions = Vec::with_capacity(rows.len());
-            let mut arrays = Vec::with_capacity(rows.len());
-            for row in &rows {
-                let encoding: String = column(row, 3)?;
-                let content: Option<&[u8]> = column(row, 5)?;
-                let trigrams =
-                    content.and_then(|content| trigrams_of(Encoding::parse(&encoding), content));
-                namespaces.push(column::<String>(row, 0)?);
-                keys.push(column::<String>(row, 1)?);
-                versions.push(column::<i64>(row, 2)?);
-                // An array of arrays must be rectangular: each item's trigrams as text.
-                arrays.push(trigrams.map(|t| array_text(&t)));
-            }
-            client
-                .execute(
-                    "UPDATE mountfs_items AS items
-                     SET trigrams = given.trigrams::integer[], trigrams_version = items.version
-                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
-                         AS given (namespace, key, version, trigrams)
-                     WHERE items.namespace = given.namespace AND items.key = given.key
-                       AND items.version = given.version",
-                    &[&namespaces, &keys, &versions, &arrays],
-                )
-                .await
-                .map_err(|e| self.map_error(e))?;
+            self.index_rows(&***client, &rows).await?;
             done += u64::try_from(rows.len()).unwrap_or(0);
             if last_said.elapsed() > Duration::from_secs(10) {
                 last_said = std::time::Instant::now();
@@ -695,6 +757,104 @@ impl PostgresStore {
             );
         }
         Ok(done)
+    }
+
+    /// Gives `rows` (namespace, key, version, encoding, size, and the content when it is small
+    /// enough to index, as [`BEHIND_ROWS`] selects them) their trigrams, each update
+    /// conditional on the version read: a write meanwhile leaves its item behind again, for a
+    /// later step.
+    async fn index_rows<C>(&self, client: &C, rows: &[Row]) -> Result<()>
+    where
+        C: tokio_postgres::GenericClient + Sync,
+    {
+        let mut namespaces = Vec::with_capacity(rows.len());
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut versions = Vec::with_capacity(rows.len());
+        let mut contents = Vec::with_capacity(rows.len());
+        for row in rows {
+            let encoding: String = column(row, 3)?;
+            let content: Option<Vec<u8>> = column(row, 5)?;
+            namespaces.push(column::<String>(row, 0)?);
+            keys.push(column::<String>(row, 1)?);
+            versions.push(column::<i64>(row, 2)?);
+            contents.push((Encoding::parse(&encoding), content));
+        }
+        // ~0.3 ms of CPU an item: off the async workers.
+        let arrays = tokio::task::spawn_blocking(move || {
+            contents
+                .into_iter()
+                .map(|(encoding, content)| {
+                    // An array of arrays must be rectangular: each item's trigrams as text.
+                    content
+                        .and_then(|content| trigrams_of(encoding, &content))
+                        .map(|t| array_text(&t))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| Error::Query(format!("computing trigrams: {e}")))?;
+        client
+            .execute(
+                "UPDATE mountfs_items AS items
+                 SET trigrams = given.trigrams::integer[], trigrams_version = items.version
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
+                     AS given (namespace, key, version, trigrams)
+                 WHERE items.namespace = given.namespace AND items.key = given.key
+                   AND items.version = given.version",
+                &[&namespaces, &keys, &versions, &arrays],
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        Ok(())
+    }
+
+    /// One step of the background pass (see [`index_behind`]), in one transaction: counts the
+    /// items behind (for [`PassState::may_defer`]); when there are some and no other server
+    /// is indexing (the transaction-scoped [`INDEX_LOCK`], which the index build also holds),
+    /// gives the first [`BACKFILL_BATCH`] of them their trigrams.
+    async fn pass_step(&self) -> Result<PassStep> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.map_error(e))?;
+        let deferred = self.pass.deferred.load(Ordering::Acquire);
+        let row = tx
+            .query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM mountfs_items
+                     WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE
+                     ORDER BY namespace, key LIMIT $1) AS behind",
+                &[&(MAX_BEHIND + 1)],
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        let behind: i64 = column(&row, 0)?;
+        // This order: a write read between the two stores is counted twice, not missed.
+        self.pass.counted.store(behind, Ordering::Release);
+        self.pass
+            .deferred_at_count
+            .store(deferred, Ordering::Release);
+        if behind == 0 {
+            return Ok(PassStep::Done);
+        }
+        let locked = tx
+            .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&INDEX_LOCK])
+            .await
+            .map_err(|e| self.map_error(e))?;
+        if !column::<bool>(&locked, 0)? {
+            return Ok(PassStep::Busy);
+        }
+        let rows = tx
+            .query(BEHIND_ROWS, &[&"", &"", &BACKFILL_BATCH, &MAX_INDEXED_SIZE])
+            .await
+            .map_err(|e| self.map_error(e))?;
+        self.index_rows(&*tx, &rows).await?;
+        tx.commit().await.map_err(|e| self.map_error(e))?;
+        Ok(PassStep::Indexed)
+    }
+
+    /// Whether a write leaves its item behind for the pass: always while the index is not
+    /// built (searches scan; the build indexes what is behind), else while fewer than
+    /// [`MAX_BEHIND`] items are (`uncommitted`: those its own transaction left behind).
+    fn defer_indexing(&self, uncommitted: i64) -> bool {
+        !self.index_ready.load(Ordering::Acquire) || self.pass.may_defer(uncommitted)
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client> {
@@ -867,6 +1027,82 @@ impl PostgresStore {
     }
 }
 
+/// What a step of the background pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PassStep {
+    /// Nothing is behind.
+    Done,
+    /// Indexed a batch; more may be behind.
+    Indexed,
+    /// Items are behind, and another server (or the index build) holds [`INDEX_LOCK`].
+    Busy,
+}
+
+/// The background pass of one server: gives the items left behind by writes (see
+/// [`INDEXES`]) their trigrams, [`BACKFILL_BATCH`] per transaction, once this server's writes
+/// pause for [`PASS_QUIET`] (at most [`PASS_MAX_WAIT`] after a write woke it), every
+/// [`PASS_POLL`] (another server's leftovers), at start-up and when the index build ends.
+/// Servers sharing a database do not index the same items twice: a step runs under the
+/// transaction-scoped advisory lock [`INDEX_LOCK`]; a server that finds it taken while items
+/// are behind tries again after [`PASS_RETRY`] (the other may have finished just before this
+/// server's write committed). Until an item is indexed every search reads it, so the pass's
+/// pace changes how many candidates a search confirms, never its answer; writes wait for no
+/// step (a step takes row locks only for its closing `UPDATE`). Does nothing while the index
+/// is not built (searches scan; the build indexes what is behind). Stops when the store's
+/// pool is dropped.
+async fn index_behind(
+    pool: WeakPool,
+    label: String,
+    index_ready: Arc<AtomicBool>,
+    pass: Arc<PassState>,
+) {
+    let mut first = true;
+    loop {
+        if !first {
+            let woken = tokio::time::timeout(PASS_POLL, pass.wake.notified())
+                .await
+                .is_ok();
+            let started = tokio::time::Instant::now();
+            while woken
+                && started.elapsed() < PASS_MAX_WAIT
+                && tokio::time::timeout(PASS_QUIET, pass.wake.notified())
+                    .await
+                    .is_ok()
+            {}
+        }
+        first = false;
+        loop {
+            let Some(pool) = pool.upgrade() else {
+                return;
+            };
+            let store = PostgresStore {
+                pool,
+                label: label.clone(),
+                index_ready: index_ready.clone(),
+                pass: pass.clone(),
+            };
+            if !matches!(store.index_ready().await, Ok(true)) {
+                break;
+            }
+            let step = store.pass_step().await;
+            drop(store);
+            match step {
+                Ok(PassStep::Done) => break,
+                // Let writers in between batches.
+                Ok(PassStep::Indexed) => tokio::time::sleep(Duration::from_millis(2)).await,
+                Ok(PassStep::Busy) => tokio::time::sleep(PASS_RETRY).await,
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        "PostgreSQL at {label}: indexing recent writes failed; searches read those items until it succeeds"
+                    );
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /// One column of a row, with a store error (not a panic) on a type mismatch.
 fn column<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Result<T> {
     row.try_get(index)
@@ -941,6 +1177,7 @@ impl Store for PostgresStore {
             encoding,
             content.len() as u64,
             Some(content),
+            self.defer_indexing(0),
             to_micros(SystemTime::now()),
         );
         let kind = WriteKind::of(&condition);
@@ -949,7 +1186,11 @@ impl Store for PostgresStore {
         let rows = self
             .query(write_statement(kind, ContentSource::Parameter), &params)
             .await?;
-        written_of(kind, &rows)
+        let written = written_of(kind, &rows)?;
+        if !fields.stamped {
+            self.pass.deferred(1);
+        }
+        Ok(written)
     }
 
     async fn delete(
@@ -993,6 +1234,7 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| (0, self.map_error(e)))?;
         let mut versions = Vec::with_capacity(ops.len());
+        let mut deferred = 0;
         for (index, op) in ops.iter().enumerate() {
             let rows = match op {
                 BatchOp::Put {
@@ -1005,8 +1247,12 @@ impl Store for PostgresStore {
                         Encoding::of(content),
                         content.len() as u64,
                         Some(content),
+                        self.defer_indexing(deferred),
                         now,
                     );
+                    if !fields.stamped {
+                        deferred += 1;
+                    }
                     let kind = WriteKind::of(condition);
                     let mut params = write_params(&fields, condition);
                     params.push(content);
@@ -1040,6 +1286,7 @@ impl Store for PostgresStore {
         tx.commit()
             .await
             .map_err(|e| (ops.len().saturating_sub(1), self.map_error(e)))?;
+        self.pass.deferred(deferred);
         Ok(versions)
     }
 
@@ -1340,13 +1587,19 @@ impl PostgresUpload {
     }
 
     /// Puts the staged content under `condition` through the statement `put` runs, with the
-    /// content joined from the staged chunks; the transaction is still open.
-    async fn put_staged(&self, condition: PutCondition, encoding: Encoding) -> Result<Written> {
+    /// content joined from the staged chunks; the transaction is still open. Says also
+    /// whether the item was left behind for the pass (as `put` leaves it, see [`INDEXES`]).
+    async fn put_staged(
+        &self,
+        condition: PutCondition,
+        encoding: Encoding,
+    ) -> Result<(Written, bool)> {
         let fields = WriteFields::new(
             (&self.namespace, &self.key),
             encoding,
             self.size,
             self.indexed.as_deref(),
+            self.store.defer_indexing(0),
             to_micros(SystemTime::now()),
         );
         let kind = WriteKind::of(&condition);
@@ -1356,7 +1609,7 @@ impl PostgresUpload {
                 &write_params(&fields, &condition),
             )
             .await?;
-        written_of(kind, &rows)
+        Ok((written_of(kind, &rows)?, !fields.stamped))
     }
 }
 
@@ -1387,12 +1640,16 @@ impl StoreUpload for PostgresUpload {
         condition: PutCondition,
         encoding: Encoding,
     ) -> Result<Written> {
-        let written = self.put_staged(condition, encoding).await;
+        let staged = self.put_staged(condition, encoding).await;
         let client = self.client()?;
-        let ended = match &written {
+        let ended = match &staged {
             Ok(_) => client.batch_execute("COMMIT").await,
             Err(_) => client.batch_execute("ROLLBACK").await,
         };
+        if let (Ok((_, true)), Ok(())) = (&staged, &ended) {
+            self.store.pass.deferred(1);
+        }
+        let written = staged.map(|(written, _)| written);
         match ended {
             // The transaction is over: the connection can serve others again.
             Ok(()) => drop(self.client.take()),
@@ -1435,9 +1692,13 @@ fn trigram_terms(terms: &Terms, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) 
 /// The trigrams stored for a content (see [`INDEXES`]): `None` for an item the index does
 /// not hold (not UTF-8, or larger than [`MAX_INDEXED_BYTES`]).
 pub fn trigrams_of(encoding: Encoding, content: &[u8]) -> Option<Vec<i32>> {
-    let indexed = encoding == Encoding::Utf8
-        && u64::try_from(content.len()).is_ok_and(|len| len <= MAX_INDEXED_BYTES);
-    indexed.then(|| trigram_keys(content))
+    indexable(encoding, content).then(|| trigram_keys(content))
+}
+
+/// Whether the index holds an item: UTF-8, at most [`MAX_INDEXED_BYTES`].
+fn indexable(encoding: Encoding, content: &[u8]) -> bool {
+    encoding == Encoding::Utf8
+        && u64::try_from(content.len()).is_ok_and(|len| len <= MAX_INDEXED_BYTES)
 }
 
 /// The distinct trigrams of `bytes` with ASCII letters in lower case, each three bytes as

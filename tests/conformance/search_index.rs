@@ -5,6 +5,9 @@
 //! without the index gains it in the background, answers the same meanwhile, and resumes a
 //! build that was stopped half-way — also when the server building it is killed (SIGKILL).
 //! A page of the first files stops an indexed search (and a scan) early.
+//! On PostgreSQL a write leaves its item behind for a background pass: searches made before
+//! the pass ran answer as a scan does, the pass catches up while writes go on, and the items
+//! behind stay bounded.
 //!
 //! `MOUNTFS_PROPTEST_CASES` sets the cases per engine (default 150: 300 over both).
 
@@ -1061,7 +1064,8 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
         .unwrap();
     shared.delete(&ns, "/n/3/3.md", None).await.unwrap();
     wait_ready_postgres(&store).await;
-    assert_eq!(behind(&client).await, 0, "every item has its trigrams");
+    // The write made during the build is indexed by the pass once the index is ready.
+    wait_caught_up(&client).await;
     // A server of the older release rewrites an item: its trigrams fall behind, and the item
     // is still found.
     client
@@ -1080,14 +1084,10 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
     }
     assert_eq!(sorted(&indexed, &literal("Kelvinator")).await.len(), 1);
     assert!(files_read(&indexed, &literal("unsafe impl")).await < 3_000 / 2);
-    // The next start, the index being ready, computes what the older server left behind.
-    assert_eq!(behind(&client).await, 1);
+    // The running server's poll, or the next start, computes what the older server left
+    // behind.
     let restarted = PostgresStore::connect(&db.url).await.unwrap();
-    let started = Instant::now();
-    while behind(&client).await > 0 {
-        assert!(started.elapsed() < Duration::from_secs(60), "still behind");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_caught_up(&client).await;
     drop((indexed, scanning, shared, store, restarted));
     db.drop().await;
 }
@@ -1117,7 +1117,7 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
     assert!(behind(&client).await > 1_000);
     let store = PostgresStore::connect(&db.url).await.unwrap();
     wait_ready_postgres(&store).await;
-    assert_eq!(behind(&client).await, 0);
+    wait_caught_up(&client).await;
     let ns = Namespace::new("default").unwrap();
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let indexed = StoreBackend::new(shared.clone(), ns.clone());
@@ -1136,19 +1136,23 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
 }
 
 /// An item written by an upload (`mountfs cp` of a big file, chunk by chunk) is held by the
-/// search index as one written by `put` is: its trigrams are those of the content that was
-/// staged, under each condition, so a grep finds it through the index and skips it when the
-/// text is not there (before, an upload left its trigrams behind: a candidate of every
-/// search, read each time). One bigger than the index holds is found through its size.
+/// search index as one written by `put` is: left behind for the pass (while it is, a search
+/// reads it and finds it), then given the trigrams of the content that was staged, under each
+/// condition, so a grep finds it through the index and skips it when the text is not there
+/// (before, an upload's trigrams stayed behind until the next start: a candidate of every
+/// search, read each time). Uploads count toward [`MAX_BEHIND`](mountfs::store::postgres::MAX_BEHIND)
+/// as puts do: past it an upload indexes its item itself. One bigger than the index holds is
+/// never behind, and found through its size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
     let Some(url) = crate::support::postgres_url("postgres search index") else {
         return;
     };
-    let store = PostgresStore::connect(&url).await.unwrap();
+    let db = OwnDatabase::new(&url, "mountfs_upload_index").await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
     wait_ready_postgres(&store).await;
-    let namespace = crate::support::PostgresNamespace::new(&url, "upload-index");
-    let ns = Namespace::new(&namespace.name).unwrap();
+    let client = db.client().await;
+    let ns = Namespace::new("default").unwrap();
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let backend = StoreBackend::new(shared.clone(), ns.clone());
     let upload = |key: &'static str, chunks: Vec<Vec<u8>>, condition: PutCondition| {
@@ -1175,6 +1179,8 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
             (hits, files_read(backend, &literal(text)).await)
         }
     };
+    // Left behind by the upload, and found meanwhile: every search reads it.
+    let paused = PassPaused::new(&db).await;
     // A trigram across two chunks ("plo" of "uploaded") is one of the item's.
     let first = upload(
         "/up/small.md",
@@ -1182,6 +1188,14 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
         PutCondition::CreateOnly,
     )
     .await;
+    assert_eq!(behind(&client).await, 1, "the upload is left behind");
+    assert_eq!(
+        found("uploaded").await,
+        (vec!["/up/small.md".to_owned()], 1)
+    );
+    assert_eq!(found("zebra").await, (vec![], 1), "read while behind");
+    paused.release().await;
+    wait_caught_up(&client).await;
     assert_eq!(
         found("uploaded").await,
         (vec!["/up/small.md".to_owned()], 1)
@@ -1194,6 +1208,8 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
         PutCondition::IfVersion(first.version),
     )
     .await;
+    assert_eq!(found("zebra").await.0, vec!["/up/small.md".to_owned()]);
+    wait_caught_up(&client).await;
     assert_eq!(found("uploaded").await, (vec![], 0));
     assert_eq!(found("zebra").await, (vec!["/up/small.md".to_owned()], 1));
     assert!(!second.created);
@@ -1203,6 +1219,8 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
         PutCondition::Overwrite,
     )
     .await;
+    assert_eq!(found("giraffe").await.0, vec!["/up/small.md".to_owned()]);
+    wait_caught_up(&client).await;
     assert_eq!(found("zebra").await, (vec![], 0));
     assert_eq!(found("giraffe").await, (vec!["/up/small.md".to_owned()], 1));
     // Over the index's size: no trigrams, yet never behind, and found through its size.
@@ -1214,19 +1232,258 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
         PutCondition::CreateOnly,
     )
     .await;
+    assert_eq!(behind(&client).await, 0, "a big upload is never left behind");
     assert_eq!(found("needle").await.0, vec!["/up/big.md".to_owned()]);
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let behind: i64 = client
+    // With MAX_BEHIND items behind (a batch's puts), an upload indexes its item itself.
+    let paused = PassPaused::new(&db).await;
+    let bound = mountfs::store::postgres::MAX_BEHIND;
+    let ops = (0..bound)
+        .map(|i| BatchOp::Put {
+            key: format!("/many/{i}.md"),
+            content: format!("item {i}\n").into_bytes(),
+            condition: PutCondition::CreateOnly,
+        })
+        .collect();
+    shared.apply_batch(&ns, ops).await.unwrap();
+    assert_eq!(behind(&client).await, bound, "the batch's puts are behind");
+    upload(
+        "/up/late.md",
+        vec![b"a late ".to_vec(), b"upload\n".to_vec()],
+        PutCondition::CreateOnly,
+    )
+    .await;
+    assert_eq!(behind(&client).await, bound, "past the bound, indexed by its write");
+    let stamped: bool = client
         .query_one(
-            "SELECT count(*) FROM mountfs_items
-             WHERE namespace = $1 AND trigrams_version IS DISTINCT FROM version",
-            &[&namespace.name],
+            "SELECT trigrams_version = version AND trigrams IS NOT NULL FROM mountfs_items
+             WHERE key = '/up/late.md'",
+            &[],
         )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(behind, 0, "uploads are never left behind the index");
+    assert!(stamped, "the late upload has its trigrams");
+    paused.release().await;
+    wait_caught_up(&client).await;
+    trigrams_are_exact(&client).await;
+    drop((backend, shared, store));
+    db.drop().await;
+}
+
+/// Holds [`mountfs::store::postgres::INDEX_LOCK`] from a connection of its own: every
+/// server's background pass finds it taken (as when another server is indexing) and leaves
+/// the items behind until it is released.
+struct PassPaused(tokio_postgres::Client);
+
+impl PassPaused {
+    async fn new(db: &OwnDatabase) -> Self {
+        let client = db.client().await;
+        client
+            .execute(
+                "SELECT pg_advisory_lock($1)",
+                &[&mountfs::store::postgres::INDEX_LOCK],
+            )
+            .await
+            .unwrap();
+        Self(client)
+    }
+
+    async fn release(self) {
+        self.0
+            .execute(
+                "SELECT pg_advisory_unlock($1)",
+                &[&mountfs::store::postgres::INDEX_LOCK],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Waits until no item is behind (the pass caught up).
+async fn wait_caught_up(client: &tokio_postgres::Client) {
+    let started = Instant::now();
+    while behind(client).await > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the pass left {} items behind for 60 s",
+            behind(client).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every item's stored trigrams are those of its content (or none for an item the index
+/// does not hold), stamped with its version.
+async fn trigrams_are_exact(client: &tokio_postgres::Client) {
+    let rows = client
+        .query(
+            "SELECT key, encoding, content, trigrams, trigrams_version, version
+             FROM mountfs_items",
+            &[],
+        )
+        .await
+        .unwrap();
+    for row in rows {
+        let key: String = row.get(0);
+        let encoding: String = row.get(1);
+        let content: Vec<u8> = row.get(2);
+        let trigrams: Option<Vec<i32>> = row.get(3);
+        let (stamp, version): (Option<i64>, i64) = (row.get(4), row.get(5));
+        assert_eq!(stamp, Some(version), "{key}");
+        let expected = mountfs::store::postgres::trigrams_of(
+            mountfs::store::Encoding::parse(&encoding),
+            &content,
+        );
+        assert_eq!(trigrams, expected, "{key}");
+    }
+}
+
+/// Writes leave their items behind (the write stores the content only) and a search right
+/// after them, before any pass ran, gives the full scan's answer: the generated patterns over
+/// the 2,000-file store, written and changed while the pass is held off. Past
+/// [`MAX_BEHIND`](mountfs::store::postgres::MAX_BEHIND) items behind, writes index their item
+/// themselves: what every search reads in full stays bounded.
+#[test]
+fn postgres_writes_are_found_before_the_pass_indexes_them() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ns = Namespace::new("default").unwrap();
+    let (db, paused, client, store) = runtime.block_on(async {
+        let db = OwnDatabase::new(&url, "mountfs_pending").await;
+        let store = PostgresStore::connect(&db.url).await.unwrap();
+        wait_ready_postgres(&store).await;
+        let paused = PassPaused::new(&db).await;
+        fill(&store, &ns).await;
+        let client = db.client().await;
+        let behind = behind(&client).await;
+        let bound = mountfs::store::postgres::MAX_BEHIND;
+        assert!(
+            (bound / 2..=bound + 16).contains(&behind),
+            "{behind} items behind, the bound is {bound}"
+        );
+        (db, paused, client, store)
+    });
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    same_answers(&runtime, shared, ns);
+    runtime.block_on(async {
+        assert!(behind(&client).await > 0, "the pass ran while paused");
+        paused.release().await;
+        wait_caught_up(&client).await;
+        trigrams_are_exact(&client).await;
+        drop(store);
+        db.drop().await;
+    });
+}
+
+/// Once writes pause the pass indexes what they left behind, while writes go on: writes
+/// never wait for it, and it ends with every item's trigrams those of its content. Two
+/// servers share the database; the one that did not write may do the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_pass_catches_up_without_blocking_writes() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let db = OwnDatabase::new(&url, "mountfs_catchup").await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    wait_ready_postgres(&store).await;
+    let other = PostgresStore::connect(&db.url).await.unwrap();
+    wait_ready_postgres(&other).await;
+    let client = db.client().await;
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let paused = PassPaused::new(&db).await;
+    for i in 0..200 {
+        let text = format!("note {i}: a HashMap of {}\n", line(&mut Lcg(i)));
+        shared
+            .put(
+                &ns,
+                &format!("/p/{i}.md"),
+                text.as_bytes(),
+                PutCondition::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    shared
+        .put(&ns, "/p/bin", &[0xff, 0x00, 0x01], PutCondition::Overwrite)
+        .await
+        .unwrap();
+    // Held off: the text items are behind, the binary one is not (nothing to compute).
+    assert_eq!(behind(&client).await, 200);
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    let q = literal("HashMap");
+    assert_eq!(sorted(&indexed, &q).await.len(), 200);
+    assert_eq!(sorted(&indexed, &q).await, sorted(&scanning, &q).await);
+
+    // Released while a writer keeps rewriting other items.
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (shared, ns) = (shared.clone(), ns.clone());
+        let (writing, written) = (writing.clone(), written.clone());
+        tokio::spawn(async move {
+            let mut writes = 0u64;
+            while writing.load(std::sync::atomic::Ordering::Acquire) {
+                let text = format!("busy {writes}: unsafe impl\n");
+                shared
+                    .put(
+                        &ns,
+                        &format!("/w/{}.md", writes % 20),
+                        text.as_bytes(),
+                        PutCondition::Overwrite,
+                    )
+                    .await
+                    .unwrap();
+                writes += 1;
+                written.store(writes, std::sync::atomic::Ordering::Release);
+            }
+        })
+    };
+    paused.release().await;
+    let before = written.load(std::sync::atomic::Ordering::Acquire);
+    let started = Instant::now();
+    loop {
+        let left: i64 = client
+            .query_one(
+                "SELECT count(*) FROM mountfs_items
+                 WHERE key LIKE '/p/%' AND trigrams_version IS DISTINCT FROM version",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            assert!(
+                written.load(std::sync::atomic::Ordering::Acquire) > before,
+                "no write completed while the pass caught up"
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{left} items still behind"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    writing.store(false, std::sync::atomic::Ordering::Release);
+    writer.await.unwrap();
+    wait_caught_up(&client).await;
+    trigrams_are_exact(&client).await;
+    for text in ["HashMap", "unsafe impl", "busy 1"] {
+        let q = literal(text);
+        assert_eq!(
+            sorted(&indexed, &q).await,
+            sorted(&scanning, &q).await,
+            "{text}"
+        );
+    }
+    drop((indexed, scanning, shared, store, other));
+    db.drop().await;
 }
