@@ -1057,6 +1057,8 @@ async fn index_behind(
     pass: Arc<PassState>,
 ) {
     let mut first = true;
+    // Said once per failure, not at every poll while the database is unreachable.
+    let mut failing = false;
     loop {
         if !first {
             let woken = tokio::time::timeout(PASS_POLL, pass.wake.notified())
@@ -1086,16 +1088,22 @@ async fn index_behind(
             }
             let step = store.pass_step().await;
             drop(store);
+            if step.is_ok() {
+                failing = false;
+            }
             match step {
                 Ok(PassStep::Done) => break,
                 // Let writers in between batches.
                 Ok(PassStep::Indexed) => tokio::time::sleep(Duration::from_millis(2)).await,
                 Ok(PassStep::Busy) => tokio::time::sleep(PASS_RETRY).await,
                 Err(error) => {
-                    tracing::warn!(
-                        %error,
-                        "PostgreSQL at {label}: indexing recent writes failed; searches read those items until it succeeds"
-                    );
+                    if !failing {
+                        tracing::warn!(
+                            %error,
+                            "PostgreSQL at {label}: indexing recent writes failed; searches read those items until it succeeds"
+                        );
+                    }
+                    failing = true;
                     break;
                 }
             }
