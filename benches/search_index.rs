@@ -369,6 +369,65 @@ async fn main() {
                 text as f64 / 1e6,
                 other as f64 / 1e6
             ));
+            // The same writes alternating between this store and a store without the index
+            // (a database of its own whose build the bench holds off: no index, no pass), so
+            // that a loaded machine slows both alike.
+            let (plain_url, plain_db) = sibling_database(&url, "plain");
+            client
+                .batch_execute(&format!(
+                    "DROP DATABASE IF EXISTS {plain_db} WITH (FORCE); CREATE DATABASE {plain_db}"
+                ))
+                .await
+                .unwrap();
+            let (plain_client, connection) =
+                tokio_postgres::connect(&plain_url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+            tokio::spawn(connection);
+            plain_client
+                .execute("SELECT pg_advisory_lock($1)", &[&INDEX_LOCK])
+                .await
+                .unwrap();
+            let plain_store = PostgresStore::connect(&plain_url).await.unwrap();
+            let plain_shared: Arc<dyn Store> = Arc::new(plain_store);
+            let plain = StoreBackend::new(plain_shared.clone(), ns.clone());
+            let edited: Vec<(String, Vec<u8>)> = files
+                .iter()
+                .step_by(files.len() / WRITES)
+                .take(WRITES)
+                .cloned()
+                .collect();
+            for (key, content) in &edited {
+                let path = VirtualPath::parse(key).unwrap();
+                plain
+                    .write(&path, content, WriteMode::Overwrite)
+                    .await
+                    .unwrap();
+            }
+            let (with_edit, without_edit, with_create, without_create) =
+                interleaved_latency(&indexed, &plain, &edited, &files).await;
+            notes.push(format!(
+                "PostgreSQL, interleaved with a database without the index: edit median {} with, {} without ({}); create median {} with, {} without ({})",
+                ms(with_edit),
+                ms(without_edit),
+                ratio(with_edit, without_edit),
+                ms(with_create),
+                ms(without_create),
+                ratio(with_create, without_create)
+            ));
+            println!("{}", notes.last().unwrap());
+            let caught_up = time_to_catch_up(&client).await;
+            notes.push(format!(
+                "PostgreSQL background pass caught up {:.2} s after the interleaved writes",
+                caught_up.as_secs_f64()
+            ));
+            drop((plain, plain_shared));
+            drop(plain_client);
+            client
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {plain_db} WITH (FORCE)"))
+                .await
+                .unwrap();
+
             // Without the index: the indexes dropped, and a store connected afresh while the
             // bench holds the build's lock, so it neither rebuilds them nor runs its pass
             // (the index is not ready): its writes store the content only, as before the index.
@@ -431,6 +490,58 @@ async fn main() {
     for note in notes {
         println!("{note}");
     }
+}
+
+/// The URL and name of a database next to the one of `url`, named after it with `suffix`.
+fn sibling_database(url: &str, suffix: &str) -> (String, String) {
+    let (base, options) = url.split_once('?').map_or((url, ""), |(b, o)| (b, o));
+    let (server, db) = base.rsplit_once('/').unwrap();
+    let name = format!("{db}_{suffix}");
+    let sibling = if options.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{options}")
+    };
+    (sibling, name)
+}
+
+/// Medians of `edited`'s files overwritten with one line added, then of new files, each
+/// write made on `a` then on `b` in turn: (edit a, edit b, create a, create b).
+async fn interleaved_latency(
+    a: &StoreBackend,
+    b: &StoreBackend,
+    edited: &[(String, Vec<u8>)],
+    files: &[(String, Vec<u8>)],
+) -> (Duration, Duration, Duration, Duration) {
+    async fn timed(backend: &StoreBackend, key: &str, content: &[u8], mode: WriteMode) -> Duration {
+        let path = VirtualPath::parse(key).unwrap();
+        let started = Instant::now();
+        backend.write(&path, content, mode).await.unwrap();
+        started.elapsed()
+    }
+    let (mut edit_a, mut edit_b, mut create_a, mut create_b) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, (key, content)) in edited.iter().enumerate() {
+        let mut changed = content.clone();
+        changed.extend(format!("// interleaved {i}\n").as_bytes());
+        edit_a.push(timed(a, key, &changed, WriteMode::Overwrite).await);
+        edit_b.push(timed(b, key, &changed, WriteMode::Overwrite).await);
+    }
+    for (i, (_, content)) in files.iter().take(edited.len()).enumerate() {
+        let key = format!("/new-interleaved/{i}.rs");
+        create_a.push(timed(a, &key, content, WriteMode::CreateOnly).await);
+        create_b.push(timed(b, &key, content, WriteMode::CreateOnly).await);
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    (
+        median(edit_a),
+        median(edit_b),
+        median(create_a),
+        median(create_b),
+    )
 }
 
 /// How long until no item is behind its trigrams (the background pass caught up).
