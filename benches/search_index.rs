@@ -252,40 +252,43 @@ async fn main() {
     let mut notes = Vec::new();
     let ns = Namespace::new("bench").unwrap();
 
-    // SQLite.
-    let sqlite_file = work.path().join("store.db");
-    let sqlite = Arc::new(SqliteStore::open(&sqlite_file).await.unwrap());
-    let shared: Arc<dyn Store> = sqlite.clone();
-    let indexed = StoreBackend::new(shared.clone(), ns.clone());
-    let took = fill(&indexed, &files).await;
-    notes.push(format!(
-        "SQLite fill (index kept by triggers): {:.1} s",
-        took.as_secs_f64()
-    ));
-    engine_rows(
-        &mut rows,
-        "SQLite",
-        &indexed,
-        &StoreBackend::new(shared.clone(), ns.clone()).without_index(),
-    )
-    .await;
-    let (with_index, _, _) =
-        latency_line(&mut notes, "SQLite, with index", &indexed, &files, "a").await;
-    let (total, index) = sqlite_sizes(&sqlite_file);
-    notes.push(format!(
-        "SQLite file {:.0} MB, of which the search index {:.0} MB ({:.0}% of the rest)",
-        total as f64 / 1e6,
-        index as f64 / 1e6,
-        index as f64 * 100.0 / (total - index) as f64
-    ));
-    drop_sqlite_index(&sqlite_file);
-    let (without, _, _) =
-        latency_line(&mut notes, "SQLite, without index", &indexed, &files, "b").await;
-    notes.push(format!(
-        "SQLite edit latency with/without index: {}",
-        ratio(with_index, without)
-    ));
-    drop(indexed);
+    // SQLite (MOUNTFS_BENCH_SKIP_SQLITE=1 leaves it out).
+    let skip_sqlite = std::env::var("MOUNTFS_BENCH_SKIP_SQLITE").is_ok_and(|v| v == "1");
+    if !skip_sqlite {
+        let sqlite_file = work.path().join("store.db");
+        let sqlite = Arc::new(SqliteStore::open(&sqlite_file).await.unwrap());
+        let shared: Arc<dyn Store> = sqlite.clone();
+        let indexed = StoreBackend::new(shared.clone(), ns.clone());
+        let took = fill(&indexed, &files).await;
+        notes.push(format!(
+            "SQLite fill (index kept by triggers): {:.1} s",
+            took.as_secs_f64()
+        ));
+        engine_rows(
+            &mut rows,
+            "SQLite",
+            &indexed,
+            &StoreBackend::new(shared.clone(), ns.clone()).without_index(),
+        )
+        .await;
+        let (with_index, _, _) =
+            latency_line(&mut notes, "SQLite, with index", &indexed, &files, "a").await;
+        let (total, index) = sqlite_sizes(&sqlite_file);
+        notes.push(format!(
+            "SQLite file {:.0} MB, of which the search index {:.0} MB ({:.0}% of the rest)",
+            total as f64 / 1e6,
+            index as f64 / 1e6,
+            index as f64 * 100.0 / (total - index) as f64
+        ));
+        drop_sqlite_index(&sqlite_file);
+        let (without, _, _) =
+            latency_line(&mut notes, "SQLite, without index", &indexed, &files, "b").await;
+        notes.push(format!(
+            "SQLite edit latency with/without index: {}",
+            ratio(with_index, without)
+        ));
+        drop(indexed);
+    }
 
     // PostgreSQL.
     match std::env::var("MOUNTFS_TEST_POSTGRES") {
@@ -374,9 +377,11 @@ async fn main() {
             // that a loaded machine slows both alike.
             let (plain_url, plain_db) = sibling_database(&url, "plain");
             client
-                .batch_execute(&format!(
-                    "DROP DATABASE IF EXISTS {plain_db} WITH (FORCE); CREATE DATABASE {plain_db}"
-                ))
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {plain_db} WITH (FORCE)"))
+                .await
+                .unwrap();
+            client
+                .batch_execute(&format!("CREATE DATABASE {plain_db}"))
                 .await
                 .unwrap();
             let (plain_client, connection) =
