@@ -122,11 +122,15 @@ const PASS_RETRY: Duration = Duration::from_millis(250);
 /// The items behind after `($1, $2)` in key order, at most $3, with what the pass needs to
 /// index them. An item too large to be indexed (over $4 bytes) is stamped without its content
 /// being fetched: a 300 MiB upload must not pass through this process whole.
-const BEHIND_ROWS: &str = "SELECT namespace, key, version, encoding, size,
-        CASE WHEN size <= $4 THEN content END FROM mountfs_items
-    WHERE (namespace, key) > ($1::text, $2::text)
-      AND (trigrams_version IS DISTINCT FROM version) IS TRUE
-    ORDER BY namespace, key LIMIT $3";
+static BEHIND_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT namespace, key, version, encoding, size,
+            CASE WHEN size <= $4 THEN {CONTENT} END FROM mountfs_items
+        WHERE (namespace, key) > ($1::text, $2::text)
+          AND (trigrams_version IS DISTINCT FROM version) IS TRUE
+        ORDER BY namespace, key LIMIT $3"
+    )
+});
 /// The columns of the search index, added to a table made before it (outside the numbered
 /// migrations: an older server keeps working with the table and never sets them, which
 /// leaves its writes behind, see [`INDEXES`]).
@@ -173,7 +177,8 @@ const MIGRATIONS: &[&str] = &[
 "#,
     r#"
     -- Contents over 4 MiB (LARGE_CONTENT_BYTES, issue 27) are kept in large_content, stored
-    -- out of line and never compressed (STORAGE EXTERNAL); content is then empty. A range of
+    -- out of line and never compressed (STORAGE EXTERNAL); content is then empty (NULL since
+    -- schema version 4). A range of
     -- such a value is read by fetching only the TOAST chunks it covers, where a compressed
     -- value is decompressed from its start to the range's end for every range (a copy in
     -- 4 MiB ranges cost the square of the size: 400 MB in 33.5 s). large_version is the
@@ -185,14 +190,25 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE mountfs_items ADD COLUMN large_content BYTEA, ADD COLUMN large_version BIGINT;
     ALTER TABLE mountfs_items ALTER COLUMN large_content SET STORAGE EXTERNAL;
 "#,
+    r#"
+    -- A content kept in large_content leaves content NULL, no longer empty: a server of a
+    -- release before schema version 3, still running against the migrated database, reads
+    -- content alone, and now fails on such an item (a NULL where it expects bytes: an error
+    -- the agent sees) instead of reading it as an empty file. Only the catalog changes (no
+    -- rewrite, no scan). Items written empty by a server of schema version 3 stay so until
+    -- they are written again.
+    SET LOCAL lock_timeout = '10s';
+    ALTER TABLE mountfs_items ALTER COLUMN content DROP NOT NULL;
+"#,
 ];
 
-/// The size over which a content is kept in the column `large_content`, uncompressed (see
-/// the last of [`MIGRATIONS`]): a content up to this is read whole by a copy (its range size),
-/// and stays compressed.
+/// The size over which a content is kept in the column `large_content`, uncompressed, and
+/// `content` is `NULL` (see schema versions 3 and 4 in [`MIGRATIONS`]): a content up to this
+/// is read whole by a copy (its range size), and stays compressed.
 pub const LARGE_CONTENT_BYTES: u64 = 4 << 20;
 
-/// An item's content, wherever it is kept (see the last of [`MIGRATIONS`]).
+/// An item's content, wherever it is kept (see schema versions 3 and 4 in [`MIGRATIONS`]):
+/// every query reading a content reads this, never `content` alone (`NULL` for a large one).
 const CONTENT: &str = "CASE WHEN large_version = version THEN large_content ELSE content END";
 
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
@@ -266,13 +282,14 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         (ContentSource::Parameter, _) => "$8::bytea",
     };
     // A content over LARGE_CONTENT_BYTES (`next.large`, from the size $4) goes to
-    // `large_content`, tagged with the version, and `content` is left empty (see the last of
-    // [`MIGRATIONS`]). A staged content's subquery is written twice but run once: an
+    // `large_content`, tagged with the version, and `content` is `NULL`: a server of a release
+    // that reads `content` alone fails on it rather than reading an empty file (see schema
+    // versions 3 and 4 in [`MIGRATIONS`]). A staged content's subquery is written twice but run once: an
     // uncorrelated subquery is an init plan, run when the branch that needs it is taken.
     let next = format!(
         "(SELECT nextval('mountfs_versions') AS v, $4::bigint > {LARGE_CONTENT_BYTES} AS large) AS next"
     );
-    let small = format!("CASE WHEN next.large THEN ''::bytea ELSE {content} END");
+    let small = format!("CASE WHEN next.large THEN NULL ELSE {content} END");
     let large = format!("CASE WHEN next.large THEN {content} END");
     let large_version = "CASE WHEN next.large THEN next.v END";
     let stamp = "CASE WHEN $7::boolean THEN next.v END";
@@ -731,7 +748,7 @@ impl PostgresStore {
         loop {
             let rows = client
                 .query(
-                    BEHIND_ROWS,
+                    BEHIND_ROWS.as_str(),
                     &[&after.0, &after.1, &BACKFILL_BATCH, &MAX_INDEXED_SIZE],
                 )
                 .await
@@ -842,7 +859,10 @@ impl PostgresStore {
             return Ok(PassStep::Busy);
         }
         let rows = tx
-            .query(BEHIND_ROWS, &[&"", &"", &BACKFILL_BATCH, &MAX_INDEXED_SIZE])
+            .query(
+                BEHIND_ROWS.as_str(),
+                &[&"", &"", &BACKFILL_BATCH, &MAX_INDEXED_SIZE],
+            )
             .await
             .map_err(|e| self.map_error(e))?;
         self.index_rows(&*tx, &rows).await?;
@@ -1505,7 +1525,8 @@ impl Store for PostgresStore {
         let rows = self
             .query(
                 // A large content's range is read from only the TOAST chunks it covers (see
-                // the last of MIGRATIONS); one written before is decompressed up to its end.
+                // schema version 3 in MIGRATIONS); one written before is decompressed up to
+                // its end.
                 "SELECT version, CASE WHEN large_version = version
                      THEN substring(large_content FROM $3 FOR $4)
                      ELSE substring(content FROM $3 FOR $4) END

@@ -724,7 +724,8 @@ async fn postgres_keeps_large_contents_uncompressed_and_older_rows_readable() {
         .unwrap();
     tokio::spawn(connection);
     // (compression of content, compression of large_content, large_version = version,
-    // bytes in content)
+    // bytes in content: none for a large content, see
+    // postgres_large_contents_leave_content_null_so_older_servers_fail_loudly)
     let layout = |key: &'static str| {
         let (client, ns) = (&client, ns.as_str().to_owned());
         async move {
@@ -741,7 +742,7 @@ async fn postgres_keeps_large_contents_uncompressed_and_older_rows_readable() {
                 row.get::<_, Option<String>>(0),
                 row.get::<_, Option<String>>(1),
                 row.get::<_, Option<bool>>(2),
-                row.get::<_, i32>(3),
+                row.get::<_, Option<i32>>(3),
             )
         }
     };
@@ -768,7 +769,7 @@ async fn postgres_keeps_large_contents_uncompressed_and_older_rows_readable() {
         .put(&ns, "/big", &big, PutCondition::CreateOnly)
         .await
         .unwrap();
-    assert_eq!(layout("/big").await, (None, None, Some(true), 0));
+    assert_eq!(layout("/big").await, (None, None, Some(true), None));
     assert!(read_all("/big", big.len(), put.version).await == big);
     assert!(store.get(&ns, "/big").await.unwrap().unwrap().content == big);
 
@@ -779,7 +780,7 @@ async fn postgres_keeps_large_contents_uncompressed_and_older_rows_readable() {
         .unwrap();
     let (compressed, large, _, bytes) = layout("/small").await;
     assert!(compressed.is_some(), "a small content stays compressed");
-    assert_eq!((large, bytes), (None, MIB as i32));
+    assert_eq!((large, bytes), (None, Some(MIB as i32)));
 
     let mut upload = store.begin_upload(&ns, "/uploaded").await.unwrap();
     for part in big.chunks(4 * MIB) {
@@ -789,7 +790,7 @@ async fn postgres_keeps_large_contents_uncompressed_and_older_rows_readable() {
         .finish(PutCondition::CreateOnly, Encoding::Utf8)
         .await
         .unwrap();
-    assert_eq!(layout("/uploaded").await, (None, None, Some(true), 0));
+    assert_eq!(layout("/uploaded").await, (None, None, Some(true), None));
     assert!(read_all("/uploaded", big.len(), uploaded.version).await == big);
     // Replaced by a small content: it is in `content` again.
     let shrunk = store
@@ -847,4 +848,92 @@ async fn postgres_keeps_large_contents_uncompressed_and_older_rows_readable() {
         .await
         .unwrap();
     assert!(listed[0].content == big);
+}
+
+/// A content over 4 MiB leaves `content` NULL (schema version 4), not empty: a server of the
+/// release before schema version 3, still running against the migrated database, reads
+/// `content` alone, and fails on such an item instead of reading it as an empty file. Put,
+/// upload, and a small item grown large under its version; the store itself reads them
+/// right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_large_contents_leave_content_null_so_older_servers_fail_loudly() {
+    let Some(url) = crate::support::postgres_url("postgres large contents") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let guard = crate::support::PostgresNamespace::new(&url, "t-large-null");
+    let ns = Namespace::new(&guard.name).unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let not_null: bool = client
+        .query_one(
+            "SELECT attnotnull FROM pg_attribute
+             WHERE attrelid = 'mountfs_items'::regclass AND attname = 'content'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!not_null, "schema version 4 lets content be NULL");
+    let big: Vec<u8> = (0..(mountfs::store::postgres::LARGE_CONTENT_BYTES as usize + 5))
+        .map(|i| b"abcdefgh\n"[i % 9])
+        .collect();
+    store
+        .put(&ns, "/put", &big, PutCondition::CreateOnly)
+        .await
+        .unwrap();
+    let mut upload = store.begin_upload(&ns, "/uploaded").await.unwrap();
+    for part in big.chunks(1 << 20) {
+        upload.append(part).await.unwrap();
+    }
+    upload
+        .finish(PutCondition::CreateOnly, Encoding::Utf8)
+        .await
+        .unwrap();
+    let small = store
+        .put(&ns, "/grown", b"small\n", PutCondition::CreateOnly)
+        .await
+        .unwrap();
+    store
+        .put(&ns, "/grown", &big, PutCondition::IfVersion(small.version))
+        .await
+        .unwrap();
+    for key in ["/put", "/uploaded", "/grown"] {
+        let null: bool = client
+            .query_one(
+                "SELECT content IS NULL FROM mountfs_items WHERE namespace = $1 AND key = $2",
+                &[&ns.as_str(), &key],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(null, "{key}: content is NULL");
+        // The previous release's reads: the whole content, and a range of it.
+        let row = client
+            .query_one(
+                "SELECT content, substring(content FROM 1 FOR 10) FROM mountfs_items
+                 WHERE namespace = $1 AND key = $2",
+                &[&ns.as_str(), &key],
+            )
+            .await
+            .unwrap();
+        assert!(
+            row.try_get::<_, Vec<u8>>(0).is_err(),
+            "{key}: an older server's read fails, not empty"
+        );
+        assert!(
+            row.try_get::<_, Vec<u8>>(1).is_err(),
+            "{key}: its range too"
+        );
+        let item = store.get(&ns, key).await.unwrap().unwrap();
+        assert!(item.content == big, "{key}: read right by this release");
+    }
+    let scanned = store
+        .scan(&ns, &mountfs::store::ListQuery::first("/", 10))
+        .await
+        .unwrap();
+    assert_eq!(scanned.len(), 3);
+    assert!(scanned.iter().all(|item| item.content == big));
 }
