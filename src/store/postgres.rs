@@ -178,14 +178,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     -- Contents over 4 MiB (LARGE_CONTENT_BYTES, issue 27) are kept in large_content, stored
     -- out of line and never compressed (STORAGE EXTERNAL); content is then empty (NULL since
-    -- schema version 4). A range of
-    -- such a value is read by fetching only the TOAST chunks it covers, where a compressed
-    -- value is decompressed from its start to the range's end for every range (a copy in
-    -- 4 MiB ranges cost the square of the size: 400 MB in 33.5 s). large_version is the
-    -- version large_content belongs to: a write that does not set it (a server of an older
-    -- release started before this migration) leaves it behind `version`, and the content is
-    -- in `content`. No rewrite: the columns have no default, and the contents written before
-    -- stay where they are (compressed: read correctly, their ranges as slowly as before).
+    -- schema version 4). A range of such a value is read by fetching only the TOAST chunks it
+    -- covers, where a compressed value is decompressed from its start to the range's end for
+    -- every range (a copy in 4 MiB ranges cost the square of the size: 400 MB in 33.5 s).
+    -- large_version is the version large_content belongs to: a write that does not set it (a
+    -- server of an older release started before this migration) leaves it behind `version`,
+    -- and the content is in `content`. No rewrite: the columns have no default, and the
+    -- contents written before stay where they are (compressed: read correctly, their ranges as
+    -- slowly as before).
     SET LOCAL lock_timeout = '10s';
     ALTER TABLE mountfs_items ADD COLUMN large_content BYTEA, ADD COLUMN large_version BIGINT;
     ALTER TABLE mountfs_items ALTER COLUMN large_content SET STORAGE EXTERNAL;
@@ -218,10 +218,10 @@ const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, versio
 // (computed by the writer, or none for an item the index does not hold), else `NULL`: the
 // item is behind and the pass indexes it (see [`INDEXES`]). Parameters: namespace, key,
 // encoding, size, time, trigrams, stamped, for `IfVersion` the expected version ($8), and last
-// the content when it travels as a parameter. One text per
-// condition and content source ([`write_statement`]): a put and an upload's finish run the
-// same statement but for where the content comes from, so a column added to one is added to
-// both.
+// the content when it travels as a parameter. One text per condition and content source
+// ([`write_statement`]): a put and an upload's finish run the same statement but for where the
+// content comes from, so a column added to one is added to both, and both leave their item
+// behind alike.
 
 /// Where a write's content comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,8 +284,9 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
     // A content over LARGE_CONTENT_BYTES (`next.large`, from the size $4) goes to
     // `large_content`, tagged with the version, and `content` is `NULL`: a server of a release
     // that reads `content` alone fails on it rather than reading an empty file (see schema
-    // versions 3 and 4 in [`MIGRATIONS`]). A staged content's subquery is written twice but run once: an
-    // uncorrelated subquery is an init plan, run when the branch that needs it is taken.
+    // versions 3 and 4 in [`MIGRATIONS`]). A staged content's subquery is written twice but
+    // run once: an uncorrelated subquery is an init plan, run when the branch that needs it is
+    // taken.
     let next = format!(
         "(SELECT nextval('mountfs_versions') AS v, $4::bigint > {LARGE_CONTENT_BYTES} AS large) AS next"
     );

@@ -1140,9 +1140,10 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
 /// reads it and finds it), then given the trigrams of the content that was staged, under each
 /// condition, so a grep finds it through the index and skips it when the text is not there
 /// (before, an upload's trigrams stayed behind until the next start: a candidate of every
-/// search, read each time). Uploads count toward [`MAX_BEHIND`](mountfs::store::postgres::MAX_BEHIND)
-/// as puts do: past it an upload indexes its item itself. One bigger than the index holds is
-/// never behind, and found through its size.
+/// search, read each time). Uploads count toward
+/// [`MAX_BEHIND`](mountfs::store::postgres::MAX_BEHIND) as puts do: past it an upload indexes
+/// its item itself. One bigger than the index holds is never behind, and found through its
+/// size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
     let Some(url) = crate::support::postgres_url("postgres search index") else {
