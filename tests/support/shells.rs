@@ -2,7 +2,8 @@
 //! PATH holds only busybox's applets: no GNU tools, no `rg`, no python3), and a real OpenSSH
 //! server on 127.0.0.1 with host and client keys made for the run and a `known_hosts` that is
 //! checked strictly. A target whose tools are missing here is skipped with a visible line
-//! ([`super::skips`]).
+//! ([`super::skips`]), unless `MOUNTFS_REQUIRE_SHELL_TARGETS=1` (set by `.ci/run`): then the
+//! test fails, naming the package to install, so CI cannot pass without these targets.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,8 +37,31 @@ impl Target {
     }
 }
 
-/// `sh` on this machine.
+/// The switch that turns a missing target into a failure (`.ci/run` sets it).
+pub const REQUIRE: &str = "MOUNTFS_REQUIRE_SHELL_TARGETS";
+
+/// Whether [`REQUIRE`] is set (to anything but `0` or nothing).
+pub fn required() -> bool {
+    std::env::var(REQUIRE).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// A target `group` needs is missing for `reason` (which names the package): the test fails
+/// when [`REQUIRE`] is set, else it is recorded as skipped ([`super::skips`]).
+fn missing(group: &str, reason: &str) {
+    assert!(
+        !required(),
+        "{group}: {reason}; {REQUIRE} is set, so a missing shell target fails the test instead of skipping it"
+    );
+    super::skips::record(group, reason);
+}
+
+/// `sh` on this machine (searching with `rg` when it is on the PATH; with [`REQUIRE`] set it
+/// must be, so the "sh with rg" target is not silently a grep one).
 pub fn local() -> Target {
+    assert!(
+        !required() || which("rg").is_some(),
+        "no rg on the PATH (apt-get install -y ripgrep, as .ci/run does); {REQUIRE} is set, so the sh-with-rg target must be there"
+    );
     Target {
         dir: tempfile::tempdir().expect("temporary directory"),
         command: vec!["sh".to_owned()],
@@ -49,7 +73,7 @@ pub fn local() -> Target {
 /// busybox.
 pub fn busybox(group: &str) -> Option<Target> {
     let bin = busybox_bin().as_ref().map_err(|reason| {
-        super::skips::record(group, reason);
+        missing(group, reason);
     });
     let bin = bin.ok()?;
     Some(Target {
@@ -69,7 +93,7 @@ pub fn busybox(group: &str) -> Option<Target> {
 /// `readlink`, `mktemp`): the fallbacks of the opening script.
 pub fn busybox_minimal(group: &str) -> Option<Target> {
     let bin = busybox_minimal_bin().as_ref().map_err(|reason| {
-        super::skips::record(group, reason);
+        missing(group, reason);
     });
     let bin = bin.ok()?;
     Some(Target {
@@ -106,7 +130,7 @@ pub fn busybox_grep_without_a(group: &str) -> Option<Target> {
         Ok(dir)
     });
     let bin = bin.as_ref().map_err(|reason| {
-        super::skips::record(group, reason);
+        missing(group, reason);
     });
     let bin = bin.ok()?;
     Some(Target {
@@ -129,7 +153,7 @@ pub fn busybox_without_setsid(group: &str) -> Option<Target> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let bin = BIN.get_or_init(|| busybox_bin_without(&["setsid"]));
     let bin = bin.as_ref().map_err(|reason| {
-        super::skips::record(group, reason);
+        missing(group, reason);
     });
     let bin = bin.ok()?;
     Some(Target {
@@ -153,7 +177,7 @@ pub fn without_rg(group: &str) -> Option<Target> {
         .get_or_init(tools_without_rg)
         .as_ref()
         .map_err(|reason| {
-            super::skips::record(group, reason);
+            missing(group, reason);
         });
     let bin = bin.ok()?;
     Some(Target {
@@ -249,7 +273,7 @@ pub fn ssh(group: &str) -> Option<Target> {
             })
         }
         Err(reason) => {
-            super::skips::record(group, &reason);
+            missing(group, &reason);
             None
         }
     }
