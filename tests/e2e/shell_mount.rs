@@ -376,3 +376,100 @@ fn mountfs_cp_makes_a_missing_destination_directory_on_a_shell_target() {
         );
     }
 }
+
+/// Messages until one satisfies `until` (returned last), within a loaded machine's time.
+fn messages_until(
+    client: &mut StdioClient,
+    until: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Some(message) = client.recv_within(left) else {
+            break;
+        };
+        let done = until(&message);
+        seen.push(message);
+        if done {
+            return seen;
+        }
+    }
+    panic!("no such message within 10 s; saw {seen:?}");
+}
+
+/// MCP resources on a shell mount (issues 13 and 27), as on disk: `resources/list` shows the
+/// target's files, `resources/read` gives their exact bytes (text as text, binary as a blob),
+/// and a subscribed file changed through a tool is announced.
+#[test]
+fn a_shell_mount_is_listed_read_and_announced_as_resources() {
+    use base64::Engine as _;
+    let target = crate::support::shells::local();
+    let dir = target.dir.path();
+    let text = "alpha\r\nbéta ✓\n";
+    std::fs::write(dir.join("notes.txt"), text).unwrap();
+    let binary: Vec<u8> = (0..=255u8).rev().chain(0..=255u8).collect();
+    std::fs::write(dir.join("all bytes.bin"), &binary).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/deep.md"), "# deep\n").unwrap();
+    let shell = format!("loc={}", target.command.join(" "));
+    let mount = format!("/=shell:loc:{}", dir.display());
+    let mut client = StdioClient::start(&["--shell", &shell, "--mount", &mount]);
+
+    let listed = client.request("resources/list", json!({}));
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "mountfs:///all%20bytes.bin",
+            "mountfs:///notes.txt",
+            "mountfs:///sub/deep.md"
+        ],
+        "{listed}"
+    );
+
+    let read = client.request("resources/read", json!({"uri": "mountfs:///notes.txt"}));
+    assert_eq!(read["result"]["contents"][0]["text"], text, "{read}");
+    let read = client.request(
+        "resources/read",
+        json!({"uri": "mountfs:///all%20bytes.bin"}),
+    );
+    let contents = &read["result"]["contents"][0];
+    assert_eq!(contents["mimeType"], "application/octet-stream", "{read}");
+    let blob = base64::engine::general_purpose::STANDARD
+        .decode(contents["blob"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(blob, binary, "the exact bytes");
+    let missing = client.request("resources/read", json!({"uri": "mountfs:///nope.txt"}));
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+
+    let subscribed = client.request(
+        "resources/subscribe",
+        json!({"uri": "mountfs:///notes.txt"}),
+    );
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    client.ok("read_file", json!({"file_path": "/notes.txt"}));
+    let is_update = |m: &serde_json::Value| {
+        m["method"] == "notifications/resources/updated"
+            && m["params"]["uri"] == "mountfs:///notes.txt"
+    };
+    let id = client.send(
+        "tools/call",
+        json!({"name": "edit_file", "arguments":
+            {"file_path": "/notes.txt", "old_string": "alpha", "new_string": "gamma"}}),
+    );
+    let mut seen = messages_until(&mut client, |m| m["id"] == id);
+    if !seen.iter().any(is_update) {
+        seen = messages_until(&mut client, is_update);
+    }
+    assert!(seen.iter().any(is_update), "{seen:?}");
+    let read = client.request("resources/read", json!({"uri": "mountfs:///notes.txt"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "gamma\r\nbéta ✓\n",
+        "{read}"
+    );
+}
