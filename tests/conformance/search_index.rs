@@ -1169,6 +1169,87 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
     db.drop().await;
 }
 
+/// Whether the index `mountfs_items_trigrams` is valid, and its access method.
+async fn trigram_index_state(client: &tokio_postgres::Client) -> Option<(bool, String)> {
+    client
+        .query_opt(
+            "SELECT i.indisvalid, a.amname FROM pg_index i
+               JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+              WHERE i.indexrelid = to_regclass('mountfs_items_trigrams')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .map(|row| (row.get::<_, bool>(0), row.get::<_, String>(1)))
+}
+
+/// A few literals answer as a scan does.
+async fn exact(indexed: &StoreBackend, scanning: &StoreBackend) {
+    for text in ["HashMap", "unsafe impl", "Kelvin"] {
+        let q = literal(text);
+        assert_eq!(
+            answer(indexed, &q).await,
+            answer(scanning, &q).await,
+            "{text}"
+        );
+    }
+}
+
+/// A `CREATE INDEX CONCURRENTLY` that fails leaves its index behind, INVALID (as one whose
+/// server was killed does): made here for real under the very name the store uses (a unique
+/// index the rows violate). The next start drops it and builds the search index again; grep
+/// answers as a scan meanwhile and after, and then from the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_index_left_invalid_is_dropped_and_built_again() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let db = OwnDatabase::new(&url, "mountfs_invalid").await;
+    {
+        let store = PostgresStore::connect(&db.url).await.unwrap();
+        wait_ready_postgres(&store).await;
+        write_old_way(&db.client().await, 2_000).await;
+    }
+    let client = db.client().await;
+    client
+        .batch_execute("DROP INDEX mountfs_items_trigrams")
+        .await
+        .unwrap();
+    let failed = client
+        .batch_execute(
+            "CREATE UNIQUE INDEX CONCURRENTLY mountfs_items_trigrams ON mountfs_items (namespace)",
+        )
+        .await;
+    assert!(failed.is_err(), "the unique index was built");
+    assert_eq!(
+        trigram_index_state(&client).await,
+        Some((false, "btree".to_owned())),
+        "left INVALID"
+    );
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns).without_index();
+    let started = Instant::now();
+    while !store.index_ready().await.unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "index not built again in 120 s"
+        );
+        exact(&indexed, &scanning).await;
+    }
+    exact(&indexed, &scanning).await;
+    assert_eq!(
+        trigram_index_state(&client).await,
+        Some((true, "gin".to_owned())),
+        "dropped and built again"
+    );
+    assert!(files_read(&indexed, &literal("unsafe impl")).await < 2_000 / 2);
+    drop((indexed, scanning, shared, store));
+    db.drop().await;
+}
+
 /// An item written by an upload (`mountfs cp` of a big file, chunk by chunk) is held by the
 /// search index as one written by `put` is: left behind for the pass (while it is, a search
 /// reads it and finds it), then given the trigrams of the content that was staged, under each
