@@ -1188,8 +1188,8 @@ async fn exact(indexed: &StoreBackend, scanning: &StoreBackend) {
     for text in ["HashMap", "unsafe impl", "Kelvin"] {
         let q = literal(text);
         assert_eq!(
-            answer(indexed, &q).await,
-            answer(scanning, &q).await,
+            sorted(indexed, &q).await,
+            sorted(scanning, &q).await,
             "{text}"
         );
     }
