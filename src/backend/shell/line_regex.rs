@@ -932,7 +932,13 @@ mod against_the_tools {
                     assert!(
                         !required,
                         "{tool:?} is not installed (apt-get install -y {}); MOUNTFS_REQUIRE_SHELL_TARGETS is set",
-                        if is_rg { "ripgrep" } else if tool[0] == "busybox" { "busybox" } else { "grep" }
+                        if is_rg {
+                            "ripgrep"
+                        } else if tool[0] == "busybox" {
+                            "busybox"
+                        } else {
+                            "grep"
+                        }
                     );
                     continue;
                 };
