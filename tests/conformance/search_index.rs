@@ -1138,6 +1138,29 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
         write_old_way(&db.client().await, 2_000).await;
     }
     let client = db.client().await;
+    // The dropped server's background pass may still be finishing a step on its last
+    // connection: wait until no other session is on this database, so none indexes what the
+    // next statement leaves behind.
+    let started = std::time::Instant::now();
+    loop {
+        let others: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if others == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{others} sessions stay"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // What a server killed half way through the pass leaves: some items given their
     // trigrams, the others still behind, and the GIN index not made yet.
     client
