@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mountfs::backend::{Backend, GrepFile, StoreBackend};
-use mountfs::path::VirtualPath;
-use mountfs::search::{GlobMatcher, GrepCollect, GrepPattern, GrepQuery, SearchControl};
+use mountfs::search::{GrepCollect, GrepPattern, GrepQuery};
 use mountfs::store::plan::{self, Terms};
 use mountfs::store::{Namespace, PostgresStore, PutCondition, SqliteStore, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+
+use crate::search_index::{Search, query, sorted};
 
 /// Words whose letters fold in every way Unicode simple case folding has (and a few ways it
 /// has not: `İ`, `ı`, `ﬀ` and `ß` fold to nothing else under it).
@@ -217,16 +218,6 @@ fn atom() -> impl Strategy<Value = String> {
     ]
 }
 
-#[derive(Debug, Clone)]
-struct Search {
-    pattern: String,
-    literal: bool,
-    case_insensitive: bool,
-    glob: Option<&'static str>,
-    dir: &'static str,
-    max_line_bytes: Option<u64>,
-}
-
 fn pattern() -> impl Strategy<Value = (String, bool)> {
     let regex = (
         proptest::option::of(prop_oneof![Just("(?i)"), Just("(?-i)"), Just("(?iu)")]),
@@ -276,27 +267,6 @@ fn search() -> impl Strategy<Value = Search> {
                 max_line_bytes,
             },
         )
-}
-
-fn query(search: &Search) -> Option<GrepQuery> {
-    let mut pattern =
-        GrepPattern::new(&search.pattern, search.literal, search.case_insensitive).ok()?;
-    if let Some(bytes) = search.max_line_bytes {
-        pattern = pattern.with_max_line_bytes(bytes);
-    }
-    Some(GrepQuery {
-        dir: VirtualPath::parse(search.dir).unwrap(),
-        pattern: Arc::new(pattern),
-        file_filter: search.glob.map(|g| GlobMatcher::new(g).unwrap()),
-        collect: GrepCollect::lines(1),
-        control: SearchControl::default(),
-    })
-}
-
-async fn sorted(backend: &StoreBackend, query: &GrepQuery) -> Vec<GrepFile> {
-    let mut found = backend.grep(query).await.unwrap();
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found
 }
 
 /// Whether `line` holds what `terms` require, as the weakest engine checks it (PostgreSQL's

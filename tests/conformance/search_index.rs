@@ -198,13 +198,13 @@ async fn fill(store: &dyn Store, ns: &Namespace) {
 
 /// One generated search.
 #[derive(Debug, Clone)]
-struct Search {
-    pattern: String,
-    literal: bool,
-    case_insensitive: bool,
-    glob: Option<&'static str>,
-    dir: &'static str,
-    max_line_bytes: Option<u64>,
+pub(crate) struct Search {
+    pub(crate) pattern: String,
+    pub(crate) literal: bool,
+    pub(crate) case_insensitive: bool,
+    pub(crate) glob: Option<&'static str>,
+    pub(crate) dir: &'static str,
+    pub(crate) max_line_bytes: Option<u64>,
 }
 
 fn word() -> impl Strategy<Value = String> {
@@ -280,7 +280,7 @@ fn search() -> impl Strategy<Value = Search> {
         )
 }
 
-fn query(search: &Search) -> Option<GrepQuery> {
+pub(crate) fn query(search: &Search) -> Option<GrepQuery> {
     let mut pattern =
         GrepPattern::new(&search.pattern, search.literal, search.case_insensitive).ok()?;
     if let Some(bytes) = search.max_line_bytes {
@@ -295,7 +295,7 @@ fn query(search: &Search) -> Option<GrepQuery> {
     })
 }
 
-async fn sorted(backend: &StoreBackend, query: &GrepQuery) -> Vec<GrepFile> {
+pub(crate) async fn sorted(backend: &StoreBackend, query: &GrepQuery) -> Vec<GrepFile> {
     let mut found = backend.grep(query).await.unwrap();
     found.sort_by(|a, b| a.path.cmp(&b.path));
     found
