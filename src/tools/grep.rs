@@ -137,8 +137,21 @@ pub async fn run(
             .map(|(path, reason)| GrepFile::skipped(path, reason)),
     );
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    let (skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
+    let (mut skipped, mut files): (Vec<GrepFile>, Vec<GrepFile>) =
         files.into_iter().partition(|f| f.skipped.is_some());
+    // A search that stopped once it had the page read every file up to the page's end, in path
+    // order, and some past it: as many as its read-ahead took by then (a store's indexed
+    // search and its scan read ahead differently). Only the files it skipped up to the page's
+    // last file are said, so the answer does not depend on what was read past it.
+    if control.more_files()
+        && let Some(last) = page_end(args.offset, args.head_limit)
+            .min(files.len())
+            .checked_sub(1)
+            .and_then(|index| files.get(index))
+            .map(|f| f.path.clone())
+    {
+        skipped.retain(|f| f.path <= last);
+    }
     if let GrepCollect::Lines { window, .. } = collect {
         trim_to_window(&mut files, window);
     }
@@ -208,6 +221,11 @@ pub async fn run(
     )));
     reply.structured = Some(structured);
     Ok(reply)
+}
+
+/// The index past the last entry of the page `offset`/`head_limit`.
+fn page_end(offset: usize, head_limit: Option<usize>) -> usize {
+    offset.saturating_add(head_limit.unwrap_or(usize::MAX))
 }
 
 /// The `mode` of a structured answer: the output mode's name as the arguments spell it.

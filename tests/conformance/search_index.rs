@@ -1650,3 +1650,75 @@ async fn the_postgres_pass_catches_up_without_blocking_writes() {
     drop((indexed, scanning, shared, store, other));
     db.drop().await;
 }
+
+/// A page of files that stopped the search once it had it says the files skipped up to the
+/// page's last file, not those past it that the search happened to read (how far a store
+/// reads ahead of the page differs with the index and without, and with the moment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_says_only_the_files_skipped_up_to_its_end() {
+    use crate::support::backends::call;
+    let (store, _dir) = crate::support::backends::sqlite().await;
+    let session = crate::support::backends::session_over(
+        store,
+        mountfs::session::WriteOptions {
+            limits: mountfs::limits::Limits {
+                grep_max_line_bytes: 4_096,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let long = format!("needle {}\n", "y".repeat(5_000));
+    let mut files: Vec<(String, &str)> = (0..200)
+        .map(|i| (format!("/f{i:03}.md"), "needle\n"))
+        .collect();
+    files.extend([
+        ("/a-long.md".to_owned(), long.as_str()),
+        ("/f003-long.md".to_owned(), long.as_str()),
+        ("/z-long.md".to_owned(), long.as_str()),
+    ]);
+    for (path, content) in files {
+        session
+            .backend()
+            .write(
+                &VirtualPath::parse(&path).unwrap(),
+                content.as_bytes(),
+                mountfs::backend::WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    let grep = |args: serde_json::Value| {
+        let session = &session;
+        async move {
+            let reply = call("grep", args, session).await.unwrap();
+            let structured = reply.structured.unwrap();
+            let skipped: Vec<String> = structured["skipped"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["path"].as_str().unwrap().to_owned())
+                .collect();
+            (skipped, structured["total"].clone(), reply.text)
+        }
+    };
+    // Each search stops soon after the page and one more file, having read /f003-long.md.
+    let (skipped, total, text) =
+        grep(serde_json::json!({"pattern": "needle", "head_limit": 1})).await;
+    assert_eq!(skipped, ["/a-long.md"], "{text}");
+    assert_eq!(total, serde_json::Value::Null, "{text}");
+    let (skipped, total, text) = grep(serde_json::json!({
+        "pattern": "needle", "head_limit": 2, "offset": 3, "output_mode": "count"
+    }))
+    .await;
+    assert_eq!(skipped, ["/a-long.md", "/f003-long.md"], "{text}");
+    assert_eq!(total, serde_json::Value::Null, "{text}");
+    // Unpaged, every file skipped is said.
+    let (skipped, total, text) = grep(serde_json::json!({"pattern": "needle"})).await;
+    assert_eq!(
+        skipped,
+        ["/a-long.md", "/f003-long.md", "/z-long.md"],
+        "{text}"
+    );
+    assert_eq!(total, 200, "{text}");
+}
