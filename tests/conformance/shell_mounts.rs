@@ -1530,3 +1530,84 @@ async fn the_sweep_removes_only_stale_temporary_files_of_gone_writers() {
         assert!(pwned_files(root).is_empty(), "{label}");
     }
 }
+
+/// The peak resident memory of this process so far (`VmHWM`), in bytes.
+fn peak_memory() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+/// A file that grows between the size check and the read (another process on the target
+/// appending to a log, or swapping a small file for a big one) must not be read whole: the
+/// read of a "small" file printed whatever `cat` found, so `read_at_most` held hundreds of
+/// MiB although its contract bounds memory by its limit, and `read_file`'s whole-file window
+/// of a file stat had seen at 6 bytes came back built from 256 MiB. A fake `stat` first on the
+/// target's PATH grows the file right after it answers, once per trigger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_growing_between_the_size_check_and_the_read_is_not_read_whole() {
+    const GROWN: u64 = 256 * 1024 * 1024;
+    let tools = tempfile::tempdir().unwrap();
+    let trigger = tools.path().join("trigger");
+    let mut target = shells::local();
+    let victim = target.dir.path().join("log.txt");
+    let script = format!(
+        "#!/bin/sh\n/usr/bin/stat \"$@\"; s=$?\nif [ -e '{t}' ]; then rm -f '{t}'; truncate -s {GROWN} '{v}'; fi\nexit $s\n",
+        t = trigger.display(),
+        v = victim.display(),
+    );
+    let stat = tools.path().join("stat");
+    std::fs::write(&stat, script).unwrap();
+    std::fs::set_permissions(&stat, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    target.command = vec![
+        "env".to_owned(),
+        format!("PATH={}:/usr/bin:/bin", tools.path().display()),
+        "sh".to_owned(),
+    ];
+    let backend = target.backend();
+    // Opens the connection (its opening script runs `stat` too).
+    std::fs::write(&victim, "small\n").unwrap();
+    backend.stat(&p("/log.txt")).await.unwrap();
+
+    // A bounded read: the size check says 6 bytes, the file then has 256 MiB.
+    let before = peak_memory();
+    std::fs::write(&trigger, "").unwrap();
+    let bounded = backend.read_at_most(&p("/log.txt"), 1024 * 1024).await;
+    assert!(!trigger.exists(), "the file did not grow");
+    let grew = peak_memory().saturating_sub(before);
+    assert!(
+        grew < 64 * 1024 * 1024,
+        "read_at_most(1 MiB) of a file that grew to 256 MiB raised the peak memory by {} MiB ({:?})",
+        grew / (1024 * 1024),
+        bounded.map(|b| matches!(b, mountfs::backend::BoundedRead::Whole(_)))
+    );
+
+    // A window of a file stat saw small: it is read whole only up to the hashing limit.
+    std::fs::write(&victim, "small\n").unwrap();
+    std::fs::write(&trigger, "").unwrap();
+    let window = backend
+        .read_window(
+            &p("/log.txt"),
+            LineWindow {
+                offset: 0,
+                limit: 100,
+            },
+        )
+        .await;
+    assert!(!trigger.exists(), "the file did not grow");
+    if let Ok(view) = &window {
+        let size = match view {
+            FileView::Text(text) => text.size,
+            FileView::Binary(binary) => binary.size,
+        };
+        assert!(
+            size <= 8 * 1024 * 1024,
+            "a window was built from {size} bytes of a file read as small"
+        );
+    }
+}
