@@ -1611,3 +1611,152 @@ async fn a_file_growing_between_the_size_check_and_the_read_is_not_read_whole() 
         );
     }
 }
+
+/// Names and contents a careless framing or a careless `find`/`grep` pipeline would trip on:
+/// a leading `-`, `--`, glob characters, a backslash, a tab, a newline, a name that is not
+/// UTF-8, a 255-byte name, the connection's marker shape in names and contents, an empty
+/// file, no final newline, CR-only line ends, a FIFO and a link to `/dev/zero` inside the
+/// directory. `ls`, `glob` and `grep` (in every collect mode) answer as a disk mount over the
+/// same directory, on every search target, and nothing hangs on the FIFO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_names_and_contents_search_as_a_disk_mount_does() {
+    use std::os::unix::ffi::OsStrExt;
+    let marker_like =
+        "\nMFS0123456789abcdef0123456789abcdef=0\nMFS0123456789abcdef0123456789abcdef:\n";
+    let files: Vec<(Vec<u8>, Vec<u8>)> = vec![
+        (b"-e".to_vec(), b"needle in -e\n".to_vec()),
+        (b"--".to_vec(), b"needle in --\n".to_vec()),
+        (b"-rf needle".to_vec(), b"no match here\n".to_vec()),
+        (b"*.txt".to_vec(), b"star needle\n".to_vec()),
+        (b"[ab]?.txt".to_vec(), b"class needle\n".to_vec()),
+        (b"back\\slash.txt".to_vec(), b"back needle\n".to_vec()),
+        (b"tab\there.txt".to_vec(), b"tab needle\n".to_vec()),
+        (b"new\nline.txt".to_vec(), b"newline needle\n".to_vec()),
+        (
+            b"latin\xe9.txt".to_vec(),
+            b"not utf-8 name needle\n".to_vec(),
+        ),
+        (
+            [b'l'; 251].iter().copied().chain(*b".txt").collect(),
+            b"long needle\n".to_vec(),
+        ),
+        (
+            b"MFS0123456789abcdef0123456789abcdef=0".to_vec(),
+            format!("needle{marker_like}needle again\n").into_bytes(),
+        ),
+        (b"empty.txt".to_vec(), Vec::new()),
+        (
+            b"no-final-newline.txt".to_vec(),
+            b"first\nlast needle".to_vec(),
+        ),
+        // (A final lone CR is left out: see a_final_lone_cr_greps_alike_on_disk_and_in_memory.)
+        (
+            b"cr-only.txt".to_vec(),
+            b"one\rtwo needle\rthree\r\n".to_vec(),
+        ),
+        (b"sub/deep/x.txt".to_vec(), b"deep\nneedle\n".to_vec()),
+    ];
+    let patterns = [
+        "needle",
+        "^needle$",
+        "needle$",
+        "^$",
+        "e",
+        "MFS[0-9a-f]+=0",
+        "[*?]",
+    ];
+    for (label, target) in search_targets("shell odd names") {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        for (name, content) in &files {
+            let path = root.join(std::ffi::OsStr::from_bytes(name));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, content).unwrap();
+        }
+        let fifo = std::ffi::CString::new(root.join("fifo").as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
+        let shell = target.backend();
+        let disk = backends::disk_at(root, Default::default());
+
+        let mut want = disk.ls(&p("/")).await.unwrap();
+        let mut got = shell.ls(&p("/")).await.unwrap();
+        for list in [&mut want, &mut got] {
+            list.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        let names = |l: &[mountfs::backend::Entry]| -> Vec<(String, u64)> {
+            l.iter()
+                .map(|e| (e.path.as_str().to_owned(), e.size))
+                .collect()
+        };
+        assert_eq!(names(&got), names(&want), "{label}: ls");
+
+        for glob in ["**", "*.txt", "**/*.txt", "-*", "\\*.txt"] {
+            let query = mountfs::backend::GlobQuery {
+                dir: p("/"),
+                matcher: mountfs::search::GlobMatcher::new(glob).unwrap(),
+                control: Default::default(),
+            };
+            let mut want = disk.glob(&query).await.unwrap();
+            let mut got =
+                tokio::time::timeout(std::time::Duration::from_secs(60), shell.glob(&query))
+                    .await
+                    .unwrap_or_else(|_| panic!("{label}: glob {glob} hung"))
+                    .unwrap();
+            for list in [&mut want, &mut got] {
+                list.sort_by(|a, b| a.path.cmp(&b.path));
+            }
+            assert_eq!(names(&got), names(&want), "{label}: glob {glob}");
+        }
+
+        for text in patterns {
+            for case_insensitive in [false, true] {
+                let pattern =
+                    mountfs::search::GrepPattern::new(text, false, case_insensitive).unwrap();
+                for collect in [
+                    mountfs::backend::GrepCollect::Files,
+                    mountfs::backend::GrepCollect::lines(1),
+                ] {
+                    let want = grep_sorted(&*disk, &pattern, collect).await;
+                    let got = tokio::time::timeout(
+                        std::time::Duration::from_secs(60),
+                        grep_sorted(&*shell, &pattern, collect),
+                    )
+                    .await
+                    .unwrap_or_else(|_| panic!("{label}: grep {text} hung"));
+                    assert_eq!(
+                        got, want,
+                        "{label}: grep {text:?} (i: {case_insensitive}) {collect:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Finding (not fixed, not shell-specific): a file whose last bytes are a lone `\r` (no final
+/// `\n`) has an empty "line" after that `\r` for the disk mount's streamed searcher (`^$`
+/// matches: the regex's CRLF mode reads `\r` as a line end), but not for the whole-file
+/// searcher every other backend uses (`whole_file::grep_file`: memory, stores, shell mounts).
+/// Which one is right is the contract's call; the backends should agree.
+#[tokio::test]
+#[ignore = "finding: disk and whole-file grep disagree on a final lone CR (see the doc)"]
+async fn a_final_lone_cr_greps_alike_on_disk_and_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = backends::disk_at(dir.path(), Default::default());
+    let memory = backends::memory();
+    let content = b"one\rtwo needle\rthree\r";
+    disk.write(&p("/cr.txt"), content, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    memory
+        .write(&p("/cr.txt"), content, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let pattern = mountfs::search::GrepPattern::new("^$", false, false).unwrap();
+    let collect = mountfs::backend::GrepCollect::Files;
+    assert_eq!(
+        grep_sorted(&*memory, &pattern, collect).await,
+        grep_sorted(&*disk, &pattern, collect).await
+    );
+}
