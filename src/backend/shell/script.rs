@@ -178,10 +178,11 @@ mkp() {
 }
 il() { [ "$RL" = 1 ] || return 1; t=$(readlink -f -- "$1") || return 1; ck "$t"; }
 gr() {
-  if [ -e "$1" ] || [ -L "$1" ]; then
-    for x; do shift; if [ -L "$x" ] && ! il "$x"; then continue; fi; set -- "$@" "$x"; done
-  else shift $#; fi
-  if [ $# -gt 0 ]; then printf '%s\0' "$@"; sep; mm "$@"; else sep; fi
+  if [ -e "$1" ] || [ -L "$1" ]; then :; else shift $#; fi
+  if [ $# -gt 0 ]; then
+    printf '%s\0' "$@"; sep
+    mm "$@" | { for x; do IFS= read -r m || m=X; if [ -L "$x" ] && ! il "$x"; then m=X; fi; printf '%s\n' "$m"; done; }
+  else sep; fi
   sep
 }
 mvt() {
