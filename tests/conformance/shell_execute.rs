@@ -322,3 +322,55 @@ async fn a_long_output_is_saved_and_paged_and_read_only_mounts_and_the_default_c
         "a command ran without a disk mount"
     );
 }
+
+/// A process a command leaves behind outside its group (a dev server started with `setsid`,
+/// or any background process where the target has no `setsid`) keeps the connection's stdout
+/// and stderr: what it prints later must never reach a file call's answer. The connection the
+/// command ran on used to go back to the pool, and the next call on it read the leftover's
+/// `TICK` lines as part of its answer (a malformed answer, or bytes mixed into a file's
+/// content).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_of_a_process_left_behind_never_reaches_a_later_call() {
+    // Prints for 4 s, from outside the command's process group where the target can.
+    const LEFT: &str = "t='sleep 0.5; i=0; while [ $i -lt 400 ]; do echo TICK; echo TOCK >&2; sleep 0.01; i=$((i+1)); done'; \
+        if command -v setsid >/dev/null 2>&1; then setsid sh -c \"$t\" & else sh -c \"$t\" & fi; sleep 0.2; echo started";
+    for (label, target) in targets("shell execute leftovers") {
+        let backend = target.backend();
+        let session = backends::session_over(
+            backend.clone(),
+            WriteOptions {
+                exec: Some(ExecMode::Sandboxed),
+                ..WriteOptions::default()
+            },
+        );
+        let content: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        std::fs::write(target.dir.path().join("f.txt"), &content).unwrap();
+        let reply = execute(&session, json!({"command": LEFT, "cwd": "/"}))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(reply.structured.unwrap()["stdout"], "started\n", "{label}");
+        let until = Instant::now() + Duration::from_secs(3);
+        let mut reads = 0;
+        while Instant::now() < until {
+            let read = backend
+                .read(&mountfs::path::VirtualPath::parse("/f.txt").unwrap())
+                .await
+                .unwrap_or_else(|e| panic!("{label}: read {reads} failed: {e}"));
+            assert!(
+                read.content == content,
+                "{label}: read {reads} came back with {} bytes, not the file's {}",
+                read.content.len(),
+                content.len()
+            );
+            reads += 1;
+        }
+        let listing = call(&session, "ls", json!({"path": "/"}))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert!(!listing.text.contains("TICK"), "{label}: {}", listing.text);
+        // Let the leftover end before the target's directory goes.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}

@@ -1530,3 +1530,260 @@ async fn the_sweep_removes_only_stale_temporary_files_of_gone_writers() {
         assert!(pwned_files(root).is_empty(), "{label}");
     }
 }
+
+/// The peak resident memory of this process so far (`VmHWM`), in bytes.
+fn peak_memory() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+/// A file that grows between the size check and the read (another process on the target
+/// appending to a log, or swapping a small file for a big one) must not be read whole: the
+/// read of a "small" file printed whatever `cat` found, so `read_at_most` held hundreds of
+/// MiB although its contract bounds memory by its limit, and `read_file`'s whole-file window
+/// of a file stat had seen at 6 bytes came back built from 256 MiB. A fake `stat` first on the
+/// target's PATH grows the file right after it answers, once per trigger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_growing_between_the_size_check_and_the_read_is_not_read_whole() {
+    const GROWN: u64 = 256 * 1024 * 1024;
+    let tools = tempfile::tempdir().unwrap();
+    let trigger = tools.path().join("trigger");
+    let mut target = shells::local();
+    let victim = target.dir.path().join("log.txt");
+    let script = format!(
+        "#!/bin/sh\n/usr/bin/stat \"$@\"; s=$?\nif [ -e '{t}' ]; then rm -f '{t}'; truncate -s {GROWN} '{v}'; fi\nexit $s\n",
+        t = trigger.display(),
+        v = victim.display(),
+    );
+    let stat = tools.path().join("stat");
+    std::fs::write(&stat, script).unwrap();
+    std::fs::set_permissions(&stat, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    target.command = vec![
+        "env".to_owned(),
+        format!("PATH={}:/usr/bin:/bin", tools.path().display()),
+        "sh".to_owned(),
+    ];
+    let backend = target.backend();
+    // Opens the connection (its opening script runs `stat` too).
+    std::fs::write(&victim, "small\n").unwrap();
+    backend.stat(&p("/log.txt")).await.unwrap();
+
+    // A bounded read: the size check says 6 bytes, the file then has 256 MiB.
+    let before = peak_memory();
+    std::fs::write(&trigger, "").unwrap();
+    let bounded = backend.read_at_most(&p("/log.txt"), 1024 * 1024).await;
+    assert!(!trigger.exists(), "the file did not grow");
+    let grew = peak_memory().saturating_sub(before);
+    assert!(
+        grew < 64 * 1024 * 1024,
+        "read_at_most(1 MiB) of a file that grew to 256 MiB raised the peak memory by {} MiB ({:?})",
+        grew / (1024 * 1024),
+        bounded.map(|b| matches!(b, mountfs::backend::BoundedRead::Whole(_)))
+    );
+
+    // A window of a file stat saw small: it is read whole only up to the hashing limit.
+    std::fs::write(&victim, "small\n").unwrap();
+    std::fs::write(&trigger, "").unwrap();
+    let window = backend
+        .read_window(
+            &p("/log.txt"),
+            LineWindow {
+                offset: 0,
+                limit: 100,
+            },
+        )
+        .await;
+    assert!(!trigger.exists(), "the file did not grow");
+    if let Ok(view) = &window {
+        let size = match view {
+            FileView::Text(text) => text.size,
+            FileView::Binary(binary) => binary.size,
+        };
+        assert!(
+            size <= 8 * 1024 * 1024,
+            "a window was built from {size} bytes of a file read as small"
+        );
+    }
+}
+
+/// Names and contents a careless framing or a careless `find`/`grep` pipeline would trip on:
+/// a leading `-`, `--`, glob characters, a backslash, a tab, a newline, a name that is not
+/// UTF-8, a 255-byte name, the connection's marker shape in names and contents, an empty
+/// file, no final newline, CR-only line ends, a FIFO and a link to `/dev/zero` inside the
+/// directory. `ls`, `glob` and `grep` (in every collect mode) answer as a disk mount over the
+/// same directory, on every search target, and nothing hangs on the FIFO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_names_and_contents_search_as_a_disk_mount_does() {
+    use std::os::unix::ffi::OsStrExt;
+    let marker_like =
+        "\nMFS0123456789abcdef0123456789abcdef=0\nMFS0123456789abcdef0123456789abcdef:\n";
+    let files: Vec<(Vec<u8>, Vec<u8>)> = vec![
+        (b"-e".to_vec(), b"needle in -e\n".to_vec()),
+        (b"--".to_vec(), b"needle in --\n".to_vec()),
+        (b"-rf needle".to_vec(), b"no match here\n".to_vec()),
+        (b"*.txt".to_vec(), b"star needle\n".to_vec()),
+        (b"[ab]?.txt".to_vec(), b"class needle\n".to_vec()),
+        (b"back\\slash.txt".to_vec(), b"back needle\n".to_vec()),
+        (b"tab\there.txt".to_vec(), b"tab needle\n".to_vec()),
+        (b"new\nline.txt".to_vec(), b"newline needle\n".to_vec()),
+        (
+            b"latin\xe9.txt".to_vec(),
+            b"not utf-8 name needle\n".to_vec(),
+        ),
+        (
+            [b'l'; 251].iter().copied().chain(*b".txt").collect(),
+            b"long needle\n".to_vec(),
+        ),
+        (
+            b"MFS0123456789abcdef0123456789abcdef=0".to_vec(),
+            format!("needle{marker_like}needle again\n").into_bytes(),
+        ),
+        (b"empty.txt".to_vec(), Vec::new()),
+        (
+            b"no-final-newline.txt".to_vec(),
+            b"first\nlast needle".to_vec(),
+        ),
+        // (A final lone CR is left out: see a_final_lone_cr_greps_alike_on_disk_and_in_memory.)
+        (
+            b"cr-only.txt".to_vec(),
+            b"one\rtwo needle\rthree\r\n".to_vec(),
+        ),
+        (b"sub/deep/x.txt".to_vec(), b"deep\nneedle\n".to_vec()),
+    ];
+    let patterns = [
+        "needle",
+        "^needle$",
+        "needle$",
+        "^$",
+        "e",
+        "MFS[0-9a-f]+=0",
+        "[*?]",
+    ];
+    for (label, target) in search_targets("shell odd names") {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        for (name, content) in &files {
+            let path = root.join(std::ffi::OsStr::from_bytes(name));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, content).unwrap();
+        }
+        let fifo = std::ffi::CString::new(root.join("fifo").as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
+        let shell = target.backend();
+        let disk = backends::disk_at(root, Default::default());
+
+        let mut want = disk.ls(&p("/")).await.unwrap();
+        let mut got = shell.ls(&p("/")).await.unwrap();
+        for list in [&mut want, &mut got] {
+            list.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        let names = |l: &[mountfs::backend::Entry]| -> Vec<(String, u64)> {
+            l.iter()
+                .map(|e| (e.path.as_str().to_owned(), e.size))
+                .collect()
+        };
+        assert_eq!(names(&got), names(&want), "{label}: ls");
+
+        for glob in ["**", "*.txt", "**/*.txt", "-*", "\\*.txt"] {
+            let query = mountfs::backend::GlobQuery {
+                dir: p("/"),
+                matcher: mountfs::search::GlobMatcher::new(glob).unwrap(),
+                control: Default::default(),
+            };
+            let mut want = disk.glob(&query).await.unwrap();
+            let mut got =
+                tokio::time::timeout(std::time::Duration::from_secs(60), shell.glob(&query))
+                    .await
+                    .unwrap_or_else(|_| panic!("{label}: glob {glob} hung"))
+                    .unwrap();
+            for list in [&mut want, &mut got] {
+                list.sort_by(|a, b| a.path.cmp(&b.path));
+            }
+            assert_eq!(names(&got), names(&want), "{label}: glob {glob}");
+        }
+
+        for text in patterns {
+            for case_insensitive in [false, true] {
+                let pattern =
+                    mountfs::search::GrepPattern::new(text, false, case_insensitive).unwrap();
+                for collect in [
+                    mountfs::backend::GrepCollect::Files,
+                    mountfs::backend::GrepCollect::lines(1),
+                ] {
+                    let want = grep_sorted(&*disk, &pattern, collect).await;
+                    let got = tokio::time::timeout(
+                        std::time::Duration::from_secs(60),
+                        grep_sorted(&*shell, &pattern, collect),
+                    )
+                    .await
+                    .unwrap_or_else(|_| panic!("{label}: grep {text} hung"));
+                    assert_eq!(
+                        got, want,
+                        "{label}: grep {text:?} (i: {case_insensitive}) {collect:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Finding (not fixed, not shell-specific): a file whose last bytes are a lone `\r` (no final
+/// `\n`) has an empty "line" after that `\r` for the disk mount's streamed searcher (`^$`
+/// matches: the regex's CRLF mode reads `\r` as a line end), but not for the whole-file
+/// searcher every other backend uses (`whole_file::grep_file`: memory, stores, shell mounts).
+/// Which one is right is the contract's call; the backends should agree.
+#[tokio::test]
+#[ignore = "finding: disk and whole-file grep disagree on a final lone CR (see the doc)"]
+async fn a_final_lone_cr_greps_alike_on_disk_and_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = backends::disk_at(dir.path(), Default::default());
+    let memory = backends::memory();
+    let content = b"one\rtwo needle\rthree\r";
+    disk.write(&p("/cr.txt"), content, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    memory
+        .write(&p("/cr.txt"), content, WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let pattern = mountfs::search::GrepPattern::new("^$", false, false).unwrap();
+    let collect = mountfs::backend::GrepCollect::Files;
+    assert_eq!(
+        grep_sorted(&*memory, &pattern, collect).await,
+        grep_sorted(&*disk, &pattern, collect).await
+    );
+}
+
+/// A listing of a big directory used to drop the links leading outside by rebuilding the
+/// argument list once per name (`set -- "$@" "$x"`): quadratic, 352 s for 30,000 names on
+/// dash here. Every name is now listed with its metadata line and a link leading outside gets
+/// `X` instead (which the answer skips), in one pass. The bound below is 30 times what the
+/// listing takes; it guards against the quadratic pass, not a speed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_of_20000_names_is_listed_without_a_quadratic_pass() {
+    for (label, target) in targets("shell huge directory") {
+        let root = target.dir.path();
+        for i in 0..20_000 {
+            std::fs::write(root.join(format!("file-{i:06}.txt")), "x").unwrap();
+        }
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
+        std::os::unix::fs::symlink("file-000001.txt", root.join("in")).unwrap();
+        let shell = target.backend();
+        shell.stat(&p("/")).await.unwrap();
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(60), shell.ls(&p("/")))
+            .await
+            .unwrap_or_else(|_| panic!("{label}: listing 20,000 names took over 60 s"))
+            .unwrap();
+        assert_eq!(listed.len(), 20_001, "{label}");
+        assert!(listed.iter().any(|e| e.path.as_str() == "/in"), "{label}");
+        assert!(!listed.iter().any(|e| e.path.as_str() == "/out"), "{label}");
+    }
+}

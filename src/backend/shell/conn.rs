@@ -564,23 +564,12 @@ impl Pool {
 
     /// A connection taken out of the pool (an idle one, or a new one) for an `execute`
     /// command, which holds it for as long as it runs without holding a slot: file calls
-    /// keep theirs. [`Self::give_back`] returns it after a clean end.
+    /// keep theirs. It never comes back (see `run.rs`: a process the command left behind may
+    /// still write to it).
     pub(super) async fn dedicated(&self) -> Result<Connection, CallError> {
         match self.take_idle() {
             Some(connection) => Ok(connection),
             None => self.connect().await,
-        }
-    }
-
-    /// Returns a connection whose last answer was read whole and nothing past it (a command
-    /// that ended by itself); dropped instead when the pool holds enough idle ones.
-    pub(super) fn give_back(&self, connection: Connection) {
-        if !connection.pending.is_empty() {
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < MAX_CONNECTIONS {
-            idle.push(connection);
         }
     }
 

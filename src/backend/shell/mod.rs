@@ -1141,6 +1141,36 @@ impl ShellBackend {
     }
 }
 
+impl ShellBackend {
+    /// The whole file (`limit` None), or its first `limit` bytes: what `rd` prints after the
+    /// file's metadata, read in the same script.
+    async fn read_up_to(&self, path: &VirtualPath, limit: Option<u64>) -> Result<FileBytes> {
+        refuse_temp_name(path)?;
+        let frame = Frame::call("rd").path(relative(path));
+        let frame = match limit {
+            Some(limit) => frame.arg(limit),
+            None => frame.arg("-"),
+        };
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let parts = reply.parts(2);
+        let (Some(meta), Some(content)) = (
+            parts.first().and_then(|m| Meta::parse(trimmed(m))),
+            parts.get(1),
+        ) else {
+            return Err(self.malformed(path, "read"));
+        };
+        Ok(FileBytes {
+            version: version_of(content, Some(&meta)),
+            content: content.to_vec(),
+            created: None,
+            modified: meta.modified(),
+        })
+    }
+}
+
 #[async_trait]
 impl Backend for ShellBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
@@ -1167,24 +1197,7 @@ impl Backend for ShellBackend {
     }
 
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
-        refuse_temp_name(path)?;
-        let reply = self.call(Frame::call("rd").path(relative(path))).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
-        let parts = reply.parts(2);
-        let (Some(meta), Some(content)) = (
-            parts.first().and_then(|m| Meta::parse(trimmed(m))),
-            parts.get(1),
-        ) else {
-            return Err(self.malformed(path, "read"));
-        };
-        Ok(FileBytes {
-            version: version_of(content, Some(&meta)),
-            content: content.to_vec(),
-            created: None,
-            modified: meta.modified(),
-        })
+        self.read_up_to(path, None).await
     }
 
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
@@ -1202,9 +1215,22 @@ impl Backend for ShellBackend {
                 });
             }
         }
-        if meta.size <= max_bytes {
-            return Ok(self.read(path).await?.at_most(max_bytes));
-        }
+        let meta = if meta.size <= max_bytes {
+            // The file may grow between the size check and the read: at most one byte past
+            // the bound is read, and a file found bigger is answered as too large.
+            let file = self
+                .read_up_to(path, Some(max_bytes.saturating_add(1)))
+                .await?;
+            if file.content.len() as u64 <= max_bytes {
+                return Ok(BoundedRead::Whole(file));
+            }
+            match self.meta(path).await? {
+                Some(meta) => meta,
+                None => return Err(Error::NotFound { path: path.clone() }),
+            }
+        } else {
+            meta
+        };
         let version = if meta.size > HASHED_SIZE_LIMIT {
             meta.identity_version()
         } else {
@@ -1215,11 +1241,10 @@ impl Backend for ShellBackend {
             target_version(trimmed(&reply.stdout)).ok_or_else(|| malformed(path))?
         };
         Ok(BoundedRead::TooLarge {
-            size: meta.size,
+            size: meta.size.max(max_bytes.saturating_add(1)),
             version,
         })
     }
-
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         refuse_temp_name(path)?;
         // sed's line numbers: the window's first, and one past its last (to see more).
@@ -1238,6 +1263,13 @@ impl Backend for ShellBackend {
             return Err(self.malformed(path, "read_file"));
         };
         if meta.size <= HASHED_SIZE_LIMIT {
+            // `rw` prints at most one byte past the limit: the file grew past it while read.
+            if rest.len() as u64 > HASHED_SIZE_LIMIT {
+                return Err(Error::Io {
+                    path: path.clone(),
+                    message: "the file grew past 8 MiB while it was read; retry".to_owned(),
+                });
+            }
             let version = Version::of_content(rest);
             return Ok(view_of_bytes(rest, version, window).with_modified(meta.modified()));
         }

@@ -12,9 +12,13 @@
 //! SIGSTOP (twice, for children born meanwhile), sends SIGTERM and SIGCONT, and SIGKILL 2 s
 //! later; a process that left the tree by a double fork is not reached.
 //!
-//! The connection is an idle one taken out of the pool (or a new one), holding no slot. It
-//! goes back only after a command that ended by itself with its whole answer read; one whose
-//! command was stopped, or whose answer broke, is dropped: never reused in an unknown state.
+//! The connection is an idle one taken out of the pool (or a new one), holding no slot, and it
+//! never goes back: it is dropped when the command ends (its shell killed). A process the
+//! command leaves behind outside its group (a server started with `setsid`, or any background
+//! process where the target has no `setsid`) still holds the connection's stdout and stderr;
+//! on a reused connection what it printed later became part of the next file call's answer
+//! (bytes mixed into a file's content, or an answer that could not be read). Dropped, its
+//! later writes fail (EPIPE) and reach no call. The cost is one connection opened per command.
 //!
 //! `ShellBackend::start_command` starts it; the timeout, progress and answer rules are
 //! `crate::exec`'s, which drives the [`RemoteRun`].
@@ -56,30 +60,16 @@ pub enum RunEvent {
     Exited(i32),
 }
 
-/// A command running on the target; dropping it drops its connection, which makes the
-/// target's watcher stop the command's process group.
+/// A command running on the target; dropping it drops its connection (never given back to
+/// the pool, see the module doc), which makes the target's watcher stop the command's process
+/// group if it still runs.
 #[derive(Debug)]
 pub struct RemoteRun<'a> {
-    /// `None` once given back to the pool.
     connection: Option<Connection>,
-    pool: &'a Pool,
+    /// Borrowed for as long as the command runs (the mount outlives its commands).
+    _pool: &'a Pool,
     name: String,
     exited: bool,
-    /// A stop line was sent (the watcher read it): the connection is not given back.
-    stopped: bool,
-    /// The whole end was read (status and stderr's marker): the connection may be given back.
-    clean: bool,
-}
-
-impl Drop for RemoteRun<'_> {
-    fn drop(&mut self) {
-        if let Some(connection) = self.connection.take()
-            && self.clean
-            && !self.stopped
-        {
-            self.pool.give_back(connection);
-        }
-    }
 }
 
 impl<'a> RemoteRun<'a> {
@@ -88,11 +78,9 @@ impl<'a> RemoteRun<'a> {
     pub(super) fn new(connection: Connection, pool: &'a Pool, name: &str) -> Self {
         Self {
             connection: Some(connection),
-            pool,
+            _pool: pool,
             name: name.to_owned(),
             exited: false,
-            stopped: false,
-            clean: false,
         }
     }
 
@@ -124,19 +112,12 @@ impl<'a> RemoteRun<'a> {
         let Ok(connection) = self.connection() else {
             return Vec::new();
         };
-        match connection.finish_stderr().await {
-            Ok(bytes) => {
-                self.clean = true;
-                bytes
-            }
-            Err(_) => Vec::new(),
-        }
+        connection.finish_stderr().await.unwrap_or_default()
     }
 
     /// Asks the target to stop the command's process group (SIGTERM, SIGKILL 2 s later); its
     /// end still comes through [`Self::next`].
     pub async fn stop(&mut self) -> Result<(), String> {
-        self.stopped = true;
         self.connection()?
             .send_line(b"stop\n")
             .await

@@ -17,6 +17,11 @@
 //! `tr`), without `-T` a rename checks just before it that no directory took the
 //! destination's place, without `setsid` a stopped command's process tree is found in `/proc`.
 //!
+//! A whole read is bounded on the target: `rd` prints at most the bytes it is given
+//! (`head -c`; `read_at_most` asks for one past its limit) and `rw` at most one byte past
+//! 8 MiB of a file it found no bigger, so a file that grows between the size check and the
+//! read (a log appended to, a file swapped for a big one) is never read whole into memory.
+//!
 //! Files too large to hold in memory (`mountfs cp`) travel in ranges: `rr` prints a byte range
 //! (`dd` with `skip`/`count` in 64 KiB blocks, `tail -c +N | head -c N` otherwise) between two
 //! version checks; `ub` makes the temporary file of an upload beside the destination (the
@@ -173,10 +178,11 @@ mkp() {
 }
 il() { [ "$RL" = 1 ] || return 1; t=$(readlink -f -- "$1") || return 1; ck "$t"; }
 gr() {
-  if [ -e "$1" ] || [ -L "$1" ]; then
-    for x; do shift; if [ -L "$x" ] && ! il "$x"; then continue; fi; set -- "$@" "$x"; done
-  else shift $#; fi
-  if [ $# -gt 0 ]; then printf '%s\0' "$@"; sep; mm "$@"; else sep; fi
+  if [ -e "$1" ] || [ -L "$1" ]; then :; else shift $#; fi
+  if [ $# -gt 0 ]; then
+    printf '%s\0' "$@"; sep
+    mm "$@" | { for x; do IFS= read -r m || m=X; if [ -L "$x" ] && ! il "$x"; then m=X; fi; printf '%s\n' "$m"; done; }
+  else sep; fi
   sep
 }
 mvt() {
@@ -203,16 +209,16 @@ ls_() (
   gr *; gr .[!.]*; gr ..?*
 )
 rd() (
-  rp "$1"; exec </dev/null; rsf || exit $?
+  rp "$1"; lm=$2; exec </dev/null; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
-  me "$f" || exit 10; sep; cat "$f"
+  me "$f" || exit 10; sep; if [ "$lm" = - ]; then cat "$f"; else head -c "$lm" "$f"; fi
 )
 rw() (
   rp "$1"; exec </dev/null; a=$2; z=$3; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
   set -- $(me "$f"); [ -n "$2" ] || exit 10
   printf '%s' "$*"; sep
-  if [ "$2" -le 8388608 ]; then cat "$f"; exit 0; fi
+  if [ "$2" -le 8388608 ]; then head -c 8388609 "$f"; exit 0; fi
   head -c 8192 "$f"; sep
   sed -n "${a},${z}p;${z}q" "$f" | cut -b 1-262144
 )
@@ -586,9 +592,9 @@ mod tests {
         assert_eq!(first_line(&bytes), "wr l 5 v");
         assert!(bytes.ends_with(b"\n$(touch x)/`id` it's.txt\nabc123\nhello"));
         // A path with a newline goes by its length, never as a line.
-        let bytes = Frame::call("rd").path("a\nb").into_bytes();
-        assert_eq!(first_line(&bytes), "rd 3");
-        assert_eq!(&bytes[5..], b"a\nb");
+        let bytes = Frame::call("rd").path("a\nb").arg("-").into_bytes();
+        assert_eq!(first_line(&bytes), "rd 3 -");
+        assert_eq!(&bytes[7..], b"a\nb");
     }
 
     #[test]
