@@ -27,7 +27,9 @@
 //!   target by `sha256sum` for a check; for a bigger file a hash of `dev:ino:size:mtime:ctime`,
 //!   so a window of a 64 MiB file never reads the whole file.
 //! - **Searches run on the target.** `glob` lists files with one `find`; `grep` asks the
-//!   target's `rg` or `grep -E` which files are not plain ASCII or have a line matching the
+//!   target's `rg` which files are not clean UTF-8 or have a line matching the pattern written
+//!   out in Unicode ranges (see `utf8_regex`), or its `grep -E` (in the C locale, which cannot
+//!   be trusted past ASCII) which files are not plain ASCII or have a line matching the
 //!   pattern rewritten for it (see `line_regex`), and, when the pattern has ASCII text every
 //!   match requires in any encoding the matcher decodes, `rg -F` or `grep -F` which files hold
 //!   it (see `prefilter`); it reads only the files both name (and those over the line bound)
