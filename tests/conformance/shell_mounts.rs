@@ -1085,7 +1085,11 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         std::fs::write(root.join("bom.txt"), "\u{feff}Straße running\n日本\n").unwrap();
         std::fs::write(root.join("invalid.txt"), b"caf\xc3 testing\nok \xff\xfe\n").unwrap();
         std::fs::write(root.join("cjk.md"), "日本語のテキスト\n東京 2024-05 ü\n").unwrap();
-        std::fs::write(root.join("Straße.txt"), "Die STRASSE\nDIE STRAẞE\nsinging\n").unwrap();
+        std::fs::write(
+            root.join("Straße.txt"),
+            "Die STRASSE\nDIE STRAẞE\nsinging\n",
+        )
+        .unwrap();
         std::fs::write(root.join("émoji 😀 'q'.txt"), "😀 smiling\n\u{3b1}\n").unwrap();
         std::fs::write(root.join("crlf-utf8.txt"), "Grüße testing\r\n日本\r\n").unwrap();
         std::fs::create_dir(root.join("-sub")).unwrap();
@@ -1233,7 +1237,10 @@ async fn rg_judges_utf8_files_with_non_ascii_text_on_the_target() {
         let root = target.dir.path();
         for i in 0..200 {
             let body = if i == 17 || i == 150 {
-                format!("Grüße {i}\n東京 released 2024-{:02} here, testing\n", i % 12)
+                format!(
+                    "Grüße {i}\n東京 released 2024-{:02} here, testing\n",
+                    i % 12
+                )
             } else {
                 format!("Grüße {i}\nno date here, only {i} wörter 日本\n")
             };
@@ -1242,7 +1249,11 @@ async fn rg_judges_utf8_files_with_non_ascii_text_on_the_target() {
         std::fs::write(root.join("bom.txt"), "\u{feff}Grüße\nrien\n").unwrap();
         std::fs::write(root.join("latin1.txt"), b"Gr\xfc\xdfe\nrien\n").unwrap();
         std::fs::write(root.join("crlf.txt"), "Grüße\r\nrien\r\n").unwrap();
-        std::fs::write(root.join("utf16.txt"), utf16_with_bom("Grüße\nrien\n", true)).unwrap();
+        std::fs::write(
+            root.join("utf16.txt"),
+            utf16_with_bom("Grüße\nrien\n", true),
+        )
+        .unwrap();
         let mut big = "ça va, rien à signaler\n".repeat(48 * 1024);
         big.push_str("fin 2025-12 testing ß\n");
         std::fs::write(root.join("big.txt"), big).unwrap();

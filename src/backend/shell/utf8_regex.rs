@@ -99,7 +99,9 @@ pub(super) fn utf8_regex(pattern: &GrepPattern) -> Option<Utf8Regex> {
     let widen_all = weight(&hir) > MAX_WEIGHT;
     match write(&hir, false, widen_all) {
         None => Some(Utf8Regex::Never),
-        Some(Piece { kind: Kind::Empty, .. }) => None,
+        Some(Piece {
+            kind: Kind::Empty, ..
+        }) => None,
         Some(piece) => (piece.text.len() <= MAX_TEXT).then_some(Utf8Regex::Pattern(piece.text)),
     }
 }
@@ -456,7 +458,11 @@ mod against_rg {
 
     /// The numbers (from 1) of the lines of `file` that `rg` matches with `patterns` (one a
     /// line), `None` when there is no `rg` here.
-    fn rg_lines(patterns: &[&str], dir: &std::path::Path, file: &std::path::Path) -> Option<Vec<usize>> {
+    fn rg_lines(
+        patterns: &[&str],
+        dir: &std::path::Path,
+        file: &std::path::Path,
+    ) -> Option<Vec<usize>> {
         let list = dir.join("patterns");
         std::fs::write(&list, patterns.join("\n") + "\n").unwrap();
         let output = Command::new("rg")
@@ -476,14 +482,19 @@ mod against_rg {
             output
                 .stdout
                 .split(|b| *b == b'\n')
-                .filter_map(|l| std::str::from_utf8(l.split(|b| *b == b':').next()?).ok()?.parse().ok())
+                .filter_map(|l| {
+                    std::str::from_utf8(l.split(|b| *b == b':').next()?)
+                        .ok()?
+                        .parse()
+                        .ok()
+                })
                 .collect(),
         )
     }
 
     fn rg_required() {
-        let required = std::env::var("MOUNTFS_REQUIRE_SHELL_TARGETS")
-            .is_ok_and(|v| !v.is_empty() && v != "0");
+        let required =
+            std::env::var("MOUNTFS_REQUIRE_SHELL_TARGETS").is_ok_and(|v| !v.is_empty() && v != "0");
         assert!(
             !required,
             "rg is not installed (apt-get install -y ripgrep); MOUNTFS_REQUIRE_SHELL_TARGETS is set"
@@ -508,7 +519,16 @@ mod against_rg {
             })
             .collect();
         // Valid sequences of every length, alone and cut short.
-        for valid in ["é", "日", "😀", "\u{10FFFF}", "\u{D7FF}", "\u{E000}", "\u{FEFF}", "\u{FFFF}"] {
+        for valid in [
+            "é",
+            "日",
+            "😀",
+            "\u{10FFFF}",
+            "\u{D7FF}",
+            "\u{E000}",
+            "\u{FEFF}",
+            "\u{FFFF}",
+        ] {
             let bytes = valid.as_bytes();
             lines.push(bytes.to_vec());
             lines.push([b"x", bytes, b"y"].concat());
@@ -518,7 +538,13 @@ mod against_rg {
             }
         }
         // Surrogates and overlongs.
-        for bad in [&b"\xED\xA0\x80"[..], b"\xC0\xAF", b"\xE0\x80\xAF", b"\xF0\x80\x80\xAF", b"\xF4\x90\x80\x80"] {
+        for bad in [
+            &b"\xED\xA0\x80"[..],
+            b"\xC0\xAF",
+            b"\xE0\x80\xAF",
+            b"\xF0\x80\x80\xAF",
+            b"\xF4\x90\x80\x80",
+        ] {
             lines.push(bad.to_vec());
         }
         let file = dir.path().join("lines");
@@ -543,7 +569,11 @@ mod against_rg {
             })
             .map(|(i, _)| i + 1)
             .collect();
-        assert!(want.len() > 1000 && want.len() < lines.len() - 500, "{}", want.len());
+        assert!(
+            want.len() > 1000 && want.len() < lines.len() - 500,
+            "{}",
+            want.len()
+        );
         assert_eq!(got, want);
     }
 
