@@ -3,7 +3,8 @@
 //! the per-call design (one fresh `ssh host cmd` per operation), in the same run, on the same
 //! files: `read_file` of a 2 KiB file, a 100-line window in the middle of a 64 MiB file, and a
 //! grep of a literal in 2,000 files (~4 KiB each, 1 in 10 holding it), and a grep of a regex with
-//! no literal (`\d{4}-\d{2}-\d{2}`) in the same files (another 1 in 10 matching).
+//! no literal (`\d{4}-\d{2}-\d{2}`) in the same files (another 1 in 10 matching), and in a copy
+//! of them where every file also holds a non-ASCII UTF-8 comment.
 //!
 //! The persistent side goes through `ShellBackend` (what a tool call does below the tool
 //! layer); the per-call side runs `ssh … cat FILE`, `ssh … sed -n 'A,Bp;Bq' FILE` and
@@ -121,6 +122,11 @@ fn main() {
         if i % 10 == 5 {
             text.push_str("// released 2026-11-26\n");
         }
+        std::fs::write(sub.join(format!("f{i:04}.rs")), &text).unwrap();
+        // The same files with a comment in German and Japanese: valid UTF-8, not ASCII.
+        let sub = root.join(format!("tree-utf8/d{:02}", i % 40));
+        std::fs::create_dir_all(&sub).unwrap();
+        text.push_str("// Grüße, 日本語のコメント\n");
         std::fs::write(sub.join(format!("f{i:04}.rs")), text).unwrap();
     }
     let root_text = root.to_str().unwrap().to_owned();
@@ -199,6 +205,25 @@ fn main() {
         }
     });
 
+    let b = backend.clone();
+    let grep_regex_utf8 = time_async(&runtime, GREP_RUNS, || {
+        let b = b.clone();
+        let pattern = dated.clone();
+        async move {
+            let found = b
+                .grep(&GrepQuery {
+                    dir: p("/tree-utf8"),
+                    pattern,
+                    file_filter: None,
+                    collect: GrepCollect::Files,
+                    control: SearchControl::default(),
+                })
+                .await
+                .unwrap();
+            assert_eq!(found.len(), FILES / 10);
+        }
+    });
+
     // One fresh ssh per operation.
     let small_path = format!("{root_text}/small.txt");
     let big_path = format!("{root_text}/big.log");
@@ -228,6 +253,14 @@ fn main() {
         &|out| assert_eq!(out.iter().filter(|b| **b == b'\n').count(), FILES / 10),
     );
 
+    let tree_utf8_path = format!("{root_text}/tree-utf8");
+    let ssh_grep_regex_utf8 = time_ssh(
+        &server,
+        GREP_RUNS,
+        &["grep", "-rlE", DATED_ERE, &tree_utf8_path],
+        &|out| assert_eq!(out.iter().filter(|b| **b == b'\n').count(), FILES / 10),
+    );
+
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "shell mount over loopback ssh (medians; load {})",
@@ -249,6 +282,11 @@ fn main() {
             "grep literal-free regex, 2,000 files (200)",
             grep_regex,
             ssh_grep_regex,
+        ),
+        (
+            "the same, every file also non-ASCII UTF-8",
+            grep_regex_utf8,
+            ssh_grep_regex_utf8,
         ),
     ] {
         println!(

@@ -1045,6 +1045,18 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         (r"\w+\s*$", false),
         (r"[^\x00-\x7F]", false),
         (r"(?i)é|É", false),
+        // Non-ASCII classes and case: judged on the target by `rg` in Unicode mode for clean
+        // UTF-8 files, by the matcher here for every other file.
+        (r"\p{L}+", false),
+        (r"[é-ü]", false),
+        (r"\w+", false),
+        (r"^\w+$", false),
+        ("É", true),
+        (r"(?i)straße", false),
+        // (`\w+ing\b` is in the count test below: against the 400 KiB line of word bytes here,
+        // busybox's `grep -E` — glibc's `regexec` — takes quadratic time.)
+        (r"^\p{Han}+", false),
+        (r"\d{4}-\d{2}\s\p{L}", false),
     ];
     for (label, target) in search_targets("shell literal-free regex") {
         let Some(target) = target else { continue };
@@ -1068,6 +1080,18 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         .unwrap();
         std::fs::write(root.join("plain2.txt"), "nothing to see\n\ttab\n").unwrap();
         std::fs::write(root.join("UPPER.txt"), "ABC\nabc").unwrap();
+        // UTF-8 with a BOM (the matcher does not see it: `^` matches after it), invalid UTF-8
+        // (read as windows-1252 here), CJK, a German name, an emoji and quotes in a name.
+        std::fs::write(root.join("bom.txt"), "\u{feff}Straße running\n日本\n").unwrap();
+        std::fs::write(root.join("invalid.txt"), b"caf\xc3 testing\nok \xff\xfe\n").unwrap();
+        std::fs::write(root.join("cjk.md"), "日本語のテキスト\n東京 2024-05 ü\n").unwrap();
+        std::fs::write(
+            root.join("Straße.txt"),
+            "Die STRASSE\nDIE STRAẞE\nsinging\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("émoji 😀 'q'.txt"), "😀 smiling\n\u{3b1}\n").unwrap();
+        std::fs::write(root.join("crlf-utf8.txt"), "Grüße testing\r\n日本\r\n").unwrap();
         std::fs::create_dir(root.join("-sub")).unwrap();
         std::fs::write(root.join("-sub/it's \"x\"\n.txt"), "QRS 0000-00\n").unwrap();
         let shell = target.backend();
@@ -1080,6 +1104,16 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
                 mountfs::backend::GrepCollect::Files,
                 mountfs::backend::GrepCollect::Count,
                 mountfs::backend::GrepCollect::lines(1),
+                // A page (offset, head_limit) of the entries.
+                mountfs::backend::GrepCollect::Lines {
+                    context: 0,
+                    window: mountfs::search::LineWindowBudget {
+                        skip: 0,
+                        offset: 2,
+                        limit: 3,
+                        chars: usize::MAX,
+                    },
+                },
             ] {
                 let want = grep_sorted(&*disk, &pattern, collect).await;
                 let got = grep_sorted(&*shell, &pattern, collect).await;
@@ -1104,6 +1138,7 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
             found(r"\d{4}-\d{2}").await,
             [
                 "/-sub/it's \"x\"\n.txt",
+                "/cjk.md",
                 "/crlf.txt",
                 "/late-nul.txt",
                 "/latin1.txt",
@@ -1121,8 +1156,27 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
                 "/long-line.txt",
                 "/utf16be.txt",
                 "/utf16le.txt",
-                "/utf8.txt"
+                "/utf8.txt",
+                "/émoji 😀 'q'.txt"
             ],
+            "{label}"
+        );
+        assert_eq!(
+            found(r"\w+ing\b").await,
+            [
+                "/Straße.txt",
+                "/bom.txt",
+                "/crlf-utf8.txt",
+                "/invalid.txt",
+                "/long-line.txt",
+                "/plain2.txt",
+                "/émoji 😀 'q'.txt"
+            ],
+            "{label}"
+        );
+        assert_eq!(
+            found(r"^\p{Han}+").await,
+            ["/bom.txt", "/cjk.md", "/crlf-utf8.txt", "/long-line.txt"],
             "{label}"
         );
     }
@@ -1167,6 +1221,81 @@ async fn a_literal_free_regex_reads_only_the_files_the_target_found() {
             (2, 2),
             "{label}: files the server read and looked at, files that matched"
         );
+    }
+}
+
+/// Issue 27: a target with `rg` judges UTF-8 files with non-ASCII text itself (Unicode mode,
+/// the pattern written out in code point ranges). Of 200 such files, 2 match: the server reads
+/// and looks at those 2, plus the files `rg` cannot answer for exactly (a BOM, Latin-1, CRLF,
+/// UTF-16) and a clean 1.1 MiB file that matches (streamed); before, it read all 200. Without
+/// `rg` (`grep -E` in the C locale sees no letters past ASCII), every non-ASCII file is still
+/// read. The answers are a disk mount's in every collect mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rg_judges_utf8_files_with_non_ascii_text_on_the_target() {
+    for (label, target) in search_targets("shell utf8 reads") {
+        let Some(target) = target else { continue };
+        let root = target.dir.path();
+        for i in 0..200 {
+            let body = if i == 17 || i == 150 {
+                format!(
+                    "Grüße {i}\n東京 released 2024-{:02} here, testing\n",
+                    i % 12
+                )
+            } else {
+                format!("Grüße {i}\nno date here, only {i} wörter 日本\n")
+            };
+            std::fs::write(root.join(format!("f{i:03} é.txt")), body).unwrap();
+        }
+        std::fs::write(root.join("bom.txt"), "\u{feff}Grüße\nrien\n").unwrap();
+        std::fs::write(root.join("latin1.txt"), b"Gr\xfc\xdfe\nrien\n").unwrap();
+        std::fs::write(root.join("crlf.txt"), "Grüße\r\nrien\r\n").unwrap();
+        std::fs::write(
+            root.join("utf16.txt"),
+            utf16_with_bom("Grüße\nrien\n", true),
+        )
+        .unwrap();
+        let mut big = "ça va, rien à signaler\n".repeat(48 * 1024);
+        big.push_str("fin 2025-12 testing ß\n");
+        std::fs::write(root.join("big.txt"), big).unwrap();
+        let shell = target.backend();
+        let disk = backends::disk_at(root, Default::default());
+        let rg = matches!(label, "sh" | "ssh");
+        for text in [r"\d{4}-\d{2}", r"\w+ing\b"] {
+            let pattern = mountfs::search::GrepPattern::new(text, false, false).unwrap();
+            for collect in [
+                mountfs::backend::GrepCollect::Files,
+                mountfs::backend::GrepCollect::Count,
+                mountfs::backend::GrepCollect::lines(0),
+            ] {
+                let query = mountfs::backend::GrepQuery {
+                    dir: p("/"),
+                    pattern: Arc::new(pattern.clone()),
+                    file_filter: None,
+                    collect,
+                    control: Default::default(),
+                };
+                let mut got = shell.grep(&query).await.unwrap();
+                got.sort_by(|a, b| a.path.cmp(&b.path));
+                let want = grep_sorted(&*disk, &pattern, collect).await;
+                assert_eq!(got, want, "{label}: {text} ({collect:?})");
+                let paths: Vec<&str> = got.iter().map(|f| f.path.as_str()).collect();
+                assert_eq!(
+                    paths,
+                    ["/big.txt", "/f017 é.txt", "/f150 é.txt"],
+                    "{label}: {text}"
+                );
+                // Read and looked at: the 2 and the big file, the 4 that are not clean UTF-8
+                // (with `rg`); without, every non-ASCII file for a pattern with no ASCII text
+                // (`\w+ing\b` is narrowed by its `ing`).
+                let (looked, matched) = query.control.counts();
+                assert_eq!(matched, 3, "{label}: {text}");
+                if rg {
+                    assert_eq!(looked, 7, "{label}: {text}: files read back");
+                } else if text.starts_with(r"\d") {
+                    assert!(looked >= 204, "{label}: {text}: {looked} files read back");
+                }
+            }
+        }
     }
 }
 

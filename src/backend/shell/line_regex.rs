@@ -1,7 +1,11 @@
 //! A grep pattern rewritten for the target's own regex search (issue 27): a regular expression
 //! that matches every line the pattern matches — and maybe more — among the lines of the files
 //! it is asked about, written in the two dialects a target may have: POSIX ERE for
-//! `LC_ALL=C grep -E` (GNU or busybox) and Rust syntax for `rg`. Pure: no I/O.
+//! `LC_ALL=C grep -E` (GNU or busybox) and Rust syntax for `rg`. Pure: no I/O. A target with
+//! `rg` is given `utf8_regex` instead, which also judges UTF-8 files with non-ASCII text (this
+//! rewrite is its fallback when that one is too big to send); `grep -E` stays here: in a
+//! UTF-8 locale its classes and case folding are the target C library's, not the matcher's, so
+//! a non-ASCII file is read back and confirmed.
 //!
 //! It is asked only about *plain* files: every byte a TAB, a line feed or printable ASCII
 //! (`0x20`–`0x7E`). Such a file decodes to the same text in every encoding the matcher knows

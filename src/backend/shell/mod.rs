@@ -27,7 +27,9 @@
 //!   target by `sha256sum` for a check; for a bigger file a hash of `dev:ino:size:mtime:ctime`,
 //!   so a window of a 64 MiB file never reads the whole file.
 //! - **Searches run on the target.** `glob` lists files with one `find`; `grep` asks the
-//!   target's `rg` or `grep -E` which files are not plain ASCII or have a line matching the
+//!   target's `rg` which files are not clean UTF-8 or have a line matching the pattern written
+//!   out in Unicode ranges (see `utf8_regex`), or its `grep -E` (in the C locale, which cannot
+//!   be trusted past ASCII) which files are not plain ASCII or have a line matching the
 //!   pattern rewritten for it (see `line_regex`), and, when the pattern has ASCII text every
 //!   match requires in any encoding the matcher decodes, `rg -F` or `grep -F` which files hold
 //!   it (see `prefilter`); it reads only the files both name (and those over the line bound)
@@ -51,6 +53,7 @@ mod line_regex;
 mod prefilter;
 mod run;
 mod script;
+mod utf8_regex;
 
 pub use self::run::{RemoteRun, RemoteStartError, RunEvent};
 
@@ -63,6 +66,7 @@ use self::conn::{CallError, Pool, Reply};
 use self::line_regex::LineRegex;
 use self::prefilter::Plan;
 use self::script::{Frame, status};
+use self::utf8_regex::Utf8Regex;
 use super::disk::{Searchers, search_reader};
 use super::whole_file::{grep_file, view_of_bytes};
 use super::{
@@ -106,6 +110,9 @@ enum TargetSearch {
     /// Plain files with a line matching this, and every file that is not plain
     /// (`line_regex`).
     Lines(LineRegex),
+    /// Clean files (valid UTF-8, no NUL, `\r` nor BOM) with a line matching this in Unicode
+    /// mode, and every file that is not clean (`utf8_regex`; `rg` only).
+    Utf8(Utf8Regex),
 }
 
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).
@@ -672,16 +679,20 @@ impl ShellBackend {
     /// lists hold every file that can match, and so does what they share.
     async fn candidates(&self, query: &GrepQuery) -> Result<Option<Vec<VirtualPath>>> {
         let caps = self.pool.caps().map(|(caps, _)| caps).unwrap_or_default();
-        let lines = if caps.rg || caps.grep_regex {
-            line_regex::line_regex(&query.pattern)
+        // `rg` judges every clean UTF-8 file (`utf8_regex`); `grep -E`, in the C locale, only
+        // the plain ASCII ones (`line_regex`), as `rg` does when the pattern is too big to
+        // send written out in Unicode ranges.
+        let search = if caps.rg {
+            utf8_regex::utf8_regex(&query.pattern)
+                .map(TargetSearch::Utf8)
+                .or_else(|| line_regex::line_regex(&query.pattern).map(TargetSearch::Lines))
+        } else if caps.grep_regex {
+            line_regex::line_regex(&query.pattern).map(TargetSearch::Lines)
         } else {
             None
         };
-        let mut found = match lines {
-            Some(lines) => {
-                self.target_search(query, TargetSearch::Lines(lines), caps.rg)
-                    .await?
-            }
+        let mut found = match search {
+            Some(search) => self.target_search(query, search, caps.rg).await?,
             None => None,
         };
         if found
@@ -739,6 +750,15 @@ impl ShellBackend {
                     line_regex::WEIRD_ERE
                 };
                 payload.extend_from_slice(weird.as_bytes());
+                payload.push(b'\n');
+                "x"
+            }
+            TargetSearch::Utf8(utf8) => {
+                if let Utf8Regex::Pattern(rust) = utf8 {
+                    payload.extend_from_slice(rust.as_bytes());
+                    payload.push(b'\n');
+                }
+                payload.extend_from_slice(utf8_regex::NOT_CLEAN.as_bytes());
                 payload.push(b'\n');
                 "x"
             }
