@@ -1555,7 +1555,7 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
     let client = db.client().await;
     client
         .batch_execute(
-            "DROP INDEX mountfs_items_trigrams, mountfs_items_trigrams_behind,
+            "DROP INDEX mountfs_items_trigram_keys, mountfs_items_trigrams_behind,
                  mountfs_items_not_utf8, mountfs_items_size;
              DROP STATISTICS mountfs_items_trigrams_behind_stats;
              ALTER TABLE mountfs_items DROP COLUMN trigrams, DROP COLUMN trigrams_version;
