@@ -264,14 +264,16 @@ async fn main() {
             "SQLite fill (index kept by triggers): {:.1} s",
             took.as_secs_f64()
         ));
+        println!("{}", notes.last().unwrap());
         // Searches are timed on the index in its steady state: the folder gives way to writers,
         // so a bulk fill leaves most items listed as pending (searched, but read in full) until
         // it catches up; how long that takes is a figure of its own.
-        let caught_up = sqlite_catch_up(&sqlite_file).await;
+        let (caught_up, pending) = sqlite_catch_up(&sqlite_file).await;
         notes.push(format!(
-            "SQLite folder caught up {:.1} s after the fill",
+            "SQLite folder caught up {:.1} s after the fill ({pending} items pending when it ended)",
             caught_up.as_secs_f64()
         ));
+        println!("{}", notes.last().unwrap());
         engine_rows(
             &mut rows,
             "SQLite",
@@ -315,6 +317,7 @@ async fn main() {
                 "PostgreSQL fill (writes left behind, up to the bound, for the background pass): {:.1} s",
                 took.as_secs_f64()
             ));
+            println!("{}", notes.last().unwrap());
             let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
                 .unwrap();
@@ -342,7 +345,7 @@ async fn main() {
             // The same with the GIN index's pending list off: the pass inserts its keys into
             // the tree directly instead of appending them and merging in bulk.
             client
-                .batch_execute("ALTER INDEX mountfs_items_trigrams SET (fastupdate = off)")
+                .batch_execute("ALTER INDEX mountfs_items_trigram_keys SET (fastupdate = off)")
                 .await
                 .unwrap();
             latency_line(
@@ -359,13 +362,13 @@ async fn main() {
                 caught_up.as_secs_f64()
             ));
             client
-                .batch_execute("ALTER INDEX mountfs_items_trigrams RESET (fastupdate)")
+                .batch_execute("ALTER INDEX mountfs_items_trigram_keys RESET (fastupdate)")
                 .await
                 .unwrap();
             let size = client
                 .query_one(
                     "SELECT pg_total_relation_size('mountfs_items'),
-                            pg_relation_size('mountfs_items_trigrams'),
+                            pg_relation_size('mountfs_items_trigram_keys'),
                             pg_relation_size('mountfs_items_trigrams_behind')
                                 + pg_relation_size('mountfs_items_not_utf8')
                                 + pg_relation_size('mountfs_items_size')",
@@ -418,7 +421,7 @@ async fn main() {
                     .unwrap();
             }
             let (with_edit, without_edit, with_create, without_create) =
-                interleaved_latency(&indexed, &plain, &edited, &files).await;
+                interleaved_latency(&indexed, &plain, &edited, &files, "interleaved").await;
             notes.push(format!(
                 "PostgreSQL, interleaved with a database without the index: edit median {} with, {} without ({}); create median {} with, {} without ({})",
                 ms(with_edit),
@@ -441,6 +444,110 @@ async fn main() {
                 .await
                 .unwrap();
 
+            // The same against a copy of this very database (every item) with the indexes
+            // dropped: the database without the index differs from this one by the index
+            // alone, not also by its size (300 items above: its table and TOAST stay in
+            // shared buffers; this one's do not).
+            drop((indexed, shared));
+            drop(client);
+            let (copy_url, copy_db) = sibling_database(&url, "copy");
+            let admin_url = database_url(&url, "postgres");
+            let (admin, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {copy_db} WITH (FORCE)"))
+                .await
+                .unwrap();
+            let copy_started = Instant::now();
+            loop {
+                // The dropped pool's connections close in the background.
+                let copied = admin
+                    .batch_execute(&format!(
+                        "CREATE DATABASE {copy_db} TEMPLATE {} STRATEGY FILE_COPY",
+                        database_name(&url)
+                    ))
+                    .await;
+                match copied {
+                    Ok(()) => break,
+                    Err(error) => {
+                        assert!(
+                            copy_started.elapsed() < Duration::from_secs(60),
+                            "copying the database: {error}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+            notes.push(format!(
+                "PostgreSQL database copied (for the comparison below) in {:.1} s",
+                copy_started.elapsed().as_secs_f64()
+            ));
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            let pg = PostgresStore::connect(&url).await.unwrap();
+            assert!(pg.index_ready().await.unwrap());
+            let shared: Arc<dyn Store> = Arc::new(pg);
+            let indexed = StoreBackend::new(shared.clone(), ns.clone());
+            let (copy_client, connection) =
+                tokio_postgres::connect(&copy_url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+            tokio::spawn(connection);
+            copy_client
+                .execute("SELECT pg_advisory_lock($1)", &[&INDEX_LOCK])
+                .await
+                .unwrap();
+            copy_client
+                .batch_execute(
+                    "DROP INDEX mountfs_items_trigram_keys; DROP INDEX mountfs_items_trigrams_behind;
+                     DROP INDEX mountfs_items_not_utf8; DROP INDEX mountfs_items_size;",
+                )
+                .await
+                .unwrap();
+            for each in [&copy_client, &client] {
+                each.batch_execute("VACUUM ANALYZE mountfs_items")
+                    .await
+                    .unwrap();
+            }
+            let copy_store = PostgresStore::connect(&copy_url).await.unwrap();
+            assert!(!copy_store.index_ready().await.unwrap());
+            let copy_shared: Arc<dyn Store> = Arc::new(copy_store);
+            let copy = StoreBackend::new(copy_shared.clone(), ns.clone());
+            let edited: Vec<(String, Vec<u8>)> = files
+                .iter()
+                .skip(1)
+                .step_by(files.len() / WRITES)
+                .take(WRITES)
+                .cloned()
+                .collect();
+            let (with_edit, without_edit, with_create, without_create) =
+                interleaved_latency(&indexed, &copy, &edited, &files, "copy").await;
+            notes.push(format!(
+                "PostgreSQL, interleaved with a copy of the same database without the index: edit median {} with, {} without ({}); create median {} with, {} without ({})",
+                ms(with_edit),
+                ms(without_edit),
+                ratio(with_edit, without_edit),
+                ms(with_create),
+                ms(without_create),
+                ratio(with_create, without_create)
+            ));
+            println!("{}", notes.last().unwrap());
+            let caught_up = time_to_catch_up(&client).await;
+            notes.push(format!(
+                "PostgreSQL background pass caught up {:.2} s after the writes interleaved with the copy",
+                caught_up.as_secs_f64()
+            ));
+            drop((copy, copy_shared));
+            drop(copy_client);
+            admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {copy_db} WITH (FORCE)"))
+                .await
+                .unwrap();
+
             // Without the index: the indexes dropped, and a store connected afresh while the
             // bench holds the build's lock, so it neither rebuilds them nor runs its pass
             // (the index is not ready): its writes store the content only, as before the index.
@@ -450,7 +557,7 @@ async fn main() {
                 .unwrap();
             client
                 .batch_execute(
-                    "DROP INDEX mountfs_items_trigrams; DROP INDEX mountfs_items_trigrams_behind;
+                    "DROP INDEX mountfs_items_trigram_keys; DROP INDEX mountfs_items_trigrams_behind;
                      DROP INDEX mountfs_items_not_utf8; DROP INDEX mountfs_items_size;",
                 )
                 .await
@@ -507,24 +614,36 @@ async fn main() {
 
 /// The URL and name of a database next to the one of `url`, named after it with `suffix`.
 fn sibling_database(url: &str, suffix: &str) -> (String, String) {
+    let name = format!("{}_{suffix}", database_name(url));
+    (database_url(url, &name), name)
+}
+
+/// `url` with the database `name` instead of its own.
+fn database_url(url: &str, name: &str) -> String {
     let (base, options) = url.split_once('?').map_or((url, ""), |(b, o)| (b, o));
-    let (server, db) = base.rsplit_once('/').unwrap();
-    let name = format!("{db}_{suffix}");
-    let sibling = if options.is_empty() {
+    let (server, _) = base.rsplit_once('/').unwrap();
+    if options.is_empty() {
         format!("{server}/{name}")
     } else {
         format!("{server}/{name}?{options}")
-    };
-    (sibling, name)
+    }
 }
 
-/// Medians of `edited`'s files overwritten with one line added, then of new files, each
-/// write made on `a` then on `b` in turn: (edit a, edit b, create a, create b).
+/// The name of the database of `url`.
+fn database_name(url: &str) -> String {
+    let base = url.split_once('?').map_or(url, |(b, _)| b);
+    base.rsplit_once('/').unwrap().1.to_owned()
+}
+
+/// Medians of `edited`'s files overwritten with one line added, then of new files (under
+/// `/new-{tag}/`), each write made on `a` then on `b` in turn: (edit a, edit b, create a,
+/// create b).
 async fn interleaved_latency(
     a: &StoreBackend,
     b: &StoreBackend,
     edited: &[(String, Vec<u8>)],
     files: &[(String, Vec<u8>)],
+    tag: &str,
 ) -> (Duration, Duration, Duration, Duration) {
     async fn timed(backend: &StoreBackend, key: &str, content: &[u8], mode: WriteMode) -> Duration {
         let path = VirtualPath::parse(key).unwrap();
@@ -536,12 +655,12 @@ async fn interleaved_latency(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, (key, content)) in edited.iter().enumerate() {
         let mut changed = content.clone();
-        changed.extend(format!("// interleaved {i}\n").as_bytes());
+        changed.extend(format!("// {tag} {i}\n").as_bytes());
         edit_a.push(timed(a, key, &changed, WriteMode::Overwrite).await);
         edit_b.push(timed(b, key, &changed, WriteMode::Overwrite).await);
     }
     for (i, (_, content)) in files.iter().take(edited.len()).enumerate() {
-        let key = format!("/new-interleaved/{i}.rs");
+        let key = format!("/new-{tag}/{i}.rs");
         create_a.push(timed(a, &key, content, WriteMode::CreateOnly).await);
         create_b.push(timed(b, &key, content, WriteMode::CreateOnly).await);
     }
@@ -557,25 +676,28 @@ async fn interleaved_latency(
     )
 }
 
-/// How long until no item is behind its trigrams (the background pass caught up).
-/// How long after now the SQLite folder has left no item pending.
-async fn sqlite_catch_up(file: &Path) -> Duration {
+/// How long after now the SQLite folder has left no item pending, and how many were pending
+/// now.
+async fn sqlite_catch_up(file: &Path) -> (Duration, i64) {
     let started = Instant::now();
     let conn = rusqlite::Connection::open(file).unwrap();
+    let mut first = None;
     loop {
         let pending: i64 = conn
             .query_row("SELECT count(*) FROM mountfs_text_pending", [], |row| {
                 row.get(0)
             })
             .unwrap();
+        let first = *first.get_or_insert(pending);
         if pending == 0 {
-            return started.elapsed();
+            return (started.elapsed(), first);
         }
         assert!(started.elapsed() < Duration::from_secs(600));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
+/// How long until no item is behind its trigrams (the background pass caught up).
 async fn time_to_catch_up(client: &tokio_postgres::Client) -> Duration {
     let started = Instant::now();
     loop {

@@ -178,6 +178,13 @@ const TOKENIZE_BYTES_PER_TRANSACTION: i64 = 256 * 1024;
 /// The size over which items are in the `mountfs_items_large` index (the literal of its
 /// `WHERE`): a search whose line bound is at least this finds the items over its bound there.
 const LARGE_ITEM_BYTES: i64 = 1_048_576;
+/// Pending items past which a write folds its own item (see [`fold_own_item`]): a search
+/// reads at most about this many items beyond its index candidates (~15 µs each for 12 KB of
+/// source), and after a bulk load the folder has about this many left, not the whole load
+/// (239 MB took it a minute: it gives way to writers and pauses as long as each batch took).
+/// Above the 600 sequential writes of the benchmark's latency phases, so that a steady
+/// writer the folder keeps up with never reaches it.
+const PENDING_BOUND: i64 = 1024;
 /// How long writes must pause before the folder folds them: a burst of writes is folded after
 /// it, together, and its writers do not wait for folds meanwhile.
 const FOLD_QUIET: Duration = Duration::from_millis(50);
@@ -1713,22 +1720,7 @@ fn fold_step(conn: &mut Connection) -> Result<usize> {
     let Some(last) = items.last().copied() else {
         return Ok(0);
     };
-    {
-        let mut remove = tx
-            .prepare_cached("DELETE FROM mountfs_items_text WHERE rowid = ?1")
-            .map_err(map_error)?;
-        let mut add = tx
-            .prepare_cached(
-                "INSERT INTO mountfs_items_text (rowid, content)
-                 SELECT rowid, CAST(content AS TEXT) FROM mountfs_items
-                 WHERE rowid = ?1 AND encoding = 'utf-8' AND size <= 1048576",
-            )
-            .map_err(map_error)?;
-        for item in &items {
-            remove.execute(params![item]).map_err(map_error)?;
-            add.execute(params![item]).map_err(map_error)?;
-        }
-    }
+    fold_items(&tx, &items)?;
     tx.execute(
         "DELETE FROM mountfs_text_pending WHERE item <= ?1",
         params![last],
@@ -1806,7 +1798,8 @@ impl rusqlite::ToSql for ZeroContent {
     }
 }
 
-/// A [`Store::put`] inside the transaction `tx` (which holds the write lock).
+/// A [`Store::put`] inside the transaction `tx` (which holds the write lock). Past
+/// [`PENDING_BOUND`] pending items the write folds its own item (see [`fold_own_item`]).
 fn put_in(
     tx: &rusqlite::Transaction<'_>,
     ns: &str,
@@ -1815,7 +1808,7 @@ fn put_in(
     condition: PutCondition,
 ) -> Result<Written> {
     let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
-    put_row_in(
+    let written = put_row_in(
         tx,
         ns,
         key,
@@ -1823,7 +1816,68 @@ fn put_in(
         size,
         &content,
         condition,
-    )
+    )?;
+    fold_own_item(tx, ns, key)?;
+    Ok(written)
+}
+
+/// When more than [`PENDING_BOUND`] items are pending (writes outpace the folder, which gives
+/// way to them: a bulk load), folds the item just written in the write's own transaction, as
+/// every write did before the folder — unless its text is over
+/// [`TOKENIZE_BYTES_PER_TRANSACTION`] (the folder takes it: no write holds the lock for
+/// longer than one of its batches). Bounds what every search reads beyond its index
+/// candidates, and what the folder has left to do once the load ends; writes below the bound
+/// cost what they did.
+fn fold_own_item(tx: &rusqlite::Transaction<'_>, ns: &str, key: &str) -> Result<()> {
+    let backlog: i64 = tx
+        .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM mountfs_text_pending LIMIT ?1)")
+        .and_then(|mut stmt| stmt.query_row(params![PENDING_BOUND + 1], |row| row.get(0)))
+        .map_err(map_error)?;
+    if backlog <= PENDING_BOUND {
+        return Ok(());
+    }
+    let own: Option<i64> = tx
+        .prepare_cached(
+            "SELECT p.item FROM mountfs_items AS i JOIN mountfs_text_pending AS p
+                 ON p.item = i.rowid
+             WHERE i.namespace = ?1 AND i.key = ?2 AND i.size <= ?3",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![ns, key, TOKENIZE_BYTES_PER_TRANSACTION], |row| {
+                row.get(0)
+            })
+            .optional()
+        })
+        .map_err(map_error)?;
+    if let Some(item) = own {
+        fold_items(tx, &[item])?;
+        tx.execute(
+            "DELETE FROM mountfs_text_pending WHERE item = ?1",
+            params![item],
+        )
+        .map_err(map_error)?;
+    }
+    Ok(())
+}
+
+/// Moves `items` (rowids) into the search index: each one's old trigrams out (by rowid: the
+/// table is contentless), its current content's in when it still exists as UTF-8 text.
+fn fold_items(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<()> {
+    let mut remove = tx
+        .prepare_cached("DELETE FROM mountfs_items_text WHERE rowid = ?1")
+        .map_err(map_error)?;
+    let mut add = tx
+        .prepare_cached(
+            "INSERT INTO mountfs_items_text (rowid, content)
+             SELECT rowid, CAST(content AS TEXT) FROM mountfs_items
+             WHERE rowid = ?1 AND encoding = 'utf-8' AND size <= 1048576",
+        )
+        .map_err(map_error)?;
+    for item in items {
+        remove.execute(params![item]).map_err(map_error)?;
+        add.execute(params![item]).map_err(map_error)?;
+    }
+    Ok(())
 }
 
 /// The row of a put: `content` (bytes, or zeros of the size) under `condition`.

@@ -1356,6 +1356,92 @@ async fn sqlite_writes_by_another_process_are_folded_by_the_poll() {
     assert!(index_is_exact(&file));
 }
 
+/// A bulk load outpaces the folder (it gives way to writers and pauses between batches): past
+/// 1,024 pending items (`PENDING_BOUND`) a write folds its own item in its transaction, so the
+/// backlog every search reads, and the folder's catching up after the load, stay bounded.
+/// The load here is another process's (nothing wakes this store's folder, and its poll looks
+/// every 2 s): this store's next writes find 1,100 items pending and fold their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_write_past_the_pending_bound_folds_its_own_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bulk.db");
+    let store = SqliteStore::open(&file).await.unwrap();
+    wait_ready(&store).await;
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let own_pending = |file: &std::path::Path, keys: &[&str]| -> Vec<String> {
+        let conn = rusqlite::Connection::open(file).unwrap();
+        keys.iter()
+            .filter(|key| {
+                conn.query_row(
+                    "SELECT count(*) FROM mountfs_text_pending AS p
+                     JOIN mountfs_items AS i ON i.rowid = p.item WHERE i.key = ?1",
+                    [key],
+                    |row| row.get::<_, i64>(0),
+                )
+                .unwrap()
+                    > 0
+            })
+            .map(|key| (*key).to_owned())
+            .collect()
+    };
+    // Below the bound a write only lists its item.
+    shared
+        .put(&ns, "/first.md", b"a HashMap\n", PutCondition::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(own_pending(&file, &["/first.md"]), ["/first.md"]);
+    {
+        let mut other = rusqlite::Connection::open(&file).unwrap();
+        other.busy_timeout(Duration::from_secs(10)).unwrap();
+        let tx = other.transaction().unwrap();
+        for i in 0..1100 {
+            tx.execute(
+                "INSERT INTO mountfs_items
+                     (namespace, key, encoding, size, created_at, modified_at, version, content)
+                 VALUES ('default', ?1, 'utf-8', 12, 0, 0, ?2, CAST('a BTreeMap\n' AS BLOB))",
+                rusqlite::params![format!("/bulk/{i:04}.md"), 1_000_000 + i],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    shared
+        .put(
+            &ns,
+            "/past.md",
+            b"a HashMap past\n",
+            PutCondition::Overwrite,
+        )
+        .await
+        .unwrap();
+    shared
+        .put(
+            &ns,
+            "/first.md",
+            b"a HashMap edited\n",
+            PutCondition::Overwrite,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        own_pending(&file, &["/past.md", "/first.md"]),
+        Vec::<String>::new(),
+        "writes past the bound left their items to the folder"
+    );
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared, ns).without_index();
+    for text in ["HashMap", "HashMap edited", "BTreeMap"] {
+        let q = literal(text);
+        assert_eq!(
+            sorted(&indexed, &q).await,
+            sorted(&scanning, &q).await,
+            "{text}"
+        );
+    }
+    assert!(index_is_exact(&file));
+}
+
 /// A PostgreSQL database of the test's own (the test changes the table's shape, which the
 /// other tests share in theirs), dropped at the end.
 pub(crate) struct OwnDatabase {
@@ -1469,7 +1555,7 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
     let client = db.client().await;
     client
         .batch_execute(
-            "DROP INDEX mountfs_items_trigrams, mountfs_items_trigrams_behind,
+            "DROP INDEX mountfs_items_trigram_keys, mountfs_items_trigrams_behind,
                  mountfs_items_not_utf8, mountfs_items_size;
              DROP STATISTICS mountfs_items_trigrams_behind_stats;
              ALTER TABLE mountfs_items DROP COLUMN trigrams, DROP COLUMN trigrams_version;
@@ -1582,7 +1668,7 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
         .batch_execute(
             "UPDATE mountfs_items SET trigrams = NULL, trigrams_version = NULL
                  WHERE key >= '/n/3';
-             DROP INDEX mountfs_items_trigrams;",
+             DROP INDEX mountfs_items_trigram_keys;",
         )
         .await
         .unwrap();
@@ -1616,18 +1702,118 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
     db.drop().await;
 }
 
-/// Whether the index `mountfs_items_trigrams` is valid, and its access method.
+/// Whether the index `mountfs_items_trigram_keys` is valid, and its access method.
 async fn trigram_index_state(client: &tokio_postgres::Client) -> Option<(bool, String)> {
     client
         .query_opt(
             "SELECT i.indisvalid, a.amname FROM pg_index i
                JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-              WHERE i.indexrelid = to_regclass('mountfs_items_trigrams')",
+              WHERE i.indexrelid = to_regclass('mountfs_items_trigram_keys')",
             &[],
         )
         .await
         .unwrap()
         .map(|row| (row.get::<_, bool>(0), row.get::<_, String>(1)))
+}
+
+/// A write that leaves its item behind does not touch the trigram GIN index: the index holds
+/// only the rows whose trigrams are not `NULL`. Before, it held every row, and each such write
+/// appended a key for its `NULL` to the index's pending list. A store built by that release
+/// (the GIN over every row, `mountfs_items_trigrams`) gains the partial index at its next start
+/// and the old one is dropped; answers stay exact throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let db = OwnDatabase::new(&url, "mountfs_partial").await;
+    {
+        let store = PostgresStore::connect(&db.url).await.unwrap();
+        wait_ready_postgres(&store).await;
+        write_old_way(&db.client().await, 300).await;
+    }
+    let client = db.client().await;
+    // The index as the earlier release made it.
+    client
+        .batch_execute(
+            "DROP INDEX mountfs_items_trigram_keys;
+             CREATE INDEX mountfs_items_trigrams ON mountfs_items USING gin (trigrams);",
+        )
+        .await
+        .unwrap();
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    wait_ready_postgres(&store).await;
+    let ns = Namespace::new("default").unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    exact(&indexed, &scanning).await;
+    let started = Instant::now();
+    while client
+        .query_opt(
+            "SELECT 1 FROM pg_class WHERE relname = 'mountfs_items_trigrams'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the earlier index was not dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let predicate: Option<String> = client
+        .query_one(
+            "SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+              WHERE indexrelid = to_regclass('mountfs_items_trigram_keys')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(predicate.as_deref(), Some("(trigrams IS NOT NULL)"));
+    wait_caught_up(&client).await;
+    // Writes left behind (the pass held off) add nothing to the index, not even to its
+    // pending list, whose size PostgreSQL's pgstattuple reports.
+    let paused = PassPaused::new(&db).await;
+    client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        .await
+        .unwrap();
+    client.batch_execute("VACUUM mountfs_items").await.unwrap();
+    let pending = || async {
+        client
+            .query_one(
+                "SELECT pending_tuples FROM pgstatginindex('mountfs_items_trigram_keys')",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    assert_eq!(pending().await, 0);
+    for i in 0..40 {
+        shared
+            .put(
+                &ns,
+                &format!("/behind/{i}.md"),
+                format!("unsafe impl Send for Behind{i}\n").as_bytes(),
+                PutCondition::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    assert!(behind(&client).await >= 40);
+    assert_eq!(pending().await, 0, "writes left behind touched the index");
+    exact(&indexed, &scanning).await;
+    paused.release().await;
+    wait_caught_up(&client).await;
+    exact(&indexed, &scanning).await;
+    trigrams_are_exact(&client).await;
+    drop((indexed, scanning, shared, store));
+    db.drop().await;
 }
 
 /// A few literals answer as a scan does.
@@ -1659,12 +1845,12 @@ async fn a_postgres_index_left_invalid_is_dropped_and_built_again() {
     }
     let client = db.client().await;
     client
-        .batch_execute("DROP INDEX mountfs_items_trigrams")
+        .batch_execute("DROP INDEX mountfs_items_trigram_keys")
         .await
         .unwrap();
     let failed = client
         .batch_execute(
-            "CREATE UNIQUE INDEX CONCURRENTLY mountfs_items_trigrams ON mountfs_items (namespace)",
+            "CREATE UNIQUE INDEX CONCURRENTLY mountfs_items_trigram_keys ON mountfs_items (namespace)",
         )
         .await;
     assert!(failed.is_err(), "the unique index was built");
