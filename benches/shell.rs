@@ -1,7 +1,9 @@
 //! Shell-mount benchmark (issue 27), over a real OpenSSH server on 127.0.0.1 started here:
 //! the persistent design (one long-lived `ssh … sh`, every call a frame on it) side by side with
 //! the per-call design (one fresh `ssh host cmd` per operation), in the same run, on the same
-//! files: `read_file` of a 2 KiB file, a 100-line window in the middle of a 64 MiB file, and a
+//! files: `read_file` of a 2 KiB file, a 100-line window in the middle of a 64 MiB file (the
+//! same window again and again, the next page each time, and the first window of the file on a
+//! mount that remembers none of its line starts yet), and a
 //! grep of a literal in 2,000 files (~4 KiB each, 1 in 10 holding it), and a grep of a regex with
 //! no literal (`\d{4}-\d{2}-\d{2}`) in the same files (another 1 in 10 matching), and in a copy
 //! of them where every file also holds a non-ASCII UTF-8 comment.
@@ -27,6 +29,8 @@ use support::shells::SshServer;
 
 const SMALL_RUNS: usize = 40;
 const GREP_RUNS: usize = 8;
+/// First windows of the big file, each on a mount that remembers nothing yet.
+const FIRST_RUNS: usize = 5;
 const FILES: usize = 2_000;
 const NEEDLE: &str = "needle_4f2a";
 /// A regex without a literal the target could be asked for (issue 27), and the same for
@@ -135,6 +139,9 @@ fn main() {
     runtime.block_on(backend.probe()).expect("connect");
     let p = |s: &str| VirtualPath::parse(s).unwrap();
     let mid = lines / 2;
+    // Line starts of a file are remembered once its ctime is two seconds old (see
+    // `backend::shell`): let the files written above get there.
+    std::thread::sleep(Duration::from_millis(2_200));
 
     // Persistent shell.
     let b = backend.clone();
@@ -165,6 +172,48 @@ fn main() {
             assert_eq!(text.lines.len(), 100);
         }
     });
+    let after_repeats = backend.window_counters();
+    // Paging on from the middle: each window starts where the one before it ended.
+    let page = Arc::new(std::sync::atomic::AtomicUsize::new(mid + 100));
+    let b = backend.clone();
+    let next_page = time_async(&runtime, SMALL_RUNS, || {
+        let b = b.clone();
+        let offset = page.fetch_add(100, std::sync::atomic::Ordering::Relaxed);
+        async move {
+            let view = b
+                .read_window(&p("/big.log"), LineWindow { offset, limit: 100 })
+                .await
+                .unwrap();
+            let mountfs::backend::FileView::Text(text) = view else {
+                panic!("text")
+            };
+            assert_eq!(text.lines.len(), 100);
+        }
+    });
+    // The first window of the file: a mount that remembers nothing yet (its connection opened
+    // before the clock starts).
+    let first_window = median(
+        (0..FIRST_RUNS)
+            .map(|_| {
+                let fresh = ShellBackend::new("bench", server.command(), &root_text);
+                runtime.block_on(fresh.probe()).expect("connect");
+                let start = Instant::now();
+                let view = runtime
+                    .block_on(fresh.read_window(
+                        &p("/big.log"),
+                        LineWindow {
+                            offset: mid,
+                            limit: 100,
+                        },
+                    ))
+                    .unwrap();
+                let elapsed = start.elapsed();
+                assert!(matches!(view, mountfs::backend::FileView::Text(_)));
+                assert_eq!(fresh.window_counters().lines_passed, mid as u64);
+                elapsed
+            })
+            .collect(),
+    );
     let pattern = Arc::new(GrepPattern::new(NEEDLE, true, false).unwrap());
     let b = backend.clone();
     let grep = time_async(&runtime, GREP_RUNS, || {
@@ -277,6 +326,16 @@ fn main() {
             window,
             ssh_window,
         ),
+        (
+            "  the same, paging on (the next 100 lines)",
+            next_page,
+            ssh_window,
+        ),
+        (
+            "  the same, first window of the file",
+            first_window,
+            ssh_window,
+        ),
         ("grep literal, 2,000 files (200 match)", grep, ssh_grep),
         (
             "grep literal-free regex, 2,000 files (200)",
@@ -297,4 +356,8 @@ fn main() {
             fresh.as_secs_f64() / persistent.as_secs_f64()
         );
     }
+    println!(
+        "windows of the 64 MiB file in the repeated run: {} read, {} begun at a remembered line start, {} lines read through on the target",
+        after_repeats.windows, after_repeats.from_marks, after_repeats.lines_passed
+    );
 }

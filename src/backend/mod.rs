@@ -40,7 +40,7 @@ pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use disk::{DiskBackend, DiskOptions};
 pub use memory::MemoryBackend;
 pub use overlay::OverlayBackend;
-pub use shell::{DirPlace, RemoteRun, RemoteStartError, RunEvent, ShellBackend};
+pub use shell::{DirPlace, RemoteRun, RemoteStartError, RunEvent, ShellBackend, WindowCounters};
 pub use store::StoreBackend;
 // The query side of the trait's `glob` and `grep` lives in `search` (issue 16).
 pub use crate::search::{

@@ -1916,3 +1916,298 @@ async fn a_directory_of_20000_names_is_listed_without_a_quadratic_pass() {
         assert!(!listed.iter().any(|e| e.path.as_str() == "/out"), "{label}");
     }
 }
+
+/// The targets of the window cases: local sh, busybox-only sh, busybox without `stat` (whose
+/// stamps have whole seconds and a ctime from `ls -c`), ssh (those present here).
+fn window_targets(group: &str) -> Vec<(&'static str, Target)> {
+    let mut out = targets(group);
+    if let Some(target) = shells::busybox_minimal(group) {
+        out.push(("busybox-minimal", target));
+    }
+    out
+}
+
+/// ~12 MiB of text a window must show exactly as a disk mount does: a BOM, CRLF lines among
+/// LF ones, empty lines, lines of many lengths, non-ASCII text, a last line without a line
+/// feed. Returns the text and its number of line feeds.
+fn mixed_big_text() -> (Vec<u8>, usize) {
+    let mut text = "\u{feff}".as_bytes().to_vec();
+    let mut i = 0usize;
+    while text.len() < 12 * 1024 * 1024 {
+        let body = match i % 7 {
+            0 => String::new(),
+            1 => format!("L{i} {}", "é".repeat(i % 50)),
+            2 => format!("L{i} {}\r", "x".repeat(i % 300)),
+            3 => format!("L{i} ✓ {}", "-".repeat(i % 13)),
+            _ => format!("L{i} {}", "abc ".repeat(i % 40)),
+        };
+        text.extend_from_slice(body.as_bytes());
+        text.push(b'\n');
+        i += 1;
+    }
+    text.extend_from_slice(b"the last line, without a line feed");
+    (text, i)
+}
+
+/// Lets the target's clock pass the second the files were written in and the next: the marks
+/// of a file are remembered only once its ctime is two seconds old (`marks::trusted`).
+fn let_the_stamps_settle() {
+    std::thread::sleep(std::time::Duration::from_millis(2_200));
+}
+
+/// A window of a big file on a shell mount starts at a remembered line start when one is known
+/// (the target seeks there), so its lines must be exactly a disk mount's wherever it is, in
+/// whatever order windows are asked for: forwards, backwards, repeated, past the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_at_many_offsets_of_a_big_file_are_a_disk_mounts() {
+    let (text, lines) = mixed_big_text();
+    let disk_dir = tempfile::tempdir().unwrap();
+    std::fs::write(disk_dir.path().join("mixed.log"), &text).unwrap();
+    let disk = backends::disk_at(disk_dir.path(), Default::default());
+    let targets = window_targets("shell windows against disk");
+    for (_, target) in &targets {
+        std::fs::write(target.dir.path().join("mixed.log"), &text).unwrap();
+    }
+    let_the_stamps_settle();
+    let asks: Vec<(usize, usize)> = vec![
+        (0, 100),
+        (1, 7),
+        (90_000, 100),
+        (90_100, 100),
+        (90_200, 1),
+        (90_050, 100),
+        (89_999, 3),
+        (60_000, 100),
+        (60_000, 100),
+        (150_000, 50),
+        (lines - 20, 100),
+        (lines - 1, 100),
+        (lines, 100),
+        (lines + 1, 100),
+        (lines + 5_000, 10),
+        (30, 100),
+        (120_001, 100),
+        (90_100, 100),
+        (120_000, 100),
+    ];
+    for (label, target) in &targets {
+        let shell = target.backend();
+        for &(offset, limit) in &asks {
+            let window = LineWindow { offset, limit };
+            let (FileView::Text(want), FileView::Text(got)) = (
+                disk.read_window(&p("/mixed.log"), window).await.unwrap(),
+                shell.read_window(&p("/mixed.log"), window).await.unwrap(),
+            ) else {
+                panic!("{label}: not text at {offset}");
+            };
+            assert_eq!(got.lines, want.lines, "{label}: lines at {offset}+{limit}");
+            assert_eq!(got.has_more, want.has_more, "{label}: more at {offset}");
+            assert_eq!(got.lossy, want.lossy, "{label}: lossy at {offset}");
+            if let (Some(got), Some(want)) = (got.total_lines, want.total_lines) {
+                assert_eq!(got, want, "{label}: total lines at {offset}");
+            }
+        }
+        let counters = shell.window_counters();
+        assert_eq!(counters.windows, asks.len() as u64, "{label}: {counters:?}");
+        assert!(
+            counters.from_marks >= 8,
+            "{label}: windows begun at a remembered line start: {counters:?}"
+        );
+        assert_eq!(counters.stale_marks, 0, "{label}: {counters:?}");
+    }
+}
+
+/// Reads the 100-line window at `offset` of `/big.log` (numbered lines) and returns the lines
+/// the target read through to find it and whether it began at a remembered line start.
+async fn deep_window(backend: &ShellBackend, label: &str, offset: usize) -> (u64, u64) {
+    let before = backend.window_counters();
+    let view = backend
+        .read_window(&p("/big.log"), LineWindow { offset, limit: 100 })
+        .await
+        .unwrap();
+    let FileView::Text(window) = view else {
+        panic!("{label}: not text")
+    };
+    assert_eq!(
+        window.lines[0],
+        format!("line {offset:07} {}", "x".repeat(60)),
+        "{label}"
+    );
+    let after = backend.window_counters();
+    (
+        after.lines_passed - before.lines_passed,
+        after.from_marks - before.from_marks,
+    )
+}
+
+/// The second window deep in a big file does not read the file up to it: the target begins at
+/// the line start the first window reported (a `dd skip`, which seeks) and passes only the
+/// lines between it and the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_deep_window_reads_from_a_remembered_line_start() {
+    const LINES: usize = 250_000;
+    let mut text = String::with_capacity(67 * LINES);
+    for i in 0..LINES {
+        text.push_str(&format!("line {i:07} {}\n", "x".repeat(60)));
+    }
+    for (label, target) in window_targets("shell window marks") {
+        std::fs::write(target.dir.path().join("big.log"), &text).unwrap();
+        // Just written: its stamp could still change within the second, so nothing is
+        // remembered yet, and the same window is found from the file's start again.
+        let written = std::time::Instant::now();
+        let early = target.backend();
+        assert_eq!(
+            deep_window(&early, label, 200_000).await,
+            (200_000, 0),
+            "{label}"
+        );
+        let again = deep_window(&early, label, 200_000).await;
+        if written.elapsed() < std::time::Duration::from_secs(1) {
+            assert_eq!(again, (200_000, 0), "{label}: remembered too early");
+        }
+        let_the_stamps_settle();
+        let backend = target.backend();
+        let w = |offset| deep_window(&backend, label, offset);
+        assert_eq!(w(200_000).await, (200_000, 0), "{label}: first");
+        assert_eq!(w(200_000).await, (0, 1), "{label}: the same window");
+        assert_eq!(w(200_100).await, (0, 1), "{label}: the next page");
+        assert_eq!(w(200_150).await, (50, 1), "{label}: within a page");
+        assert_eq!(w(210_000).await, (9_750, 1), "{label}: further on");
+        assert_eq!(w(100_000).await, (100_000, 0), "{label}: before every mark");
+        assert_eq!(w(100_000).await, (0, 1), "{label}: and again");
+        let (files, starts) = backend.remembered_line_starts();
+        assert_eq!(files, 1, "{label}");
+        assert!((2..=12).contains(&starts), "{label}: {starts}");
+        assert_eq!(backend.window_counters().stale_marks, 0, "{label}");
+    }
+}
+
+/// The text of [`a_window_after_a_change_behind_the_servers_back_shows_the_new_lines`]: lines of
+/// 64 bytes, the first `split` of them cut in two by a line feed in their middle (the same size,
+/// the same byte offsets of every later line, each one line further on).
+fn sixty_four_byte_lines(lines: usize, split: usize) -> Vec<u8> {
+    let mut text = Vec::with_capacity(64 * lines);
+    for i in 0..lines {
+        let mut line = format!("row {i:07} {}\n", "y".repeat(51)).into_bytes();
+        if i < split {
+            line[30] = b'\n';
+        }
+        text.extend_from_slice(&line);
+    }
+    text
+}
+
+/// A change made behind the server's back, in place, keeping the size and setting the
+/// modification time back (`touch -d`), moves every line of the file one line further while
+/// each line start stays at its byte: the remembered line starts would still be line starts,
+/// only numbered wrongly. The stamp shows the change (its ctime), so the window shows the new
+/// lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_after_a_change_behind_the_servers_back_shows_the_new_lines() {
+    use std::os::unix::fs::FileExt;
+    const LINES: usize = 200_000;
+    let before = sixty_four_byte_lines(LINES, 0);
+    let after = sixty_four_byte_lines(LINES, 1);
+    assert_eq!(before.len(), after.len());
+    for (label, target) in window_targets("shell window after a change") {
+        let file = target.dir.path().join("rows.log");
+        std::fs::write(&file, &before).unwrap();
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let backend = target.backend();
+        let_the_stamps_settle();
+        let row = |window: &FileView| match window {
+            FileView::Text(window) => window.lines[0].clone(),
+            _ => panic!("{label}: not text"),
+        };
+        let window = LineWindow {
+            offset: 150_000,
+            limit: 100,
+        };
+        for _ in 0..2 {
+            let view = backend.read_window(&p("/rows.log"), window).await.unwrap();
+            assert!(row(&view).starts_with("row 0150000 "), "{label}");
+        }
+        assert_eq!(backend.window_counters().from_marks, 1, "{label}");
+        // Behind the server's back: the first line cut in two in place, the time set back.
+        let handle = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        handle.write_all_at(&after[..64], 0).unwrap();
+        handle.set_modified(modified).unwrap();
+        drop(handle);
+        assert_eq!(std::fs::read(&file).unwrap(), after);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().modified().unwrap(),
+            modified
+        );
+        let view = backend.read_window(&p("/rows.log"), window).await.unwrap();
+        assert!(
+            row(&view).starts_with("row 0149999 "),
+            "{label}: a stale line start numbered the lines: {}",
+            row(&view)
+        );
+        assert_eq!(backend.window_counters().stale_marks, 0, "{label}");
+    }
+}
+
+/// Where the target's stamps cannot see a change at all (here a `stat` that always shows the
+/// same times), a remembered line start that is no longer one is found out on the target (the
+/// byte before it is not a line feed): the marks are dropped and the window is found from the
+/// file's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_start_that_is_no_longer_one_is_not_used() {
+    use std::os::unix::fs::{FileExt, PermissionsExt};
+    const LINES: usize = 200_000;
+    let work = tempfile::tempdir().unwrap();
+    let shim = work.path().join("shim");
+    std::fs::create_dir(&shim).unwrap();
+    let real_stat = ["/usr/bin/stat", "/bin/stat"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("stat");
+    let stat = shim.join("stat");
+    std::fs::write(
+        &stat,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *%y*) exit 1;; esac\n{real_stat} \"$@\" | sed -E 's/^([0-9a-f]+ [0-9]+) [0-9]+ [0-9]+ /\\1 1000 1000 /'\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stat, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = work.path().join("target");
+    std::fs::create_dir(&dir).unwrap();
+    let file = dir.join("rows.log");
+    let before = sixty_four_byte_lines(LINES, 0);
+    std::fs::write(&file, &before).unwrap();
+    let backend = ShellBackend::new(
+        "blind",
+        vec![
+            "env".into(),
+            format!("PATH={}:/usr/bin:/bin", shim.display()),
+            "sh".into(),
+        ],
+        dir.to_str().unwrap(),
+    );
+    let window = LineWindow {
+        offset: 150_000,
+        limit: 100,
+    };
+    let first_row = |view: FileView| match view {
+        FileView::Text(window) => window.lines[0].clone(),
+        _ => panic!("not text"),
+    };
+    for _ in 0..2 {
+        let view = backend.read_window(&p("/rows.log"), window).await.unwrap();
+        assert!(first_row(view).starts_with("row 0150000 "));
+    }
+    assert_eq!(backend.window_counters().from_marks, 1);
+    // Every byte one further on: one byte more at the start, one less at the end.
+    let mut after = vec![b'>'];
+    after.extend_from_slice(&before[..before.len() - 1]);
+    let handle = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    handle.write_all_at(&after, 0).unwrap();
+    drop(handle);
+    let view = backend.read_window(&p("/rows.log"), window).await.unwrap();
+    assert!(first_row(view).starts_with("row 0150000 "));
+    let counters = backend.window_counters();
+    assert_eq!(counters.stale_marks, 1, "{counters:?}");
+    assert_eq!(counters.from_marks, 1, "{counters:?}");
+}

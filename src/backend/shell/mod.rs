@@ -41,8 +41,11 @@
 //! - **Links.** `ls` shows a symlink that stays inside the directory as what it leads to and
 //!   leaves out one that leads outside (or is broken), as a disk mount does; `glob` and `grep`
 //!   follow none.
-//! - **Big files** (over 8 MiB) are read in windows by `sed` on the target; smaller ones are read
-//!   whole, as the disk mount reads them.
+//! - **Big files** (over 8 MiB) are read in windows on the target; smaller ones are read whole,
+//!   as the disk mount reads them. The target reports where a window starts (a byte offset),
+//!   the server remembers such line starts per file version (`marks`), and the next window of
+//!   the file begins at the nearest one at or before it (`dd skip`, a seek), so only the first
+//!   window deep in a file reads through the file's beginning.
 //!
 //! Not kept: undo of a delete or an overwrite of a file too big to hold in memory (no aside
 //! content), the crash journal of multi-file changes (changes are made one file at a time),
@@ -50,6 +53,7 @@
 
 mod conn;
 mod line_regex;
+mod marks;
 mod prefilter;
 mod run;
 mod script;
@@ -64,6 +68,7 @@ use sha2::{Digest, Sha256};
 
 use self::conn::{CallError, Pool, Reply};
 use self::line_regex::LineRegex;
+use self::marks::{Mark, WindowMarks};
 use self::prefilter::Plan;
 use self::script::{Frame, status};
 use self::utf8_regex::Utf8Regex;
@@ -136,6 +141,26 @@ pub struct ShellBackend {
     /// rename run in one script on the target, but two scripts of two connections could
     /// interleave between them (module doc). Paths share [`LOCK_STRIPES`] locks by hash.
     locks: Vec<tokio::sync::Mutex<()>>,
+    /// Line starts of big files, learnt while finding windows (see `marks`).
+    marks: WindowMarks,
+    /// How windows of big files were found (see [`WindowCounters`]).
+    counters: std::sync::Mutex<WindowCounters>,
+}
+
+/// How the windows of a shell mount's big files were found on the target, since the mount
+/// opened: what tests and the benchmark look at to see that a window deep in a file was read
+/// from a remembered line start rather than through the file's beginning.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WindowCounters {
+    /// Windows of files over 8 MiB read.
+    pub windows: u64,
+    /// Of those, the windows the target began at a remembered line start (a seek).
+    pub from_marks: u64,
+    /// Lines the target read through to find where windows start, in all.
+    pub lines_passed: u64,
+    /// Remembered line starts the target found not to be one (the file changed without its
+    /// stamp showing it): the file's marks were dropped and the window found from its start.
+    pub stale_marks: u64,
 }
 
 /// How many locks the changes of a shell mount's paths share.
@@ -401,7 +426,23 @@ impl ShellBackend {
             locks: (0..LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
+            marks: WindowMarks::default(),
+            counters: std::sync::Mutex::new(WindowCounters::default()),
         }
+    }
+
+    /// How the windows of big files were found so far (see [`WindowCounters`]).
+    pub fn window_counters(&self) -> WindowCounters {
+        *self
+            .counters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many files have line starts remembered, and how many starts in all (bounded: at
+    /// most 64 files of at most 256 starts each).
+    pub fn remembered_line_starts(&self) -> (usize, usize) {
+        self.marks.size()
     }
 
     fn stripe(path: &VirtualPath) -> usize {
@@ -541,6 +582,60 @@ impl ShellBackend {
         } else {
             said.chars().take(500).collect()
         })
+    }
+
+    /// Files what a window call found on the target about the file at `at` (its stamp line
+    /// `stamp`): the line start where the window began, and the one after the window's last
+    /// line when the window holds it whole (`raw`: the window's bytes as the target printed
+    /// them, `wanted`: the line feeds before the window, `limit`: its lines).
+    fn learn_marks(
+        &self,
+        at: &str,
+        stamp: &[u8],
+        found: &WindowFound,
+        raw: &[u8],
+        wanted: u64,
+        limit: usize,
+    ) {
+        {
+            let mut counters = self
+                .counters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            counters.windows += 1;
+            counters.lines_passed += found.passed;
+            if found.stale {
+                counters.stale_marks += 1;
+            } else if found.from > 0 {
+                counters.from_marks += 1;
+            }
+        }
+        if found.stale {
+            self.marks.forget(at);
+        }
+        let Ok(stamp) = std::str::from_utf8(stamp) else {
+            return;
+        };
+        let key = format!("{stamp} {}", found.ctime);
+        let mut learnt = Vec::new();
+        if found.lines == wanted {
+            learnt.push(Mark {
+                lines: wanted,
+                byte: found.byte,
+            });
+            if let Some(length) = whole_lines_length(raw, limit) {
+                learnt.push(Mark {
+                    lines: wanted + limit as u64,
+                    byte: found.byte + length,
+                });
+            }
+        }
+        let ctime = match found.ctime.strip_prefix('D') {
+            Some(full_time) => epoch_of_full_time(full_time),
+            None => found.ctime.parse().ok(),
+        };
+        let trusted = !found.stale && marks::trusted(ctime, found.now);
+        self.marks.learn(at, &key, trusted, &learnt);
     }
 
     async fn call(&self, frame: Frame) -> Result<Reply> {
@@ -1002,7 +1097,82 @@ fn mode_flag(mode: &WriteMode) -> (&'static str, Option<&Version>) {
     }
 }
 
-/// The lines of a window `sed` printed: `limit` at most, CR of CRLF dropped, a BOM dropped
+/// What the target's `rw` says after a window of a big file (its last line): how it found
+/// the window's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WindowFound {
+    /// The target's clock (seconds) just after the stamp was taken; `None` when not read (the
+    /// file still had the identity its marks are filed under) or not known.
+    now: Option<i64>,
+    /// The file's ctime as the target shows it: seconds, or `D` and `ls --full-time`'s time.
+    ctime: String,
+    /// Line feeds before `byte`: the window's line feeds before it when it starts there, fewer
+    /// when the file ended first (then all of the file's).
+    lines: u64,
+    /// Where the window starts (a line start), or the end of the file.
+    byte: u64,
+    /// The line start the server sent was not one: the file changed under its stamp.
+    stale: bool,
+    /// The line start the target began at (0: the file's start).
+    from: u64,
+    /// Lines the target read through to find the window's start.
+    passed: u64,
+    /// The file ended before the window, and its last line has no line feed (a line more
+    /// than `lines`).
+    partial_last: bool,
+}
+
+impl WindowFound {
+    fn parse(info: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(trimmed(info)).ok()?;
+        let fields: Vec<&str> = text.split(' ').collect();
+        let [now, ctime, lines, byte, state, from, passed, partial] = fields.as_slice() else {
+            return None;
+        };
+        Some(Self {
+            now: now.parse().ok(),
+            ctime: (*ctime).to_owned(),
+            lines: lines.parse().ok()?,
+            byte: byte.parse().ok()?,
+            stale: match *state {
+                "k" => false,
+                "x" => true,
+                _ => return None,
+            },
+            from: from.parse().ok()?,
+            passed: passed.parse().ok()?,
+            partial_last: match *partial {
+                "0" => false,
+                "1" => true,
+                _ => return None,
+            },
+        })
+    }
+}
+
+/// The length of the first `limit` lines of a window as the target printed it, when each is
+/// whole (none cut at 256 KiB, no NUL byte a `cut` could have stopped at) and another line
+/// follows them (so the last one's line feed is the file's, not one `cut` added at the end):
+/// where the line after them starts.
+fn whole_lines_length(raw: &[u8], limit: usize) -> Option<u64> {
+    if memchr::memchr(0, raw).is_some() {
+        return None;
+    }
+    let mut at = 0usize;
+    for _ in 0..limit {
+        let end = memchr::memchr(b'\n', raw.get(at..)?)?;
+        if end >= WINDOW_LINE_BYTES {
+            return None;
+        }
+        at += end + 1;
+    }
+    (at < raw.len()).then_some(at as u64)
+}
+
+/// The most bytes of one line a window of a big file carries (`cut -b 1-262144` on the target).
+const WINDOW_LINE_BYTES: usize = 256 * 1024;
+
+/// The lines of a window the target printed: `limit` at most, CR of CRLF dropped, a BOM dropped
 /// from the file's first line; whether more followed; whether any line was not UTF-8.
 fn window_lines(bytes: &[u8], first_line: bool, limit: usize) -> (Vec<String>, bool, bool) {
     let mut raw: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
@@ -1267,15 +1437,21 @@ impl Backend for ShellBackend {
     }
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         refuse_temp_name(path)?;
-        // sed's line numbers: the window's first, and one past its last (to see more).
+        // The window's first line and one past its last (to see more), counted from 1.
         let first = window.offset.saturating_add(1).min(1 << 60);
         let past = first.saturating_add(window.limit).min(1 << 61);
-        let frame = Frame::call("rw").path(relative(path)).arg(first).arg(past);
+        let at = relative(path);
+        let mut frame = Frame::call("rw").path(at).arg(first).arg(past);
+        // The nearest remembered line start at or before the window, with the identity it is
+        // filed under: the target seeks there when the file still has that identity.
+        if let Some((key, mark)) = self.marks.best(at, first as u64 - 1) {
+            frame = frame.arg(mark.byte).arg(mark.lines).line_payload(&key);
+        }
         let reply = self.call(frame).await?;
         if reply.status != 0 {
             return Err(self.failure(path, &reply));
         }
-        let parts = reply.parts(2);
+        let parts = reply.parts(4);
         let (Some(meta), Some(rest)) = (
             parts.first().and_then(|m| Meta::parse(trimmed(m))),
             parts.get(1),
@@ -1283,6 +1459,9 @@ impl Backend for ShellBackend {
             return Err(self.malformed(path, "read_file"));
         };
         if meta.size <= HASHED_SIZE_LIMIT {
+            // The whole file: everything after the stamp, separators included.
+            let whole = reply.parts(2);
+            let rest = whole.get(1).copied().unwrap_or(rest);
             // `rw` prints at most one byte past the limit: the file grew past it while read.
             if rest.len() as u64 > HASHED_SIZE_LIMIT {
                 return Err(Error::Io {
@@ -1294,14 +1473,20 @@ impl Backend for ShellBackend {
             return Ok(view_of_bytes(rest, version, window).with_modified(meta.modified()));
         }
         let version = meta.identity_version();
-        let rest_parts: Vec<&[u8]> = {
-            let finder_reply = &reply;
-            let all = finder_reply.parts(3);
-            all.into_iter().skip(1).collect()
-        };
-        let (Some(head), Some(lines)) = (rest_parts.first(), rest_parts.get(1)) else {
+        let (Some(head), Some(lines)) = (parts.get(1), parts.get(2)) else {
             return Err(self.malformed(path, "read_file"));
         };
+        let found = parts.get(3).and_then(|info| WindowFound::parse(info));
+        if let Some(found) = &found {
+            self.learn_marks(
+                at,
+                trimmed(parts[0]),
+                found,
+                lines,
+                first as u64 - 1,
+                window.limit,
+            );
+        }
         if content::looks_binary(head) {
             return Ok(FileView::Binary(BinarySample {
                 modified: meta.modified(),
@@ -1312,10 +1497,17 @@ impl Backend for ShellBackend {
         }
         let (lines, has_more, lossy) = window_lines(lines, window.offset == 0, window.limit);
         let total_lines = if lines.is_empty() && window.offset > 0 {
-            let reply = self.call(Frame::call("wl").path(relative(path))).await?;
-            std::str::from_utf8(trimmed(&reply.stdout))
-                .ok()
-                .and_then(|n| n.parse::<usize>().ok())
+            // No line at the window's start: the file's lines were all passed on the way (a
+            // last line without a line feed counts, as on a disk mount).
+            match &found {
+                Some(found) => usize::try_from(found.lines + u64::from(found.partial_last)).ok(),
+                None => {
+                    let reply = self.call(Frame::call("wl").path(at)).await?;
+                    std::str::from_utf8(trimmed(&reply.stdout))
+                        .ok()
+                        .and_then(|n| n.parse::<usize>().ok())
+                }
+            }
         } else {
             None
         };
@@ -1793,6 +1985,41 @@ mod tests {
         assert_eq!(pairs.len(), 2);
         assert_eq!(pairs[1].0, b"b c");
         assert!(pair_batch(b"a\0b\0", b"81a4 1 1 1 1 1\n").is_none());
+    }
+
+    #[test]
+    fn the_lines_after_a_window_start_where_its_whole_lines_end() {
+        assert_eq!(whole_lines_length(b"ab\r\nc\nd\n", 2), Some(6));
+        assert_eq!(
+            whole_lines_length(b"ab\nc\n", 2),
+            None,
+            "nothing after them"
+        );
+        assert_eq!(whole_lines_length(b"ab\n", 2), None, "fewer lines");
+        assert_eq!(whole_lines_length(b"a\0b\nc\nd\n", 1), None, "a NUL");
+        let long = [vec![b'x'; WINDOW_LINE_BYTES], b"\nnext\n".to_vec()].concat();
+        assert_eq!(whole_lines_length(&long, 1), None, "a line cut or as long");
+        assert_eq!(whole_lines_length(b"a\nb\n", 0), Some(0));
+    }
+
+    #[test]
+    fn what_the_target_found_is_read_from_its_last_line() {
+        let found =
+            WindowFound::parse(b"1795698983 1795698000 150000 9600000 k 9000000 6000 0").unwrap();
+        assert_eq!(found.now, Some(1_795_698_983));
+        assert_eq!(found.ctime, "1795698000");
+        assert_eq!(
+            (found.lines, found.byte, found.from, found.passed),
+            (150_000, 9_600_000, 9_000_000, 6_000)
+        );
+        assert!(!found.stale);
+        assert!(!found.partial_last);
+        let found = WindowFound::parse(b"- D2026-11-26T13:16:23+0000 5 60 x 0 5 1").unwrap();
+        assert_eq!(found.now, None);
+        assert!(found.stale && found.partial_last);
+        assert!(WindowFound::parse(b"- - 5 60 q 0 5 0").is_none());
+        assert!(WindowFound::parse(b"- - 5 60 k 0 5 2").is_none());
+        assert!(WindowFound::parse(b"1 2 3").is_none());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! What the script relies on: POSIX `sh` and the utilities busybox also has (`dd`, `cat`,
 //! `head`, `tail`, `sed`, `find`, `mkdir`, `mv`, `ln`, `rm`, `chmod`, `mktemp`, `cut`, `wc`,
-//! `sha256sum`).
+//! `date`, `sha256sum`).
 //! `stat -c`, `readlink -f`, `dd iflag=fullblock`, `rg`, `mv -T`/`ln -T` and `setsid` are used
 //! when present (detected once, in the opening script) and never required: without `stat -c` a
 //! listing has no times, without `readlink -f` a symlink as the last component of a path is
@@ -21,6 +21,20 @@
 //! (`head -c`; `read_at_most` asks for one past its limit) and `rw` at most one byte past
 //! 8 MiB of a file it found no bigger, so a file that grows between the size check and the
 //! read (a log appended to, a file swapped for a big one) is never read whole into memory.
+//!
+//! A window of a big file (`rw`) starts at the line start the server sends when the file still
+//! has the identity it sent with it (its stamp and ctime), else at the file's start; `sk`
+//! passes the lines before the window (`head -n N | wc -lc`: the line feeds and bytes passed)
+//! and `wn` prints the window. Both reach a line start with `fr`: `dd skip` in 4 KiB blocks
+//! (which seeks on a regular file, with GNU and busybox `dd` alike; busybox `tail -c +N` reads
+//! through instead) and `tail -c` for the rest of a block, starting one byte early to check
+//! that the byte before the line start is a line feed (status 3 when not: the server's start
+//! was stale, and the window is found from the file's start). The last line of the answer
+//! tells the server the target's clock (read when the identity was not the one sent), the
+//! ctime (`ls -c` without `stat -c`), where the window starts (or the line feeds of the whole
+//! file, when it ends first), whether a start proved stale, where the target began, how many
+//! lines it passed and whether a file that ended first has a last line without a line feed
+//! (`marks` in the backend).
 //!
 //! Files too large to hold in memory (`mountfs cp`) travel in ranges: `rr` prints a byte range
 //! (`dd` with `skip`/`count` in 64 KiB blocks, `tail -c +N | head -c N` otherwise) between two
@@ -213,14 +227,51 @@ rd() (
   [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
   me "$f" || exit 10; sep; if [ "$lm" = - ]; then cat "$f"; else head -c "$lm" "$f"; fi
 )
+if [ "$ST" = 1 ]; then mc() { :; }
+else mc() { ls -lnidLc --full-time -- "$1" 2>/dev/null | { read -r i m l u g s dt tm tz r || exit 1; echo "D${dt}T$tm$tz"; }; }; fi
+fr() {
+  q=$((($1 - 1) / 4096)); r=$((($1 - 1) % 4096))
+  if [ "$r" -eq 0 ]; then dd if="$f" bs=4096 skip="$q" 2>/dev/null
+  else dd if="$f" bs=4096 skip="$q" 2>/dev/null | tail -c +$((r + 1)); fi
+}
+sk() {
+  if [ "$1" -eq 0 ]; then head -n "$2" "$f" | wc -lc
+  else fr "$1" | { IFS= read -r x && [ -z "$x" ] || exit 3; head -n "$2" | wc -lc; }; fi
+}
+wn() {
+  if [ "$1" -eq 0 ]; then head -n "$n" "$f" | cut -b 1-262144
+  else fr "$1" | { IFS= read -r x && [ -z "$x" ] || exit 3; head -n "$n" | cut -b 1-262144; }; fi
+}
 rw() (
-  rp "$1"; exec </dev/null; a=$2; z=$3; rsf || exit $?
+  rp "$1"; a=$2; z=$3; B=${4:-0}; L=${5:-0}; ek=; if [ "$B" -gt 0 ]; then rl ek; fi
+  exec </dev/null; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
   set -- $(me "$f"); [ -n "$2" ] || exit 10
   printf '%s' "$*"; sep
   if [ "$2" -le 8388608 ]; then head -c 8388609 "$f"; exit 0; fi
+  if [ "$ST" = 1 ]; then ct=$4; else ct=$(mc "$f"); fi
+  nw=-; if [ "$* $ct" != "$ek" ]; then B=0; L=0; nw=$(date +%s 2>/dev/null); fi
   head -c 8192 "$f"; sep
-  sed -n "${a},${z}p;${z}q" "$f" | cut -b 1-262144
+  n=$((z - a + 1)); s=k; b0=$B; pa=0; t=0
+  while :; do
+    m=$((a - 1 - L))
+    if [ "$m" -lt 0 ]; then B=0; L=0; continue; fi
+    if [ "$m" -gt 0 ]; then
+      o=$(sk "$B" "$m"); e=$?
+      if [ "$e" = 3 ] && [ "$B" -gt 0 ]; then s=x; B=0; L=0; continue; fi
+      [ "$e" = 0 ] || exit 1
+      set -- $o; L=$((L + $1)); B=$((B + $2)); pa=$((pa + m))
+      if [ "$L" -lt $((a - 1)) ]; then
+        [ "$B" -gt 0 ] && set -- $(dd if="$f" bs=1 skip=$((B - 1)) count=1 2>/dev/null | wc -l) && t=$((1 - ${1:-1}))
+        break
+      fi
+    fi
+    wn "$B"; e=$?
+    [ "$e" = 0 ] && break
+    [ "$e" = 3 ] && [ "$B" -gt 0 ] || exit 1
+    s=x; B=0; L=0
+  done
+  sep; printf '%s %s %s %s %s %s %s %s' "${nw:--}" "${ct:--}" "$L" "$B" "$s" "$b0" "$pa" "$t"
 )
 wl() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; wc -l < "$f" )
 wp() {
