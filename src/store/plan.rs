@@ -22,14 +22,6 @@ use crate::search::GrepPattern;
 /// Shortest substring the index can look up: one trigram.
 pub const MIN_CHARS: usize = 3;
 
-/// Largest class the planner spells out character by character in the literals every match
-/// begins or ends with (`regex-syntax`'s default is 10). Unicode `\s` without the line break
-/// has 24 (25 as parsed here, with `\n`): `unsafe\s+impl` then requires `fe` followed by one of them and one of them
-/// followed by `im`, which rules out the files holding `unsafe` and `impl` apart (about 30%
-/// of the files holding both, in Rust source). Sound at any size: every match still begins
-/// with one of the literals.
-const PLAN_CLASS_LIMIT: usize = 32;
-
 /// Substrings every file holding a match contains (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Terms {
@@ -95,12 +87,6 @@ pub struct RequiredLiterals {
 /// The literals every match of `pattern` contains, or `None` when the pattern cannot be
 /// parsed here or no line can match it.
 pub fn required_literals(pattern: &GrepPattern) -> Option<RequiredLiterals> {
-    literal_sets(pattern, None)
-}
-
-/// [`required_literals`], with classes of up to `class_limit` characters spelled out
-/// (`regex-syntax`'s default when `None`).
-fn literal_sets(pattern: &GrepPattern, class_limit: Option<usize>) -> Option<RequiredLiterals> {
     // A pattern that can match nothing in a line is answered by the matcher alone.
     pattern.line_matcher()?;
     let source = if pattern.literal {
@@ -122,14 +108,14 @@ fn literal_sets(pattern: &GrepPattern, class_limit: Option<usize>) -> Option<Req
     let fold_case = folded || pattern.case_insensitive;
     let sets = [ExtractKind::Prefix, ExtractKind::Suffix]
         .into_iter()
-        .filter_map(|kind| literal_set(&hir, kind, fold_case, class_limit))
+        .filter_map(|kind| literal_set(&hir, kind, fold_case))
         .collect();
     Some(RequiredLiterals { sets, fold_case })
 }
 
 /// The plan for `pattern`, or `None` when the index cannot narrow the search (scan instead).
 pub fn plan(pattern: &GrepPattern) -> Option<IndexPlan> {
-    let RequiredLiterals { sets, fold_case } = literal_sets(pattern, Some(PLAN_CLASS_LIMIT))?;
+    let RequiredLiterals { sets, fold_case } = required_literals(pattern)?;
     let mut required = Vec::new();
     for set in &sets {
         if let Some(terms) = literal_terms(set) {
@@ -189,18 +175,10 @@ fn fold_ascii_letters(hir: &Hir, folded: &mut bool) -> Hir {
 /// The literals every match begins (or ends) with, whole characters, in lower case when
 /// `fold_case`: `None` when they are infinite, or when there are none (the pattern matches
 /// nothing; the matcher says so for every file).
-fn literal_set(
-    hir: &Hir,
-    kind: ExtractKind,
-    fold_case: bool,
-    class_limit: Option<usize>,
-) -> Option<Vec<String>> {
+fn literal_set(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Vec<String>> {
     let suffix = matches!(kind, ExtractKind::Suffix);
     let mut extractor = Extractor::new();
     extractor.kind(kind);
-    if let Some(limit) = class_limit {
-        extractor.limit_class(limit);
-    }
     let seq = extractor.extract(hir);
     let literals = seq.literals()?;
     if literals.is_empty() {
@@ -224,9 +202,6 @@ fn literal_set(
 /// A set of literals (see [`literal_set`]) as terms: `None` when any of them is too short to
 /// look up (a match could then contain none of the others).
 fn literal_terms(set: &[String]) -> Option<Terms> {
-    if let Some(factored) = factored_terms(set) {
-        return Some(factored);
-    }
     let mut any: Vec<Terms> = Vec::new();
     for text in set {
         let term = substring_terms(text)?;
@@ -239,67 +214,6 @@ fn literal_terms(set: &[String]) -> Option<Terms> {
     } else {
         Terms::Any(any)
     })
-}
-
-/// Several literals sharing a beginning (or an end) of at least [`MIN_CHARS`] characters, as
-/// that common part and, of each literal, the rest with the last (first) `MIN_CHARS - 1`
-/// characters of the common part: `unsafe ` and `unsafe\t` give all of `unsafe` and any of
-/// `fe ` and `fe\t`. Every text holding one of the literals holds both, and the index is not
-/// asked for the common part's trigrams once per literal. The overlap kept makes the trigrams of
-/// the two parts exactly those of each literal: nothing is lost. `None` when they share too little,
-/// one of them is the common part itself, or one holds a NUL.
-fn factored_terms(set: &[String]) -> Option<Terms> {
-    if set.len() < 2 || set.iter().any(|text| text.contains('\0')) {
-        return None;
-    }
-    let chars: Vec<Vec<char>> = set.iter().map(|text| text.chars().collect()).collect();
-    let shortest = chars.iter().map(Vec::len).min()?;
-    let common_start = (0..shortest)
-        .take_while(|&i| chars.iter().all(|c| c[i] == chars[0][i]))
-        .count();
-    let common_end = (0..shortest)
-        .take_while(|&i| {
-            chars
-                .iter()
-                .all(|c| c[c.len() - 1 - i] == chars[0][chars[0].len() - 1 - i])
-        })
-        .count();
-    let keep = MIN_CHARS - 1;
-    let (common, rests): (String, Vec<String>) = if common_start >= common_end {
-        if common_start < MIN_CHARS || common_start == shortest {
-            return None;
-        }
-        let rests = chars
-            .iter()
-            .map(|c| c[common_start - keep..].iter().collect())
-            .collect();
-        (chars[0][..common_start].iter().collect(), rests)
-    } else {
-        if common_end < MIN_CHARS || common_end == shortest {
-            return None;
-        }
-        let rests = chars
-            .iter()
-            .map(|c| c[..c.len() - common_end + keep].iter().collect())
-            .collect();
-        (
-            chars[0][chars[0].len() - common_end..].iter().collect(),
-            rests,
-        )
-    };
-    let mut any: Vec<Terms> = Vec::new();
-    for rest in rests {
-        let term = Terms::Substring(rest);
-        if !any.contains(&term) {
-            any.push(term);
-        }
-    }
-    let rest = if any.len() == 1 {
-        any.pop()?
-    } else {
-        Terms::Any(any)
-    };
-    Some(Terms::All(vec![Terms::Substring(common), rest]))
 }
 
 /// The longest run of whole characters of `bytes` at the side a literal is anchored to (a
@@ -360,45 +274,9 @@ mod tests {
     #[test]
     fn a_regex_requires_its_prefix_and_its_suffix() {
         let p = plan_of(r"unsafe\s+impl", false, false).unwrap();
-        let Terms::All(sides) = &p.terms else {
-            panic!("{:?}", p.terms)
-        };
-        // `unsafe`, then `fe` and one whitespace character; `impl`, and one before `im`.
-        let spaces = [' ', '\t', '\r', '\u{b}', '\u{c}', '\u{a0}', '\u{3000}'];
-        let Terms::All(start) = &sides[0] else {
-            panic!("{sides:?}")
-        };
-        assert_eq!(start[0], sub("unsafe"));
-        let Terms::Any(after) = &start[1] else {
-            panic!("{start:?}")
-        };
-        // 25: the parse here keeps `\n` in `\s` (no line holds it; a literal more is sound).
-        assert_eq!(after.len(), 25, "{after:?}");
-        for space in spaces {
-            assert!(after.contains(&sub(&format!("fe{space}"))), "{space:?}");
-        }
-        let Terms::All(end) = &sides[1] else {
-            panic!("{sides:?}")
-        };
-        assert_eq!(end[0], sub("impl"));
-        let Terms::Any(before) = &end[1] else {
-            panic!("{end:?}")
-        };
-        assert_eq!(before.len(), 25, "{before:?}");
-        for space in spaces {
-            assert!(before.contains(&sub(&format!("{space}im"))), "{space:?}");
-        }
-        // A small class was always spelled out; its literals share `unsafe` too.
-        let p = plan_of(r"unsafe[ \t]impl", false, false).unwrap();
-        let Terms::All(parts) = &p.terms else {
-            panic!("{:?}", p.terms)
-        };
-        assert_eq!(parts[0], sub("unsafe"));
-        let Terms::Any(rest) = &parts[1] else {
-            panic!("{parts:?}")
-        };
-        assert!(rest.contains(&sub("fe impl")) && rest.contains(&sub("fe\timpl")));
-        assert_eq!(rest.len(), 2);
+        assert_eq!(p.terms, Terms::All(vec![sub("unsafe"), sub("impl")]));
+        let p = plan_of(r"^\s*(foo|barbaz)\(", false, false).unwrap();
+        assert_eq!(p.terms, Terms::Any(vec![sub("foo("), sub("barbaz(")]));
     }
 
     #[test]
@@ -414,14 +292,7 @@ mod tests {
         let p = plan_of("Unsafe", false, true).unwrap();
         assert!(p.fold_case);
         // `s` also matches the long s (U+017F): both are looked up.
-        // Their common end factored out: the same trigrams as the two literals.
-        assert_eq!(
-            p.terms,
-            Terms::All(vec![
-                sub("afe"),
-                Terms::Any(vec![sub("unsaf"), sub("unſaf")])
-            ])
-        );
+        assert_eq!(p.terms, Terms::Any(vec![sub("unsafe"), sub("unſafe")]));
         let p = plan_of("(?i)hello", false, false).unwrap();
         assert!(p.fold_case);
         assert_eq!(p.terms, sub("hello"));
