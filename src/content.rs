@@ -4,6 +4,8 @@
 //! number, makes a file binary; UTF-16 text with a byte order mark is the exception. Decoding
 //! and line handling live in `text/`; I/O in `backend/`.
 
+use crate::text::encoding::{self, StreamedLines};
+
 /// How many leading bytes are inspected (and kept in a binary sample).
 pub const SNIFF_BYTES: usize = 8192;
 
@@ -28,7 +30,7 @@ const BINARY_MAGIC: &[(&[u8], &str)] = &[
 /// UTF-16 byte order mark and reading as UTF-16 text is text, though it holds NUL bytes.
 pub fn looks_binary(content: &[u8]) -> bool {
     let head = &content[..content.len().min(SNIFF_BYTES)];
-    if crate::text::encoding::is_utf16_text(head) {
+    if encoding::is_utf16_text(head) {
         return false;
     }
     // memchr's SIMD search: `contains` is core's byte-at-a-time loop, which was a third of a
@@ -36,6 +38,18 @@ pub fn looks_binary(content: &[u8]) -> bool {
     memchr::memchr(0, head).is_some()
         || describe_magic(head).is_some()
         || image_mime(head).is_some()
+}
+
+/// How a file too big to read whole is shown in line windows, decided from its head alone (its
+/// first [`SNIFF_BYTES`]; `whole` when that is the whole file): `None` when it is described by a
+/// binary sample — it looks binary, or it is UTF-16, which cannot be cut into lines at `\n`
+/// bytes —, else how each of its lines is decoded. The one decision of every mount that streams
+/// windows (disk, shell), so a big file looks the same on each.
+pub fn streamed_lines(head: &[u8], whole: bool) -> Option<StreamedLines> {
+    if looks_binary(head) || encoding::utf16_bom(head).is_some() {
+        return None;
+    }
+    Some(StreamedLines::of_head(head, whole))
 }
 
 /// A description of the format when the head carries a known magic number.

@@ -262,6 +262,49 @@ pub fn decode_line(bytes: &[u8], encoding: FileEncoding) -> Option<String> {
         .map(Cow::into_owned)
 }
 
+/// How the lines of a file too big to read whole are decoded, one at a time, as its head decided
+/// (`content::streamed_lines` decides whether it is shown in lines at all): in UTF-8, or in the
+/// legacy encoding [`legacy_of_head`] found. Every mount that streams windows decodes with it, so
+/// a window is the same on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamedLines {
+    /// The legacy encoding of the head; `None` for UTF-8.
+    legacy: Option<FileEncoding>,
+}
+
+impl StreamedLines {
+    /// The decoding of a file whose head (`whole`: the whole file) is not binary nor UTF-16.
+    pub fn of_head(head: &[u8], whole: bool) -> Self {
+        Self {
+            legacy: legacy_of_head(head, whole),
+        }
+    }
+
+    /// The encoding a window reports.
+    pub fn encoding(self) -> FileEncoding {
+        self.legacy.unwrap_or(FileEncoding::UTF8)
+    }
+
+    /// One line, its `\n` (and a `\r` before it) already dropped; `first_of_file` drops a UTF-8
+    /// BOM from its start. Returns its text and whether it did not decode (then it is shown as
+    /// UTF-8 with U+FFFD for what does not read).
+    pub fn decode(self, line: &[u8], first_of_file: bool) -> (String, bool) {
+        let line = if first_of_file {
+            line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line)
+        } else {
+            line
+        };
+        let decoded = match self.legacy {
+            Some(found) => decode_line(line, found),
+            None => std::str::from_utf8(line).ok().map(str::to_owned),
+        };
+        match decoded {
+            Some(text) => (text, false),
+            None => (String::from_utf8_lossy(line).into_owned(), true),
+        }
+    }
+}
+
 /// `chardetng`'s guess for bytes that are not UTF-8, from their first [`GUESS_SAMPLE_BYTES`].
 fn guess_legacy(bytes: &[u8]) -> &'static Encoding {
     let sample = &bytes[..bytes.len().min(GUESS_SAMPLE_BYTES)];

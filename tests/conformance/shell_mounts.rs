@@ -2046,6 +2046,128 @@ async fn windows_at_many_offsets_of_a_big_file_are_a_disk_mounts() {
     }
 }
 
+/// Big files (over the 8 MiB whole-read bound) in other encodings, each with its number of line
+/// feeds: UTF-16LE with a BOM, windows-1252 (Latin-1) with high bytes and CRLF lines among LF
+/// ones, UTF-8 with a BOM.
+fn big_files_in_other_encodings() -> Vec<(&'static str, Vec<u8>, usize)> {
+    const SIZE: usize = 8 * 1024 * 1024 + 512 * 1024;
+    let line = |i: usize| match i % 5 {
+        0 => format!("L{i} café crème brûlée, déjà vu {}\r\n", "é".repeat(i % 7)),
+        1 => format!("L{i} prix: 5 € — façade"),
+        2 => String::new(),
+        3 => format!("L{i} naïve {}\r\n", "x".repeat(i % 90)),
+        _ => format!("L{i} Ærø Øresund ÿ"),
+    };
+    let ended = |i: usize| {
+        let mut text = line(i);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text
+    };
+    let mut utf16 = vec![0xff, 0xfe];
+    let mut latin1 = Vec::new();
+    let mut utf8 = "\u{feff}".as_bytes().to_vec();
+    let (mut n16, mut n1, mut n8) = (0, 0, 0);
+    while utf16.len() < SIZE {
+        utf16.extend(ended(n16).encode_utf16().flat_map(u16::to_le_bytes));
+        n16 += 1;
+    }
+    while latin1.len() < SIZE {
+        let text = ended(n1);
+        let (bytes, _, unmappable) = encoding_rs::WINDOWS_1252.encode(&text);
+        assert!(!unmappable);
+        latin1.extend_from_slice(&bytes);
+        n1 += 1;
+    }
+    while utf8.len() < SIZE {
+        utf8.extend_from_slice(ended(n8).as_bytes());
+        n8 += 1;
+    }
+    vec![
+        ("utf16.txt", utf16, n16),
+        ("latin1.txt", latin1, n1),
+        ("bom-utf8.txt", utf8, n8),
+    ]
+}
+
+/// A big file's window is decided from its head as on a disk mount: UTF-16 (which cannot be
+/// cut into lines at line feed bytes) is a binary sample, a legacy encoding found in the head
+/// decodes each line and is the encoding reported, a UTF-8 BOM is hidden. So the windows of
+/// such files at several offsets (some begun at remembered line starts) are a disk mount's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_of_big_files_in_other_encodings_are_a_disk_mounts() {
+    let files = big_files_in_other_encodings();
+    let disk_dir = tempfile::tempdir().unwrap();
+    let targets = window_targets("big windows in other encodings");
+    for (name, bytes, _) in &files {
+        std::fs::write(disk_dir.path().join(name), bytes).unwrap();
+        for (_, target) in &targets {
+            std::fs::write(target.dir.path().join(name), bytes).unwrap();
+        }
+    }
+    let disk = backends::disk_at(disk_dir.path(), Default::default());
+    let_the_stamps_settle();
+    for (label, target) in &targets {
+        let shell = target.backend();
+        for (name, _, lines) in &files {
+            let path = p(&format!("/{name}"));
+            let asks = [
+                (0, 20),
+                (1, 5),
+                (100_000, 20),
+                (150_000, 50),
+                (150_010, 5),
+                (lines - 3, 10),
+                (lines + 2, 10),
+            ];
+            for (offset, limit) in asks {
+                let window = LineWindow { offset, limit };
+                let at = format!("{label}: {name} at {offset}+{limit}");
+                let want = disk.read_window(&path, window).await.unwrap();
+                let got = shell.read_window(&path, window).await.unwrap();
+                match (want, got) {
+                    (FileView::Binary(want), FileView::Binary(got)) => {
+                        assert_eq!(*name, "utf16.txt", "{at}: a binary sample");
+                        assert_eq!(got.head, want.head, "{at}: head");
+                        assert_eq!(got.size, want.size, "{at}: size");
+                    }
+                    (FileView::Text(want), FileView::Text(got)) => {
+                        assert_ne!(*name, "utf16.txt", "{at}: UTF-16 shown as text");
+                        let expected = if *name == "latin1.txt" {
+                            "windows-1252"
+                        } else {
+                            "UTF-8"
+                        };
+                        assert_eq!(want.encoding.name(), expected, "{at}: disk's encoding");
+                        assert_eq!(got.encoding, want.encoding, "{at}: encoding");
+                        assert_eq!(got.lines, want.lines, "{at}: lines");
+                        assert_eq!(got.has_more, want.has_more, "{at}: more");
+                        assert_eq!(got.lossy, want.lossy, "{at}: lossy");
+                        if let (Some(got), Some(want)) = (got.total_lines, want.total_lines) {
+                            assert_eq!(got, want, "{at}: total lines");
+                        }
+                    }
+                    (want, _) => panic!(
+                        "{at}: the disk mount shows {}, the shell mount does not",
+                        if matches!(want, FileView::Binary(_)) {
+                            "a binary sample"
+                        } else {
+                            "text"
+                        }
+                    ),
+                }
+            }
+        }
+        let counters = shell.window_counters();
+        assert_eq!(counters.stale_marks, 0, "{label}: {counters:?}");
+        assert!(
+            counters.from_marks >= 3,
+            "{label}: windows begun at a remembered line start: {counters:?}"
+        );
+    }
+}
+
 /// Reads the 100-line window at `offset` of `/big.log` (numbered lines) and returns the lines
 /// the target read through to find it and whether it began at a remembered line start.
 async fn deep_window(backend: &ShellBackend, label: &str, offset: usize) -> (u64, u64) {

@@ -12,7 +12,6 @@ use super::version::{HASHED_SIZE_LIMIT, identity_version, modified_of, read_at_m
 use crate::backend::whole_file::view_of_bytes;
 use crate::backend::{BinarySample, FileView, LineWindow, TextWindow, Version};
 use crate::content;
-use crate::text::encoding::{self, FileEncoding};
 
 /// Longest part of one line kept in a streamed window; the rest of such a line is skipped
 /// (read_file shows at most 80,000 characters anyway), so a window of a file with no line
@@ -65,18 +64,17 @@ fn stream_window(
     let mut head = vec![0u8; content::SNIFF_BYTES];
     let head_len = read_full_at(&file, &mut head, 0)?;
     head.truncate(head_len);
-    // A big UTF-16 file cannot be cut into lines at '\n' bytes: it is described, not shown.
-    if content::looks_binary(&head) || encoding::utf16_bom(&head).is_some() {
+    // Binary or UTF-16 (which cannot be cut into lines at '\n' bytes): described, not shown.
+    // Else each line is decoded on its own, in a legacy encoding when the head is in one.
+    let Some(decoding) = content::streamed_lines(&head, head_len as u64 == size) else {
         return Ok(FileView::Binary(BinarySample {
             modified: None,
             size,
             head,
             version,
         }));
-    }
-    // A legacy encoding is guessed from the head; each line is decoded on its own in it.
-    let legacy = encoding::legacy_of_head(&head, head_len as u64 == size);
-    let shown_encoding = legacy.unwrap_or(FileEncoding::UTF8);
+    };
+    let shown_encoding = decoding.encoding();
     let wanted = window.offset as u64;
     let start = index.seek(&version, &file, size, wanted)?;
     let mut in_line = false;
@@ -110,21 +108,9 @@ fn stream_window(
             at_end = true;
             break;
         };
-        let mut bytes: &[u8] = &raw;
-        if window.offset + lines.len() == 0 {
-            bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-        }
-        let decoded = match legacy {
-            Some(found) => encoding::decode_line(bytes, found),
-            None => std::str::from_utf8(bytes).ok().map(str::to_owned),
-        };
-        match decoded {
-            Some(text) => lines.push(text),
-            None => {
-                lossy = true;
-                lines.push(String::from_utf8_lossy(bytes).into_owned());
-            }
-        }
+        let (text, undecoded) = decoding.decode(&raw, window.offset + lines.len() == 0);
+        lossy |= undecoded;
+        lines.push(text);
     }
     let has_more = !at_end && !reader.fill_buf()?.is_empty();
     let total_lines = (!has_more).then_some(window.offset + lines.len());

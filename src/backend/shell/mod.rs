@@ -82,7 +82,7 @@ use super::{
 };
 use crate::content;
 use crate::path::VirtualPath;
-use crate::text::encoding::FileEncoding;
+use crate::text::encoding::StreamedLines;
 
 /// Largest file whose version is its content hash (the disk mount's limit); bigger files are
 /// also the ones read in windows on the target.
@@ -587,13 +587,14 @@ impl ShellBackend {
     /// Files what a window call found on the target about the file at `at` (its stamp line
     /// `stamp`): the line start where the window began, and the one after the window's last
     /// line when the window holds it whole (`raw`: the window's bytes as the target printed
-    /// them, `wanted`: the line feeds before the window, `limit`: its lines).
+    /// them, `None` when they cannot tell; `wanted`: the line feeds before the window, `limit`:
+    /// its lines).
     fn learn_marks(
         &self,
         at: &str,
         stamp: &[u8],
         found: &WindowFound,
-        raw: &[u8],
+        raw: Option<&[u8]>,
         wanted: u64,
         limit: usize,
     ) {
@@ -623,7 +624,7 @@ impl ShellBackend {
                 lines: wanted,
                 byte: found.byte,
             });
-            if let Some(length) = whole_lines_length(raw, limit) {
+            if let Some(length) = raw.and_then(|raw| whole_lines_length(raw, limit)) {
                 learnt.push(Mark {
                     lines: wanted + limit as u64,
                     byte: found.byte + length,
@@ -1172,9 +1173,15 @@ fn whole_lines_length(raw: &[u8], limit: usize) -> Option<u64> {
 /// The most bytes of one line a window of a big file carries (`cut -b 1-262144` on the target).
 const WINDOW_LINE_BYTES: usize = 256 * 1024;
 
-/// The lines of a window the target printed: `limit` at most, CR of CRLF dropped, a BOM dropped
-/// from the file's first line; whether more followed; whether any line was not UTF-8.
-fn window_lines(bytes: &[u8], first_line: bool, limit: usize) -> (Vec<String>, bool, bool) {
+/// The lines of a window the target printed: `limit` at most, CR of CRLF dropped, each decoded
+/// as `decoding` says (a UTF-8 BOM dropped from the file's first line); whether more followed;
+/// whether any line did not decode.
+fn window_lines(
+    bytes: &[u8],
+    first_line: bool,
+    limit: usize,
+    decoding: StreamedLines,
+) -> (Vec<String>, bool, bool) {
     let mut raw: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
     if raw.last().is_some_and(|l| l.is_empty()) {
         raw.pop();
@@ -1187,16 +1194,9 @@ fn window_lines(bytes: &[u8], first_line: bool, limit: usize) -> (Vec<String>, b
         .enumerate()
         .map(|(index, line)| {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let line = if index == 0 && first_line {
-                line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line)
-            } else {
-                line
-            };
-            let text = String::from_utf8_lossy(line);
-            if matches!(text, std::borrow::Cow::Owned(_)) {
-                lossy = true;
-            }
-            text.into_owned()
+            let (text, undecoded) = decoding.decode(line, index == 0 && first_line);
+            lossy |= undecoded;
+            text
         })
         .collect();
     (lines, has_more, lossy)
@@ -1476,26 +1476,29 @@ impl Backend for ShellBackend {
         let (Some(head), Some(lines)) = (parts.get(1), parts.get(2)) else {
             return Err(self.malformed(path, "read_file"));
         };
+        // The disk mount's decision from the same head (`head -c 8192`): binary or UTF-16 is
+        // described; else each line is decoded on its own, in a legacy encoding when the head
+        // is in one.
+        let whole = head.len() as u64 == meta.size;
+        let decoding = content::streamed_lines(head, whole);
         let found = parts.get(3).and_then(|info| WindowFound::parse(info));
         if let Some(found) = &found {
-            self.learn_marks(
-                at,
-                trimmed(parts[0]),
-                found,
-                lines,
-                first as u64 - 1,
-                window.limit,
-            );
+            // The printed lines of a binary or UTF-16 file say nothing of where its lines end:
+            // busybox `cut` ends a line at a NUL byte as well (and no NUL is left to see).
+            let raw = decoding.is_some().then_some(*lines);
+            let (stamp, wanted) = (trimmed(parts[0]), first as u64 - 1);
+            self.learn_marks(at, stamp, found, raw, wanted, window.limit);
         }
-        if content::looks_binary(head) {
+        let Some(decoding) = decoding else {
             return Ok(FileView::Binary(BinarySample {
                 modified: meta.modified(),
                 size: meta.size,
                 head: head.to_vec(),
                 version,
             }));
-        }
-        let (lines, has_more, lossy) = window_lines(lines, window.offset == 0, window.limit);
+        };
+        let (lines, has_more, lossy) =
+            window_lines(lines, window.offset == 0, window.limit, decoding);
         let total_lines = if lines.is_empty() && window.offset > 0 {
             // No line at the window's start: the file's lines were all passed on the way (a
             // last line without a line feed counts, as on a disk mount).
@@ -1517,7 +1520,7 @@ impl Backend for ShellBackend {
             total_lines,
             has_more,
             lossy,
-            encoding: FileEncoding::UTF8,
+            encoding: decoding.encoding(),
             size: meta.size,
             version,
         }))
@@ -2024,11 +2027,26 @@ mod tests {
 
     #[test]
     fn window_lines_drop_cr_and_the_bom_and_see_more() {
-        let (lines, more, lossy) = window_lines(b"\xef\xbb\xbfa\r\nb\nc\n", true, 2);
+        let utf8 = StreamedLines::of_head(b"a\n", false);
+        let (lines, more, lossy) = window_lines(b"\xef\xbb\xbfa\r\nb\nc\n", true, 2, utf8);
         assert_eq!(lines, ["a", "b"]);
         assert!(more && !lossy);
-        let (lines, more, lossy) = window_lines(b"x\xff\n", false, 5);
+        let (lines, more, lossy) = window_lines(b"x\xff\n", false, 5, utf8);
         assert_eq!(lines.len(), 1);
         assert!(!more && lossy);
+    }
+
+    #[test]
+    fn window_lines_of_a_legacy_head_are_decoded_in_it() {
+        let head = "caf\u{e9} cr\u{e8}me br\u{fb}l\u{e9}e, d\u{e9}j\u{e0} vu, fa\u{e7}ade\n"
+            .chars()
+            .map(|c| u8::try_from(u32::from(c)).unwrap())
+            .collect::<Vec<u8>>()
+            .repeat(20);
+        let decoding = StreamedLines::of_head(&head, false);
+        assert_eq!(decoding.encoding().name(), "windows-1252");
+        let (lines, more, lossy) = window_lines(b"caf\xe9\r\n\x80 5\n", false, 5, decoding);
+        assert_eq!(lines, ["caf\u{e9}", "\u{20ac} 5"]);
+        assert!(!more && !lossy);
     }
 }
