@@ -739,23 +739,23 @@ mod tests {
 /// every line the matcher matches is matched by the target's `grep -E` (GNU and busybox, in
 /// the C locale) and `rg` given the rewriting (those present here).
 #[cfg(test)]
-mod against_the_tools {
+pub(super) mod against_the_tools {
     use super::*;
     use std::io::Write;
     use std::process::Command;
 
     /// A small deterministic generator (xorshift).
-    struct Dice(u64);
+    pub(in crate::backend::shell) struct Dice(pub(in crate::backend::shell) u64);
 
     impl Dice {
-        fn roll(&mut self, n: usize) -> usize {
+        pub(in crate::backend::shell) fn roll(&mut self, n: usize) -> usize {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             (self.0 % n as u64) as usize
         }
 
-        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        pub(in crate::backend::shell) fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
             from[self.roll(from.len())]
         }
     }
@@ -809,25 +809,27 @@ mod against_the_tools {
         r"[^\[\\]",
     ];
 
-    fn pattern(dice: &mut Dice, depth: usize) -> String {
+    /// A random pattern of `atoms` joined, alternated, repeated and case-folded, `depth` deep.
+    pub(in crate::backend::shell) fn pattern(
+        dice: &mut Dice,
+        atoms: &[&str],
+        depth: usize,
+    ) -> String {
         if depth == 0 {
-            return dice.pick(ATOMS).to_owned();
+            return dice.pick(atoms).to_owned();
         }
+        let inner = |dice: &mut Dice| pattern(dice, atoms, depth - 1);
         match dice.roll(7) {
-            0 | 1 => format!("{}{}", pattern(dice, depth - 1), pattern(dice, depth - 1)),
-            2 => format!(
-                "(?:{}|{})",
-                pattern(dice, depth - 1),
-                pattern(dice, depth - 1)
-            ),
+            0 | 1 => format!("{}{}", inner(dice), inner(dice)),
+            2 => format!("(?:{}|{})", inner(dice), inner(dice)),
             3 => format!(
                 "(?:{}){}",
-                pattern(dice, depth - 1),
+                inner(dice),
                 dice.pick(&["*", "+", "?", "{2}", "{0,2}", "{1,}", "{300}", "*?"])
             ),
-            4 => format!("(?i:{})", pattern(dice, depth - 1)),
-            5 => format!("(?:{}|)", pattern(dice, depth - 1)),
-            _ => pattern(dice, depth - 1),
+            4 => format!("(?i:{})", inner(dice)),
+            5 => format!("(?:{}|)", inner(dice)),
+            _ => inner(dice),
         }
     }
 
@@ -904,7 +906,7 @@ mod against_the_tools {
         for round in 0..160 + FIXED.len() {
             let text = match FIXED.get(round) {
                 Some(fixed) => (*fixed).to_owned(),
-                None => pattern(&mut dice, 1 + round % 4),
+                None => pattern(&mut dice, ATOMS, 1 + round % 4),
             };
             let Ok(compiled) = GrepPattern::new(&text, false, round % 5 == 0) else {
                 continue;

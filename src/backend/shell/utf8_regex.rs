@@ -440,21 +440,7 @@ mod against_rg {
     use super::*;
     use std::process::Command;
 
-    /// A small deterministic generator (xorshift).
-    struct Dice(u64);
-
-    impl Dice {
-        fn roll(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 % n as u64) as usize
-        }
-
-        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-            from[self.roll(from.len())]
-        }
-    }
+    use crate::backend::shell::line_regex::against_the_tools::{Dice, pattern};
 
     /// The numbers (from 1) of the lines of `file` that `rg` matches with `patterns` (one a
     /// line), `None` when there is no `rg` here.
@@ -615,28 +601,6 @@ mod against_rg {
         "straße",
     ];
 
-    fn pattern(dice: &mut Dice, depth: usize) -> String {
-        if depth == 0 {
-            return dice.pick(ATOMS).to_owned();
-        }
-        match dice.roll(7) {
-            0 | 1 => format!("{}{}", pattern(dice, depth - 1), pattern(dice, depth - 1)),
-            2 => format!(
-                "(?:{}|{})",
-                pattern(dice, depth - 1),
-                pattern(dice, depth - 1)
-            ),
-            3 => format!(
-                "(?:{}){}",
-                pattern(dice, depth - 1),
-                dice.pick(&["*", "+", "?", "{2}", "{0,2}", "{1,}", "{300}", "*?"])
-            ),
-            4 => format!("(?i:{})", pattern(dice, depth - 1)),
-            5 => format!("(?:{}|)", pattern(dice, depth - 1)),
-            _ => pattern(dice, depth - 1),
-        }
-    }
-
     fn line(dice: &mut Dice) -> String {
         const CHARS: &[&str] = &[
             "a", "k", "K", "s", "S", "ſ", "K", "é", "É", "ü", "ß", "ẞ", "日", "本", "😀", "0", "٣",
@@ -670,7 +634,7 @@ mod against_rg {
         for round in 0..150 + FIXED.len() {
             let (text, ci) = match FIXED.get(round) {
                 Some((fixed, ci)) => ((*fixed).to_owned(), *ci),
-                None => (pattern(&mut dice, 1 + round % 4), round % 5 == 0),
+                None => (pattern(&mut dice, ATOMS, 1 + round % 4), round % 5 == 0),
             };
             let Ok(compiled) = GrepPattern::new(&text, false, ci) else {
                 continue;
