@@ -222,6 +222,28 @@ impl GrepPattern {
         self.matcher.as_ref()
     }
 
+    /// The pattern's syntax tree in the language of the line matcher (the same flags), for
+    /// those that derive something from it (the store's planner, the shell's target-side
+    /// searches); `utf8: false` also accepts byte classes that match no UTF-8 text. `None` when
+    /// no line can match or it cannot be parsed here.
+    pub fn line_syntax(&self, utf8: bool) -> Option<regex_syntax::hir::Hir> {
+        self.line_matcher()?;
+        let source = if self.literal {
+            regex_syntax::escape(&self.text)
+        } else {
+            self.text.clone()
+        };
+        regex_syntax::ParserBuilder::new()
+            .case_insensitive(self.case_insensitive)
+            .multi_line(true)
+            .crlf(true)
+            .line_terminator(b'\n')
+            .utf8(utf8)
+            .build()
+            .parse(&source)
+            .ok()
+    }
+
     /// `false` only when no line of `text` (split as `split_lines` splits it) can match: one
     /// search of the whole text, which the matcher's literal prefilter runs at memchr speed,
     /// instead of one call per line. The matcher never matches a `\n`; its `^`/`$` match

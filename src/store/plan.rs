@@ -88,21 +88,7 @@ pub struct RequiredLiterals {
 /// parsed here or no line can match it.
 pub fn required_literals(pattern: &GrepPattern) -> Option<RequiredLiterals> {
     // A pattern that can match nothing in a line is answered by the matcher alone.
-    pattern.line_matcher()?;
-    let source = if pattern.literal {
-        regex_syntax::escape(&pattern.text)
-    } else {
-        pattern.text.clone()
-    };
-    // As the line matcher is built (search.rs): the same flags give the same language.
-    let hir = regex_syntax::ParserBuilder::new()
-        .case_insensitive(pattern.case_insensitive)
-        .multi_line(true)
-        .crlf(true)
-        .line_terminator(b'\n')
-        .build()
-        .parse(&source)
-        .ok()?;
+    let hir = pattern.line_syntax(true)?;
     let mut folded = false;
     let hir = fold_ascii_letters(&hir, &mut folded);
     let fold_case = folded || pattern.case_insensitive;

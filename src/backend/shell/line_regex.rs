@@ -70,22 +70,7 @@ pub(super) enum LineRegex {
 /// The rewritten `pattern`, `None` when it cannot narrow a search (it matches every line, it
 /// cannot be parsed here, or it is too big to send).
 pub(super) fn line_regex(pattern: &GrepPattern) -> Option<LineRegex> {
-    pattern.line_matcher()?;
-    let source = if pattern.literal {
-        regex_syntax::escape(&pattern.text)
-    } else {
-        pattern.text.clone()
-    };
-    // As grep-regex parses it for the line matcher (search.rs): the same language.
-    let hir = regex_syntax::ParserBuilder::new()
-        .case_insensitive(pattern.case_insensitive)
-        .multi_line(true)
-        .crlf(true)
-        .line_terminator(b'\n')
-        .utf8(false)
-        .build()
-        .parse(&source)
-        .ok()?;
+    let hir = pattern.line_syntax(false)?;
     match rewrite(&hir, false) {
         None => Some(LineRegex::Never),
         Some(Node::Empty) => None,

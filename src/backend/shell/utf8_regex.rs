@@ -76,22 +76,7 @@ pub(super) enum Utf8Regex {
 /// The pattern written for `rg`, `None` when it cannot narrow a search (it matches every
 /// line, it cannot be parsed here, or it is too big to send).
 pub(super) fn utf8_regex(pattern: &GrepPattern) -> Option<Utf8Regex> {
-    pattern.line_matcher()?;
-    let source = if pattern.literal {
-        regex_syntax::escape(&pattern.text)
-    } else {
-        pattern.text.clone()
-    };
-    // As grep-regex parses it for the line matcher (search.rs): the same language.
-    let hir = regex_syntax::ParserBuilder::new()
-        .case_insensitive(pattern.case_insensitive)
-        .multi_line(true)
-        .crlf(true)
-        .line_terminator(b'\n')
-        .utf8(false)
-        .build()
-        .parse(&source)
-        .ok()?;
+    let hir = pattern.line_syntax(false)?;
     // It matches the empty text and asks nothing of where: every line.
     if hir.properties().minimum_len() == Some(0) && hir.properties().look_set().is_empty() {
         return None;
