@@ -345,7 +345,7 @@ async fn main() {
             // The same with the GIN index's pending list off: the pass inserts its keys into
             // the tree directly instead of appending them and merging in bulk.
             client
-                .batch_execute("ALTER INDEX mountfs_items_trigram_keys SET (fastupdate = off)")
+                .batch_execute("ALTER INDEX mountfs_items_text_keys SET (fastupdate = off)")
                 .await
                 .unwrap();
             latency_line(
@@ -362,14 +362,14 @@ async fn main() {
                 caught_up.as_secs_f64()
             ));
             client
-                .batch_execute("ALTER INDEX mountfs_items_trigram_keys RESET (fastupdate)")
+                .batch_execute("ALTER INDEX mountfs_items_text_keys RESET (fastupdate)")
                 .await
                 .unwrap();
             let size = client
                 .query_one(
                     "SELECT pg_total_relation_size('mountfs_items'),
-                            pg_relation_size('mountfs_items_trigram_keys'),
-                            pg_relation_size('mountfs_items_trigrams_behind')
+                            pg_relation_size('mountfs_items_text_keys'),
+                            pg_relation_size('mountfs_items_text_keys_behind')
                                 + pg_relation_size('mountfs_items_not_utf8')
                                 + pg_relation_size('mountfs_items_size')",
                     &[],
@@ -503,7 +503,7 @@ async fn main() {
                 .unwrap();
             copy_client
                 .batch_execute(
-                    "DROP INDEX mountfs_items_trigram_keys; DROP INDEX mountfs_items_trigrams_behind;
+                    "DROP INDEX mountfs_items_text_keys; DROP INDEX mountfs_items_text_keys_behind;
                      DROP INDEX mountfs_items_not_utf8; DROP INDEX mountfs_items_size;",
                 )
                 .await
@@ -557,7 +557,7 @@ async fn main() {
                 .unwrap();
             client
                 .batch_execute(
-                    "DROP INDEX mountfs_items_trigram_keys; DROP INDEX mountfs_items_trigrams_behind;
+                    "DROP INDEX mountfs_items_text_keys; DROP INDEX mountfs_items_text_keys_behind;
                      DROP INDEX mountfs_items_not_utf8; DROP INDEX mountfs_items_size;",
                 )
                 .await
@@ -704,7 +704,7 @@ async fn time_to_catch_up(client: &tokio_postgres::Client) -> Duration {
         let behind: i64 = client
             .query_one(
                 "SELECT count(*) FROM mountfs_items
-                 WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE",
+                 WHERE (text_keys_version IS DISTINCT FROM version) IS TRUE",
                 &[],
             )
             .await

@@ -343,7 +343,7 @@ async fn main() {
             let behind: i64 = client
                 .query_one(
                     "SELECT count(*) FROM mountfs_items
-                     WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE",
+                     WHERE (text_keys_version IS DISTINCT FROM version) IS TRUE",
                     &[],
                 )
                 .await

@@ -9,10 +9,20 @@
 //! *candidates*: a superset of the files that match. Every candidate is then confirmed by the
 //! same matcher a full scan uses, so the answer is exactly a scan's.
 //!
+//! Whitespace is seen by the index as the line matcher's `\s+` sees it: the engines index each
+//! item's text with every run of whitespace squeezed to one space ([`squeeze`]), and the planner
+//! reads a class of whitespace, or one repeated, as that one space. So `unsafe\s+impl` requires
+//! the one substring `unsafe impl`, and the engines also keep, for every space of the squeezed
+//! text, the two characters on each side of it ([`joins`]): `fe im` says that a word ending in
+//! `fe` is followed by one beginning with `im`, which trigrams alone cannot (a file with
+//! `unsafe` and `impl` anywhere in it holds all the trigrams of `unsafe impl` but `fe im`).
+//!
 //! Nothing indexable (`.`, `\w+`, a literal of one or two characters, a pattern that cannot be
 //! parsed here) gives no plan: the search scans, as before the index existed. What the index
 //! cannot cover (items that are not UTF-8 text, or that are too large for a line to be
 //! searched) is the engines' to add to the candidates, not the planner's.
+
+use std::borrow::Cow;
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Capture, Class, Hir, HirKind, Repetition};
@@ -72,6 +82,78 @@ pub fn trigrams(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` with every run of whitespace (`char::is_whitespace`, which holds every character the
+/// matcher's `\s` matches) as one space: the text the index holds (see the module doc).
+pub fn squeeze(text: &str) -> Cow<'_, str> {
+    let mut previous_space = false;
+    let unchanged = text.chars().all(|c| {
+        let fits = !c.is_whitespace() || (c == ' ' && !previous_space);
+        previous_space = c.is_whitespace();
+        fits
+    });
+    if unchanged {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut in_run = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if !in_run {
+                out.push(' ');
+            }
+            in_run = true;
+        } else {
+            out.push(c);
+            in_run = false;
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`squeeze`] of the UTF-8 parts of `bytes` (any invalid byte is kept as it is).
+pub fn squeeze_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return match squeeze(text) {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        };
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.extend_from_slice(squeeze(chunk.valid()).as_bytes());
+        out.extend_from_slice(chunk.invalid());
+    }
+    Cow::Owned(out)
+}
+
+/// The joins of a squeezed text: for every space with two characters on each side, those four
+/// characters (see the module doc), in order, repeated as often as they occur.
+pub fn joins(squeezed: &str) -> impl Iterator<Item = [char; 4]> + '_ {
+    let mut window = [' '; 5];
+    let mut seen = 0usize;
+    squeezed.chars().filter_map(move |c| {
+        window.rotate_left(1);
+        window[4] = c;
+        seen += 1;
+        (seen >= 5 && window[2] == ' ').then_some([window[0], window[1], window[3], window[4]])
+    })
+}
+
+/// [`joins`] in bytes (for an engine whose trigrams are bytes): the two bytes on each side of
+/// every space byte of a squeezed text.
+pub fn byte_joins(squeezed: &[u8]) -> impl Iterator<Item = [u8; 4]> + '_ {
+    (2..squeezed.len().saturating_sub(2))
+        .filter(|&at| squeezed[at] == b' ')
+        .map(|at| {
+            [
+                squeezed[at - 2],
+                squeezed[at - 1],
+                squeezed[at + 1],
+                squeezed[at + 2],
+            ]
+        })
+}
+
 /// The literals every match of a pattern contains, as the planner finds them (also what a shell
 /// mount's prefilter narrows by, issue 27).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,21 +169,31 @@ pub struct RequiredLiterals {
 /// The literals every match of `pattern` contains, or `None` when the pattern cannot be
 /// parsed here or no line can match it.
 pub fn required_literals(pattern: &GrepPattern) -> Option<RequiredLiterals> {
+    literals(pattern, false)
+}
+
+/// [`required_literals`] of a text seen as [`squeeze`] makes it (`squeezed`), or as it is.
+fn literals(pattern: &GrepPattern, squeezed: bool) -> Option<RequiredLiterals> {
     // A pattern that can match nothing in a line is answered by the matcher alone.
     let hir = pattern.line_syntax(true)?;
     let mut folded = false;
     let hir = fold_ascii_letters(&hir, &mut folded);
+    let hir = match squeezed {
+        true => whitespace_as_one_space(&hir),
+        false => hir,
+    };
     let fold_case = folded || pattern.case_insensitive;
     let sets = [ExtractKind::Prefix, ExtractKind::Suffix]
         .into_iter()
-        .filter_map(|kind| literal_set(&hir, kind, fold_case))
+        .filter_map(|kind| literal_set(&hir, kind, fold_case, squeezed))
         .collect();
     Some(RequiredLiterals { sets, fold_case })
 }
 
 /// The plan for `pattern`, or `None` when the index cannot narrow the search (scan instead).
+/// Its substrings are of the squeezed text (see the module doc).
 pub fn plan(pattern: &GrepPattern) -> Option<IndexPlan> {
-    let RequiredLiterals { sets, fold_case } = required_literals(pattern)?;
+    let RequiredLiterals { sets, fold_case } = literals(pattern, true)?;
     let mut required = Vec::new();
     for set in &sets {
         if let Some(terms) = literal_terms(set) {
@@ -158,10 +250,79 @@ fn fold_ascii_letters(hir: &Hir, folded: &mut bool) -> Hir {
     }
 }
 
+/// The tree where whatever matches a run of whitespace matches one space instead: a class of
+/// whitespace characters only is a space, and so is a repetition of one (at least once; one
+/// that may be absent is an optional space). A match of the pattern, with each run of
+/// whitespace its classes matched made one space, is a match of the result; its literals,
+/// squeezed, are then in the squeezed text of every line that matches (see the module doc).
+fn whitespace_as_one_space(hir: &Hir) -> Hir {
+    let space = || Hir::literal(b" ".as_slice());
+    match hir.kind() {
+        HirKind::Class(class) if only_whitespace(class) => space(),
+        HirKind::Repetition(rep) => {
+            let sub = whitespace_as_one_space(&rep.sub);
+            if sub == space() {
+                return match rep.min {
+                    0 => Hir::repetition(Repetition {
+                        min: 0,
+                        max: Some(1),
+                        greedy: rep.greedy,
+                        sub: Box::new(sub),
+                    }),
+                    _ => sub,
+                };
+            }
+            Hir::repetition(Repetition {
+                min: rep.min,
+                max: rep.max,
+                greedy: rep.greedy,
+                sub: Box::new(sub),
+            })
+        }
+        HirKind::Capture(cap) => Hir::capture(Capture {
+            index: cap.index,
+            name: cap.name.clone(),
+            sub: Box::new(whitespace_as_one_space(&cap.sub)),
+        }),
+        HirKind::Concat(subs) => Hir::concat(subs.iter().map(whitespace_as_one_space).collect()),
+        HirKind::Alternation(subs) => {
+            Hir::alternation(subs.iter().map(whitespace_as_one_space).collect())
+        }
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Look(_) | HirKind::Class(_) => hir.clone(),
+    }
+}
+
+/// Whether every character (or byte) of a non-empty class is whitespace.
+fn only_whitespace(class: &Class) -> bool {
+    match class {
+        Class::Unicode(class) => {
+            !class.ranges().is_empty()
+                && class.ranges().iter().all(|range| {
+                    let (start, end) = (u32::from(range.start()), u32::from(range.end()));
+                    // Whitespace ranges are short (the longest, U+2000..=U+200A, has 11).
+                    end - start < 64
+                        && (start..=end).all(|c| char::from_u32(c).is_some_and(char::is_whitespace))
+                })
+        }
+        Class::Bytes(class) => {
+            !class.ranges().is_empty()
+                && class.ranges().iter().all(|range| {
+                    (range.start()..=range.end())
+                        .all(|b| b.is_ascii() && char::from(b).is_whitespace())
+                })
+        }
+    }
+}
+
 /// The literals every match begins (or ends) with, whole characters, in lower case when
-/// `fold_case`: `None` when they are infinite, or when there are none (the pattern matches
-/// nothing; the matcher says so for every file).
-fn literal_set(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Vec<String>> {
+/// `fold_case`, squeezed when `squeezed`: `None` when they are infinite, or when there are none
+/// (the pattern matches nothing; the matcher says so for every file).
+fn literal_set(
+    hir: &Hir,
+    kind: ExtractKind,
+    fold_case: bool,
+    squeezed: bool,
+) -> Option<Vec<String>> {
     let suffix = matches!(kind, ExtractKind::Suffix);
     let mut extractor = Extractor::new();
     extractor.kind(kind);
@@ -173,10 +334,14 @@ fn literal_set(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Vec<Stri
     let mut set: Vec<String> = Vec::new();
     for literal in literals {
         let text = whole_chars(literal.as_bytes(), suffix);
+        let text = match squeezed {
+            true => squeeze(text),
+            false => Cow::Borrowed(text),
+        };
         let text = if fold_case {
             text.to_ascii_lowercase()
         } else {
-            text.to_owned()
+            text.into_owned()
         };
         if !set.contains(&text) {
             set.push(text);
@@ -189,7 +354,13 @@ fn literal_set(hir: &Hir, kind: ExtractKind, fold_case: bool) -> Option<Vec<Stri
 /// look up (a match could then contain none of the others).
 fn literal_terms(set: &[String]) -> Option<Terms> {
     let mut any: Vec<Terms> = Vec::new();
-    for text in set {
+    // A file holding a literal holds every literal inside it: of `foo(` and ` foo(`, only the
+    // first needs looking up.
+    let holds_another = |text: &String| {
+        set.iter()
+            .any(|other| other != text && text.contains(other.as_str()))
+    };
+    for text in set.iter().filter(|text| !holds_another(text)) {
         let term = substring_terms(text)?;
         if !any.contains(&term) {
             any.push(term);
@@ -259,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_regex_requires_its_prefix_and_its_suffix() {
-        let p = plan_of(r"unsafe\s+impl", false, false).unwrap();
+        let p = plan_of(r"unsafe\S+impl", false, false).unwrap();
         assert_eq!(p.terms, Terms::All(vec![sub("unsafe"), sub("impl")]));
         let p = plan_of(r"^\s*(foo|barbaz)\(", false, false).unwrap();
         assert_eq!(p.terms, Terms::Any(vec![sub("foo("), sub("barbaz(")]));
@@ -282,6 +453,70 @@ mod tests {
         let p = plan_of("(?i)hello", false, false).unwrap();
         assert!(p.fold_case);
         assert_eq!(p.terms, sub("hello"));
+    }
+
+    #[test]
+    fn whitespace_is_one_space_as_the_index_squeezes_it() {
+        // Any class of whitespace, repeated or not, is one space.
+        for pattern in [
+            r"unsafe\s+impl",
+            r"unsafe\s impl",
+            r"unsafe[ \t]+impl",
+            r"unsafe\s{2,5}impl",
+            r"(?-u)unsafe\s+impl",
+            r"unsafe\s+\s*impl",
+            "unsafe \t impl",
+        ] {
+            let p = plan_of(pattern, false, false).unwrap();
+            assert_eq!(p.terms, sub("unsafe impl"), "{pattern}");
+        }
+        assert_eq!(
+            plan_of("unsafe\t\t impl", true, false).unwrap().terms,
+            sub("unsafe impl")
+        );
+        // Whitespace that may be absent: with it, or without.
+        let p = plan_of(r"unsafe\s*impl", false, false).unwrap();
+        assert_eq!(
+            p.terms,
+            Terms::Any(vec![sub("unsafe impl"), sub("unsafeimpl")])
+        );
+        // A class holding more than whitespace is not a space.
+        let p = plan_of(r"unsafe[\sx]+impl", false, false).unwrap();
+        assert_eq!(p.terms, Terms::All(vec![sub("unsafe"), sub("impl")]));
+        // What the shell mounts search for is the text as it is.
+        let required = required_literals(&GrepPattern::new("a  b\tcd", true, false).unwrap());
+        assert_eq!(required.unwrap().sets[0], vec!["a  b\tcd".to_owned()]);
+    }
+
+    #[test]
+    fn squeezing_makes_each_run_of_whitespace_one_space() {
+        assert!(matches!(squeeze("a b c"), Cow::Borrowed("a b c")));
+        assert_eq!(squeeze("  a\t\t b\r\n\u{3000}c\u{a0}"), " a b c ");
+        assert_eq!(
+            squeeze_bytes(b"a \xff\t\tb\n\n"),
+            Cow::<[u8]>::Owned(b"a \xff b ".to_vec())
+        );
+        assert_eq!(
+            squeeze_bytes("é\u{2028}x".as_bytes()).as_ref(),
+            "é x".as_bytes()
+        );
+    }
+
+    #[test]
+    fn joins_are_the_two_characters_each_side_of_a_space() {
+        let found: Vec<[char; 4]> = joins("unsafe impl x ab cd").collect();
+        let expected = [
+            ['f', 'e', 'i', 'm'],
+            ['p', 'l', 'x', ' '],
+            [' ', 'x', 'a', 'b'],
+            ['a', 'b', 'c', 'd'],
+        ];
+        assert_eq!(found, expected);
+        assert_eq!(joins("a b").count(), 0);
+        let bytes: Vec<[u8; 4]> = byte_joins("é x".as_bytes()).collect();
+        assert!(bytes.is_empty(), "one byte after the space");
+        let bytes: Vec<[u8; 4]> = byte_joins("é xy".as_bytes()).collect();
+        assert_eq!(bytes, vec![[0xc3, 0xa9, b'x', b'y']]);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use super::plan::Terms;
+use super::plan::{Terms, byte_joins, squeeze_bytes};
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
     Result, Store, StoreUpload, Written, from_micros, to_micros,
@@ -49,14 +49,15 @@ pub const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
 /// and outside the schema migrations (a server of an older release sharing the database keeps
 /// working): each index is made when it is missing or left invalid by a build that was killed.
 ///
-/// Every UTF-8 item keeps, in the column `trigrams`, the distinct trigrams of its bytes with
-/// ASCII letters in lower case (three bytes as one 24-bit `INTEGER`: no hash, no collision),
-/// computed in Rust ([`trigrams_of`]). `trigrams_version` is the version they were computed
-/// for. A write leaves them behind `version` (`NULL`) and such an item is a candidate of every
+/// Every UTF-8 item keeps, in the column `text_keys`, the distinct trigrams of its bytes with
+/// every run of whitespace squeezed to one space and ASCII letters in lower case (three bytes
+/// as one 24-bit `INTEGER`: no hash, no collision), and the joins around each space (see
+/// store/plan.rs and [`text_keys`]), computed in Rust ([`text_keys_of`]). `text_keys_version`
+/// is the version they were computed for. A write leaves them behind `version` (`NULL`) and such an item is a candidate of every
 /// search until the background pass ([`index_behind`]) computes them, soon after writes pause:
 /// the write costs about what it did before the index, and every answer is exact at every
 /// commit. A server of an older release leaves its writes behind the same way.
-/// A GIN index over the `trigrams` that are not `NULL` answers `trigrams @> ARRAY[…]`
+/// A GIN index over the `text_keys` that are not `NULL` answers `text_keys @> ARRAY[…]`
 /// (containment: exact, so the database never reads an item's content to find the
 /// candidates; the operator is strict, so PostgreSQL knows the partial index holds every row
 /// it can match); case-sensitive searches use the same folded trigrams, and the matcher
@@ -69,14 +70,14 @@ pub const INDEX_LOCK: i64 = 0x6d6f_756e_7466_7369;
 /// sizes (items too large for their lines to be searched are candidates whatever they hold).
 const INDEXES: &[(&str, &str)] = &[
     (
-        "mountfs_items_trigram_keys",
-        "CREATE INDEX CONCURRENTLY mountfs_items_trigram_keys ON mountfs_items USING gin (trigrams)
-             WHERE trigrams IS NOT NULL",
+        "mountfs_items_text_keys",
+        "CREATE INDEX CONCURRENTLY mountfs_items_text_keys ON mountfs_items USING gin (text_keys)
+             WHERE text_keys IS NOT NULL",
     ),
     (
-        "mountfs_items_trigrams_behind",
-        "CREATE INDEX CONCURRENTLY mountfs_items_trigrams_behind ON mountfs_items (namespace, key)
-             WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE",
+        "mountfs_items_text_keys_behind",
+        "CREATE INDEX CONCURRENTLY mountfs_items_text_keys_behind ON mountfs_items (namespace, key)
+             WHERE (text_keys_version IS DISTINCT FROM version) IS TRUE",
     ),
     (
         "mountfs_items_not_utf8",
@@ -89,16 +90,27 @@ const INDEXES: &[(&str, &str)] = &[
     ),
 ];
 /// Indexes of earlier builds of the search index, dropped once the indexes above are ready
-/// (they would only slow writes down): the `pg_trgm` index, and the GIN over every row's
-/// `trigrams`, `NULL` or not.
-const OLD_INDEXES: &[&str] = &["mountfs_items_trgm", "mountfs_items_trigrams"];
+/// (they would only slow writes down): the `pg_trgm` index, the GIN over every row's
+/// `trigrams`, `NULL` or not, and the two over the `trigrams` of the text as it is (before
+/// whitespace was squeezed and joins kept: [`OLD_COLUMNS`]).
+const OLD_INDEXES: &[&str] = &[
+    "mountfs_items_trgm",
+    "mountfs_items_trigrams",
+    "mountfs_items_trigram_keys",
+    "mountfs_items_trigrams_behind",
+];
+/// What the earlier build kept (trigrams of the text as it is, see [`OLD_INDEXES`]), dropped
+/// with its indexes: dropping a column takes the table's lock for an instant (no rewrite;
+/// each row's old array goes when the row is next written, as the pass does to every row).
+const OLD_COLUMNS: &str = "DROP STATISTICS IF EXISTS mountfs_items_trigrams_behind_stats;
+    ALTER TABLE mountfs_items DROP COLUMN IF EXISTS trigrams, DROP COLUMN IF EXISTS trigrams_version";
 /// What lets the planner know how few items are behind (else it guesses nearly all, and reads
-/// the whole table rather than the partial index `mountfs_items_trigrams_behind`); the
+/// the whole table rather than the partial index `mountfs_items_text_keys_behind`); the
 /// queries and the index say `(… IS DISTINCT FROM …) IS TRUE`, the form these statistics are
 /// looked up for.
 const BEHIND_STATISTICS: &str =
-    "CREATE STATISTICS IF NOT EXISTS mountfs_items_trigrams_behind_stats
-    ON ((trigrams_version IS DISTINCT FROM version)) FROM mountfs_items;
+    "CREATE STATISTICS IF NOT EXISTS mountfs_items_text_keys_behind_stats
+    ON ((text_keys_version IS DISTINCT FROM version)) FROM mountfs_items;
     ANALYZE mountfs_items";
 /// Items larger than this are not given trigrams (their array would outgrow the index's use):
 /// they are candidates of every search.
@@ -121,7 +133,7 @@ const PASS_QUIET: Duration = Duration::from_millis(50);
 const PASS_MAX_WAIT: Duration = Duration::from_secs(1);
 /// How often the pass looks for items behind without being woken by this server's writes
 /// (those of another server that stopped before indexing them, or of an older release): one
-/// probe of the partial index `mountfs_items_trigrams_behind`.
+/// probe of the partial index `mountfs_items_text_keys_behind`.
 const PASS_POLL: Duration = Duration::from_secs(10);
 /// How soon the pass tries again when another server's pass (or the index build) holds
 /// [`INDEX_LOCK`] and items are behind.
@@ -134,7 +146,7 @@ static BEHIND_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         "SELECT namespace, key, version, encoding, size,
             CASE WHEN size <= $4 THEN {CONTENT} END FROM mountfs_items
         WHERE (namespace, key) > ($1::text, $2::text)
-          AND (trigrams_version IS DISTINCT FROM version) IS TRUE
+          AND (text_keys_version IS DISTINCT FROM version) IS TRUE
         ORDER BY namespace, key LIMIT $3"
     )
 });
@@ -142,8 +154,8 @@ static BEHIND_ROWS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 /// migrations: an older server keeps working with the table and never sets them, which
 /// leaves its writes behind, see [`INDEXES`]).
 const TRIGRAM_COLUMNS: &str = "ALTER TABLE mountfs_items
-    ADD COLUMN IF NOT EXISTS trigrams INTEGER[],
-    ADD COLUMN IF NOT EXISTS trigrams_version BIGINT";
+    ADD COLUMN IF NOT EXISTS text_keys INTEGER[],
+    ADD COLUMN IF NOT EXISTS text_keys_version BIGINT";
 /// Said once per process when the index cannot be made.
 static INDEX_WARNED: AtomicBool = AtomicBool::new(false);
 
@@ -221,7 +233,7 @@ const CONTENT: &str = "CASE WHEN large_version = version THEN large_content ELSE
 const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
 // The writes. Each takes the item's next version once (`next.v`) and gives it to `version`;
-// `trigrams_version` gets it when $7 says the trigrams ($6) are those of this very content
+// `text_keys_version` gets it when $7 says the trigrams ($6) are those of this very content
 // (computed by the writer, or none for an item the index does not hold), else `NULL`: the
 // item is behind and the pass indexes it (see [`INDEXES`]). Parameters: namespace, key,
 // encoding, size, time, trigrams, stamped, for `IfVersion` the expected version ($8), and last
@@ -305,7 +317,7 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         WriteKind::CreateOnly => format!(
             "INSERT INTO mountfs_items
                  (namespace, key, encoding, size, created_at, modified_at, version, content,
-                  trigrams, trigrams_version, large_content, large_version)
+                  text_keys, text_keys_version, large_content, large_version)
              SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
                     {small}, $6::integer[], {stamp}, {large}, {large_version}
              FROM {next}
@@ -315,7 +327,7 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         WriteKind::IfVersion => format!(
             "UPDATE mountfs_items
              SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = {small},
-                 trigrams = $6, trigrams_version = {stamp}, large_content = {large},
+                 text_keys = $6, text_keys_version = {stamp}, large_content = {large},
                  large_version = {large_version}
              FROM {next}
              WHERE namespace = $1 AND key = $2 AND version = $8
@@ -325,15 +337,15 @@ fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         WriteKind::Overwrite => format!(
             "INSERT INTO mountfs_items
                  (namespace, key, encoding, size, created_at, modified_at, version, content,
-                  trigrams, trigrams_version, large_content, large_version)
+                  text_keys, text_keys_version, large_content, large_version)
              SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
                     {small}, $6::integer[], {stamp}, {large}, {large_version}
              FROM {next}
              ON CONFLICT (namespace, key) DO UPDATE
              SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
                  modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
-                 content = EXCLUDED.content, trigrams = EXCLUDED.trigrams,
-                 trigrams_version = EXCLUDED.trigrams_version,
+                 content = EXCLUDED.content, text_keys = EXCLUDED.text_keys,
+                 text_keys_version = EXCLUDED.text_keys_version,
                  large_content = EXCLUDED.large_content, large_version = EXCLUDED.large_version
              RETURNING version, (xmax = 0) AS inserted"
         ),
@@ -412,7 +424,7 @@ impl<'a> WriteFields<'a> {
         let (trigrams, stamped) = match indexed.filter(|content| indexable(encoding, content)) {
             None => (None, true),
             Some(_) if defer => (None, false),
-            Some(content) => (Some(trigram_keys(content)), true),
+            Some(content) => (Some(text_keys(content)), true),
         };
         Self {
             namespace,
@@ -681,7 +693,7 @@ impl PostgresStore {
             .map_err(|e| e.to_string())?;
         let statistics = client
             .query_opt(
-                "SELECT 1 FROM pg_statistic_ext WHERE stxname = 'mountfs_items_trigrams_behind_stats'",
+                "SELECT 1 FROM pg_statistic_ext WHERE stxname = 'mountfs_items_text_keys_behind_stats'",
                 &[],
             )
             .await
@@ -742,6 +754,32 @@ impl PostgresStore {
                 .batch_execute(&drop_old)
                 .await
                 .map_err(|e| self.map_error(e).to_string())?;
+        }
+        let old_columns = client
+            .query_one(
+                "SELECT count(*) FROM pg_attribute
+                 WHERE attrelid = 'mountfs_items'::regclass
+                   AND attname IN ('trigrams', 'trigrams_version') AND NOT attisdropped",
+                &[],
+            )
+            .await
+            .map_err(|e| self.map_error(e).to_string())?;
+        if column::<i64>(&old_columns, 0).map_err(|e| e.to_string())? > 0 {
+            // Giving up rather than queueing every other session behind a long transaction:
+            // the next start tries again.
+            let dropped = client
+                .batch_execute(&format!(
+                    "SET lock_timeout = '2s'; {OLD_COLUMNS}; RESET lock_timeout"
+                ))
+                .await;
+            if let Err(error) = dropped {
+                let _ = client.batch_execute("RESET lock_timeout").await;
+                tracing::info!(
+                    "PostgreSQL at {}: the earlier search index's columns stay until the next start: {}",
+                    self.label,
+                    self.map_error(error)
+                );
+            }
         }
         Ok(())
     }
@@ -813,7 +851,7 @@ impl PostgresStore {
                 .map(|(encoding, content)| {
                     // An array of arrays must be rectangular: each item's trigrams as text.
                     content
-                        .and_then(|content| trigrams_of(encoding, &content))
+                        .and_then(|content| text_keys_of(encoding, &content))
                         .map(|t| array_text(&t))
                 })
                 .collect::<Vec<_>>()
@@ -823,9 +861,9 @@ impl PostgresStore {
         client
             .execute(
                 "UPDATE mountfs_items AS items
-                 SET trigrams = given.trigrams::integer[], trigrams_version = items.version
+                 SET text_keys = given.text_keys::integer[], text_keys_version = items.version
                  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
-                     AS given (namespace, key, version, trigrams)
+                     AS given (namespace, key, version, text_keys)
                  WHERE items.namespace = given.namespace AND items.key = given.key
                    AND items.version = given.version",
                 &[&namespaces, &keys, &versions, &arrays],
@@ -846,7 +884,7 @@ impl PostgresStore {
         let row = tx
             .query_one(
                 "SELECT count(*) FROM (SELECT 1 FROM mountfs_items
-                     WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE
+                     WHERE (text_keys_version IS DISTINCT FROM version) IS TRUE
                      ORDER BY namespace, key LIMIT $1) AS behind",
                 &[&(MAX_BEHIND + 1)],
             )
@@ -967,7 +1005,7 @@ impl PostgresStore {
             .query_one(
                 "SELECT count(*) FROM pg_attribute
                  WHERE attrelid = 'mountfs_items'::regclass
-                   AND attname IN ('trigrams', 'trigrams_version') AND NOT attisdropped",
+                   AND attname IN ('text_keys', 'text_keys_version') AND NOT attisdropped",
                 &[],
             )
             .await
@@ -1489,9 +1527,9 @@ impl Store for PostgresStore {
         // be searched.
         let sql = format!(
             "SELECT {META_COLUMNS} FROM mountfs_items
-                 WHERE {range} AND trigrams_version = version AND {terms}
+                 WHERE {range} AND text_keys_version = version AND {terms}
              UNION SELECT {META_COLUMNS} FROM mountfs_items
-                 WHERE {range} AND (trigrams_version IS DISTINCT FROM version) IS TRUE
+                 WHERE {range} AND (text_keys_version IS DISTINCT FROM version) IS TRUE
              UNION SELECT {META_COLUMNS} FROM mountfs_items
                  WHERE {range} AND encoding <> 'utf-8'
              UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {range} AND size > $4
@@ -1708,13 +1746,13 @@ impl StoreUpload for PostgresUpload {
 }
 
 /// The condition of `terms` over the `trigrams` column, the arrays pushed onto `params`: a
-/// substring is there when all its trigrams are ([`trigrams_of`] of its bytes, folded as the
+/// substring is there when all its trigrams are ([`text_keys_of`] of its bytes, folded as the
 /// column is, whether or not the search ignores case: the matcher confirms).
 fn trigram_terms(terms: &Terms, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) -> String {
     match terms {
         Terms::Substring(text) => {
-            params.push(Box::new(trigram_keys(text.as_bytes())));
-            format!("trigrams @> ${}::integer[]", params.len())
+            params.push(Box::new(text_keys(text.as_bytes())));
+            format!("text_keys @> ${}::integer[]", params.len())
         }
         Terms::All(parts) | Terms::Any(parts) => {
             let joint = if matches!(terms, Terms::All(_)) {
@@ -1730,8 +1768,8 @@ fn trigram_terms(terms: &Terms, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) 
 
 /// The trigrams stored for a content (see [`INDEXES`]): `None` for an item the index does
 /// not hold (not UTF-8, or larger than [`MAX_INDEXED_BYTES`]).
-pub fn trigrams_of(encoding: Encoding, content: &[u8]) -> Option<Vec<i32>> {
-    indexable(encoding, content).then(|| trigram_keys(content))
+pub fn text_keys_of(encoding: Encoding, content: &[u8]) -> Option<Vec<i32>> {
+    indexable(encoding, content).then(|| text_keys(content))
 }
 
 /// Whether the index holds an item: UTF-8, at most [`MAX_INDEXED_BYTES`].
@@ -1740,10 +1778,15 @@ fn indexable(encoding: Encoding, content: &[u8]) -> bool {
         && u64::try_from(content.len()).is_ok_and(|len| len <= MAX_INDEXED_BYTES)
 }
 
-/// The distinct trigrams of `bytes` with ASCII letters in lower case, each three bytes as
-/// one 24-bit number, in ascending order.
-pub fn trigram_keys(bytes: &[u8]) -> Vec<i32> {
-    let mut keys: Vec<i32> = bytes
+/// The keys the index holds of `bytes` (see store/plan.rs): the distinct trigrams of their
+/// [`squeeze_bytes`] form with ASCII letters in lower case, each three bytes as one 24-bit
+/// number (0 to 2^24 - 1), and its joins ([`byte_joins`]: the two bytes on each side of a
+/// space), folded alike, each four bytes as one negative number (the top bit set: exact when
+/// the first byte is ASCII, else it shares its key with one ASCII byte's, which only makes a
+/// search read an extra candidate). In ascending order.
+pub fn text_keys(bytes: &[u8]) -> Vec<i32> {
+    let squeezed = squeeze_bytes(bytes);
+    let mut keys: Vec<i32> = squeezed
         .windows(3)
         .map(|w| {
             i32::from(w[0].to_ascii_lowercase()) << 16
@@ -1751,6 +1794,10 @@ pub fn trigram_keys(bytes: &[u8]) -> Vec<i32> {
                 | i32::from(w[2].to_ascii_lowercase())
         })
         .collect();
+    keys.extend(byte_joins(&squeezed).map(|join| {
+        let folded = u32::from_be_bytes(join.map(|b| b.to_ascii_lowercase())) | 0x8000_0000;
+        i32::from_ne_bytes(folded.to_ne_bytes())
+    }));
     keys.sort_unstable();
     keys.dedup();
     keys
@@ -1785,38 +1832,56 @@ mod tests {
 
     #[test]
     fn trigrams_are_distinct_folded_and_sorted() {
-        let keys = trigram_keys(b"AbcABC");
+        let keys = text_keys(b"AbcABC");
         assert_eq!(keys, {
             let mut k = vec![key(b"abc"), key(b"bca"), key(b"cab")];
             k.sort_unstable();
             k
         });
-        assert!(trigram_keys(b"ab").is_empty());
+        assert!(text_keys(b"ab").is_empty());
         // Bytes, not characters: a non-ASCII character is left as it is.
-        assert_eq!(trigram_keys("é".as_bytes()).len(), 0);
-        assert_eq!(
-            trigram_keys("Éa".as_bytes()),
-            vec![key(&[0xc3, 0x89, b'a'])]
-        );
+        assert_eq!(text_keys("é".as_bytes()).len(), 0);
+        assert_eq!(text_keys("Éa".as_bytes()), vec![key(&[0xc3, 0x89, b'a'])]);
     }
 
     #[test]
     fn a_substring_has_no_trigram_its_container_lacks() {
         let content = "fn Main() {\n    unsafe impl Drop for X {}\n}\n";
-        let all = trigram_keys(content.as_bytes());
+        let all = text_keys(content.as_bytes());
         for needle in ["unsafe impl", "IMPL DROP", "main()", " {}\n"] {
-            let wanted = trigram_keys(needle.as_bytes());
+            let wanted = text_keys(needle.as_bytes());
             assert!(wanted.iter().all(|k| all.contains(k)), "{needle}");
         }
     }
 
     #[test]
+    fn whitespace_is_squeezed_and_the_joins_kept() {
+        let keys = text_keys(b"fn x() {\n    unsafe\t\timpl Drop for X {}\n}\n");
+        let wanted = text_keys(b"unsafe impl");
+        assert!(wanted.iter().all(|k| keys.contains(k)));
+        // `fe im`, the join, is one negative key; its absence tells apart a file that has
+        // `unsafe` and `impl` apart, which holds every trigram of `unsafe impl`.
+        let joins: Vec<i32> = wanted.iter().copied().filter(|k| *k < 0).collect();
+        assert_eq!(joins.len(), 1);
+        let apart = text_keys(b"unsafe fn f() {}\ntype impl X {}\n");
+        assert!(
+            wanted
+                .iter()
+                .filter(|k| **k >= 0)
+                .all(|k| apart.contains(k))
+        );
+        assert!(!apart.contains(&joins[0]));
+        // Folded as the trigrams are.
+        assert!(text_keys(b"UNSAFE IMPL").contains(&joins[0]));
+    }
+
+    #[test]
     fn items_not_held_by_the_index_have_no_trigrams() {
-        assert_eq!(trigrams_of(Encoding::Binary, b"abcdef"), None);
+        assert_eq!(text_keys_of(Encoding::Binary, b"abcdef"), None);
         let big = vec![b'a'; usize::try_from(MAX_INDEXED_BYTES).unwrap() + 1];
-        assert_eq!(trigrams_of(Encoding::Utf8, &big), None);
+        assert_eq!(text_keys_of(Encoding::Utf8, &big), None);
         assert_eq!(
-            trigrams_of(Encoding::Utf8, b"aaaa"),
+            text_keys_of(Encoding::Utf8, b"aaaa"),
             Some(vec![key(b"aaa")])
         );
         assert_eq!(array_text(&[1, 22, 333]), "{1,22,333}");

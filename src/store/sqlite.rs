@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{Notify, Semaphore};
 
-use super::plan::{Terms, trigrams};
+use super::plan::{Terms, joins, squeeze, trigrams};
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
     Result, Store, StoreUpload, Written, from_micros, to_micros,
@@ -156,6 +156,20 @@ const MIGRATIONS: &[&str] = &[
     BEGIN
         INSERT OR IGNORE INTO mountfs_text_pending (item) VALUES (old.rowid);
     END;
+",
+    "
+    -- The index holds each item's text as the planner reads it (issue 28, store/plan.rs): every
+    -- run of whitespace squeezed to one space, followed by a token for each join (the two
+    -- characters on each side of a space; sqlite.rs, `index_text`). Rebuilt in the background
+    -- from the items; searches scan until it is.
+    DROP TABLE mountfs_items_text;
+    CREATE VIRTUAL TABLE mountfs_items_text USING fts5(
+        content, content = '', contentless_delete = 1, tokenize = 'trigram', detail = 'none'
+    );
+    DELETE FROM mountfs_text_pending;
+    UPDATE mountfs_text_index SET built_upto =
+        CASE WHEN EXISTS (SELECT 1 FROM mountfs_items)
+            THEN -9223372036854775808 ELSE 9223372036854775807 END;
 ",
 ];
 
@@ -1574,22 +1588,12 @@ fn build_step(conn: &mut Connection) -> Result<Option<u64>> {
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(map_error)?
     };
-    let last = within_tokenize_budget(&next)
-        .last()
-        .map(|(rowid, _)| *rowid);
-    let (upto, added) = match last {
+    let batch = within_tokenize_budget(&next);
+    let (upto, added) = match batch.last() {
         None => (INDEX_COMPLETE, None),
-        Some(last) => {
-            let added = tx
-                .execute(
-                    "INSERT INTO mountfs_items_text (rowid, content)
-                     SELECT rowid, CASE WHEN encoding = 'utf-8' AND size <= 1048576
-                         THEN CAST(content AS TEXT) END
-                     FROM mountfs_items WHERE rowid > ?1 AND rowid <= ?2",
-                    params![built, last],
-                )
-                .map_err(map_error)?;
-            (last, Some(u64::try_from(added).unwrap_or(0)))
+        Some((last, _)) => {
+            let rowids: Vec<i64> = batch.iter().map(|(rowid, _)| *rowid).collect();
+            (*last, Some(add_to_index(&tx, &rowids)?))
         }
     };
     tx.execute(
@@ -1745,12 +1749,15 @@ fn within_tokenize_budget(items: &[(i64, i64)]) -> &[(i64, i64)] {
     &items[..take]
 }
 
-/// The FTS5 query of `terms`: a substring is all of its trigrams (a table with detail=none
-/// cannot match phrases; the matcher confirms the order), each quoted.
+/// The FTS5 query of `terms`: a substring (squeezed, see store/plan.rs) is all of its trigrams
+/// and the tokens of its joins (a table with detail=none cannot match phrases; the matcher
+/// confirms the order), each quoted.
 fn fts_query(terms: &Terms) -> String {
     match terms {
         Terms::Substring(text) => {
-            let grams: Vec<String> = trigrams(text)
+            let mut grams = trigrams(text);
+            grams.extend(joins(text).map(|join| join_token(join).iter().collect::<String>()));
+            let grams: Vec<String> = grams
                 .iter()
                 .map(|g| format!("\"{}\"", g.replace('"', "\"\"")))
                 .collect();
@@ -1866,18 +1873,74 @@ fn fold_items(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<()> {
     let mut remove = tx
         .prepare_cached("DELETE FROM mountfs_items_text WHERE rowid = ?1")
         .map_err(map_error)?;
-    let mut add = tx
+    for item in items {
+        remove.execute(params![item]).map_err(map_error)?;
+    }
+    add_to_index(tx, items)?;
+    Ok(())
+}
+
+/// Adds the [`index_text`] of each of `items` (rowids) that is UTF-8 text of at most 1 MiB to
+/// the search index (which holds none of them). Returns how many were added.
+fn add_to_index(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<u64> {
+    let mut read = tx
         .prepare_cached(
-            "INSERT INTO mountfs_items_text (rowid, content)
-             SELECT rowid, CAST(content AS TEXT) FROM mountfs_items
+            "SELECT content FROM mountfs_items
              WHERE rowid = ?1 AND encoding = 'utf-8' AND size <= 1048576",
         )
         .map_err(map_error)?;
+    let mut add = tx
+        .prepare_cached("INSERT INTO mountfs_items_text (rowid, content) VALUES (?1, ?2)")
+        .map_err(map_error)?;
+    let mut added = 0;
     for item in items {
-        remove.execute(params![item]).map_err(map_error)?;
-        add.execute(params![item]).map_err(map_error)?;
+        let content: Option<Vec<u8>> = read
+            .query_row(params![item], |row| row.get(0))
+            .optional()
+            .map_err(map_error)?;
+        // Not UTF-8 (for a row marked so) only by a foreign writer: it is then left out, and
+        // a search reads it as it reads every item the index lacks.
+        if let Some(text) = content.as_deref().and_then(|c| std::str::from_utf8(c).ok()) {
+            add.execute(params![item, index_text(text)])
+                .map_err(map_error)?;
+            added += 1;
+        }
     }
-    Ok(())
+    Ok(added)
+}
+
+/// What the search index holds of a text (see store/plan.rs): the text [`squeeze`]d, a line
+/// break, then the [`join_token`] of each distinct join of it.
+pub fn index_text(text: &str) -> String {
+    let squeezed = squeeze(text);
+    let mut tokens: Vec<[char; 3]> = joins(&squeezed).map(join_token).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    let mut out = String::with_capacity(squeezed.len() + 1 + tokens.len() * 12);
+    out.push_str(&squeezed);
+    out.push('\n');
+    tokens.iter().flatten().for_each(|c| out.push(*c));
+    out
+}
+
+/// A join (see store/plan.rs) as one trigram of the index: three characters of Unicode's
+/// Supplementary Private Use Area-A, 48 bits of a hash (FNV-1a) of its characters with ASCII
+/// letters in lower case. Text rarely holds such characters, so a join's trigram is almost
+/// never one of a text's; when two joins share one, a search reads an extra candidate.
+pub fn join_token(join: [char; 4]) -> [char; 3] {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut buf = [0u8; 4];
+    for c in join {
+        for byte in c.to_ascii_lowercase().encode_utf8(&mut buf).bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        hash = (hash ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+    }
+    let area = |shift: u32| {
+        let piece = u32::try_from((hash >> shift) & 0xffff).unwrap_or(0) % 0xfffe;
+        char::from_u32(0xf0000 + piece).unwrap_or('\u{f0000}')
+    };
+    [area(0), area(16), area(32)]
 }
 
 /// The row of a put: `content` (bytes, or zeros of the size) under `condition`.
@@ -1946,6 +2009,31 @@ fn put_row_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_holds_the_squeezed_text_and_a_token_per_distinct_join() {
+        let text = index_text("unsafe\n\timpl X;\nunsafe impl Y;");
+        let (squeezed, tokens) = text.split_once('\n').unwrap();
+        assert_eq!(squeezed, "unsafe impl X; unsafe impl Y;");
+        // fe|im, pl|X;, X;|un, pl|Y; (the repeated one once), three characters each.
+        assert_eq!(tokens.chars().count(), 4 * 3);
+        assert!(
+            tokens
+                .chars()
+                .all(|c| ('\u{f0000}'..='\u{ffffd}').contains(&c))
+        );
+        let token: String = join_token(['f', 'e', 'i', 'm']).iter().collect();
+        assert!(tokens.contains(&token));
+        assert_eq!(
+            join_token(['F', 'e', 'I', 'm']),
+            join_token(['f', 'e', 'i', 'm'])
+        );
+        assert_ne!(
+            join_token(['f', 'e', 'i', 'n']),
+            join_token(['f', 'e', 'i', 'm'])
+        );
+        assert_eq!(index_text(""), "\n");
+    }
 
     /// 16 MiB read 1 MiB at a time: a blob handle opened per range walks the overflow chain
     /// from the value's start each time (30,820 page fetches for these 4,096 pages); one handle

@@ -70,7 +70,9 @@ const WORDS: &[&str] = &[
     "match",
     "{}",
 ];
-const SEPARATORS: &[&str] = &[" ", "  ", "\t", "::", "(", ")", ", ", "."];
+const SEPARATORS: &[&str] = &[
+    " ", "  ", "\t", "::", "(", ")", ", ", ".", " \t ", "\u{a0}", "\u{3000}", "\u{2028}",
+];
 
 /// A small deterministic generator (the corpus must be the same on every run).
 struct Lcg(u64);
@@ -316,6 +318,12 @@ fn atom() -> impl Strategy<Value = String> {
         // Nothing the index can use.
         1 => Just(r"\d".to_owned()),
         1 => Just(r"\s+".to_owned()),
+        // Whitespace, which the index squeezes to one space (store/plan.rs).
+        1 => Just(r"\s".to_owned()),
+        1 => Just(r"\s*".to_owned()),
+        1 => Just("[ \t]+".to_owned()),
+        1 => Just(" {2}".to_owned()),
+        1 => Just(r"[\s,]+".to_owned()),
         1 => Just(".".to_owned()),
         1 => Just(r"\w+".to_owned()),
         1 => Just(".*".to_owned()),
@@ -421,6 +429,15 @@ const PLANNER_EDGES: &[(&str, bool)] = &[
     ("(?i)(?:straße|STRASSE|kelvin)", false),
     ("(?:ab|main|HashMap)", true),
     ("unsafe(?:\\s+impl|\\s*\\{|)", false),
+    ("unsafe\\s+impl", false),
+    ("(?-u)unsafe\\s+impl", true),
+    ("unsafe {2}impl", false),
+    ("fn[ \\t]+main", true),
+    ("main\\s*HashMap", false),
+    ("impl\\x{a0}main", false),
+    ("café\\x{3000}+CAFÉ", true),
+    ("\\s+impl\\s+", false),
+    ("Kelvin\\s\\s?error", false),
 ];
 
 /// How a generated search is asked for and paged through, as the `grep` tool takes it.
@@ -886,8 +903,8 @@ fn postgres_index_answers_as_a_scan_does() {
         );
         let null: i64 = client
             .query_one(
-                "SELECT count(*) FROM mountfs_items WHERE trigrams IS NULL AND encoding = 'utf-8'
-                     AND (trigrams_version IS DISTINCT FROM version) IS TRUE",
+                "SELECT count(*) FROM mountfs_items WHERE text_keys IS NULL AND encoding = 'utf-8'
+                     AND (text_keys_version IS DISTINCT FROM version) IS TRUE",
                 &[],
             )
             .await
@@ -992,11 +1009,26 @@ fn index_is_exact(file: &std::path::Path) -> bool {
         .is_ok();
     conn.execute_batch(
         "CREATE VIRTUAL TABLE temp.fresh USING fts5(content, tokenize = 'trigram', detail = 'none');
-         INSERT INTO temp.fresh (rowid, content)
-             SELECT rowid, CAST(content AS TEXT) FROM mountfs_items WHERE encoding = 'utf-8' AND size <= 1048576;
          CREATE VIRTUAL TABLE temp.fresh_terms USING fts5vocab(temp, fresh, 'row');",
     )
     .unwrap();
+    let items: Vec<(i64, Vec<u8>)> = conn
+        .prepare(
+            "SELECT rowid, content FROM mountfs_items WHERE encoding = 'utf-8' AND size <= 1048576",
+        )
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for (rowid, content) in items {
+        let text = mountfs::store::sqlite::index_text(std::str::from_utf8(&content).unwrap());
+        conn.execute(
+            "INSERT INTO temp.fresh (rowid, content) VALUES (?1, ?2)",
+            rusqlite::params![rowid, text],
+        )
+        .unwrap();
+    }
     let terms: Vec<String> = conn
         .prepare("SELECT term FROM temp.fresh_terms")
         .unwrap()
@@ -1073,6 +1105,97 @@ async fn a_store_made_before_the_index_gains_it_in_the_background_and_answers_th
     assert_eq!(sorted(&indexed, &q).await, expected);
     assert!(files_read(&indexed, &literal("unsafe impl")).await < 6_000 / 2);
     assert!(index_is_exact(&file));
+}
+
+/// `unsafe\s+impl` over files that mostly hold `unsafe` and `impl` apart (with every trigram
+/// of `unsafe impl`), a few where whitespace of every kind joins them: the index squeezes the
+/// whitespace and keeps the join `fe im`, so only the files where the words meet are read, and
+/// the answer is a scan's. Writes `store` and waits until `caught_up` says the index holds all.
+async fn only_files_where_the_words_meet_are_read<F, Fut>(shared: Arc<dyn Store>, caught_up: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let ns = Namespace::new("default").unwrap();
+    let joined = [
+        "unsafe impl Send for A {}",
+        "    unsafe\t\timpl Sync for B {}",
+        "unsafe\u{a0}\u{3000} impl C",
+        "x unsafe   impl<T> D for T {}",
+    ];
+    for i in 0..600 {
+        let text = match i % 150 {
+            0..=3 => format!("// {i}\n{}\n", joined[i % 150]),
+            // The words apart, or on two lines: candidates a trigram index cannot tell apart.
+            4 => format!("// {i}\nunsafe\nimpl X {{}}\n"),
+            _ => format!("// {i}\nunsafe fn f() {{}}\ntype impl X {{}}\n"),
+        };
+        shared
+            .put(
+                &ns,
+                &format!("/w/{i}.rs"),
+                text.as_bytes(),
+                PutCondition::Overwrite,
+            )
+            .await
+            .unwrap();
+    }
+    caught_up().await;
+    let indexed = StoreBackend::new(shared.clone(), ns.clone());
+    let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
+    for (pattern, ci, matching) in [
+        (r"unsafe\s+impl", false, 16),
+        (r"UNSAFE\s+IMPL", true, 16),
+        (r"unsafe\s*impl", false, 16),
+        (r"(?-u)unsafe[ \t]+impl", false, 12),
+    ] {
+        let q = query(&Search {
+            pattern: pattern.into(),
+            literal: false,
+            case_insensitive: ci,
+            glob: None,
+            dir: "/",
+            max_line_bytes: None,
+        })
+        .unwrap();
+        let expected = sorted(&scanning, &q).await;
+        assert_eq!(expected.len(), matching, "{pattern}: the scan's answer");
+        assert_eq!(sorted(&indexed, &q).await, expected, "{pattern}");
+        let read = files_read(&indexed, &q).await;
+        // The 16 where whitespace joins the words, and the 4 with them on two lines
+        // (squeezed, they meet); without the joins, all 600.
+        assert!(read <= 20, "{pattern}: {read} files read of 600");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_reads_only_the_files_where_whitespace_joins_the_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("join.db");
+    let store = SqliteStore::open(&file).await.unwrap();
+    wait_ready(&store).await;
+    only_files_where_the_words_meet_are_read(Arc::new(store.clone()), || async {
+        assert!(index_is_exact(&file));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_reads_only_the_files_where_whitespace_joins_the_words() {
+    let Some(url) = crate::support::postgres_url("postgres search index") else {
+        return;
+    };
+    let db = OwnDatabase::new(&url, "mountfs_join").await;
+    let store = PostgresStore::connect(&db.url).await.unwrap();
+    wait_ready_postgres(&store).await;
+    let client = db.client().await;
+    only_files_where_the_words_meet_are_read(Arc::new(store.clone()), || async {
+        wait_caught_up(&client).await;
+        trigrams_are_exact(&client).await;
+    })
+    .await;
+    drop(store);
+    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1513,7 +1636,7 @@ async fn wait_ready_postgres(store: &PostgresStore) {
 async fn behind(client: &tokio_postgres::Client) -> i64 {
     client
         .query_one(
-            "SELECT count(*) FROM mountfs_items WHERE trigrams_version IS DISTINCT FROM version",
+            "SELECT count(*) FROM mountfs_items WHERE text_keys_version IS DISTINCT FROM version",
             &[],
         )
         .await
@@ -1555,10 +1678,10 @@ async fn a_postgres_store_made_before_the_index_gains_it_in_the_background_and_a
     let client = db.client().await;
     client
         .batch_execute(
-            "DROP INDEX mountfs_items_trigram_keys, mountfs_items_trigrams_behind,
+            "DROP INDEX mountfs_items_text_keys, mountfs_items_text_keys_behind,
                  mountfs_items_not_utf8, mountfs_items_size;
-             DROP STATISTICS mountfs_items_trigrams_behind_stats;
-             ALTER TABLE mountfs_items DROP COLUMN trigrams, DROP COLUMN trigrams_version;
+             DROP STATISTICS mountfs_items_text_keys_behind_stats;
+             ALTER TABLE mountfs_items DROP COLUMN text_keys, DROP COLUMN text_keys_version;
              ALTER TABLE mountfs_items ALTER COLUMN content SET COMPRESSION pglz;",
         )
         .await
@@ -1666,9 +1789,9 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
     // trigrams, the others still behind, and the GIN index not made yet.
     client
         .batch_execute(
-            "UPDATE mountfs_items SET trigrams = NULL, trigrams_version = NULL
+            "UPDATE mountfs_items SET text_keys = NULL, text_keys_version = NULL
                  WHERE key >= '/n/3';
-             DROP INDEX mountfs_items_trigram_keys;",
+             DROP INDEX mountfs_items_text_keys;",
         )
         .await
         .unwrap();
@@ -1702,13 +1825,13 @@ async fn a_postgres_build_stopped_half_way_resumes_at_the_next_start() {
     db.drop().await;
 }
 
-/// Whether the index `mountfs_items_trigram_keys` is valid, and its access method.
+/// Whether the index `mountfs_items_text_keys` is valid, and its access method.
 async fn trigram_index_state(client: &tokio_postgres::Client) -> Option<(bool, String)> {
     client
         .query_opt(
             "SELECT i.indisvalid, a.amname FROM pg_index i
                JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-              WHERE i.indexrelid = to_regclass('mountfs_items_trigram_keys')",
+              WHERE i.indexrelid = to_regclass('mountfs_items_text_keys')",
             &[],
         )
         .await
@@ -1718,9 +1841,11 @@ async fn trigram_index_state(client: &tokio_postgres::Client) -> Option<(bool, S
 
 /// A write that leaves its item behind does not touch the trigram GIN index: the index holds
 /// only the rows whose trigrams are not `NULL`. Before, it held every row, and each such write
-/// appended a key for its `NULL` to the index's pending list. A store built by that release
-/// (the GIN over every row, `mountfs_items_trigrams`) gains the partial index at its next start
-/// and the old one is dropped; answers stay exact throughout.
+/// appended a key for its `NULL` to the index's pending list. A store built by the earlier
+/// releases (the trigrams of the text as it is in the column `trigrams`, the GIN over every
+/// row, `mountfs_items_trigrams`, and the partial one over it) gains the index of squeezed text
+/// at its next start, without trusting the old trigrams (made wrong here on purpose), and the
+/// old indexes and columns are dropped; answers stay exact throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
     let Some(url) = crate::support::postgres_url("postgres search index") else {
@@ -1733,11 +1858,21 @@ async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
         write_old_way(&db.client().await, 300).await;
     }
     let client = db.client().await;
-    // The index as the earlier release made it.
+    // The index as the earlier releases made it, its trigrams wrong.
     client
         .batch_execute(
-            "DROP INDEX mountfs_items_trigram_keys;
-             CREATE INDEX mountfs_items_trigrams ON mountfs_items USING gin (trigrams);",
+            "DROP INDEX mountfs_items_text_keys, mountfs_items_text_keys_behind;
+             DROP STATISTICS mountfs_items_text_keys_behind_stats;
+             ALTER TABLE mountfs_items DROP COLUMN text_keys, DROP COLUMN text_keys_version,
+                 ADD COLUMN trigrams INTEGER[], ADD COLUMN trigrams_version BIGINT;
+             UPDATE mountfs_items SET trigrams = '{1,2,3}', trigrams_version = version;
+             CREATE INDEX mountfs_items_trigrams ON mountfs_items USING gin (trigrams);
+             CREATE INDEX mountfs_items_trigram_keys ON mountfs_items USING gin (trigrams)
+                 WHERE trigrams IS NOT NULL;
+             CREATE INDEX mountfs_items_trigrams_behind ON mountfs_items (namespace, key)
+                 WHERE (trigrams_version IS DISTINCT FROM version) IS TRUE;
+             CREATE STATISTICS mountfs_items_trigrams_behind_stats
+                 ON ((trigrams_version IS DISTINCT FROM version)) FROM mountfs_items;",
         )
         .await
         .unwrap();
@@ -1749,15 +1884,22 @@ async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
     let scanning = StoreBackend::new(shared.clone(), ns.clone()).without_index();
     exact(&indexed, &scanning).await;
     let started = Instant::now();
-    while client
-        .query_opt(
-            "SELECT 1 FROM pg_class WHERE relname = 'mountfs_items_trigrams'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .is_some()
-    {
+    let earlier = || async {
+        client
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_class WHERE relname IN ('mountfs_items_trigrams',
+                         'mountfs_items_trigram_keys', 'mountfs_items_trigrams_behind'))
+                      + (SELECT count(*) FROM pg_attribute WHERE attrelid = 'mountfs_items'::regclass
+                         AND attname IN ('trigrams', 'trigrams_version') AND NOT attisdropped)
+                      + (SELECT count(*) FROM pg_statistic_ext
+                         WHERE stxname = 'mountfs_items_trigrams_behind_stats')",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    while earlier().await > 0 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "the earlier index was not dropped"
@@ -1767,13 +1909,13 @@ async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
     let predicate: Option<String> = client
         .query_one(
             "SELECT pg_get_expr(indpred, indrelid) FROM pg_index
-              WHERE indexrelid = to_regclass('mountfs_items_trigram_keys')",
+              WHERE indexrelid = to_regclass('mountfs_items_text_keys')",
             &[],
         )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(predicate.as_deref(), Some("(trigrams IS NOT NULL)"));
+    assert_eq!(predicate.as_deref(), Some("(text_keys IS NOT NULL)"));
     wait_caught_up(&client).await;
     // Writes left behind (the pass held off) add nothing to the index, not even to its
     // pending list, whose size PostgreSQL's pgstattuple reports.
@@ -1786,7 +1928,7 @@ async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
     let pending = || async {
         client
             .query_one(
-                "SELECT pending_tuples FROM pgstatginindex('mountfs_items_trigram_keys')",
+                "SELECT pending_tuples FROM pgstatginindex('mountfs_items_text_keys')",
                 &[],
             )
             .await
@@ -1845,12 +1987,12 @@ async fn a_postgres_index_left_invalid_is_dropped_and_built_again() {
     }
     let client = db.client().await;
     client
-        .batch_execute("DROP INDEX mountfs_items_trigram_keys")
+        .batch_execute("DROP INDEX mountfs_items_text_keys")
         .await
         .unwrap();
     let failed = client
         .batch_execute(
-            "CREATE UNIQUE INDEX CONCURRENTLY mountfs_items_trigram_keys ON mountfs_items (namespace)",
+            "CREATE UNIQUE INDEX CONCURRENTLY mountfs_items_text_keys ON mountfs_items (namespace)",
         )
         .await;
     assert!(failed.is_err(), "the unique index was built");
@@ -2012,7 +2154,7 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
     );
     let stamped: bool = client
         .query_one(
-            "SELECT trigrams_version = version AND trigrams IS NOT NULL FROM mountfs_items
+            "SELECT text_keys_version = version AND text_keys IS NOT NULL FROM mountfs_items
              WHERE key = '/up/late.md'",
             &[],
         )
@@ -2077,7 +2219,7 @@ async fn trigrams_are_exact(client: &tokio_postgres::Client) {
             // The content wherever it is kept (`content` is NULL for one over 4 MiB).
             "SELECT key, encoding,
                     CASE WHEN large_version = version THEN large_content ELSE content END,
-                    trigrams, trigrams_version, version
+                    text_keys, text_keys_version, version
              FROM mountfs_items",
             &[],
         )
@@ -2090,7 +2232,7 @@ async fn trigrams_are_exact(client: &tokio_postgres::Client) {
         let trigrams: Option<Vec<i32>> = row.get(3);
         let (stamp, version): (Option<i64>, i64) = (row.get(4), row.get(5));
         assert_eq!(stamp, Some(version), "{key}");
-        let expected = mountfs::store::postgres::trigrams_of(
+        let expected = mountfs::store::postgres::text_keys_of(
             mountfs::store::Encoding::parse(&encoding),
             &content,
         );
@@ -2170,7 +2312,7 @@ async fn the_postgres_pass_catches_up_without_blocking_writes() {
         let left: i64 = client
             .query_one(
                 "SELECT count(*) FROM mountfs_items
-                 WHERE key LIKE '/p/%' AND trigrams_version IS DISTINCT FROM version",
+                 WHERE key LIKE '/p/%' AND text_keys_version IS DISTINCT FROM version",
                 &[],
             )
             .await
