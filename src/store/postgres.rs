@@ -92,18 +92,18 @@ const INDEXES: &[(&str, &str)] = &[
 /// Indexes of earlier builds of the search index, dropped once the indexes above are ready
 /// (they would only slow writes down): the `pg_trgm` index, the GIN over every row's
 /// `trigrams`, `NULL` or not, and the two over the `trigrams` of the text as it is (before
-/// whitespace was squeezed and joins kept: [`OLD_COLUMNS`]).
+/// whitespace was squeezed and joins kept: [`OLD_STATISTICS`]).
 const OLD_INDEXES: &[&str] = &[
     "mountfs_items_trgm",
     "mountfs_items_trigrams",
     "mountfs_items_trigram_keys",
     "mountfs_items_trigrams_behind",
 ];
-/// What the earlier build kept (trigrams of the text as it is, see [`OLD_INDEXES`]), dropped
-/// with its indexes: dropping a column takes the table's lock for an instant (no rewrite;
-/// each row's old array goes when the row is next written, as the pass does to every row).
-const OLD_COLUMNS: &str = "DROP STATISTICS IF EXISTS mountfs_items_trigrams_behind_stats;
-    ALTER TABLE mountfs_items DROP COLUMN IF EXISTS trigrams, DROP COLUMN IF EXISTS trigrams_version";
+/// The statistics of the earlier build (see [`OLD_INDEXES`]), dropped with its indexes. Its
+/// columns (`trigrams`, `trigrams_version`) stay: a server of that build sharing the database
+/// keeps writing them (dropping them would make its writes fail); docs/mounts.md says how to
+/// drop them once every server is upgraded.
+const OLD_STATISTICS: &str = "DROP STATISTICS IF EXISTS mountfs_items_trigrams_behind_stats";
 /// What lets the planner know how few items are behind (else it guesses nearly all, and reads
 /// the whole table rather than the partial index `mountfs_items_text_keys_behind`); the
 /// queries and the index say `(… IS DISTINCT FROM …) IS TRUE`, the form these statistics are
@@ -755,32 +755,10 @@ impl PostgresStore {
                 .await
                 .map_err(|e| self.map_error(e).to_string())?;
         }
-        let old_columns = client
-            .query_one(
-                "SELECT count(*) FROM pg_attribute
-                 WHERE attrelid = 'mountfs_items'::regclass
-                   AND attname IN ('trigrams', 'trigrams_version') AND NOT attisdropped",
-                &[],
-            )
+        client
+            .batch_execute(OLD_STATISTICS)
             .await
             .map_err(|e| self.map_error(e).to_string())?;
-        if column::<i64>(&old_columns, 0).map_err(|e| e.to_string())? > 0 {
-            // Giving up rather than queueing every other session behind a long transaction:
-            // the next start tries again.
-            let dropped = client
-                .batch_execute(&format!(
-                    "SET lock_timeout = '2s'; {OLD_COLUMNS}; RESET lock_timeout"
-                ))
-                .await;
-            if let Err(error) = dropped {
-                let _ = client.batch_execute("RESET lock_timeout").await;
-                tracing::info!(
-                    "PostgreSQL at {}: the earlier search index's columns stay until the next start: {}",
-                    self.label,
-                    self.map_error(error)
-                );
-            }
-        }
         Ok(())
     }
 
