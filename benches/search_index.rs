@@ -188,8 +188,8 @@ fn sqlite_sizes(file: &Path) -> (u64, u64) {
     let total = std::fs::metadata(file).unwrap().len();
     let index: i64 = conn
         .query_row(
-            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'mountfs_items_text%'
-                 OR name IN ('mountfs_items_not_text', 'mountfs_items_large', 'mountfs_text_pending')",
+            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'mountfs_items_squeezed%'
+                 OR name LIKE 'mountfs_items_joins%' OR name IN ('mountfs_items_not_text', 'mountfs_items_large', 'mountfs_text_pending')",
             [],
             |row| row.get(0),
         )

@@ -395,11 +395,11 @@ fn whole_chars(bytes: &[u8], suffix: bool) -> &str {
 }
 
 /// `text` as required substrings: itself, or its NUL-free pieces (an index holds no NUL), or
-/// `None` when no piece is long enough to look up.
+/// `None` when no piece is worth looking up.
 fn substring_terms(text: &str) -> Option<Terms> {
     let mut pieces: Vec<Terms> = text
         .split('\0')
-        .filter(|piece| piece.chars().count() >= MIN_CHARS)
+        .filter(|piece| worth_looking_up(piece))
         .map(|piece| Terms::Substring(piece.to_owned()))
         .collect();
     match pieces.len() {
@@ -407,6 +407,17 @@ fn substring_terms(text: &str) -> Option<Terms> {
         1 => pieces.pop(),
         _ => Some(Terms::All(pieces)),
     }
+}
+
+/// Whether a (squeezed) substring narrows a search: it has a trigram without a space, or a
+/// join. One whose every trigram holds a space and that has no join (`fn ` of `fn\s+\w+`, `a b`)
+/// is about as common as its two letters: looking it up would read nearly every file through
+/// the index, slower than the scan.
+fn worth_looking_up(piece: &str) -> bool {
+    let chars: Vec<char> = piece.chars().collect();
+    chars.len() >= MIN_CHARS
+        && (chars.windows(MIN_CHARS).any(|gram| !gram.contains(&' '))
+            || joins(piece).next().is_some())
 }
 
 #[cfg(test)]
@@ -438,7 +449,18 @@ mod tests {
 
     #[test]
     fn nothing_indexable_scans() {
-        for pattern in [".", r"\w+", "ab", "a.c", "(foo|x)", "^$", r"[a-z]+\d"] {
+        for pattern in [
+            ".",
+            r"\w+",
+            "ab",
+            "a.c",
+            "(foo|x)",
+            "^$",
+            r"[a-z]+\d",
+            // Its only trigram holds the squeezed space, and it has no join.
+            r"fn\s+[a-z_]{24,}\(",
+            r"a\s+b",
+        ] {
             assert_eq!(plan_of(pattern, false, false), None, "{pattern}");
         }
         assert_eq!(plan_of("ab", true, false), None);

@@ -32,6 +32,7 @@ use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
     Result, Store, StoreUpload, Written, from_micros, to_micros,
 };
+use crate::text::encoding::decode_lossy;
 
 /// Connections per server process.
 const POOL_SIZE: usize = 16;
@@ -424,7 +425,7 @@ impl<'a> WriteFields<'a> {
         let (trigrams, stamped) = match indexed.filter(|content| indexable(encoding, content)) {
             None => (None, true),
             Some(_) if defer => (None, false),
-            Some(content) => (Some(text_keys(content)), true),
+            Some(content) => (Some(content_keys(content)), true),
         };
         Self {
             namespace,
@@ -1747,7 +1748,16 @@ fn trigram_terms(terms: &Terms, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) 
 /// The trigrams stored for a content (see [`INDEXES`]): `None` for an item the index does
 /// not hold (not UTF-8, or larger than [`MAX_INDEXED_BYTES`]).
 pub fn text_keys_of(encoding: Encoding, content: &[u8]) -> Option<Vec<i32>> {
-    indexable(encoding, content).then(|| text_keys(content))
+    indexable(encoding, content).then(|| content_keys(content))
+}
+
+/// The [`text_keys`] of an item's content, as the matcher reads it: a row marked UTF-8 whose
+/// bytes are not (only a foreign writer makes one) is decoded as the matcher decodes it.
+fn content_keys(content: &[u8]) -> Vec<i32> {
+    match std::str::from_utf8(content) {
+        Ok(_) => text_keys(content),
+        Err(_) => text_keys(decode_lossy(content).as_bytes()),
+    }
 }
 
 /// Whether the index holds an item: UTF-8, at most [`MAX_INDEXED_BYTES`].

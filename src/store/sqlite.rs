@@ -11,6 +11,7 @@
 //! in the file and never reused. Keys compare with SQLite's BINARY collation (byte order), so a
 //! prefix is the key range `[prefix, successor(prefix))` of the primary-key index.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -25,6 +26,7 @@ use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
     Result, Store, StoreUpload, Written, from_micros, to_micros,
 };
+use crate::text::encoding::decode_lossy;
 
 /// Connections open at most at once (the machine target has 2 cores; more would only queue on
 /// SQLite's single writer lock).
@@ -158,13 +160,19 @@ const MIGRATIONS: &[&str] = &[
     END;
 ",
     "
-    -- The index holds each item's text as the planner reads it (issue 28, store/plan.rs): every
-    -- run of whitespace squeezed to one space, followed by a token for each join (the two
-    -- characters on each side of a space; sqlite.rs, `index_text`). Rebuilt in the background
-    -- from the items; searches scan until it is.
+    -- The index holds each item's text as the planner reads it (issue 28, store/plan.rs): the
+    -- trigrams of the text with every run of whitespace squeezed to one space, and a word for
+    -- each join (the two characters on each side of a space; sqlite.rs, `join_word`) in a
+    -- second table whose tokenizer takes words whole. New names: a server of an older release
+    -- still running on this file (the version is checked when a process opens it) fails on the
+    -- old table's name instead of putting the text as it is where the squeezed text belongs.
+    -- Built again in the background from the items; searches scan until it is.
     DROP TABLE mountfs_items_text;
-    CREATE VIRTUAL TABLE mountfs_items_text USING fts5(
+    CREATE VIRTUAL TABLE mountfs_items_squeezed USING fts5(
         content, content = '', contentless_delete = 1, tokenize = 'trigram', detail = 'none'
+    );
+    CREATE VIRTUAL TABLE mountfs_items_joins USING fts5(
+        content, content = '', contentless_delete = 1, tokenize = 'ascii', detail = 'none'
     );
     DELETE FROM mountfs_text_pending;
     UPDATE mountfs_text_index SET built_upto =
@@ -1012,7 +1020,8 @@ impl Store for SqliteStore {
         let ns = namespace.as_str().to_owned();
         let (lower, inclusive, upper) = query.list.bounds();
         let limit = query.list.sql_limit();
-        let matching = fts_query(&query.plan.terms);
+        let mut queries = Vec::new();
+        let matching = index_select(&query.plan.terms, &mut queries);
         let larger_than = i64::try_from(query.larger_than).unwrap_or(i64::MAX);
         self.run(move |conn| {
             let op = if inclusive { ">=" } else { ">" };
@@ -1030,13 +1039,19 @@ impl Store for SqliteStore {
             // each key tested against it, which stops as soon as the page is full. Counting
             // stops at the threshold, so the probe costs little either way.
             let cap = limit.saturating_mul(SELECTIVE_MATCHES);
+            let terms: Vec<(&str, &dyn rusqlite::ToSql)> = queries
+                .iter()
+                .map(|(name, query)| (name.as_str(), query as &dyn rusqlite::ToSql))
+                .collect();
+            let probe_cap = cap.saturating_add(1);
+            let mut probe_values = terms.clone();
+            probe_values.push((":cap", &probe_cap));
             let matched: i64 = conn
-                .prepare_cached(
-                    "SELECT count(*) FROM (SELECT rowid FROM mountfs_items_text
-                     WHERE mountfs_items_text MATCH ?1 LIMIT ?2)",
-                )
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM (SELECT item FROM ({matching}) LIMIT :cap)"
+                ))
                 .map_err(map_error)?
-                .query_row(params![matching, cap.saturating_add(1)], |row| row.get(0))
+                .query_row(probe_values.as_slice(), |row| row.get(0))
                 .map_err(map_error)?;
             let indexed_arm = if matched <= cap { &by_rowid } else { &range };
             // Items over LARGE_ITEM_BYTES are not in the trigram table (tokenizing one would
@@ -1059,7 +1074,7 @@ impl Store for SqliteStore {
             // the row of every item in the range to check its encoding and size).
             let sql = format!(
                 "SELECT {META_COLUMNS} FROM mountfs_items WHERE {indexed_arm} AND rowid IN
-                     (SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH :terms)
+                     (SELECT item FROM ({matching}))
                  UNION SELECT {META_COLUMNS} FROM mountfs_items WHERE {by_rowid} AND rowid IN
                      (SELECT item FROM mountfs_text_pending)
                  UNION SELECT {META_COLUMNS} FROM mountfs_items INDEXED BY mountfs_items_not_text
@@ -1068,8 +1083,11 @@ impl Store for SqliteStore {
                  ORDER BY key LIMIT {limit}"
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
-            let mut values: Vec<(&str, &dyn rusqlite::ToSql)> =
-                vec![(":ns", &ns), (":lower", &lower), (":terms", &matching)];
+            let mut values: Vec<(&str, &dyn rusqlite::ToSql)> = terms;
+            values.extend([
+                (":ns", &ns as &dyn rusqlite::ToSql),
+                (":lower", &lower as &dyn rusqlite::ToSql),
+            ]);
             if larger_than < LARGE_ITEM_BYTES {
                 values.push((":larger_than", &larger_than));
             }
@@ -1749,27 +1767,44 @@ fn within_tokenize_budget(items: &[(i64, i64)]) -> &[(i64, i64)] {
     &items[..take]
 }
 
-/// The FTS5 query of `terms`: a substring (squeezed, see store/plan.rs) is all of its trigrams
-/// and the tokens of its joins (a table with detail=none cannot match phrases; the matcher
-/// confirms the order), each quoted.
-fn fts_query(terms: &Terms) -> String {
+/// The rowids the search index finds for `terms`, as one `SELECT` of a column `item`, with its
+/// FTS5 queries as named parameters (`:t1`, `:t2`, …) pushed onto `queries`. A substring
+/// (squeezed, see store/plan.rs) is all of its trigrams in the trigram table and, when it has
+/// joins, all of their words in the table of joins (neither table keeps positions, so the
+/// matcher confirms the order); each quoted.
+fn index_select(terms: &Terms, queries: &mut Vec<(String, String)>) -> String {
+    let quoted = |token: &str| format!("\"{}\"", token.replace('"', "\"\""));
+    let mut param = |query: String| {
+        let name = format!(":t{}", queries.len() + 1);
+        queries.push((name.clone(), query));
+        name
+    };
     match terms {
         Terms::Substring(text) => {
-            let mut grams = trigrams(text);
-            grams.extend(joins(text).map(|join| join_token(join).iter().collect::<String>()));
-            let grams: Vec<String> = grams
+            let grams: Vec<String> = trigrams(text).iter().map(|g| quoted(g)).collect();
+            let mut sql = format!(
+                "SELECT rowid AS item FROM mountfs_items_squeezed WHERE mountfs_items_squeezed MATCH {}",
+                param(grams.join(" AND "))
+            );
+            let words: Vec<String> = join_words(text).iter().map(|w| quoted(w)).collect();
+            if !words.is_empty() {
+                sql.push_str(&format!(
+                    " INTERSECT SELECT rowid AS item FROM mountfs_items_joins WHERE mountfs_items_joins MATCH {}",
+                    param(words.join(" AND "))
+                ));
+            }
+            sql
+        }
+        Terms::All(parts) | Terms::Any(parts) => {
+            let joint = match terms {
+                Terms::All(_) => " INTERSECT ",
+                _ => " UNION ",
+            };
+            let parts: Vec<String> = parts
                 .iter()
-                .map(|g| format!("\"{}\"", g.replace('"', "\"\"")))
+                .map(|part| format!("SELECT item FROM ({})", index_select(part, queries)))
                 .collect();
-            format!("({})", grams.join(" AND "))
-        }
-        Terms::All(parts) => {
-            let parts: Vec<String> = parts.iter().map(fts_query).collect();
-            format!("({})", parts.join(" AND "))
-        }
-        Terms::Any(parts) => {
-            let parts: Vec<String> = parts.iter().map(fts_query).collect();
-            format!("({})", parts.join(" OR "))
+            parts.join(joint)
         }
     }
 }
@@ -1867,21 +1902,26 @@ fn fold_own_item(tx: &rusqlite::Transaction<'_>, ns: &str, key: &str) -> Result<
     Ok(())
 }
 
-/// Moves `items` (rowids) into the search index: each one's old trigrams out (by rowid: the
-/// table is contentless), its current content's in when it still exists as UTF-8 text.
+/// Moves `items` (rowids) into the search index: each one's old entries out (by rowid: the
+/// tables are contentless), its current content's in when it still exists as UTF-8 text.
 fn fold_items(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<()> {
-    let mut remove = tx
-        .prepare_cached("DELETE FROM mountfs_items_text WHERE rowid = ?1")
+    let mut remove_text = tx
+        .prepare_cached("DELETE FROM mountfs_items_squeezed WHERE rowid = ?1")
+        .map_err(map_error)?;
+    let mut remove_joins = tx
+        .prepare_cached("DELETE FROM mountfs_items_joins WHERE rowid = ?1")
         .map_err(map_error)?;
     for item in items {
-        remove.execute(params![item]).map_err(map_error)?;
+        remove_text.execute(params![item]).map_err(map_error)?;
+        remove_joins.execute(params![item]).map_err(map_error)?;
     }
     add_to_index(tx, items)?;
     Ok(())
 }
 
-/// Adds the [`index_text`] of each of `items` (rowids) that is UTF-8 text of at most 1 MiB to
-/// the search index (which holds none of them). Returns how many were added.
+/// Adds each of `items` (rowids) that is UTF-8 text of at most 1 MiB to the search index
+/// (which holds none of them): its [`squeeze`]d text to the trigram table, its
+/// [`join_words`] to the table of joins. Returns how many were added.
 fn add_to_index(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<u64> {
     let mut read = tx
         .prepare_cached(
@@ -1889,8 +1929,11 @@ fn add_to_index(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<u64> {
              WHERE rowid = ?1 AND encoding = 'utf-8' AND size <= 1048576",
         )
         .map_err(map_error)?;
-    let mut add = tx
-        .prepare_cached("INSERT INTO mountfs_items_text (rowid, content) VALUES (?1, ?2)")
+    let mut add_text = tx
+        .prepare_cached("INSERT INTO mountfs_items_squeezed (rowid, content) VALUES (?1, ?2)")
+        .map_err(map_error)?;
+    let mut add_joins = tx
+        .prepare_cached("INSERT INTO mountfs_items_joins (rowid, content) VALUES (?1, ?2)")
         .map_err(map_error)?;
     let mut added = 0;
     for item in items {
@@ -1898,36 +1941,40 @@ fn add_to_index(tx: &rusqlite::Transaction<'_>, items: &[i64]) -> Result<u64> {
             .query_row(params![item], |row| row.get(0))
             .optional()
             .map_err(map_error)?;
-        // Not UTF-8 (for a row marked so) only by a foreign writer: it is then left out, and
-        // a search reads it as it reads every item the index lacks.
-        if let Some(text) = content.as_deref().and_then(|c| std::str::from_utf8(c).ok()) {
-            add.execute(params![item, index_text(text)])
+        let Some(content) = content else { continue };
+        // A row marked UTF-8 whose bytes are not (only a foreign writer makes one) is indexed
+        // as the matcher reads it.
+        let text = match std::str::from_utf8(&content) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => decode_lossy(&content),
+        };
+        let squeezed = squeeze(&text);
+        add_text
+            .execute(params![item, squeezed.as_ref()])
+            .map_err(map_error)?;
+        let words = join_words(&squeezed);
+        if !words.is_empty() {
+            add_joins
+                .execute(params![item, words.join(" ")])
                 .map_err(map_error)?;
-            added += 1;
         }
+        added += 1;
     }
     Ok(added)
 }
 
-/// What the search index holds of a text (see store/plan.rs): the text [`squeeze`]d, a line
-/// break, then the [`join_token`] of each distinct join of it.
-pub fn index_text(text: &str) -> String {
-    let squeezed = squeeze(text);
-    let mut tokens: Vec<[char; 3]> = joins(&squeezed).map(join_token).collect();
-    tokens.sort_unstable();
-    tokens.dedup();
-    let mut out = String::with_capacity(squeezed.len() + 1 + tokens.len() * 12);
-    out.push_str(&squeezed);
-    out.push('\n');
-    tokens.iter().flatten().for_each(|c| out.push(*c));
-    out
+/// The distinct [`join_word`]s of a squeezed text, sorted.
+pub fn join_words(squeezed: &str) -> Vec<String> {
+    let mut words: Vec<String> = joins(squeezed).map(join_word).collect();
+    words.sort_unstable();
+    words.dedup();
+    words
 }
 
-/// A join (see store/plan.rs) as one trigram of the index: three characters of Unicode's
-/// Supplementary Private Use Area-A, 48 bits of a hash (FNV-1a) of its characters with ASCII
-/// letters in lower case. Text rarely holds such characters, so a join's trigram is almost
-/// never one of a text's; when two joins share one, a search reads an extra candidate.
-pub fn join_token(join: [char; 4]) -> [char; 3] {
+/// A join (see store/plan.rs) as one word of the joins table: `j` and six hex digits, 24 bits
+/// of a hash (FNV-1a) of its characters with ASCII letters in lower case. Two joins share a
+/// word about once in 16 million: a search then reads an extra candidate.
+pub fn join_word(join: [char; 4]) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut buf = [0u8; 4];
     for c in join {
@@ -1936,11 +1983,7 @@ pub fn join_token(join: [char; 4]) -> [char; 3] {
         }
         hash = (hash ^ 0xff).wrapping_mul(0x0100_0000_01b3);
     }
-    let area = |shift: u32| {
-        let piece = u32::try_from((hash >> shift) & 0xffff).unwrap_or(0) % 0xfffe;
-        char::from_u32(0xf0000 + piece).unwrap_or('\u{f0000}')
-    };
-    [area(0), area(16), area(32)]
+    format!("j{:06x}", (hash ^ (hash >> 32)) & 0xff_ffff)
 }
 
 /// The row of a put: `content` (bytes, or zeros of the size) under `condition`.
@@ -2011,28 +2054,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_index_holds_the_squeezed_text_and_a_token_per_distinct_join() {
-        let text = index_text("unsafe\n\timpl X;\nunsafe impl Y;");
-        let (squeezed, tokens) = text.split_once('\n').unwrap();
-        assert_eq!(squeezed, "unsafe impl X; unsafe impl Y;");
-        // fe|im, pl|X;, X;|un, pl|Y; (the repeated one once), three characters each.
-        assert_eq!(tokens.chars().count(), 4 * 3);
-        assert!(
-            tokens
-                .chars()
-                .all(|c| ('\u{f0000}'..='\u{ffffd}').contains(&c))
-        );
-        let token: String = join_token(['f', 'e', 'i', 'm']).iter().collect();
-        assert!(tokens.contains(&token));
+    fn a_join_is_one_word_of_the_joins_table() {
+        let words = join_words(&squeeze("unsafe\n\timpl X;\nunsafe impl Y;"));
+        // fe|im, pl|X;, X;|un, pl|Y; (the repeated one once).
+        assert_eq!(words.len(), 4);
+        assert!(words.contains(&join_word(['f', 'e', 'i', 'm'])));
+        for word in &words {
+            assert_eq!(word.len(), 7);
+            assert!(word.starts_with('j') && word[1..].chars().all(|c| c.is_ascii_hexdigit()));
+        }
         assert_eq!(
-            join_token(['F', 'e', 'I', 'm']),
-            join_token(['f', 'e', 'i', 'm'])
+            join_word(['F', 'e', 'I', 'm']),
+            join_word(['f', 'e', 'i', 'm'])
         );
         assert_ne!(
-            join_token(['f', 'e', 'i', 'n']),
-            join_token(['f', 'e', 'i', 'm'])
+            join_word(['f', 'e', 'i', 'n']),
+            join_word(['f', 'e', 'i', 'm'])
         );
-        assert_eq!(index_text(""), "\n");
+        assert!(join_words("").is_empty());
     }
 
     /// 16 MiB read 1 MiB at a time: a blob handle opened per range walks the overflow chain

@@ -270,19 +270,27 @@ fn search() -> impl Strategy<Value = Search> {
 }
 
 /// Whether `line` holds what `terms` require, as the weakest engine checks it (PostgreSQL's
-/// byte trigrams, ASCII letters folded; SQLite's FTS5 folds more letters, so finds more).
+/// byte trigrams and joins of the squeezed line, ASCII letters folded; SQLite's FTS5 folds
+/// more letters, so finds more).
 fn holds(terms: &Terms, line: &str) -> bool {
+    holds_squeezed(terms, &plan::squeeze(line))
+}
+
+fn holds_squeezed(terms: &Terms, line: &str) -> bool {
     match terms {
         Terms::Substring(text) => {
             let line = line.as_bytes().to_ascii_lowercase();
             let wanted = text.as_bytes().to_ascii_lowercase();
-            // Every trigram of the substring is a trigram of the line.
+            // Every trigram of the substring is a trigram of the line, and every join one of
+            // its joins.
+            let joins: Vec<[u8; 4]> = plan::byte_joins(&line).collect();
             wanted
                 .windows(3)
                 .all(|gram| line.windows(3).any(|have| have == gram))
+                && plan::byte_joins(&wanted).all(|join| joins.contains(&join))
         }
-        Terms::All(parts) => parts.iter().all(|p| holds(p, line)),
-        Terms::Any(parts) => parts.iter().any(|p| holds(p, line)),
+        Terms::All(parts) => parts.iter().all(|p| holds_squeezed(p, line)),
+        Terms::Any(parts) => parts.iter().any(|p| holds_squeezed(p, line)),
     }
 }
 
@@ -981,7 +989,7 @@ async fn sqlite_candidates_query_plan() {
     let by_rowid = "+namespace = :ns AND +key >= :lower";
     let sql = format!(
         "EXPLAIN QUERY PLAN SELECT {columns} FROM mountfs_items WHERE {range} AND rowid IN
-             (SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH :terms)
+             (SELECT rowid FROM mountfs_items_squeezed WHERE mountfs_items_squeezed MATCH :terms)
          UNION SELECT {columns} FROM mountfs_items WHERE {by_rowid} AND rowid IN
              (SELECT item FROM mountfs_text_pending)
          UNION SELECT {columns} FROM mountfs_items INDEXED BY mountfs_items_not_text

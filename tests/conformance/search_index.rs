@@ -980,10 +980,10 @@ fn old_store(file: &std::path::Path, count: usize) {
     tx.commit().unwrap();
 }
 
-/// Whether the FTS5 index holds exactly the trigrams of the items, once every write is folded
-/// into it (waits for that): FTS5's own integrity check (for a contentless table, of the
-/// index's inner consistency), then, for every trigram of the items, the items the index finds
-/// against those an index built afresh from the items finds.
+/// Whether the FTS5 index holds exactly the squeezed trigrams and the joins of the items, once
+/// every write is folded into it (waits for that): FTS5's own integrity check of both tables
+/// (for a contentless table, of the index's inner consistency), then, for every term of the
+/// items, the items each table finds against those tables built afresh from the items find.
 fn index_is_exact(file: &std::path::Path) -> bool {
     let conn = rusqlite::Connection::open(file).unwrap();
     conn.busy_timeout(Duration::from_secs(10)).unwrap();
@@ -1001,15 +1001,20 @@ fn index_is_exact(file: &std::path::Path) -> bool {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let consistent = conn
-        .execute(
-            "INSERT INTO mountfs_items_text (mountfs_items_text, rank) VALUES ('integrity-check', 1)",
-            [],
-        )
-        .is_ok();
+    let consistent = ["mountfs_items_squeezed", "mountfs_items_joins"]
+        .iter()
+        .all(|table| {
+            conn.execute(
+                &format!("INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)"),
+                [],
+            )
+            .is_ok()
+        });
     conn.execute_batch(
         "CREATE VIRTUAL TABLE temp.fresh USING fts5(content, tokenize = 'trigram', detail = 'none');
-         CREATE VIRTUAL TABLE temp.fresh_terms USING fts5vocab(temp, fresh, 'row');",
+         CREATE VIRTUAL TABLE temp.fresh_joins USING fts5(content, tokenize = 'ascii', detail = 'none');
+         CREATE VIRTUAL TABLE temp.fresh_terms USING fts5vocab(temp, fresh, 'row');
+         CREATE VIRTUAL TABLE temp.fresh_join_terms USING fts5vocab(temp, fresh_joins, 'row');",
     )
     .unwrap();
     let items: Vec<(i64, Vec<u8>)> = conn
@@ -1022,20 +1027,27 @@ fn index_is_exact(file: &std::path::Path) -> bool {
         .map(Result::unwrap)
         .collect();
     for (rowid, content) in items {
-        let text = mountfs::store::sqlite::index_text(std::str::from_utf8(&content).unwrap());
+        let squeezed = plan::squeeze(std::str::from_utf8(&content).unwrap()).into_owned();
+        let words = mountfs::store::sqlite::join_words(&squeezed).join(" ");
         conn.execute(
             "INSERT INTO temp.fresh (rowid, content) VALUES (?1, ?2)",
-            rusqlite::params![rowid, text],
+            rusqlite::params![rowid, squeezed],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO temp.fresh_joins (rowid, content) VALUES (?1, ?2)",
+            rusqlite::params![rowid, words],
         )
         .unwrap();
     }
-    let terms: Vec<String> = conn
-        .prepare("SELECT term FROM temp.fresh_terms")
-        .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let terms = |vocab: &str| -> Vec<String> {
+        conn.prepare(&format!("SELECT term FROM temp.{vocab}"))
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
     let answer = |table: &str, term: &str| -> (i64, i64) {
         let quoted = format!("\"{}\"", term.replace('"', "\"\""));
         conn.query_row(
@@ -1045,10 +1057,14 @@ fn index_is_exact(file: &std::path::Path) -> bool {
         )
         .unwrap()
     };
-    let same = terms
+    let (text_terms, join_terms) = (terms("fresh_terms"), terms("fresh_join_terms"));
+    let same = text_terms
         .iter()
-        .all(|term| answer("mountfs_items_text", term) == answer("fresh", term));
-    assert!(!terms.is_empty());
+        .all(|term| answer("mountfs_items_squeezed", term) == answer("fresh", term))
+        && join_terms
+            .iter()
+            .all(|term| answer("mountfs_items_joins", term) == answer("fresh_joins", term));
+    assert!(!text_terms.is_empty());
     consistent && same
 }
 
@@ -1105,6 +1121,21 @@ async fn a_store_made_before_the_index_gains_it_in_the_background_and_answers_th
     assert_eq!(sorted(&indexed, &q).await, expected);
     assert!(files_read(&indexed, &literal("unsafe impl")).await < 6_000 / 2);
     assert!(index_is_exact(&file));
+    // A server of an earlier release still running on the file (it checked the version when
+    // it opened it) fails on the old table's name rather than fold the text as it is where
+    // the squeezed text belongs.
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let earlier_fold = conn.execute(
+        "INSERT INTO mountfs_items_text (rowid, content)
+         SELECT rowid, CAST(content AS TEXT) FROM mountfs_items LIMIT 1",
+        [],
+    );
+    assert!(
+        earlier_fold
+            .unwrap_err()
+            .to_string()
+            .contains("no such table")
+    );
 }
 
 /// `unsafe\s+impl` over files that mostly hold `unsafe` and `impl` apart (with every trigram
@@ -1213,7 +1244,9 @@ async fn a_build_stopped_half_way_resumes_at_the_next_open() {
         let conn = rusqlite::Connection::open(&file).unwrap();
         conn.execute_batch(
             "BEGIN;
-             DELETE FROM mountfs_items_text
+             DELETE FROM mountfs_items_squeezed
+                 WHERE rowid IN (SELECT rowid FROM mountfs_items WHERE rowid > 1500);
+             DELETE FROM mountfs_items_joins
                  WHERE rowid IN (SELECT rowid FROM mountfs_items WHERE rowid > 1500);
              UPDATE mountfs_text_index SET built_upto = 1500;
              COMMIT;",
@@ -1384,7 +1417,9 @@ async fn sqlite_items_over_a_mebibyte_are_searched_without_being_indexed() {
     assert!(index_is_exact(&file));
     let conn = rusqlite::Connection::open(&file).unwrap();
     let indexed_rows: Vec<i64> = conn
-        .prepare("SELECT rowid FROM mountfs_items_text WHERE mountfs_items_text MATCH '\"uok\"'")
+        .prepare(
+            "SELECT rowid FROM mountfs_items_squeezed WHERE mountfs_items_squeezed MATCH '\"uok\"'",
+        )
         .unwrap()
         .query_map([], |row| row.get(0))
         .unwrap()
