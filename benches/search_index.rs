@@ -327,6 +327,15 @@ async fn main() {
                 "PostgreSQL background pass caught up {:.1} s after the fill",
                 caught_up.as_secs_f64()
             ));
+            let filled = client
+                .query_one("SELECT pg_relation_size('mountfs_items_text_keys')", &[])
+                .await
+                .unwrap()
+                .get::<_, i64>(0);
+            notes.push(format!(
+                "PostgreSQL trigram index as filled (before the latency phases): {} MB",
+                filled / 1_000_000
+            ));
             client.batch_execute("ANALYZE mountfs_items").await.unwrap();
             engine_rows(
                 &mut rows,
