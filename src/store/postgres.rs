@@ -136,9 +136,6 @@ const PASS_MAX_WAIT: Duration = Duration::from_secs(1);
 /// (those of another server that stopped before indexing them, or of an older release): one
 /// probe of the partial index `mountfs_items_text_keys_behind`.
 const PASS_POLL: Duration = Duration::from_secs(10);
-/// How often, at most, the pass merges the GIN index's pending list into its tree
-/// ([`PostgresStore::merge_pending_keys`]) after it indexed items.
-const PENDING_MERGE_INTERVAL: Duration = Duration::from_secs(5);
 /// How soon the pass tries again when another server's pass (or the index build) holds
 /// [`INDEX_LOCK`] and items are behind.
 const PASS_RETRY: Duration = Duration::from_millis(250);
@@ -855,41 +852,6 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Merges the GIN index's pending list into its tree (`gin_clean_pending_list`), as
-    /// `VACUUM` does. Writes add their keys to that list (GIN `fastupdate`), which every search
-    /// reads in full; a write that finds it over `gin_pending_list_limit` merges it, unless a
-    /// merge is running, so under a bulk load it grows (52,000 pages, 410 MB, seen 70,000
-    /// files into a fill with autovacuum off) and the first write after the load pays for
-    /// merging it all. The pass does it in the background instead, at most every
-    /// [`PENDING_MERGE_INTERVAL`] after it indexed items. Returns `false` when it may not (the
-    /// role does not own the index): the pass stops trying, and `VACUUM` does it.
-    async fn merge_pending_keys(&self) -> bool {
-        let Ok(client) = self.client().await else {
-            return true;
-        };
-        let merged = client
-            .query_one(
-                "SELECT gin_clean_pending_list('mountfs_items_text_keys'::regclass)",
-                &[],
-            )
-            .await;
-        match merged {
-            Err(error)
-                if error.code()
-                    == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) =>
-            {
-                tracing::info!(
-                    "PostgreSQL at {}: the search index's pending list is left to VACUUM: {}",
-                    self.label,
-                    self.map_error(error)
-                );
-                false
-            }
-            // Anything else (the database went away) is tried again next time.
-            _ => true,
-        }
-    }
-
     /// One step of the background pass (see [`index_behind`]), in one transaction: counts the
     /// items behind (for [`PassState::may_defer`]); when there are some and no other server
     /// is indexing (the transaction-scoped [`INDEX_LOCK`], which the index build also holds),
@@ -1144,10 +1106,6 @@ async fn index_behind(
     let mut first = true;
     // Said once per failure, not at every poll while the database is unreachable.
     let mut failing = false;
-    // Whether the pass indexed items since it last merged the pending list, and when it did.
-    let mut unmerged = false;
-    let mut merged_at: Option<tokio::time::Instant> = None;
-    let mut may_merge = true;
     loop {
         if !first {
             let woken = tokio::time::timeout(PASS_POLL, pass.wake.notified())
@@ -1176,15 +1134,6 @@ async fn index_behind(
                 break;
             }
             let step = store.pass_step().await;
-            unmerged |= matches!(step, Ok(PassStep::Indexed));
-            if may_merge
-                && unmerged
-                && merged_at.is_none_or(|at| at.elapsed() >= PENDING_MERGE_INTERVAL)
-            {
-                may_merge = store.merge_pending_keys().await;
-                unmerged = false;
-                merged_at = Some(tokio::time::Instant::now());
-            }
             drop(store);
             if step.is_ok() {
                 failing = false;

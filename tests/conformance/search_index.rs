@@ -1992,64 +1992,6 @@ async fn a_postgres_write_left_behind_does_not_touch_the_trigram_index() {
     db.drop().await;
 }
 
-/// The pass merges the GIN index's pending list (where writes put their keys, and which every
-/// search reads in full) into its tree once it indexed a burst of writes, as `VACUUM` would:
-/// with autovacuum off (as on the test machine) nothing else does until a write finds the list
-/// over `gin_pending_list_limit`, and then that write pays for it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_postgres_pass_merges_the_pending_list_after_a_burst() {
-    let Some(url) = crate::support::postgres_url("postgres search index") else {
-        return;
-    };
-    let db = OwnDatabase::new(&url, "mountfs_merge").await;
-    let store = PostgresStore::connect(&db.url).await.unwrap();
-    wait_ready_postgres(&store).await;
-    let client = db.client().await;
-    client
-        .batch_execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-        .await
-        .unwrap();
-    let ns = Namespace::new("default").unwrap();
-    let mut rng = Lcg(11);
-    for i in 0..400 {
-        let text: String = (0..20).map(|_| line(&mut rng) + "\n").collect();
-        store
-            .put(
-                &ns,
-                &format!("/m/{i}.md"),
-                text.as_bytes(),
-                PutCondition::Overwrite,
-            )
-            .await
-            .unwrap();
-    }
-    wait_caught_up(&client).await;
-    let started = Instant::now();
-    loop {
-        let pending: i64 = client
-            .query_one(
-                "SELECT pending_tuples FROM pgstatginindex('mountfs_items_text_keys')",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if pending == 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{pending} tuples still pending 30 s after the pass caught up"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let ns_backend = StoreBackend::new(Arc::new(store.clone()), ns.clone());
-    let scanning = StoreBackend::new(Arc::new(store.clone()), ns).without_index();
-    exact(&ns_backend, &scanning).await;
-    drop((ns_backend, scanning, store));
-    db.drop().await;
-}
-
 /// A few literals answer as a scan does.
 async fn exact(indexed: &StoreBackend, scanning: &StoreBackend) {
     for text in ["HashMap", "unsafe impl", "Kelvin"] {
