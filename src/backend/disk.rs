@@ -47,6 +47,7 @@
 //! All blocking file-system work runs on tokio's blocking pool.
 
 mod aside;
+mod final_cr;
 pub mod journal;
 mod line_index;
 mod rename;

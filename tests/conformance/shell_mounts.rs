@@ -1807,7 +1807,10 @@ async fn odd_names_and_contents_search_as_a_disk_mount_does() {
             b"no-final-newline.txt".to_vec(),
             b"first\nlast needle".to_vec(),
         ),
-        // (A final lone CR is left out: see a_final_lone_cr_greps_alike_on_disk_and_in_memory.)
+        (
+            b"final-cr.txt".to_vec(),
+            b"one\rtwo needle\rthree\r".to_vec(),
+        ),
         (
             b"cr-only.txt".to_vec(),
             b"one\rtwo needle\rthree\r\n".to_vec(),
@@ -1892,31 +1895,50 @@ async fn odd_names_and_contents_search_as_a_disk_mount_does() {
     }
 }
 
-/// Finding (not fixed, not shell-specific): a file whose last bytes are a lone `\r` (no final
-/// `\n`) has an empty "line" after that `\r` for the disk mount's streamed searcher (`^$`
-/// matches: the regex's CRLF mode reads `\r` as a line end), but not for the whole-file
-/// searcher every other backend uses (`whole_file::grep_file`: memory, stores, shell mounts).
-/// Which one is right is the contract's call; the backends should agree.
+/// A file whose last bytes are a lone `\r` (no final `\n`): the disk mount's streamed searcher
+/// ends lines at `\n` or `\r\n` only, so it kept that `\r` in the last line (and crlf-mode
+/// `^$` matched after it), where the whole-file searcher every other backend uses
+/// (`whole_file::grep_file`: memory, stores, shell mounts) takes it off, as `split_lines` and
+/// `rg --crlf` do. The disk searcher now reads such a file's end as they do (disk/final_cr.rs):
+/// the same files, counts and lines, in every collect mode.
 #[tokio::test]
-#[ignore = "finding: disk and whole-file grep disagree on a final lone CR (see the doc)"]
 async fn a_final_lone_cr_greps_alike_on_disk_and_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let disk = backends::disk_at(dir.path(), Default::default());
     let memory = backends::memory();
-    let content = b"one\rtwo needle\rthree\r";
-    disk.write(&p("/cr.txt"), content, WriteMode::Overwrite)
-        .await
-        .unwrap();
-    memory
-        .write(&p("/cr.txt"), content, WriteMode::Overwrite)
-        .await
-        .unwrap();
-    let pattern = mountfs::search::GrepPattern::new("^$", false, false).unwrap();
-    let collect = mountfs::backend::GrepCollect::Files;
-    assert_eq!(
-        grep_sorted(&*memory, &pattern, collect).await,
-        grep_sorted(&*disk, &pattern, collect).await
-    );
+    let contents: [&[u8]; 8] = [
+        b"one\rtwo needle\rthree\r",
+        b"a\r\r",
+        b"\r",
+        b"\r\r",
+        b"a\n\r",
+        b"x\r\ny needle\r",
+        b"\n\r\r",
+        b"caf\xe9 needle\r",
+    ];
+    for (i, content) in contents.iter().enumerate() {
+        for backend in [&disk, &memory] {
+            backend
+                .write(&p(&format!("/cr{i}.txt")), content, WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+    }
+    for pattern in ["^$", r"\s$", "e$", r"\r", r"^\r$", ".", "needle$", "^"] {
+        let pattern = mountfs::search::GrepPattern::new(pattern, false, false).unwrap();
+        for collect in [
+            mountfs::backend::GrepCollect::Files,
+            mountfs::backend::GrepCollect::Count,
+            mountfs::backend::GrepCollect::lines(1),
+        ] {
+            assert_eq!(
+                grep_sorted(&*memory, &pattern, collect).await,
+                grep_sorted(&*disk, &pattern, collect).await,
+                "{:?} {collect:?}",
+                pattern.text
+            );
+        }
+    }
 }
 
 /// A listing of a big directory used to drop the links leading outside by rebuilding the

@@ -31,6 +31,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 use rustix::io::Errno;
 
+use super::final_cr::WithoutFinalCr;
 use super::resolve::{self, Canonical, map_io};
 use super::temp::is_temp_name;
 use super::version;
@@ -898,8 +899,14 @@ pub(in crate::backend) fn search_reader(
     } else {
         &mut searcher.lossy
     };
+    let utf16 = encoding::utf16_bom(&head).is_some();
     let reader = io::Cursor::new(head).chain(reader);
-    let mut sink = Collector::new(collect);
+    // Lines as the other backends' searchers split them (a final lone `\r`, see final_cr).
+    let reader: Box<dyn Read + '_> = match utf16 {
+        true => Box::new(reader),
+        false => Box::new(WithoutFinalCr::new(reader)),
+    };
+    let mut sink = Collector::new(collect, utf16);
     if let Err(error) = chosen.search_reader(matcher, reader, &mut sink) {
         // grep-searcher's words for a line that outgrew the buffer bound.
         let over_limit = error.to_string()
@@ -938,10 +945,14 @@ struct Collector {
     match_count: usize,
     lines: WindowedLines,
     window_skip: usize,
+    /// Whether a line without a line break (the last) loses a final `\r` too: for UTF-16
+    /// text, which [`WithoutFinalCr`] does not see (it reads bytes), so the line shown is
+    /// still `split_lines`'.
+    strip_unended_cr: bool,
 }
 
 impl Collector {
-    fn new(collect: GrepCollect) -> Self {
+    fn new(collect: GrepCollect, strip_unended_cr: bool) -> Self {
         let window = match collect {
             GrepCollect::Lines { window, .. } => window,
             GrepCollect::Files | GrepCollect::Count => crate::backend::LineWindowBudget::UNBOUNDED,
@@ -951,14 +962,20 @@ impl Collector {
             match_count: 0,
             lines: WindowedLines::new(window),
             window_skip: window.skip,
+            strip_unended_cr,
         }
     }
 
     fn push(&mut self, number: Option<u64>, bytes: &[u8], is_match: bool) {
         let number = number.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
         self.lines.push(number, is_match, || {
-            let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-            let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            // A `\r` before the line break is part of it; a last line's own final `\r` is
+            // text (as `split_lines` leaves it once [`WithoutFinalCr`] made the end).
+            let bytes = match bytes.strip_suffix(b"\n") {
+                Some(line) => line.strip_suffix(b"\r").unwrap_or(line),
+                None if self.strip_unended_cr => bytes.strip_suffix(b"\r").unwrap_or(bytes),
+                None => bytes,
+            };
             // Enough bytes for the characters kept, whatever their width: a long line is
             // never copied whole.
             let head = &bytes[..bytes.len().min(4 * crate::backend::GREP_KEPT_LINE_CHARS)];
