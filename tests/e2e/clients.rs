@@ -9,25 +9,13 @@ use std::process::Command;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_mountfs");
 
-/// Whether the official MCP Python SDK can be imported (tests/python/requirements.txt).
-pub fn python_sdk_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn the_official_python_sdk_runs_a_whole_session() {
-    if !python_sdk_available() {
-        crate::skips::record(
-            "the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(mut python) = crate::support::python::sdk("the official MCP Python SDK") else {
         return;
-    }
+    };
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_session.py");
-    let output = Command::new("python3")
+    let output = python
         .args([script, BINARY, "--mount", "/=memory"])
         .output()
         .unwrap();

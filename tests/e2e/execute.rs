@@ -511,17 +511,15 @@ fn progress_notifications_arrive_with_a_token_and_none_without() {
     if !landlock() {
         return;
     }
-    if !crate::clients::python_sdk_available() {
-        crate::skips::record(
-            "execute progress with the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(mut python) =
+        crate::support::python::sdk("execute progress with the official MCP Python SDK")
+    else {
         return;
-    }
+    };
     let root = tempfile::tempdir().unwrap();
     let w = format!("/=disk:{}", root.path().display());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_progress.py");
-    let output = std::process::Command::new("python3")
+    let output = python
         .args([
             script,
             env!("CARGO_BIN_EXE_mountfs"),
@@ -770,19 +768,17 @@ fn in_a_shell_mount_ending_the_session_stops_a_running_command_on_the_target() {
 
 #[test]
 fn in_a_shell_mount_progress_notifications_arrive_with_a_token() {
-    if !crate::clients::python_sdk_available() {
-        crate::skips::record(
-            "execute progress in a shell mount with the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(mut python) = crate::support::python::sdk(
+        "execute progress in a shell mount with the official MCP Python SDK",
+    ) else {
         return;
-    }
+    };
     let root = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let w = format!("/=disk:{}", root.path().display());
     let t = format!("/t/=shell:local:{}", dir.path().display());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_progress.py");
-    let output = std::process::Command::new("python3")
+    let output = python
         .env("PROGRESS_CWD", "/t")
         .args([
             script,

@@ -3,7 +3,6 @@
 //! JSON-RPC errors MCP gives them, with what to do.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -184,13 +183,11 @@ fn read_gives_text_blobs_and_clear_errors() {
 
 #[test]
 fn the_official_python_sdk_pages_reads_and_finds_the_template() {
-    if !crate::clients::python_sdk_available() {
-        crate::skips::record(
-            "resources with the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(mut python) =
+        crate::support::python::sdk("resources with the official MCP Python SDK")
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     for d in 0..50 {
         let sub = dir.path().join(format!("dir{d:02}"));
@@ -202,7 +199,7 @@ fn the_official_python_sdk_pages_reads_and_finds_the_template() {
     std::fs::write(dir.path().join("pixel.png"), b"\x89PNG\r\n\x1a\nrest").unwrap();
     let disk = format!("/=disk:{}", dir.path().display());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_resources.py");
-    let output = Command::new("python3")
+    let output = python
         .args([script, env!("CARGO_BIN_EXE_mountfs"), "--mount", &disk])
         .output()
         .unwrap();

@@ -212,19 +212,16 @@ fn roots_never_widen_a_table_given_with_mount() {
 /// The official MCP Python SDK offers two roots (`list_roots_callback`), then one.
 #[test]
 fn the_python_sdk_s_roots_are_mounted_and_followed() {
-    if !crate::clients::python_sdk_available() {
-        crate::skips::record(
-            "roots with the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(mut python) = crate::support::python::sdk("roots with the official MCP Python SDK")
+    else {
         return;
-    }
+    };
     let (top, alpha, beta) = two_projects();
     let cwd = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_roots.py");
-    let output = std::process::Command::new("python3")
+    let output = python
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_mountfs"))
         .arg(&alpha)

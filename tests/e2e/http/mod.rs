@@ -522,29 +522,17 @@ async fn plain_get(url: &str) -> String {
     answer
 }
 
-/// Whether the official MCP Python SDK with its Streamable HTTP client can be imported.
-fn python_sdk_http_available() -> bool {
-    std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.streamable_http"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test]
 async fn the_official_python_sdk_runs_every_tool_over_http_as_two_agents() {
-    if !python_sdk_http_available() {
-        crate::support::skips::record(
-            "the official MCP Python SDK over HTTP",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(python) = crate::support::python::sdk("the official MCP Python SDK over HTTP") else {
         return;
-    }
+    };
     let (server, _t, _d) = team_server(&[]).await;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/sdk_http_session.py"
     );
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::from(python)
         .args([script, &server.url, ALICE, BOB])
         .output()
         .await
@@ -886,13 +874,11 @@ async fn a_body_trickling_in_gets_408_and_does_not_hold_shutdown() {
 /// client as both agents.
 #[tokio::test]
 async fn each_http_session_mounts_its_own_clients_roots() {
-    if !python_sdk_http_available() {
-        crate::support::skips::record(
-            "roots over HTTP with the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(python) =
+        crate::support::python::sdk("roots over HTTP with the official MCP Python SDK")
+    else {
         return;
-    }
+    };
     let top = tempfile::tempdir().unwrap();
     let dir = |name: &str, file: &str, text: &str| {
         let dir = top.path().join(name);
@@ -924,7 +910,7 @@ async fn each_http_session_mounts_its_own_clients_roots() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/sdk_http_roots.py"
     );
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::from(python)
         .args([script, &server.url, ALICE, &alpha, &beta, &gamma])
         .output()
         .await
@@ -941,13 +927,11 @@ async fn each_http_session_mounts_its_own_clients_roots() {
 
 #[tokio::test]
 async fn the_official_python_sdk_hears_changes_from_every_source() {
-    if !python_sdk_http_available() {
-        crate::support::skips::record(
-            "subscriptions with the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(python) =
+        crate::support::python::sdk("subscriptions with the official MCP Python SDK")
+    else {
         return;
-    }
+    };
     let Some(url) = crate::support::postgres_url("subscriptions with the official MCP Python SDK")
     else {
         return;
@@ -960,7 +944,7 @@ async fn the_official_python_sdk_hears_changes_from_every_source() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/sdk_subscriptions.py"
     );
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::from(python)
         .arg(script)
         .args([&server.url, ALICE, BOB])
         .arg(disk.path())
