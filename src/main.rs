@@ -270,6 +270,7 @@ fn main() -> ExitCode {
             to,
             overwrite,
         }) => {
+            install_recovery_key();
             return run_cp(&mountfs::cli::cp::CopyRequest {
                 from: &from,
                 to: &to,
@@ -287,6 +288,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    install_recovery_key();
     let default_table = cli.mounts.is_empty();
     let texts: Vec<String> = if default_table {
         default_mounts()
@@ -375,6 +377,27 @@ fn main() -> ExitCode {
         }
         served
     })
+}
+
+/// Gives the disk mounts the key their recovery records are tagged with (issue 41), from the
+/// data directory's `mountfs/recovery.key` (made there on first use; `execute`'s sandbox hides
+/// it with the rest of that folder, see [`server_files`]). Without a data directory, or when
+/// the key cannot be used, the mounts use a key of this process only: a change a crash cuts
+/// short is then left for the operator rather than resolved (the log says so).
+fn install_recovery_key() {
+    use mountfs::backend::disk::trust::RecoveryKey;
+    let Some(data) = dirs::data_dir() else {
+        tracing::warn!("no user data directory found; changes of several files cut short by a crash will be left for you to resolve at the next start");
+        return;
+    };
+    match RecoveryKey::in_dir(&data.join("mountfs")) {
+        Ok(key) => {
+            mountfs::backend::disk::trust::install(key);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "changes of several files cut short by a crash will be left for you to resolve at the next start");
+        }
+    }
 }
 
 /// The server's own files a command of `execute` must not see: the data directory's

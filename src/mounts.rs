@@ -182,6 +182,7 @@ impl MountTable {
                     let dir = dir.clone();
                     let options = DiskOptions {
                         no_ignore: *no_ignore,
+                        ..DiskOptions::default()
                     };
                     let opened =
                         tokio::task::spawn_blocking(move || DiskBackend::open(&dir, options)).await;

@@ -53,6 +53,7 @@ mod line_index;
 mod rename;
 mod resolve;
 mod temp;
+pub mod trust;
 mod upload;
 mod version;
 mod walk;
@@ -79,10 +80,13 @@ pub use version::HASHED_SIZE_LIMIT;
 pub(super) use walk::{Searchers, search_reader};
 
 /// Mount options of a disk backend.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct DiskOptions {
     /// Do not honour `.gitignore`, `.ignore` and `.git/info/exclude` in glob and grep.
     pub no_ignore: bool,
+    /// The key the records start-up recovery acts on are tagged with (see [`trust`]); `None`:
+    /// the process's ([`trust::process_key`]: the server's data directory's once installed).
+    pub recovery: Option<Arc<trust::RecoveryKey>>,
 }
 
 /// A directory that cannot be mounted.
@@ -126,6 +130,8 @@ struct Inner {
     temps: temp::InFlight,
     /// The unfinished changes resolved when the mount was opened, until told.
     resolved: std::sync::Mutex<Vec<journal::Resolved>>,
+    /// What this mount's recovery records are tagged with (see [`trust`]).
+    seal: journal::Seal,
 }
 
 impl DiskBackend {
@@ -136,7 +142,7 @@ impl DiskBackend {
     /// tree: the cost does not grow with it).
     pub fn open(dir: &Path, options: DiskOptions) -> std::result::Result<Self, OpenError> {
         let backend = Self::open_without_sweep(dir, options)?;
-        let resolved = journal::recover(&backend.inner.root);
+        let resolved = journal::recover(&backend.inner.root, &backend.inner.seal);
         for one in &resolved {
             tracing::warn!(
                 dir = %dir.display(),
@@ -175,6 +181,8 @@ impl DiskBackend {
             None => std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?,
         };
         let host_root = std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?;
+        let key = options.recovery.clone().unwrap_or_else(trust::process_key);
+        let seal = journal::Seal::new(key, &host_root);
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
@@ -184,8 +192,9 @@ impl DiskBackend {
                 line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
                 aside: aside::AsideDir::new(),
-                temps: temp::InFlight::default(),
+                temps: temp::InFlight::new(seal.clone()),
                 resolved: std::sync::Mutex::default(),
+                seal,
             }),
         })
     }
@@ -212,7 +221,7 @@ impl DiskBackend {
 
     /// Removes temporary files left by writers that are gone (see [`temp`]); returns how many.
     pub fn sweep_stale_temp_files(&self) -> usize {
-        temp::sweep_stale(&self.inner.root)
+        temp::sweep_stale(&self.inner.root, &self.inner.seal)
     }
 
     /// Runs blocking file-system work on tokio's blocking pool.
@@ -644,7 +653,7 @@ impl Backend for DiskBackend {
     ) -> Result<Option<Box<dyn ChangeJournal>>> {
         let (files, role) = (files.to_vec(), role.clone());
         let journal = self
-            .blocking(move |inner| journal::begin(&inner.root, &inner.host_root, &files, &role))
+            .blocking(move |inner| journal::begin(&inner.root, &inner.host_root, &inner.seal, &files, &role))
             .await?;
         Ok(Some(Box::new(DiskJournal {
             backend: self.clone(),

@@ -326,18 +326,17 @@ pub struct PlannedFile {
 pub enum JournalRole {
     /// The only mount the change touches: its own journal decides.
     Alone,
-    /// One of several: the primary journal, at this host path (it may not exist yet), decides.
+    /// One of several: the decision of the change `change`, kept in the server's data
+    /// directory (see `disk::trust`), decides.
     Secondary {
-        /// The primary journal's directory.
-        primary: std::path::PathBuf,
+        /// The change's id ([`disk::journal::change_id`]).
+        change: String,
     },
-    /// The deciding journal, at the name chosen for it ([`disk::journal_name`]), begun after
-    /// the secondaries, whose journals it lists so that resolving it resolves them.
+    /// The deciding journal of the change `change`: it records the decision, and drops it
+    /// when it goes, after the secondaries.
     Primary {
-        /// Its directory name beneath its mount root.
-        name: String,
-        /// The secondaries' journal directories.
-        secondaries: Vec<std::path::PathBuf>,
+        /// The change's id.
+        change: String,
     },
 }
 

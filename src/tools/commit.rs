@@ -10,7 +10,7 @@ use serde_json::json;
 use super::changes::{Reached, overlays_at};
 use super::{ToolError, ToolReply};
 use crate::backend::JournalRole;
-use crate::backend::disk::journal::journal_name;
+use crate::backend::disk::journal::change_id;
 use crate::backend::overlay::{Staged, StagedCommit};
 use crate::path::VirtualPath;
 use crate::session::Session;
@@ -61,19 +61,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
     let roles = journal_roles(&reached);
     let mut staged = Vec::new();
     for (one, role) in reached.iter().zip(&roles) {
-        let role = match role {
-            JournalRole::Primary { name, .. } => JournalRole::Primary {
-                name: name.clone(),
-                secondaries: staged
-                    .iter()
-                    .filter_map(|(_, stage): &(&Reached, StagedCommit<'_>)| {
-                        stage.journal_location()
-                    })
-                    .collect(),
-            },
-            other => other.clone(),
-        };
-        match one.overlay.stage_commit(&one.inner, &role).await {
+        match one.overlay.stage_commit(&one.inner, role).await {
             Ok(Staged::Written(stage)) => staged.push((one, stage)),
             Err(error) => {
                 undo_stages(staged).await;
@@ -135,12 +123,15 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         undo_stages(staged).await;
         return Err(error.into());
     }
+    let mut closed = true;
     for (k, (_, stage)) in staged.iter().enumerate() {
         if Some(k) != decider {
-            stage.close_journal().await;
+            closed &= stage.close_journal().await;
         }
     }
-    if let Some((_, stage)) = decider.and_then(|d| staged.get(d)) {
+    // The decider's journal goes last, and drops the decision: only once no other journal of
+    // the change is left to wait for it (else the next start rolls it forward).
+    if closed && let Some((_, stage)) = decider.and_then(|d| staged.get(d)) {
         stage.close_journal().await;
     }
     let mut written = Vec::new();
@@ -201,18 +192,16 @@ fn journal_roles(reached: &[Reached]) -> Vec<JournalRole> {
     let primary = hosts.iter().rposition(Option::is_some);
     match primary {
         Some(primary) if journaled > 1 => {
-            let name = journal_name();
-            let location = hosts[primary].map(|h| h.join(&name)).unwrap_or_default();
+            let change = change_id();
             hosts
                 .iter()
                 .enumerate()
                 .map(|(k, host)| match host {
                     _ if k == primary => JournalRole::Primary {
-                        name: name.clone(),
-                        secondaries: Vec::new(),
+                        change: change.clone(),
                     },
                     Some(_) => JournalRole::Secondary {
-                        primary: location.clone(),
+                        change: change.clone(),
                     },
                     None => JournalRole::Alone,
                 })

@@ -16,6 +16,17 @@ use mountfs::path::VirtualPath;
 const FILES: usize = 8;
 const KILLS: usize = 12;
 const DIR_VAR: &str = "MOUNTFS_CRASH_DIR";
+/// Where the recovery key the child and the parent share is kept (as a server's data
+/// directory keeps it across restarts): a record the child wrote is the parent's to sweep.
+const KEYS_VAR: &str = "MOUNTFS_CRASH_KEYS";
+
+fn options(keys: &Path) -> DiskOptions {
+    let key = mountfs::backend::disk::trust::RecoveryKey::in_dir(keys).unwrap();
+    DiskOptions {
+        recovery: Some(std::sync::Arc::new(key)),
+        ..DiskOptions::default()
+    }
+}
 
 /// Version `n` of file `i`: a first line naming both, then filler whose length depends on `n`
 /// (from 60 bytes to ~60 KiB), every line carrying the same `(i, n)` so a mix shows.
@@ -55,7 +66,8 @@ fn crash_writer_child() {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let backend = DiskBackend::open_without_sweep(Path::new(&dir), DiskOptions::default()).unwrap();
+    let keys = std::env::var_os(KEYS_VAR).unwrap();
+    let backend = DiskBackend::open_without_sweep(Path::new(&dir), options(Path::new(&keys))).unwrap();
     let start: u64 = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
@@ -120,6 +132,7 @@ fn temp_files(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn writes_survive_sigkill_at_random_moments() {
     let dir = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
     let mut rng = Xorshift(
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -139,6 +152,7 @@ fn writes_survive_sigkill_at_random_moments() {
                 "--quiet",
             ])
             .env(DIR_VAR, dir.path())
+            .env(KEYS_VAR, keys.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -181,7 +195,7 @@ fn writes_survive_sigkill_at_random_moments() {
     assert!(writes_seen > 0, "the child never wrote anything");
 
     // The next start removes whatever temporary files the kills left.
-    let _backend = DiskBackend::open(dir.path(), DiskOptions::default()).unwrap();
+    let _backend = DiskBackend::open(dir.path(), options(keys.path())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !temp_files(dir.path()).is_empty() {
         assert!(

@@ -26,10 +26,29 @@
 //! stands, only the journal goes.
 //!
 //! A change over several mounts (a commit over several overlay mounts) has one journal per
-//! mount, and one decision: the `committed` mark of the **primary** journal, begun last and
-//! listing the others ([`JournalRole`]). A secondary is rolled forward only if the primary
-//! holds the mark; the primary goes only after the secondaries, so a secondary never outlives
-//! the decision it waits for.
+//! mount, each naming the change by a random id, and one decision: a record of that id in the
+//! server's private data directory (see [`super::trust`]), made by the **primary** journal
+//! ([`JournalRole`]). Each mount's recovery looks the decision up there for its own journal
+//! and acts only on its own mount, so two mounts end the same way whichever is opened first,
+//! or alone. The primary's journal goes last, and only it drops the decision: a secondary
+//! never outlives the decision it waits for (after a crash the decision stays, a few bytes,
+//! for whichever mount opens later).
+//!
+//! # What recovery trusts (issue 41)
+//! A journal lies in the mount, where an agent may write (a sandboxed `execute`, a tool of an
+//! older release, a copy by `mountfs cp`). So recovery acts only on what it can prove this
+//! server wrote, and only beneath the mount's root handle:
+//! - no path is read from a journal but root-relative components, opened through the root
+//!   `Dir` (cap-std: no `..`, no symlink out), and the journal directory is opened without
+//!   following a symbolic link;
+//! - the journal's `begun` mark, its plan, its `committed` mark and each record of a directory
+//!   removed whole carry an HMAC-SHA256 tag ([`super::trust::RecoveryKey`]) over the record's
+//!   kind, the mount (the root's canonical host path) and the journal's name: a record that
+//!   does not verify is not acted on — the journal is logged (`tracing::warn`, its name under
+//!   the mount) and left for the operator, nothing deleted, nothing put back;
+//! - a kept file is put back only if it is still the inode the plan recorded, a directory only
+//!   if it is still the one its record names;
+//! - the decision of a change over several mounts is read only from the data directory.
 //!
 //! A live journal's directory is `flock`ed by its process: another mountfs serving the same
 //! directory never resolves a change still in progress.
@@ -39,6 +58,7 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, OpenOptionsExt};
@@ -47,6 +67,7 @@ use serde::{Deserialize, Serialize};
 
 use super::resolve::{canonicalize, map_io};
 use super::temp::TEMP_PREFIX;
+use super::trust::{RecoveryKey, TAG_CHARS};
 use super::write::{DirLock, current_version, refuse_inside_git};
 use crate::backend::{Error, JournalRole, PlannedFile, Result, Version};
 use crate::path::VirtualPath;
@@ -60,6 +81,11 @@ const PLAN: &str = "journal";
 const PLAN_TEMP: &str = "journal.tmp";
 /// The decision: the change stands.
 const COMMITTED: &str = "committed";
+/// Made (tagged) right after the directory: a journal that never got its plan is provably ours
+/// and goes; one without it is not touched.
+const BEGUN: &str = "begun";
+/// The most bytes of a plan recovery reads (a plan names each file once).
+const MAX_PLAN_BYTES: u64 = 256 * 1024 * 1024;
 
 static JOURNAL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -69,16 +95,22 @@ pub fn journal_name() -> String {
     format!("{JOURNAL_PREFIX}{}-{n}", std::process::id())
 }
 
-/// The plan as written to disk. Paths are root-relative host paths (bytes, after symlinks
-/// inside the root were resolved), so that the roll-back needs nothing but the root.
+/// A fresh id for a change over several mounts (see [`JournalRole`]).
+pub fn change_id() -> String {
+    super::trust::change_id()
+}
+
+/// The plan as written to disk (after its tag, see the module doc). Paths are root-relative
+/// components (bytes, after symlinks inside the root were resolved), so that the roll-back
+/// needs nothing but the root handle.
 #[derive(Debug, Serialize, Deserialize)]
 struct Plan {
     /// The process that made the change (its temporary files are removed on roll-back).
     pid: u32,
-    /// The primary journal's directory, for a secondary.
-    primary: Option<PathBuf>,
-    /// The secondaries' journal directories, for a primary.
-    secondaries: Vec<PathBuf>,
+    /// The change over several mounts this journal is one of: its decision is kept in the
+    /// server's data directory under this id. `None`: the journal's own `committed` mark
+    /// decides.
+    change: Option<String>,
     files: Vec<PlanFile>,
 }
 
@@ -90,6 +122,77 @@ struct PlanFile {
     existed: bool,
     /// Directories the creation adds, nearest to the root first (root-relative components).
     created_dirs: Vec<Vec<Vec<u8>>>,
+    /// The kept file `a<index>`: put back only while it is still that one.
+    kept: Option<KeptFile>,
+}
+
+/// Which file a journal kept: its inode, and its content's version when that is a hash (a
+/// file of at most `HASHED_SIZE_LIMIT` bytes; an inode number alone can be reused by a file
+/// made after the kept one was removed).
+#[derive(Debug, Serialize, Deserialize)]
+struct KeptFile {
+    ino: u64,
+    version: Option<String>,
+}
+
+/// Where a directory removed whole was, and which it was (`d<k>.path`, after its tag).
+#[derive(Debug, Serialize, Deserialize)]
+struct MovedDir {
+    path: Vec<Vec<u8>>,
+    ino: u64,
+}
+
+/// What the records of one journal are tagged with: the key, the mount, the journal's name.
+#[derive(Debug, Clone)]
+pub(super) struct Seal {
+    key: Arc<RecoveryKey>,
+    /// The root's canonical host path: a record is valid on its own mount only.
+    mount: Vec<u8>,
+}
+
+impl Seal {
+    pub(super) fn new(key: Arc<RecoveryKey>, host_root: &Path) -> Self {
+        Self {
+            key,
+            mount: host_root.as_os_str().as_bytes().to_vec(),
+        }
+    }
+
+    fn parts<'a>(&'a self, kind: &'a [u8], journal: &'a [u8], rest: &'a [u8]) -> [&'a [u8]; 4] {
+        [kind, &self.mount, journal, rest]
+    }
+
+    /// The tag of `body`, a record of `kind` named `name` (a record of temporary files in
+    /// flight tags each line so).
+    pub(super) fn tag_of(&self, kind: &[u8], name: &[u8], body: &[u8]) -> String {
+        self.key.tag(&self.parts(kind, name, body))
+    }
+
+    /// Whether `tag` is [`Seal::tag_of`] the same.
+    pub(super) fn verifies(&self, kind: &[u8], name: &[u8], body: &[u8], tag: &[u8]) -> bool {
+        self.key.verify(&self.parts(kind, name, body), tag)
+    }
+
+    fn tag(&self, kind: &[u8], journal: &str, rest: &[u8]) -> String {
+        self.key.tag(&self.parts(kind, journal.as_bytes(), rest))
+    }
+
+    /// `tag` + newline + `body`, as a record is written.
+    fn sealed(&self, kind: &[u8], journal: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = self.tag(kind, journal, body).into_bytes();
+        out.push(b'\n');
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// The body of a record written by [`Seal::sealed`], when its tag verifies.
+    fn open<'a>(&self, kind: &[u8], journal: &[u8], record: &'a [u8]) -> Option<&'a [u8]> {
+        let (tag, body) = record.split_at_checked(TAG_CHARS)?;
+        let body = body.strip_prefix(b"\n")?;
+        self.key
+            .verify(&self.parts(kind, journal, body), tag)
+            .then_some(body)
+    }
 }
 
 fn to_path(components: &[Vec<u8>]) -> PathBuf {
@@ -126,6 +229,10 @@ fn moved_dir_record(k: usize) -> String {
 pub(super) struct Journal {
     /// Its directory name beneath the root.
     pub(super) name: String,
+    seal: Seal,
+    /// Whether this journal makes (and finally drops) the decision of a change over several
+    /// mounts.
+    primary: bool,
     /// Its directory on the host.
     pub(super) host: PathBuf,
     /// The directory, open and `flock`ed while the change runs.
@@ -139,6 +246,46 @@ pub(super) struct Journal {
 
 fn io_at(path: &VirtualPath) -> impl Fn(io::Error) -> Error + '_ {
     move |e| map_io(e, path)
+}
+
+/// Opens a journal directory (a name at the root) as a readable descriptor, never through a
+/// symbolic link.
+fn open_journal_dir(root: &Dir, name: &OsStr) -> io::Result<Dir> {
+    let fd = rustix::fs::openat(
+        root,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(Dir::from_std_file(std::fs::File::from(fd)))
+}
+
+/// Reads at most `limit` bytes of `name` in `dir`, never through a symbolic link.
+fn read_record(dir: &Dir, name: &str, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Writes `bytes` to `name` in `dir`, durably when `durable`.
+fn write_record(dir: &Dir, name: &str, bytes: &[u8], durable: bool) -> io::Result<()> {
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let mut file = dir.open_with(name, &options)?;
+    file.write_all(bytes)?;
+    if durable {
+        file.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Opens a directory beneath `root` as a readable descriptor (one that can be locked and
@@ -168,34 +315,40 @@ fn sync_root(root: &Dir) -> io::Result<()> {
 pub(super) fn begin(
     root: &Dir,
     host_root: &Path,
+    seal: &Seal,
     files: &[PlannedFile],
     role: &JournalRole,
 ) -> Result<Journal> {
-    let (name, primary, secondaries) = match role {
-        JournalRole::Alone => (journal_name(), None, Vec::new()),
-        JournalRole::Secondary { primary } => (journal_name(), Some(primary.clone()), Vec::new()),
-        JournalRole::Primary { name, secondaries } => (name.clone(), None, secondaries.clone()),
+    let (change, primary) = match role {
+        JournalRole::Alone => (None, false),
+        JournalRole::Secondary { change } => (Some(change.clone()), false),
+        JournalRole::Primary { change } => (Some(change.clone()), true),
     };
+    let name = journal_name();
     let root_io = |e: io::Error| map_io(e, &VirtualPath::root());
     rustix::fs::mkdirat(root, name.as_str(), Mode::from_raw_mode(0o700))
         .map_err(|e| root_io(e.into()))?;
     let made = (|| {
-        let dir =
-            DirLock::lock(open_dir(root, Path::new(&name)).map_err(root_io)?).map_err(root_io)?;
+        let dir = DirLock::lock(open_journal_dir(root, OsStr::new(&name)).map_err(root_io)?)
+            .map_err(root_io)?;
+        // Not synced: lost with a power cut, it only leaves an empty journal for the operator.
+        write_record(&dir.dir, BEGUN, seal.tag(b"begun", &name, b"").as_bytes(), false)
+            .map_err(root_io)?;
         let mut plan = Plan {
             pid: std::process::id(),
-            primary,
-            secondaries,
+            change,
             files: Vec::with_capacity(files.len()),
         };
         for (index, file) in files.iter().enumerate() {
             plan.files.push(keep(root, &dir.dir, index, file)?);
         }
-        write_plan(&dir.dir, &plan).map_err(root_io)?;
+        write_plan(&dir.dir, seal, &name, &plan).map_err(root_io)?;
         sync_root(root).map_err(root_io)?;
         Ok(Journal {
             host: host_root.join(&name),
             name: name.clone(),
+            seal: seal.clone(),
+            primary,
             dir,
             paths: files.iter().map(|f| f.path.clone()).collect(),
             plan,
@@ -236,6 +389,7 @@ fn keep(root: &Dir, journal: &Dir, index: usize, file: &PlannedFile) -> Result<P
             path: components,
             existed: false,
             created_dirs,
+            kept: None,
         });
     };
     let lock = DirLock::take(root, &parent).map_err(|e| match e.kind() {
@@ -261,10 +415,19 @@ fn keep(root: &Dir, journal: &Dir, index: usize, file: &PlannedFile) -> Result<P
         }
         Err(errno) => return Err(io(errno.into())),
     }
+    let ino = rustix::fs::statat(journal, aside.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| io(e.into()))?
+        .st_ino;
+    let kept = KeptFile {
+        ino,
+        // Identity versions (big files) change with the link; content hashes do not.
+        version: (!version.as_str().starts_with('i')).then(|| version.as_str().to_owned()),
+    };
     Ok(PlanFile {
         path: components,
         existed: true,
         created_dirs: Vec::new(),
+        kept: Some(kept),
     })
 }
 
@@ -285,30 +448,30 @@ fn copy_aside(
     to.sync_all()
 }
 
-/// Writes the plan durably: temporary file, fsync, rename, fsync of the directory.
-fn write_plan(dir: &Dir, plan: &Plan) -> io::Result<()> {
+/// Writes the plan, tagged, durably: temporary file, fsync, rename, fsync of the directory.
+fn write_plan(dir: &Dir, seal: &Seal, name: &str, plan: &Plan) -> io::Result<()> {
     let bytes = serde_json::to_vec(plan).map_err(io::Error::other)?;
-    let mut options = cap_std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    let mut file = dir.open_with(PLAN_TEMP, &options)?;
-    file.write_all(&bytes)?;
-    file.sync_all()?;
+    write_record(dir, PLAN_TEMP, &seal.sealed(b"plan", name, &bytes), true)?;
     dir.rename(PLAN_TEMP, dir, PLAN)?;
     sync_dir(dir)
 }
 
 impl Journal {
-    /// Step 3, the decision: the change stands.
+    /// Step 3, the decision: the change stands. A journal alone marks itself (`committed`,
+    /// tagged); the primary of a change over several mounts records the decision in the data
+    /// directory, where every member's recovery looks.
     pub(super) fn mark_committed(&self) -> Result<()> {
         let io = |e: io::Error| map_io(e, &VirtualPath::root());
-        let mut options = cap_std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        let file = self.dir.dir.open_with(COMMITTED, &options).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        if let Some(change) = &self.plan.change {
+            return self.seal.key.decide(change).map_err(io);
+        }
+        let tag = self.seal.tag(b"committed", &self.name, b"");
+        write_record(&self.dir.dir, COMMITTED, tag.as_bytes(), true).map_err(io)?;
         sync_dir(&self.dir.dir).map_err(io)
     }
 
-    /// Removes the journal (after the decision, or after a roll-back), durably.
+    /// Removes the journal (after the decision, or after a roll-back), durably; the primary of
+    /// a change over several mounts then drops the decision (its secondaries are gone first).
     pub(super) fn finish(&self, root: &Dir) -> Result<()> {
         let io = |e: io::Error| map_io(e, &VirtualPath::root());
         match root.remove_dir_all(&self.name) {
@@ -316,7 +479,13 @@ impl Journal {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(e)),
         }
-        sync_root(root).map_err(io)
+        sync_root(root).map_err(io)?;
+        if self.primary
+            && let Some(change) = &self.plan.change
+        {
+            self.seal.key.forget(change);
+        }
+        Ok(())
     }
 
     /// Removes the directory `path` whole by moving it into the journal (as `d<k>`, after a
@@ -337,17 +506,21 @@ impl Journal {
             Ok(_) | Err(rustix::io::Errno::NOENT) => return Ok(false),
             Err(errno) => return Err(io(errno.into())),
         }
+        let ino = match rustix::fs::statat(&lock.dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat.st_ino,
+            Err(errno) => return Err(io(errno.into())),
+        };
         let k = self.dirs_moved.fetch_add(1, Ordering::Relaxed);
         let record = moved_dir_record(k);
         let journal = &self.dir.dir;
-        let components = components_of(&canonical.path());
-        let bytes = serde_json::to_vec(&components).map_err(|e| io(io::Error::other(e)))?;
-        let mut options = cap_std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        let moved = MovedDir {
+            path: components_of(&canonical.path()),
+            ino,
+        };
+        let bytes = serde_json::to_vec(&moved).map_err(|e| io(io::Error::other(e)))?;
+        let sealed = self.seal.sealed(record.as_bytes(), &self.name, &bytes);
         let written = (|| {
-            let mut file = journal.open_with(&record, &options)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
+            write_record(journal, &record, &sealed, true)?;
             sync_dir(journal)
         })();
         if let Err(error) = written {
@@ -379,7 +552,7 @@ impl Journal {
         applied: &[(usize, Option<Version>)],
     ) -> Vec<(usize, Error)> {
         let mut failed = Vec::new();
-        if let Err(error) = restore_dirs(root, &self.dir.dir) {
+        if let Err(error) = restore_dirs(root, &self.dir.dir, &self.seal, self.name.as_bytes()) {
             // The journal stays: the next start finishes the roll-back.
             failed.push((0, map_io(error, &VirtualPath::root())));
             return failed;
@@ -427,6 +600,9 @@ impl Journal {
             _ => {}
         }
         if file.existed {
+            if !is_kept(&self.dir.dir, &aside_name(index), file) {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
             rustix::fs::renameat(&self.dir.dir, aside_name(index).as_str(), dir, &name)
                 .map_err(|e| io(e.into()))?;
         } else if there {
@@ -439,10 +615,31 @@ impl Journal {
     }
 }
 
+/// Whether the kept file `aside` is a regular file, the inode the plan recorded, with the
+/// content it recorded.
+fn is_kept(journal: &Dir, aside: &str, file: &PlanFile) -> bool {
+    let Some(kept) = &file.kept else {
+        return false;
+    };
+    let same_inode = match rustix::fs::statat(journal, aside, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => {
+            FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile && stat.st_ino == kept.ino
+        }
+        Err(_) => false,
+    };
+    same_inode
+        && kept.version.as_deref().is_none_or(|version| {
+            current_version(journal, OsStr::new(aside), &VirtualPath::root())
+                .is_ok_and(|now| now.as_str() == version)
+        })
+}
+
 /// Moves every directory the change removed whole back where it was, the last removed first
 /// (a directory removed after one below it holds it: it goes back first). Idempotent: one
-/// already moved back has no `d<k>` left in the journal, only its record, which goes.
-fn restore_dirs(root: &Dir, journal: &Dir) -> io::Result<()> {
+/// already moved back has no `d<k>` left in the journal, only its record, which goes. A record
+/// whose tag does not verify, or whose directory is not the one it names, is an error: the
+/// journal stays for the operator.
+fn restore_dirs(root: &Dir, journal: &Dir, seal: &Seal, name: &[u8]) -> io::Result<()> {
     let mut moved: Vec<usize> = journal
         .entries()?
         .filter_map(|e| e.ok())
@@ -455,11 +652,25 @@ fn restore_dirs(root: &Dir, journal: &Dir) -> io::Result<()> {
     moved.sort_unstable_by(|a, b| b.cmp(a));
     for k in moved {
         let record = moved_dir_record(k);
-        let components: Vec<Vec<u8>> =
-            serde_json::from_slice(&journal.read(&record)?).map_err(io::Error::other)?;
+        let bytes = read_record(journal, &record, MAX_PLAN_BYTES)?;
+        let Some(body) = seal.open(record.as_bytes(), name, &bytes) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the record {record} was not written by this server (its tag does not verify)"),
+            ));
+        };
+        let moved: MovedDir = serde_json::from_slice(body).map_err(io::Error::other)?;
         let kept = moved_dir_name(k);
-        if journal.symlink_metadata(&kept).is_ok() {
-            let host = to_path(&components);
+        if let Ok(stat) = rustix::fs::statat(journal, kept.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            if FileType::from_raw_mode(stat.st_mode) != FileType::Directory
+                || stat.st_ino != moved.ino
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{kept} is not the directory its record names"),
+                ));
+            }
+            let host = to_path(&moved.path);
             let (parent, leaf) = split(&host);
             root.create_dir_all(&parent)?;
             let parent_dir = open_dir(root, &parent)?;
@@ -518,8 +729,9 @@ fn plan_paths(plan: &Plan) -> Vec<String> {
 }
 
 /// Resolves every unfinished journal beneath `root` whose process is gone (see the module
-/// doc): returns what each one was.
-pub(super) fn recover(root: &Dir) -> Vec<Resolved> {
+/// doc): returns what each one was. Journals this server cannot prove it wrote are logged and
+/// left as they are.
+pub(super) fn recover(root: &Dir, seal: &Seal) -> Vec<Resolved> {
     let Ok(entries) = root.entries() else {
         return Vec::new();
     };
@@ -531,59 +743,89 @@ pub(super) fn recover(root: &Dir) -> Vec<Resolved> {
     names.sort();
     let mut resolved = Vec::new();
     for name in names {
-        match resolve(root, Path::new(&name)) {
-            Ok(Some(done)) => resolved.push(done),
-            Ok(None) => {}
+        let shown = format!("/{}", String::from_utf8_lossy(name.as_bytes()));
+        match resolve(root, seal, &name) {
+            Ok(Outcome::Resolved(done)) => resolved.push(done),
+            Ok(Outcome::Live) => {}
+            Ok(Outcome::Untrusted(why)) => {
+                tracing::warn!(journal = %shown, "a change journal at the mount root was left as it is: {why}; mountfs acts only on journals it can prove it wrote. If no mountfs is running on this directory, look at it and remove it yourself");
+            }
             Err(error) => {
-                tracing::warn!(%error, journal = ?name, "an unfinished change journal could not be resolved; the next start tries again");
+                tracing::warn!(%error, journal = %shown, "an unfinished change journal could not be resolved; the next start tries again");
             }
         }
     }
     resolved
 }
 
-/// Resolves one journal directory (`Ok(None)`: its process still runs it, or it held no plan
-/// yet and is simply removed).
-fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
-    let dir = open_dir(root, name)?;
-    match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
-        Err(errno) => return Err(errno.into()),
-    }
-    let plan: Plan = match dir.read(PLAN) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(io::Error::other)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            // Begun, never made durable: nothing had changed.
-            remove_journal(root, name)?;
-            return Ok(None);
+/// What became of one journal directory.
+enum Outcome {
+    Resolved(Resolved),
+    /// Its process still runs it, or it held no plan yet and was simply removed.
+    Live,
+    /// Not provably ours: left alone, for the operator (why).
+    Untrusted(&'static str),
+}
+
+/// Resolves one journal directory.
+fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
+    let dir = match open_journal_dir(root, name) {
+        Ok(dir) => dir,
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+            || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+        {
+            return Ok(Outcome::Untrusted("it is not a directory"));
         }
         Err(e) => return Err(e),
     };
-    let committed = match &plan.primary {
-        Some(primary) => primary.join(COMMITTED).exists(),
-        None => dir.exists(COMMITTED),
+    match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(Outcome::Live),
+        Err(errno) => return Err(errno.into()),
+    }
+    let journal = name.as_bytes();
+    let plan = match read_record(&dir, PLAN, MAX_PLAN_BYTES) {
+        Ok(bytes) => match seal.open(b"plan", journal, &bytes) {
+            Some(body) => match serde_json::from_slice::<Plan>(body) {
+                Ok(plan) => plan,
+                Err(_) => return Ok(Outcome::Untrusted("its plan does not parse")),
+            },
+            None => return Ok(Outcome::Untrusted("its plan's tag does not verify")),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Begun, never made durable: nothing had changed. Removed only when provably ours.
+            let begun = read_record(&dir, BEGUN, TAG_CHARS as u64 + 1).unwrap_or_default();
+            if !seal.key.verify(&seal.parts(b"begun", journal, b""), &begun) {
+                return Ok(Outcome::Untrusted("it holds no plan this server wrote"));
+            }
+            remove_journal(root, Path::new(name))?;
+            return Ok(Outcome::Live);
+        }
+        Err(e) => return Err(e),
+    };
+    let committed = match &plan.change {
+        Some(change) => seal.key.decided(change),
+        None => match read_record(&dir, COMMITTED, TAG_CHARS as u64 + 1) {
+            Ok(tag) => {
+                if !seal.key.verify(&seal.parts(b"committed", journal, b""), &tag) {
+                    return Ok(Outcome::Untrusted("its committed mark's tag does not verify"));
+                }
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e),
+        },
     };
     if committed {
-        for secondary in &plan.secondaries {
-            match std::fs::remove_dir_all(secondary) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            if let Some(parent) = secondary.parent() {
-                std::fs::File::open(parent)?.sync_all()?;
-            }
-        }
         remove_temp_files(root, &plan);
-        remove_journal(root, name)?;
-        return Ok(Some(Resolved {
+        remove_journal(root, Path::new(name))?;
+        return Ok(Outcome::Resolved(Resolved {
             files: plan.files.len(),
             rolled_back: false,
             paths: plan_paths(&plan),
         }));
     }
-    restore_dirs(root, &dir)?;
+    restore_dirs(root, &dir, seal, journal)?;
     for (index, file) in plan.files.iter().enumerate() {
         let host = to_path(&file.path);
         let (parent, leaf) = split(&host);
@@ -592,6 +834,12 @@ fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
             if !dir.exists(&aside) {
                 // Put back already (a roll-back cut short), or never kept.
                 continue;
+            }
+            if !is_kept(&dir, &aside, file) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{aside} is not the file the plan kept"),
+                ));
             }
             root.create_dir_all(&parent)?;
             let parent_dir = open_dir(root, &parent)?;
@@ -614,8 +862,8 @@ fn resolve(root: &Dir, name: &Path) -> io::Result<Option<Resolved>> {
     for file in &plan.files {
         remove_created_dirs(root, file);
     }
-    remove_journal(root, name)?;
-    Ok(Some(Resolved {
+    remove_journal(root, Path::new(name))?;
+    Ok(Outcome::Resolved(Resolved {
         files: plan.files.len(),
         rolled_back: true,
         paths: plan_paths(&plan),
@@ -682,13 +930,14 @@ mod tests {
             .collect()
     }
 
-    /// Copies a journal directory aside (its kept files as copies, modes kept).
+    /// Copies a journal directory aside, its kept files as hard links (the journal trusts
+    /// only the inodes it kept).
     fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         std::fs::create_dir_all(to).unwrap();
         for entry in std::fs::read_dir(from).unwrap() {
             let entry = entry.unwrap();
             let target = to.join(entry.file_name());
-            std::fs::copy(entry.path(), &target).unwrap();
+            std::fs::hard_link(entry.path(), &target).unwrap();
         }
     }
 
@@ -872,8 +1121,8 @@ mod tests {
         assert_eq!(ours(root), Vec::<String>::new());
     }
 
-    /// A secondary journal waits for its primary's decision; the primary's resolution takes
-    /// the secondaries with it, so two mounts end the same way whichever is opened first.
+    /// A secondary journal waits for its primary's decision, kept by the server's key (not in
+    /// any mount): two mounts end the same way, each resolved through its own root alone.
     #[tokio::test]
     async fn secondaries_follow_the_primary_decision() {
         for decided in [false, true] {
@@ -883,8 +1132,7 @@ mod tests {
             }
             let a = DiskBackend::open_without_sweep(one.path(), DiskOptions::default()).unwrap();
             let b = DiskBackend::open_without_sweep(two.path(), DiskOptions::default()).unwrap();
-            let name = super::journal_name();
-            let primary = b.host_dir().unwrap().join(&name);
+            let change = super::change_id();
             let plan = |v: Version| {
                 [PlannedFile {
                     path: p("/f.txt"),
@@ -893,7 +1141,12 @@ mod tests {
             };
             let va = version(&a, "/f.txt").await;
             let secondary = a
-                .begin_changes(&plan(va.clone()), &JournalRole::Secondary { primary })
+                .begin_changes(
+                    &plan(va.clone()),
+                    &JournalRole::Secondary {
+                        change: change.clone(),
+                    },
+                )
                 .await
                 .unwrap()
                 .unwrap();
@@ -903,13 +1156,7 @@ mod tests {
                 .unwrap();
             let vb = version(&b, "/f.txt").await;
             let main = b
-                .begin_changes(
-                    &plan(vb.clone()),
-                    &JournalRole::Primary {
-                        name,
-                        secondaries: vec![secondary.location()],
-                    },
-                )
+                .begin_changes(&plan(vb.clone()), &JournalRole::Primary { change })
                 .await
                 .unwrap()
                 .unwrap();
@@ -920,9 +1167,11 @@ mod tests {
                 main.mark_committed().await.unwrap();
             }
             drop((secondary, main, a, b));
-            // The primary's mount opens first: it resolves the secondary too.
+            // The primary's mount opens first; each resolves its own journal alone.
             let b = DiskBackend::open(two.path(), DiskOptions::default()).unwrap();
+            assert_eq!(b.take_resolved().len(), 1);
             let a = DiskBackend::open(one.path(), DiskOptions::default()).unwrap();
+            assert_eq!(a.take_resolved().len(), 1);
             let want: &[u8] = if decided { b"new" } else { b"old" };
             for dir in [&one, &two] {
                 assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), want);
@@ -930,5 +1179,143 @@ mod tests {
             }
             drop((a, b));
         }
+    }
+
+    /// Writes a journal directory as an agent could (any tool or command writing in the
+    /// mount): `journal` with `plan`, optionally `committed` and a kept file `a0`.
+    fn plant(root: &std::path::Path, plan: &str, committed: bool, a0: Option<&[u8]>) {
+        let dir = root.join(".mountfs-tmp-journal-1-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("journal"), plan).unwrap();
+        if committed {
+            std::fs::write(dir.join("committed"), "").unwrap();
+        }
+        if let Some(bytes) = a0 {
+            std::fs::write(dir.join("a0"), bytes).unwrap();
+        }
+    }
+
+    fn components(path: &str) -> String {
+        let parts: Vec<Vec<u8>> = path.split('/').map(|c| c.as_bytes().to_vec()).collect();
+        serde_json::to_string(&parts).unwrap()
+    }
+
+    /// Issue 41: a journal naming a directory outside the mount (the plan format of the
+    /// release that trusted it, and the current one with a made-up tag) deletes nothing, puts
+    /// nothing back, and stays for the operator.
+    #[tokio::test]
+    async fn a_planted_journal_deletes_nothing_outside_and_puts_nothing_back() {
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::create_dir_all(victim.join("sub")).unwrap();
+        let victim_json = serde_json::to_string(&victim).unwrap();
+        let config = components(".git/config");
+        let fake_tag = "ab".repeat(32);
+        let plans = [
+            (
+                format!(r#"{{"pid":1,"primary":null,"secondaries":[{victim_json}],"files":[]}}"#),
+                true,
+            ),
+            (
+                format!(r#"{{"pid":1,"primary":{victim_json},"secondaries":[],"files":[]}}"#),
+                true,
+            ),
+            (
+                format!(
+                    r#"{{"pid":1,"primary":null,"secondaries":[],"files":[{{"path":{config},"existed":true,"created_dirs":[]}}]}}"#
+                ),
+                false,
+            ),
+            (
+                format!(
+                    "{fake_tag}\n{{\"pid\":1,\"change\":null,\"files\":[{{\"path\":{config},\"existed\":true,\"created_dirs\":[],\"kept\":null}}]}}"
+                ),
+                false,
+            ),
+        ];
+        for (plan, committed) in plans {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            std::fs::create_dir_all(root.join(".git")).unwrap();
+            std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+            plant(root, &plan, committed, Some(b"[core]\n\tfsmonitor = sh evil\n"));
+            let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
+            assert!(disk.take_resolved().is_empty(), "{plan}");
+            assert!(victim.join("sub").is_dir(), "the directory outside stays: {plan}");
+            assert_eq!(
+                std::fs::read(root.join(".git/config")).unwrap(),
+                b"[core]\n",
+                "{plan}"
+            );
+            assert!(
+                root.join(".mountfs-tmp-journal-1-1/journal").is_file(),
+                "left for the operator: {plan}"
+            );
+        }
+    }
+
+    /// A genuine journal copied to another mount, or read with another key, is not acted on;
+    /// in its own mount it still is. A kept file swapped for another is not put back.
+    #[tokio::test]
+    async fn a_genuine_journal_is_acted_on_only_in_its_own_mount_with_its_key() {
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let keys = tempfile::tempdir().unwrap();
+        let key = std::sync::Arc::new(super::RecoveryKey::in_dir(keys.path()).unwrap());
+        let with_key = || DiskOptions {
+            recovery: Some(key.clone()),
+            ..DiskOptions::default()
+        };
+        for dir in [&one, &two] {
+            std::fs::write(dir.path().join("f.txt"), "old").unwrap();
+        }
+        let a = DiskBackend::open_without_sweep(one.path(), with_key()).unwrap();
+        let va = version(&a, "/f.txt").await;
+        let journal = a
+            .begin_changes(
+                &[PlannedFile {
+                    path: p("/f.txt"),
+                    before: Some(va.clone()),
+                }],
+                &JournalRole::Alone,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        journal
+            .write(0, b"new", WriteMode::IfVersion(va))
+            .await
+            .unwrap();
+        let location = journal.location();
+        let name = location.file_name().unwrap().to_owned();
+        copy_dir(&location, &two.path().join(&name));
+        std::fs::write(two.path().join("f.txt"), "two").unwrap();
+        drop((journal, a));
+
+        // Another mount: left.
+        let b = DiskBackend::open(two.path(), with_key()).unwrap();
+        assert!(b.take_resolved().is_empty());
+        assert_eq!(std::fs::read(two.path().join("f.txt")).unwrap(), b"two");
+        assert!(two.path().join(&name).is_dir());
+        // Its own mount with another key (the default one of this process): left.
+        let a = DiskBackend::open(one.path(), DiskOptions::default()).unwrap();
+        assert!(a.take_resolved().is_empty());
+        assert_eq!(std::fs::read(one.path().join("f.txt")).unwrap(), b"new");
+        // A kept file swapped for another inode: not put back.
+        let kept = location.join("a0");
+        let bytes = std::fs::read(&kept).unwrap();
+        std::fs::remove_file(&kept).unwrap();
+        std::fs::write(&kept, b"planted").unwrap();
+        let a = DiskBackend::open(one.path(), with_key()).unwrap();
+        assert!(a.take_resolved().is_empty());
+        assert_eq!(std::fs::read(one.path().join("f.txt")).unwrap(), b"new");
+        // Its own mount, its key, its kept file: rolled back.
+        std::fs::remove_file(&kept).unwrap();
+        std::fs::hard_link(two.path().join(&name).join("a0"), &kept).unwrap();
+        assert_eq!(std::fs::read(&kept).unwrap(), bytes);
+        drop(a);
+        let a = DiskBackend::open(one.path(), with_key()).unwrap();
+        assert_eq!(a.take_resolved().len(), 1);
+        assert_eq!(std::fs::read(one.path().join("f.txt")).unwrap(), b"old");
+        assert_eq!(ours(one.path()), Vec::<String>::new());
     }
 }

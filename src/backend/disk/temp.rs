@@ -24,6 +24,13 @@
 //! a temporary file at the root only if no process with its pid is alive and no live record
 //! carries that pid (a writer in another pid namespace).
 //!
+//! Each directory a record names is tagged with the server's key (an HMAC over the mount, the
+//! record's name and the directory, see [`super::trust`]): a record an agent planted (a
+//! sandboxed `execute` can write such a name in a writable mount) or altered names nothing the
+//! sweep looks in; it is logged and left for the operator (issue 41). Temporary files at the
+//! root are taken by their name alone: they are entries beneath the root, removed without
+//! following a link, that no tool can make.
+//!
 //! Limits: a record is written, not `fsync`ed (its own fsync would add a disk flush to every
 //! write). A kill of the process (`SIGKILL`, OOM) loses nothing: the page cache keeps the
 //! record. After a power cut, a temporary file the record did not reach may stay (invisible to
@@ -41,6 +48,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 
+use super::journal::Seal;
+use super::trust::TAG_CHARS;
 use crate::backend::{Error, Result};
 use crate::path::VirtualPath;
 
@@ -104,9 +113,11 @@ pub(super) fn refuse_temp_name(name: &OsStr, path: &VirtualPath) -> Result<()> {
 
 /// This process's record of the directories holding its temporary files in flight, for one
 /// mount root (see the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct InFlight {
     state: Mutex<State>,
+    /// What each line of the record is tagged with.
+    seal: Seal,
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +140,14 @@ struct Record {
 }
 
 impl InFlight {
+    /// No temporary file in flight yet; lines will be tagged with `seal`.
+    pub(super) fn new(seal: Seal) -> Self {
+        Self {
+            state: Mutex::default(),
+            seal,
+        }
+    }
+
     /// Records that a temporary file is about to be made in `dir` (root-relative, canonical),
     /// beneath `root`; the record lasts until the guard is dropped, which the caller does once
     /// the temporary file is renamed or removed. A record that cannot be written (a read-only
@@ -137,7 +156,7 @@ impl InFlight {
     pub(super) fn begin<'a>(&'a self, root: &'a Dir, dir: &Path) -> InFlightGuard<'a> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.writers += 1;
-        if let Err(error) = state.note(root, dir)
+        if let Err(error) = state.note(root, dir, &self.seal)
             && !state.warned
         {
             state.warned = true;
@@ -165,7 +184,7 @@ impl InFlight {
 
 impl State {
     /// Makes sure the record exists and names `dir`.
-    fn note(&mut self, root: &Dir, dir: &Path) -> io::Result<()> {
+    fn note(&mut self, root: &Dir, dir: &Path, seal: &Seal) -> io::Result<()> {
         if self.dirs.contains(dir) {
             return Ok(());
         }
@@ -173,8 +192,11 @@ impl State {
             Some(record) => record,
             None => Record::create(root)?,
         };
-        let mut line = Vec::with_capacity(dir.as_os_str().len() + 1);
-        line.extend_from_slice(dir.as_os_str().as_bytes());
+        let dir_bytes = dir.as_os_str().as_bytes();
+        let tag = seal.tag_of(b"inflight", record.name.as_bytes(), dir_bytes);
+        let mut line = Vec::with_capacity(TAG_CHARS + dir_bytes.len() + 1);
+        line.extend_from_slice(tag.as_bytes());
+        line.extend_from_slice(dir_bytes);
         line.push(0);
         let written = record.file.write_all(&line);
         self.record = Some(record);
@@ -220,7 +242,7 @@ impl Drop for InFlightGuard<'_> {
 /// Removes what writers that are gone left (see the module doc): temporary files and undo's
 /// aside directories at the root, and the temporary files in the directories their records
 /// name; then the records. Returns how many temporary files and directories were removed.
-pub(super) fn sweep_stale(root: &Dir) -> usize {
+pub(super) fn sweep_stale(root: &Dir, seal: &Seal) -> usize {
     let Ok(entries) = root.entries() else {
         return 0;
     };
@@ -266,8 +288,15 @@ pub(super) fn sweep_stale(root: &Dir) -> usize {
         if live.contains(&pid) {
             continue;
         }
-        removed += sweep_record(root, pid, file);
-        let _ = rustix::fs::unlinkat(root, name.as_os_str(), AtFlags::empty());
+        match sweep_record(root, seal, name, pid, file) {
+            Some(count) => {
+                removed += count;
+                let _ = rustix::fs::unlinkat(root, name.as_os_str(), AtFlags::empty());
+            }
+            None => {
+                tracing::warn!(record = %format!("/{}", name.to_string_lossy()), "a record of temporary files at the mount root was left as it is: it names directories this server did not write into it; mountfs acts only on records it can prove it wrote. If no mountfs is running on this directory, remove it yourself");
+            }
+        }
     }
     removed
 }
@@ -294,14 +323,30 @@ fn open_stale_record(root: &Dir, name: &OsStr, pid: u32, own: u32) -> Option<std
 }
 
 /// Removes, in each directory the record names, the temporary files of process `pid`.
-fn sweep_record(root: &Dir, pid: u32, file: std::fs::File) -> usize {
+/// `None`, touching nothing, when a line's tag does not verify.
+fn sweep_record(
+    root: &Dir,
+    seal: &Seal,
+    name: &OsStr,
+    pid: u32,
+    file: std::fs::File,
+) -> Option<usize> {
     let mut bytes = Vec::new();
     if file.take(MAX_RECORD_BYTES).read_to_end(&mut bytes).is_err() {
-        return 0;
+        return Some(0);
+    }
+    // Each line is a tag and a directory, ended by a NUL (a last one the kill cut before its
+    // NUL is still looked in); every one must verify before any is looked in.
+    let mut dirs = Vec::new();
+    for line in bytes.split(|b| *b == 0).filter(|d| !d.is_empty()) {
+        let (tag, dir) = line.split_at_checked(TAG_CHARS)?;
+        if !seal.verifies(b"inflight", name.as_bytes(), dir, tag) {
+            return None;
+        }
+        dirs.push(dir);
     }
     let mut removed = 0;
-    // Each directory ends with a NUL; a last one cut short by the kill is still looked in.
-    for dir in bytes.split(|b| *b == 0).filter(|d| !d.is_empty()) {
+    for dir in dirs {
         let dir = Path::new(OsStr::from_bytes(dir));
         let Ok(handle) = root.open_dir(dir) else {
             continue;
@@ -319,7 +364,7 @@ fn sweep_record(root: &Dir, pid: u32, file: std::fs::File) -> usize {
             }
         }
     }
-    removed
+    Some(removed)
 }
 
 /// Whether a process with this id exists (signal 0 probes without sending anything).
@@ -368,6 +413,26 @@ mod tests {
         Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
     }
 
+    /// The seal of the mount at `dir`, with this process's key.
+    fn seal(dir: &Path) -> Seal {
+        Seal::new(super::super::trust::process_key(), dir)
+    }
+
+    /// A record's content naming `dirs` as the writer tags them (a last one without its NUL
+    /// when `cut`).
+    fn record_lines(dir: &Path, record: &Path, dirs: &[&str], cut: bool) -> Vec<u8> {
+        let name = record.file_name().unwrap().as_bytes();
+        let mut out = Vec::new();
+        for (k, one) in dirs.iter().enumerate() {
+            out.extend_from_slice(seal(dir).tag_of(b"inflight", name, one.as_bytes()).as_bytes());
+            out.extend_from_slice(one.as_bytes());
+            if !(cut && k + 1 == dirs.len()) {
+                out.push(0);
+            }
+        }
+        out
+    }
+
     fn root_names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -408,9 +473,13 @@ mod tests {
         std::fs::write(host.join("kept.txt"), "x").unwrap();
         let record = host.join(format!("{RECORD_PREFIX}{pid}-0"));
         // The last directory was cut short by the kill (no NUL): still looked in.
-        std::fs::write(&record, b"a/b\0nowhere\0a/b").unwrap();
+        std::fs::write(
+            &record,
+            record_lines(host, &record, &["a/b", "nowhere", "a/b"], true),
+        )
+        .unwrap();
 
-        let removed = sweep_stale(&open_root(host));
+        let removed = sweep_stale(&open_root(host), &seal(host));
 
         assert!(!recorded.exists(), "the recorded directory was not swept");
         assert!(!record.exists(), "the record of a gone writer stayed");
@@ -440,15 +509,15 @@ mod tests {
         std::fs::write(&temp, "x").unwrap();
         std::fs::write(&at_root, "x").unwrap();
         let record = host.join(format!("{RECORD_PREFIX}{pid}-0"));
-        std::fs::write(&record, b"a\0").unwrap();
+        std::fs::write(&record, record_lines(host, &record, &["a"], false)).unwrap();
         let held = std::fs::File::open(&record).unwrap();
         rustix::fs::flock(&held, FlockOperation::LockExclusive).unwrap();
 
-        assert_eq!(sweep_stale(&open_root(host)), 0);
+        assert_eq!(sweep_stale(&open_root(host), &seal(host)), 0);
         assert!(temp.exists() && at_root.exists() && record.exists());
 
         drop(held);
-        assert_eq!(sweep_stale(&open_root(host)), 2);
+        assert_eq!(sweep_stale(&open_root(host), &seal(host)), 2);
         assert_eq!(root_names(host), ["a"]);
         assert!(!temp.exists());
     }
@@ -460,7 +529,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let host = dir.path();
         let root = open_root(host);
-        let in_flight = InFlight::default();
+        let in_flight = InFlight::new(seal(host));
         let first = in_flight.begin(&root, Path::new("a"));
         let second = in_flight.begin(&root, Path::new("."));
         let third = in_flight.begin(&root, Path::new("a"));
@@ -471,14 +540,17 @@ mod tests {
             Some(std::process::id())
         );
         let record = host.join(&names[0]);
-        assert_eq!(std::fs::read(&record).unwrap(), b"a\0.\0");
+        assert_eq!(
+            std::fs::read(&record).unwrap(),
+            record_lines(host, &record, &["a", "."], false)
+        );
         let probe = std::fs::File::open(&record).unwrap();
         assert_eq!(
             rustix::fs::flock(&probe, FlockOperation::NonBlockingLockExclusive),
             Err(rustix::io::Errno::WOULDBLOCK)
         );
         // A sweep meanwhile leaves it: its writer is alive.
-        assert_eq!(sweep_stale(&root), 0);
+        assert_eq!(sweep_stale(&root, &seal(host)), 0);
         drop(first);
         drop(third);
         assert!(record.exists());
@@ -489,5 +561,31 @@ mod tests {
         assert_eq!(root_names(host).len(), 1);
         drop(again);
         assert!(root_names(host).is_empty());
+    }
+
+    /// Issue 41: a record an agent wrote (no tag, a made-up tag, or a genuine line with
+    /// another record's name) names nothing: no file is removed where it points, and the
+    /// record stays for the operator.
+    #[test]
+    fn a_record_that_does_not_verify_is_left_and_names_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path();
+        std::fs::create_dir_all(host.join("a")).unwrap();
+        let pid = gone_pid();
+        let temp = host.join(format!("a/{TEMP_PREFIX}{pid}-1"));
+        let other = host.join(format!("{RECORD_PREFIX}{pid}-9"));
+        let forged: [Vec<u8>; 3] = [
+            b"a\0".to_vec(),
+            [b"ab".repeat(32), b"a\0".to_vec()].concat(),
+            record_lines(host, &other, &["a"], false),
+        ];
+        for content in forged {
+            std::fs::write(&temp, "x").unwrap();
+            let record = host.join(format!("{RECORD_PREFIX}{pid}-0"));
+            std::fs::write(&record, &content).unwrap();
+            assert_eq!(sweep_stale(&open_root(host), &seal(host)), 0);
+            assert!(temp.exists(), "{content:?}");
+            assert!(record.exists(), "{content:?}");
+        }
     }
 }

@@ -163,8 +163,8 @@ impl StagedCommit<'_> {
         self.writes.roll_back(self.overlay).await
     }
 
-    /// Where the base's journal of this stage is on the host, when the base keeps one (what a
-    /// [`JournalRole::Secondary`] of the same commit names... and a primary lists).
+    /// Where the base's journal of this stage is on the host, when the base keeps one (only
+    /// to tell whether it does: no journal names another's place).
     pub fn journal_location(&self) -> Option<std::path::PathBuf> {
         self.writes.journal().map(|j| j.journal.location())
     }
@@ -178,14 +178,17 @@ impl StagedCommit<'_> {
         }
     }
 
-    /// Removes the base's journal once the commit is decided (secondaries before the primary).
-    pub async fn close_journal(&self) {
+    /// Removes the base's journal once the commit is decided (secondaries before the
+    /// primary); `false` when it could not be.
+    pub async fn close_journal(&self) -> bool {
         if let Some(journal) = self.writes.journal()
             && let Err(error) = journal.journal.finish().await
         {
             // Decided: the journal left behind is rolled forward (removed) at the next start.
             tracing::warn!(%error, "a committed change's journal could not be removed");
+            return false;
         }
+        true
     }
 }
 
