@@ -529,6 +529,15 @@ impl SearchControl {
         self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
     }
 
+    /// Resolves when the search is cancelled (never, for a search nobody cancels): what a
+    /// backend waiting on one long step races it with.
+    pub async fn cancelled(&self) {
+        match &self.cancel {
+            Some(cancel) => cancel.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Counts one file looked at, and whether it matched.
     pub fn count_file(&self, matched: bool) {
         use std::sync::atomic::Ordering::Relaxed;

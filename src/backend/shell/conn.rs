@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Notify, Semaphore};
 
-use super::script::{BOOTSTRAP, Frame};
+use super::script::{BOOTSTRAP, Frame, status};
 
 /// Most connections one mount keeps open (and so calls it runs at once).
 pub(super) const MAX_CONNECTIONS: usize = 4;
@@ -137,6 +137,8 @@ pub(super) struct Connection {
     end: Vec<u8>,
     stderr_end: Vec<u8>,
     separator: Vec<u8>,
+    /// The connection's nonce, which begins every frame (`Frame::into_bytes`).
+    nonce: String,
     drain: tokio::task::JoinHandle<()>,
 }
 
@@ -195,6 +197,7 @@ impl Connection {
             end: format!("\n{nonce}=").into_bytes(),
             stderr_end: format!("\n{nonce}\n").into_bytes(),
             separator: format!("\n{nonce}:\n").into_bytes(),
+            nonce: nonce.clone(),
             drain,
         };
         let script = BOOTSTRAP.replace("@NONCE@", &nonce);
@@ -337,9 +340,10 @@ pub(super) enum Piece {
 impl Connection {
     /// Writes `input` and reads stdout up to the first separator (the function is under way:
     /// `None`) or the end of the answer (it ended before: its whole reply).
-    pub(super) async fn start_stream(&mut self, input: &[u8]) -> Result<Option<Reply>, CallError> {
+    pub(super) async fn start_stream(&mut self, frame: Frame) -> Result<Option<Reply>, CallError> {
+        let input = frame.into_bytes(&self.nonce);
         self.stdin
-            .write_all(input)
+            .write_all(&input)
             .await
             .and(self.stdin.flush().await)
             .map_err(|e| broken(format!("writing to the shell: {e}")))?;
@@ -481,7 +485,7 @@ async fn drain_stderr(mut stderr: tokio::process::ChildStderr, buffer: Arc<Stder
 pub(super) struct Pool {
     command: Vec<String>,
     /// The `init` frame every new connection gets (it enters the mount's directory).
-    init: Vec<u8>,
+    init: Frame,
     idle: Mutex<Vec<Connection>>,
     slots: Semaphore,
     caps: Mutex<Option<(Caps, String)>>,
@@ -492,7 +496,7 @@ impl Pool {
     pub(super) fn new(command: Vec<String>, dir: &str) -> Self {
         Self {
             command,
-            init: Frame::call("init").path(dir).into_bytes(),
+            init: Frame::call("init").path(dir),
             idle: Mutex::new(Vec::new()),
             slots: Semaphore::new(MAX_CONNECTIONS),
             caps: Mutex::new(None),
@@ -510,7 +514,8 @@ impl Pool {
 
     async fn connect(&self) -> Result<Connection, CallError> {
         let (mut connection, caps) = Connection::open(&self.command).await?;
-        let reply = connection.exchange(&self.init).await?;
+        let init = self.init.clone().into_bytes(&connection.nonce);
+        let reply = connection.exchange(&init).await?;
         if reply.status != 0 {
             return Err(CallError::Start {
                 command: self.command.join(" "),
@@ -537,8 +542,13 @@ impl Pool {
             None => self.connect().await?,
         };
         // On error the connection is dropped here (its process killed): the next call opens
-        // a new one.
-        let reply = connection.exchange(&frame.into_bytes()).await?;
+        // a new one. So is one whose function could not prove it read its whole payload
+        // (`LOST`): its shell has left its loop.
+        let input = frame.into_bytes(&connection.nonce);
+        let reply = connection.exchange(&input).await?;
+        if reply.status == status::LOST {
+            return Ok(reply);
+        }
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -120,6 +120,12 @@ enum TargetSearch {
     Utf8(Utf8Regex),
 }
 
+/// Longest a search of the target (`gp`: `rg`, `grep`, `find`) may run before the server
+/// stops waiting: its connection is dropped, the target's watcher kills what it started, and
+/// every file is read back and judged here instead (the matcher here is linear; a target's
+/// `grep -E` over a long line need not be).
+pub const TARGET_SEARCH_BOUND: Duration = Duration::from_secs(30);
+
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).
 const TEMP_PREFIX: &str = ".mountfs-tmp.";
 
@@ -145,6 +151,8 @@ pub struct ShellBackend {
     marks: WindowMarks,
     /// How windows of big files were found (see [`WindowCounters`]).
     counters: std::sync::Mutex<WindowCounters>,
+    /// Longest one search of the target runs ([`TARGET_SEARCH_BOUND`] unless set).
+    search_bound: Duration,
 }
 
 /// How the windows of a shell mount's big files were found on the target, since the mount
@@ -428,7 +436,16 @@ impl ShellBackend {
                 .collect(),
             marks: WindowMarks::default(),
             counters: std::sync::Mutex::new(WindowCounters::default()),
+            search_bound: TARGET_SEARCH_BOUND,
         }
+    }
+
+    /// The same mount whose searches of the target stop after `bound` (see
+    /// [`TARGET_SEARCH_BOUND`]).
+    #[must_use]
+    pub fn with_search_bound(mut self, bound: Duration) -> Self {
+        self.search_bound = bound;
+        self
     }
 
     /// How the windows of big files were found so far (see [`WindowCounters`]).
@@ -661,6 +678,13 @@ impl ShellBackend {
             status::OUTSIDE => Error::OutsideMount { path },
             status::NOT_EMPTY => Error::DirectoryNotEmpty { path },
             status::MOUNT_ROOT => Error::MountRoot { path },
+            status::NO_SPACE => Error::Io {
+                path,
+                message: format!(
+                    "No space left on device on the target of shell '{}' (its file system is full or a quota is reached): nothing was written; free space there, then retry",
+                    self.name
+                ),
+            },
             status::UNSUPPORTED => Error::Unsupported {
                 path,
                 reason: "not a regular file nor a directory (a FIFO, a device or a socket); shell mounts read and write regular files only".to_owned(),
@@ -869,7 +893,16 @@ impl ShellBackend {
             .arg(tool)
             .arg(long)
             .raw(&payload);
-        let reply = self.call(frame).await?;
+        // Cancelled, or past the bound: the call's future is dropped here, which drops its
+        // connection; the target's watcher (`bw`) then kills the search's processes.
+        let reply = tokio::select! {
+            reply = self.call(frame) => reply?,
+            () = query.control.cancelled() => return Ok(Some(Vec::new())),
+            () = tokio::time::sleep(self.search_bound) => {
+                tracing::debug!(shell = %self.name, "a search of the target passed its bound; every file is read instead");
+                return Ok(None);
+            }
+        };
         match reply.status {
             0 => {}
             status::NOT_FOUND => return Ok(Some(Vec::new())),
@@ -1310,7 +1343,7 @@ impl ShellBackend {
             .arg(command.len())
             .raw(command.as_bytes());
         match connection
-            .start_stream(&frame.into_bytes())
+            .start_stream(frame)
             .await
             .map_err(failed)?
         {

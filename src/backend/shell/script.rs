@@ -101,6 +101,12 @@ pub(super) mod status {
     pub(crate) const MOUNT_ROOT: i32 = 18;
     /// A rename's destination is not at the version it must replace.
     pub(crate) const DESTINATION_MISMATCH: i32 = 19;
+    /// The target's file system is full (or a quota is reached): a payload could not be
+    /// written whole (and was read to its end, never left for the loop).
+    pub(crate) const NO_SPACE: i32 = 20;
+    /// The function could not prove it read its whole payload (a path by length that did
+    /// not come whole): the shell leaves its loop and the server drops the connection.
+    pub(crate) const LOST: i32 = 21;
 }
 
 /// The opening script. `@NONCE@` is replaced by the connection's nonce (hex digits) before it
@@ -136,8 +142,14 @@ take() {
   fi
 }
 rl() { IFS= read -r "$1" || exit 1; }
-takef() { take "$1" > "$2" || return 1; c=$(wc -c < "$2") || return 1; [ $((c)) -eq "$1" ]; }
-rp() { if [ "$1" = l ]; then rl p; else p=$(take "$1"; echo .); p=${p%.}; [ "${#p}" -eq "$1" ] || exit 1; fi; }
+tw() {
+  take "$1" | ( if [ "$3" = a ]; then o=$(cat 2>&1 >>"$2"); else o=$(cat 2>&1 >"$2"); fi && exit 0
+    e=$?; cat >/dev/null
+    case $o in *"No space"*|*"quota"*|*"Quota"*) exit 20;; esac
+    printf '%s\n' "${o:-the write stopped (status $e; a file size limit, ulimit -f?)}" >&2; exit 1 )
+}
+takef() { tw "$1" "$2" || return $?; c=$(wc -c < "$2") || return 1; [ $((c)) -eq "$1" ]; }
+rp() { if [ "$1" = l ]; then rl p; else p=$(take "$1"; echo .); p=${p%.}; [ "${#p}" -eq "$1" ] || exit 21; fi; }
 ck() { [ "$R" = / ] && return 0; case "$1" in "$R"|"$R"/*) return 0;; esac; return 1; }
 jn() { if [ "$1" = / ]; then f=/$2; else f=$1/$2; fi; }
 sp() { case "$1" in */*) pd=${1%/*}; b=${1##*/};; *) pd=; b=$1;; esac; }
@@ -220,7 +232,7 @@ ls_() (
   rp "$1"; exec </dev/null; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] || exit 12
   cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
-  gr *; gr .[!.]*; gr ..?*
+  gr ./*; gr ./.[!.]*; gr ./..?*
 )
 rd() (
   rp "$1"; lm=$2; exec </dev/null; rsf || exit $?
@@ -288,8 +300,8 @@ wp() {
 wr1() {
   wp || return $?
   t=$(mk "$d") || return 1
-  takef "$n" "$t" || { rm -f "$t"; return 1; }
-  got=1; exec </dev/null
+  got=1; takef "$n" "$t" || { e=$?; rm -f "$t"; return "$e"; }
+  exec </dev/null
   wf
 }
 wf() {
@@ -331,7 +343,7 @@ ub() ( rp "$1"; m=$2; if [ "$m" = v ]; then rl ev; fi; exec </dev/null
   printf '%s' "$t" )
 ua() ( n=$1; z=$2; rp "$3"; t=$p
   tv || { take "$n" >/dev/null; exit 1; }
-  take "$n" | { cat >> "$t" || { cat >/dev/null; exit 1; }; } || exit 1
+  tw "$n" "$t" a || exit $?
   exec </dev/null
   c=$(sz "$t") || exit 1; [ $((c)) -eq "$z" ] )
 uf() ( rp "$1"; fp=$p; m=$2; if [ "$m" = v ]; then rl ev; fi; rp "$3"; t=$p; p=$fp; exec </dev/null
@@ -464,15 +476,17 @@ gl() (
 )
 gp() (
   rp "$1"; pl=$2; md=$3; big=$5
-  got=0; rsf; e=$?
-  if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD" && pf=$(mk "${TMPDIR:-/tmp}"); then
-    takef "$pl" "$pf" || { rm -f "$pf"; exit 1; }; got=1
-  fi
-  [ "$got" = 1 ] || { take "$pl" >/dev/null; exit 10; }
-  exec </dev/null
+  rsf; e=$?
+  if [ "$e" = 0 ] && [ -d "$f" ] && cd -P -- "$f" && ck "$PWD"; then :; else take "$pl" >/dev/null; exit 10; fi
+  if pf=$(mk "${TMPDIR:-/tmp}" 2>/dev/null); then takef "$pl" "$pf"; e=$?; else take "$pl" >/dev/null; e=1; fi
+  if [ "$e" != 0 ]; then rm -f "$pf"; exec </dev/null; sep; printf E; sep; sep; exit 0; fi
+  tl=$4; bw gs
+  e=$?; rm -f "$pf"; exit "$e"
+)
+gs() {
   case $md in i) fl="-F -i";; *) fl=-F;; esac
   m=
-  if [ "$4" = r ]; then
+  if [ "$tl" = r ]; then
     if [ "$md" = x ]; then ra="-a -E none"; else ra="--binary $fl"; fi
     rg -l -0 --no-messages --hidden --no-ignore --no-config $ra -g '!.git' -g '!.mountfs-tmp.*' -f "$pf" -- . 2>/dev/null
     [ $? -le 1 ] || m=E
@@ -495,13 +509,12 @@ gp() (
       for x; do tr "\000" "\n" < "$x" | grep -q $G -f "$P" && printf "%s\n" "$x"; done' sh "$pf" "$fl" {} + 2>/dev/null
   fi
   sep; printf '%s' "$m"; sep
-  [ "$4" = r ] || find . -name .git -prune -o -type f -name '*
+  [ "$tl" = r ] || find . -name .git -prune -o -type f -path '*
 *' -print0 2>/dev/null
   sep
   find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -size +"$big"c -print0 2>/dev/null
-  rm -f "$pf"
-  exit 0
-)
+  return 0
+}
 ds() {
   l=" $1 "; ch=1
   [ -r "/proc/$1/stat" ] || { echo "$1"; return; }
@@ -514,6 +527,16 @@ ds() {
     done
   done
   echo ${l# $1 } $1
+}
+bw() {
+  exec 3<&0 </dev/null
+  "$@" 3<&- &
+  k=$!
+  ( IFS= read -r x; kill -STOP "$k"; l=$(ds "$k"); kill -STOP $l; l=$(ds "$k"); kill -KILL $l ) <&3 >/dev/null 2>&1 &
+  w=$!; exec 3<&-
+  wait "$k"; s=$?
+  kill "$w" 2>/dev/null; wait "$w" 2>/dev/null
+  return "$s"
 }
 ex() (
   rp "$1"; n=$2; rsf; e=$?
@@ -540,12 +563,12 @@ ex() (
 {
 printf 'caps hs=%s st=%s fb=%s rl=%s rg=%s mt=%s mv=%s ln=%s gx=%s\n' "$HS" "$ST" "$FB" "$RL" "$RG" "$MT" "$MV" "$LT" "$GX"
 printf '\n%s\n' "$N" >&2; printf '\n%s=0\n' "$N"
-while IFS= read -r l; do eval "$l"; s=$?; printf '\n%s\n' "$N" >&2; printf '\n%s=%d\n' "$N" "$s"; done
+while IFS= read -r l; do case $l in "$N "*) ;; *) exit 1;; esac; eval "${l#"$N "}"; s=$?; printf '\n%s\n' "$N" >&2; printf '\n%s=%d\n' "$N" "$s"; [ "$s" != 21 ] || exit 1; done
 }
 "#;
 
 /// One call: the line the loop `eval`s and the payload that follows it on standard input.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Frame {
     /// The function and its arguments so far (only names, integers and flags made here).
     line: String,
@@ -612,9 +635,12 @@ impl Frame {
         self
     }
 
-    /// The bytes to write to the shell: the line, then the payload.
-    pub(super) fn into_bytes(self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.line.len() + 1 + self.payload.len());
+    /// The bytes to write to the shell: the connection's nonce and a space (the loop runs no
+    /// line without them), the line, then the payload.
+    pub(super) fn into_bytes(self, nonce: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(nonce.len() + 2 + self.line.len() + self.payload.len());
+        out.extend_from_slice(nonce.as_bytes());
+        out.push(b' ');
         out.extend_from_slice(self.line.as_bytes());
         out.push(b'\n');
         out.extend(self.payload);
@@ -639,11 +665,11 @@ mod tests {
             .arg("v")
             .version("abc123")
             .raw(b"hello")
-            .into_bytes();
+            .into_bytes("N");
         assert_eq!(first_line(&bytes), "wr l 5 v");
         assert!(bytes.ends_with(b"\n$(touch x)/`id` it's.txt\nabc123\nhello"));
         // A path with a newline goes by its length, never as a line.
-        let bytes = Frame::call("rd").path("a\nb").arg("-").into_bytes();
+        let bytes = Frame::call("rd").path("a\nb").arg("-").into_bytes("N");
         assert_eq!(first_line(&bytes), "rd 3 -");
         assert_eq!(&bytes[7..], b"a\nb");
     }
@@ -653,15 +679,15 @@ mod tests {
         let bytes = Frame::call("dl")
             .path("a")
             .version("0123abc\ntouch pwned")
-            .into_bytes();
+            .into_bytes("N");
         assert_eq!(bytes, b"dl l\na\n-\n");
-        let bytes = Frame::call("dl").path("a").version("i0123abc").into_bytes();
+        let bytes = Frame::call("dl").path("a").version("i0123abc").into_bytes("N");
         assert_eq!(bytes, b"dl l\na\ni0123abc\n");
         let bytes = Frame::call("rm_")
             .arg(2)
             .line_payload("x/a b.txt")
             .line_payload("c\nd")
-            .into_bytes();
+            .into_bytes("N");
         assert_eq!(bytes, b"rm_ 2\nx/a b.txt\n\n");
     }
 
