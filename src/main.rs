@@ -100,6 +100,14 @@ struct Cli {
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true, global = true)]
     allow_exec: Option<mountfs::exec::ExecMode>,
 
+    /// With --allow-exec: a variable commands get beside their minimal environment (PATH, HOME,
+    /// USER, LOGNAME, LANG, LC_*, TZ, TMPDIR and the non-interactive ones; never the rest of
+    /// the server's environment, such as PGPASSWORD, AWS_* or DATABASE_URL). NAME passes the
+    /// server's value, NAME=VALUE sets one; repeatable. Also given to the --shell commands
+    /// that reach shell mounts' targets.
+    #[arg(long = "exec-env", value_name = "NAME[=VALUE]", global = true)]
+    exec_env: Vec<mountfs::exec::env::ExtraVar>,
+
     /// With --allow-exec on an --http server of several principals (a token file naming more
     /// than one NAME), where commands may read only the system directories (/usr /bin /lib
     /// /etc /opt ...) and the mounts: one more directory they may read, e.g. a toolchain
@@ -210,6 +218,7 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
     }
     let cli = Cli::parse();
+    mountfs::exec::env::set_extra(cli.exec_env.clone());
     // `cp` speaks to a person at a terminal and says itself what failed: only errors among its
     // logs, so that a failure is the one message it prints (a database's notices, or a
     // warning about the same unwritable directory, would bury it).
@@ -471,6 +480,7 @@ fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode
         http: cli.http.http.is_some(),
         token_file: cli.http.token_file.as_deref(),
         exec: cli.allow_exec,
+        exec_env: &cli.exec_env,
         audit,
     };
     let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {

@@ -28,6 +28,8 @@ pub struct CheckRequest<'a> {
     pub token_file: Option<&'a Path>,
     /// `--allow-exec`.
     pub exec: Option<ExecMode>,
+    /// `--exec-env`.
+    pub exec_env: &'a [crate::exec::env::ExtraVar],
     /// The audit log (`None`: off).
     pub audit: Option<&'a AuditTarget>,
 }
@@ -96,6 +98,24 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
             what: "execute".to_owned(),
             outcome: check_exec(mode),
         });
+        if passed(&items) {
+            items.push(Item {
+                what: "execute environment".to_owned(),
+                outcome: Ok(crate::exec::env::described(request.exec_env)),
+            });
+            let shells: Vec<String> = request
+                .mounts
+                .iter()
+                .filter(|spec| matches!(spec.backend, BackendSpec::Shell { .. }))
+                .map(MountSpec::display_prefix)
+                .collect();
+            if !shells.is_empty() {
+                items.push(Item {
+                    what: format!("execute on shell mounts {}", shells.join(", ")),
+                    outcome: Ok("commands with their cwd there run on the target, NOT sandboxed, with the full rights of the account the --shell command logs in as".to_owned()),
+                });
+            }
+        }
     }
     for item in &items {
         report(item);

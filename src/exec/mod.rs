@@ -339,12 +339,8 @@ impl Invocation<'_> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        for name in env::WITHHELD {
-            command.env_remove(name);
-        }
-        for (name, value) in env::NON_INTERACTIVE {
-            command.env(name, value);
-        }
+        // A minimal environment (issue 41): never the server's own (its credentials).
+        command.env_clear().envs(env::for_commands());
         for name in ["TMPDIR", "TMP", "TEMP"] {
             command.env(name, self.temp);
         }

@@ -115,7 +115,8 @@ async fn on_target(
     }
     // The same checks as a file path's (no `..` or symlink out of the mount), then again on
     // the target when the command starts.
-    match mount.backend.stat(&inner).await? {
+    // Through the table, so that an error names the path with its mount's prefix (`/t/ld`).
+    match backend.stat(&path).await? {
         Some(entry) if entry.is_dir() => {}
         Some(_) => return Err(ExecError::CwdNotDirectory { path }.into()),
         None => return Err(ExecError::CwdNotFound { path }.into()),
@@ -172,7 +173,8 @@ async fn working_dir(session: &Session, cwd: Option<&str>) -> Result<PathBuf, To
     };
     // The backend resolves `inner` beneath its root (no `..`, no symlink out), so a path it
     // calls a directory is one inside the mount.
-    match mount.backend.stat(&inner).await? {
+    // Through the table, so that an error names the path with its mount's prefix (`/t/ld`).
+    match backend.stat(&path).await? {
         Some(entry) if entry.is_dir() => {}
         Some(_) => return Err(ExecError::CwdNotDirectory { path }.into()),
         None => return Err(ExecError::CwdNotFound { path }.into()),

@@ -74,6 +74,7 @@ fn a_good_configuration_passes_item_by_item() {
         "ok    overlay layers of /o/: SQLite file",
         "ok    mount /scratch/: memory",
         "ok    execute: sandbox available: Landlock",
+        "ok    execute environment: commands get a minimal environment: PATH, HOME,",
     ];
     assert_eq!(lines.len(), expected.len(), "{lines:?}");
     for (line, start) in lines.iter().zip(expected) {
@@ -248,5 +249,42 @@ fn a_shell_that_cannot_be_reached_or_is_not_given_fails() {
     assert!(
         lines[0].contains("no --shell nobody=COMMAND was given"),
         "{lines:?}"
+    );
+}
+
+#[test]
+fn allow_exec_names_the_environment_passed_and_says_shell_mounts_run_unsandboxed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = mount(format!("/=disk:{}", dir.path().display()));
+    args.extend(mount(format!("/t/=shell:local:{}", dir.path().display())));
+    args.extend(
+        [
+            "--shell",
+            "local=sh",
+            "--allow-exec=unsandboxed",
+            "--exec-env",
+            "FOO",
+            "--exec-env",
+            "BAR=value-never-shown",
+        ]
+        .map(str::to_owned),
+    );
+    let (code, lines) = check(&args);
+    assert_eq!(code, 0, "{lines:?}");
+    let environment = lines
+        .iter()
+        .find(|l| l.starts_with("ok    execute environment: "))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(
+        environment.ends_with("; --exec-env: FOO (the server's), BAR (set)"),
+        "{environment}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("value-never-shown")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        "ok    execute on shell mounts /t/: commands with their cwd there run on the target, NOT sandboxed, with the full rights of the account the --shell command logs in as"
     );
 }

@@ -801,3 +801,88 @@ fn in_a_shell_mount_progress_notifications_arrive_with_a_token() {
     );
     assert!(stdout.contains("progress ok"), "{stdout}");
 }
+
+/// The `NAME=VALUE` lines of `env`'s output.
+fn env_names(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect()
+}
+
+#[test]
+fn commands_get_a_minimal_environment_without_the_servers_credentials() {
+    let root = tempfile::tempdir().unwrap();
+    let target = tempfile::tempdir().unwrap();
+    let w = format!("/=disk:{}", root.path().display());
+    let t = format!("/t/=shell:local:{}", target.path().display());
+    let flag = if landlock() {
+        "--allow-exec"
+    } else {
+        "--allow-exec=unsandboxed"
+    };
+    let secrets = [
+        ("PGPASSWORD", "pg-secret-4711"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-4712"),
+        ("DATABASE_URL", "postgres://u:db-secret-4713@h/db"),
+        ("FOO", "foo-value-4714"),
+        ("NOT_NAMED", "not-named-4715"),
+    ];
+    let env: Vec<(&str, PathBuf)> = secrets
+        .iter()
+        .map(|(name, value)| (*name, PathBuf::from(value)))
+        .collect();
+    let env: Vec<(&str, &std::path::Path)> = env.iter().map(|(n, v)| (*n, v.as_path())).collect();
+    for exec_env in [
+        &[][..],
+        &["--exec-env", "FOO", "--exec-env", "BAR=set-4716"][..],
+    ] {
+        let mut args = vec![flag, "--mount", &w, "--shell", "local=sh", "--mount", &t];
+        args.extend_from_slice(exec_env);
+        let mut c = StdioClient::spawn_with_env(&args, &env);
+        c.handshake();
+        for cwd in ["/", "/t"] {
+            let result = c.call("execute", json!({"command": "env", "cwd": cwd}));
+            let stdout = result["structuredContent"]["stdout"].as_str().unwrap();
+            for (_, value) in &secrets[..3] {
+                assert!(!stdout.contains(value), "{value} leaked in {cwd}: {stdout}");
+            }
+            assert!(!stdout.contains("not-named-4715"), "{cwd}: {stdout}");
+            let names = env_names(stdout);
+            for name in ["PGPASSWORD", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"] {
+                assert!(!names.contains(&name), "{name} in {cwd}: {stdout}");
+            }
+            for name in ["PATH", "HOME"] {
+                assert!(names.contains(&name), "{name} missing in {cwd}: {stdout}");
+            }
+            if exec_env.is_empty() {
+                assert!(!names.contains(&"FOO"), "{cwd}: {stdout}");
+            } else {
+                assert!(stdout.contains("FOO=foo-value-4714\n"), "{cwd}: {stdout}");
+                assert!(stdout.contains("BAR=set-4716\n"), "{cwd}: {stdout}");
+            }
+        }
+    }
+}
+
+#[test]
+fn in_a_shell_mount_errors_name_the_cwd_with_its_mount_prefix() {
+    let (mut e, dir) = with_shell_mount();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("ld")).unwrap();
+    std::fs::write(dir.path().join("file"), "x").unwrap();
+    let result = e.run(json!({"command": "true", "cwd": "/t/ld"}));
+    assert_eq!(result["isError"], true, "{result}");
+    let text = text_of(&result);
+    assert!(text.contains("/t/ld"), "{text}");
+    assert!(!text.contains(" /ld"), "{text}");
+    let result = e.run(json!({"command": "true", "cwd": "/t/file"}));
+    let text = text_of(&result);
+    assert!(text.starts_with("Error: execute: cwd /t/file "), "{text}");
+    let result = e.run(json!({"command": "true", "cwd": "/t/none"}));
+    let text = text_of(&result);
+    assert!(
+        text.starts_with("Error: execute: cwd /t/none does not exist"),
+        "{text}"
+    );
+}

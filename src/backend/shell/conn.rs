@@ -174,6 +174,10 @@ impl Connection {
             .ok_or_else(|| start("the command is empty".to_owned()))?;
         let mut child = Command::new(program)
             .args(args)
+            // Not the server's environment (its credentials): on a target started here, every
+            // `execute` command would read it (issue 41).
+            .env_clear()
+            .envs(crate::exec::env::for_launchers())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
