@@ -95,8 +95,10 @@ pub mod changes;
 pub mod cli;
 #[cfg(target_os = "linux")]
 pub mod config;
+pub mod confirm_policy;
 #[cfg(target_os = "linux")]
 pub mod content;
+pub mod elicitation;
 #[cfg(target_os = "linux")]
 pub mod exec;
 #[cfg(test)]

@@ -30,6 +30,8 @@ pub struct CheckRequest<'a> {
     pub exec: Option<ExecMode>,
     /// The audit log (`None`: off).
     pub audit: Option<&'a AuditTarget>,
+    /// `--confirm` (issue 46).
+    pub confirm: Option<&'a crate::confirm_policy::ConfirmPolicy>,
 }
 
 /// One checked item: what, and what was found (`Err`: why it fails and how to fix it).
@@ -95,6 +97,17 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
         items.push(Item {
             what: "execute".to_owned(),
             outcome: check_exec(mode),
+        });
+    }
+    if passed(&items)
+        && let Some(policy) = request.confirm
+    {
+        items.push(Item {
+            what: "confirm".to_owned(),
+            outcome: Ok(format!(
+                "the person is asked (MCP elicitation) before {}; a client that cannot elicit is refused those calls",
+                policy.describe()
+            )),
         });
     }
     for item in &items {
