@@ -1,7 +1,8 @@
 """`--confirm` (issue 46) through the official MCP Python SDK's elicitation callback, over stdio.
 
-Usage: python3 sdk_confirm.py /path/to/mountfs DIR
-DIR is an empty scratch directory (served as a disk mount; the script looks at it directly).
+Usage: python3 sdk_confirm.py /path/to/mountfs DIR AUDIT
+DIR is an empty scratch directory (served as a disk mount; the script looks at it directly);
+AUDIT a SQLite file outside it, the audit log of the execute server (the caller reads it).
 Starts the server three times: asking about destructive calls and edit_file (the person
 declines, cancels, accepts, leaves a question unanswered), asking about execute, and with a
 client that declared no elicitation capability. Prints one line per check and exits non-zero
@@ -16,7 +17,7 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-BINARY, DIR = sys.argv[1], sys.argv[2]
+BINARY, DIR, AUDIT = sys.argv[1], sys.argv[2], sys.argv[3]
 
 
 def text(result):
@@ -46,10 +47,10 @@ class Person:
         return types.ElicitResult(action="decline")
 
 
-def server(*flags):
+def server(*flags, audit="off"):
     return StdioServerParameters(
         command=BINARY,
-        args=["--mount", f"/=disk:{DIR}", "--audit", "off", *flags],
+        args=["--mount", f"/=disk:{DIR}", "--audit", audit, *flags],
         env={"RUST_LOG": "warn"},
     )
 
@@ -150,7 +151,7 @@ async def destructive_and_edit_file() -> None:
 async def execute() -> None:
     person = Person()
     flags = ["--confirm", "execute", "--allow-exec=unsandboxed"]
-    async with stdio_client(server(*flags)) as (read, write):
+    async with stdio_client(server(*flags, audit=f"sqlite:{AUDIT}")) as (read, write):
         async with ClientSession(read, write, elicitation_callback=person) as s:
             await s.initialize()
             person.mode = "decline"
@@ -179,6 +180,10 @@ async def no_elicitation() -> None:
                 "the client did not declare the MCP elicitation capability",
                 "Use a client that supports MCP elicitation, or ask the operator to start the server without delete in --confirm",
             )
+            assert on_disk("keep.txt") == "keep"
+            # No argument an agent can set stands in for the person.
+            r = await s.call_tool("delete", {"file_path": "/keep.txt", "confirm": True})
+            refused(r, "invalid_arguments", "confirm")
             assert on_disk("keep.txt") == "keep"
             print("no elicitation capability: refused, intact")
 
