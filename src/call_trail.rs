@@ -68,6 +68,9 @@ pub struct Collected {
     pub created: Option<Created>,
     /// The command an `execute` ran.
     pub command: Option<String>,
+    /// What the person answered when asked before the change (`--confirm`): "confirmed by the
+    /// person: QUESTION" or "declined: …".
+    pub confirmation: Option<String>,
 }
 
 /// The report one call builds while it runs (see the module doc); shared by the call's handle of
@@ -89,6 +92,7 @@ struct Gathering {
     scope: Vec<VirtualPath>,
     created: Option<Created>,
     command: Option<String>,
+    confirmation: Option<String>,
 }
 
 impl CallTrail {
@@ -130,6 +134,7 @@ impl CallTrail {
             scope: gathering.scope,
             created: gathering.created,
             command: gathering.command,
+            confirmation: gathering.confirmation,
         }
     }
 
@@ -169,6 +174,17 @@ impl CallTrail {
         if gathering.scope.len() < MAX_SCOPE && !gathering.scope.contains(path) {
             gathering.scope.push(path.clone());
         }
+    }
+
+    /// Notes that the person confirmed the change `question` described (`--confirm`).
+    pub fn note_confirmed(&self, question: &str) {
+        self.gathering().confirmation = Some(format!("confirmed by the person: {question}"));
+    }
+
+    /// Notes that the change `question` described did not happen: `how` (the person declined,
+    /// cancelled, did not answer).
+    pub fn note_declined(&self, question: &str, how: &str) {
+        self.gathering().confirmation = Some(format!("not confirmed, {how}: {question}"));
     }
 
     /// Notes the command line the call ran (`execute`).

@@ -9,11 +9,11 @@
 //! # Layout
 //! The modules stand on floors that only point down, declared once in `floors.rs` (a test
 //! fails on an import up a floor or a circle): ground (pure helpers: `path`, `limits`, `quota`,
-//! `text`, `content`, `config`, `search`, `time`, `uri`, `progress`) < storage (`store`,
+//! `text`, `content`, `config`, `confirm_policy`, `search`, `time`, `uri`, `progress`) < storage (`store`,
 //! `backend`, the audit log's store, `exec`'s process and sandbox machinery) < state (`session`,
 //! `transport::arrival`) < change (`tools::change` and what every tool shares) < tools (one file
 //! per tool, `tools::table`) < observers (`audit::record`, `changes`, `resources`) < server
-//! (`mounts`, `registry`, `server`, `transport`, `http`, `workspace`, `roots`).
+//! (`mounts`, `registry`, `server`, `elicitation`, `transport`, `http`, `workspace`, `roots`).
 //!
 //! - [`path`]: `VirtualPath`, the validated path every layer speaks, and the escaped form
 //!   answers show names in.
@@ -56,6 +56,11 @@
 //!   messages (every malformed line answered), stdio, and `transport::arrival`, where each file
 //!   call's arrival ticket is issued (by stdio and HTTP alike) and redeemed; the server hands the
 //!   turn to the tool call as an argument (`tools::CallContext::turn`).
+//! - A person in the loop (issue 46): [`confirm_policy`] is what `--confirm` asks about;
+//!   `tools::change::confirm` asks, beside the change primitive, once a tool knows what it will
+//!   change and before it changes anything (the call's `tools::CallContext::confirm`, present
+//!   only for the tools named); [`elicitation`] is how the question reaches the person
+//!   (`elicitation/create` to the peer of the call, or a 2026-07-28 input-required result).
 //! - [`roots`]: the client's MCP roots mounted in place of the default table's working
 //!   directory.
 //! - [`cli`]: the binary's subcommands beside serving: `cli::check` (a configuration checked
@@ -95,8 +100,10 @@ pub mod changes;
 pub mod cli;
 #[cfg(target_os = "linux")]
 pub mod config;
+pub mod confirm_policy;
 #[cfg(target_os = "linux")]
 pub mod content;
+pub mod elicitation;
 #[cfg(target_os = "linux")]
 pub mod exec;
 #[cfg(test)]

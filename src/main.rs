@@ -131,6 +131,21 @@ struct Cli {
     #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     audit_spool_max: u64,
 
+    /// Ask the person before these tools change anything, through MCP elicitation: a message
+    /// naming what will happen (paths, how many files, the command and its directory) and a
+    /// yes/no form. Tool names (write_file, edit_file, multi_edit, delete, move, undo_edit,
+    /// apply_patch, execute, commit, discard: every call) and/or destructive (delete; move and
+    /// write_file over an existing file; apply_patch deleting files; commit; discard; execute).
+    /// Declined, cancelled, unanswered, or a client without the elicitation capability: the
+    /// call changes nothing and says so. On MCP 2026-07-28 (stateless) requests the question
+    /// is an input-required result the client answers on its retry.
+    #[arg(long = "confirm", value_name = "TOOL,...|destructive", global = true)]
+    confirm: Option<String>,
+
+    /// How long a --confirm question waits for the person; unanswered, it counts as declined.
+    #[arg(long, value_name = "SECS", default_value_t = mountfs::confirm_policy::DEFAULT_CONFIRM_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..=86400), global = true)]
+    confirm_timeout: u64,
+
     #[command(subcommand)]
     command: Option<Command>,
 
@@ -244,6 +259,13 @@ fn main() -> ExitCode {
             }
         }
     }
+    let confirm = match confirm_policy(cli.confirm.as_deref(), cli.confirm_timeout) {
+        Ok(policy) => policy,
+        Err(error) => {
+            eprintln!("mountfs: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let audit_target = match audit_target(cli.audit.as_deref()) {
         Ok(target) => target,
         Err(error) => {
@@ -272,7 +294,7 @@ fn main() -> ExitCode {
             return print_log(audit_target, cli.audit_keep, &request);
         }
         Some(Command::Check) => {
-            return run_check(&cli, audit_target.as_ref());
+            return run_check(&cli, audit_target.as_ref(), confirm.as_deref());
         }
         Some(Command::Cp {
             from,
@@ -368,7 +390,11 @@ fn main() -> ExitCode {
                 hidden: std::sync::Arc::new(hidden),
                 reads: None,
             },
+            confirm,
         };
+        if let Some(policy) = &options.confirm {
+            tracing::info!(asks = %policy.describe(), "--confirm: a person confirms changes");
+        }
         let served = if cli.http.http.is_some() {
             serve_http(cli.http, table, options, cli.exec_read).await
         } else {
@@ -449,8 +475,33 @@ fn server_files(
     files
 }
 
+/// The `--confirm` policy (issue 46): the tools it names must change files (or be `execute`).
+fn confirm_policy(
+    text: Option<&str>,
+    timeout_secs: u64,
+) -> Result<
+    Option<std::sync::Arc<mountfs::confirm_policy::ConfirmPolicy>>,
+    mountfs::confirm_policy::ConfirmListError,
+> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let change_tools: Vec<&str> = mountfs::tools::table::TOOLS
+        .iter()
+        .filter(|row| row.changes)
+        .map(|row| row.name)
+        .collect();
+    let timeout = std::time::Duration::from_secs(timeout_secs);
+    mountfs::confirm_policy::ConfirmPolicy::parse(text, timeout, &change_tools)
+        .map(|policy| Some(std::sync::Arc::new(policy)))
+}
+
 /// `mountfs check`: the same mount table and flags a start would use, checked item by item.
-fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode {
+fn run_check(
+    cli: &Cli,
+    audit: Option<&mountfs::audit::AuditTarget>,
+    confirm: Option<&mountfs::confirm_policy::ConfirmPolicy>,
+) -> ExitCode {
     let texts: Vec<String> = if cli.mounts.is_empty() {
         default_mounts()
     } else {
@@ -482,6 +533,7 @@ fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode
         exec: cli.allow_exec,
         exec_env: &cli.exec_env,
         audit,
+        confirm,
     };
     let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
         println!("{}", item.line());

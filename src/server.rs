@@ -11,9 +11,10 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -26,12 +27,14 @@ use crate::changes::{
     Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
     session_origin,
 };
+use crate::elicitation;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
 use crate::session::Session;
+use crate::tools::change::confirm::{Asker, Confirmer};
 use crate::tools::error_kind::ErrorKind;
-use crate::tools::{self, CallContext, ProgressReporter, ToolReply};
+use crate::tools::{self, CallContext, ProgressReporter, ToolError, ToolReply};
 use crate::transport::arrival::{Turn, turn_of};
 use crate::workspace::{Principal, Workspaces};
 
@@ -177,7 +180,13 @@ impl MountfsServer {
             turn,
             ..CallContext::default()
         };
-        self.run_tool_in(session, name, arguments, context).await
+        match self.run_tool_in(session, name, arguments, context).await? {
+            CallToolResponse::Complete(result) => Ok(result),
+            _ => Err(McpError::internal_error(
+                "a call without a request asked for input",
+                None,
+            )),
+        }
     }
 
     /// [`Self::run_tool`] in `session`, with the request's cancellation, progress token and
@@ -188,7 +197,7 @@ impl MountfsServer {
         name: &str,
         arguments: Value,
         context: CallContext,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let Some(definition) = self.registry.get(name) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -203,7 +212,7 @@ impl MountfsServer {
             ));
         };
         if let Err(message) = definition.validate(&arguments) {
-            return Ok(failure(ErrorKind::InvalidArguments, message));
+            return Ok(failure(ErrorKind::InvalidArguments, message).into());
         }
         let origin = session_origin(&session);
         let tool = name.to_owned();
@@ -231,7 +240,17 @@ impl MountfsServer {
                     }
                     Ok(reply)
                 }
-                Err(error) => Err(error),
+                Err(error) => {
+                    // A change the person did not confirm is logged too: asked, not done.
+                    if let (Some((log, origin)), ToolError::Declined { .. }) = (&audit, &error)
+                        && let Some(entry) =
+                            crate::audit::record::unconfirmed_change(&tool, changed, origin)
+                        && let Err(log_error) = log.record(&entry).await
+                    {
+                        tracing::warn!(tool, error = %log_error, "a declined change was not written to the audit log");
+                    }
+                    Err(error)
+                }
             };
             (outcome, touched)
         };
@@ -245,7 +264,8 @@ impl MountfsServer {
                     format!(
                         "Error: internal error while running {name}; nothing was changed by the failed step. Retry, or report this bug"
                     ),
-                ));
+                )
+                .into());
             }
         };
         // Every path the call changed, as the change primitive recorded it: also those of a
@@ -269,6 +289,13 @@ impl MountfsServer {
                 }
                 result
             }
+            Err(ToolError::InputRequired {
+                question,
+                request_state,
+                ..
+            }) => {
+                return Ok(elicitation::input_required(&question, request_state).into());
+            }
             Err(error) => {
                 tracing::debug!(tool = name, %error, "tool error");
                 failure(error.kind(), error.to_string())
@@ -279,7 +306,7 @@ impl MountfsServer {
         if let Some(note) = crate::mounts::take_recovery_notes() {
             result.content.insert(0, ContentBlock::text(note));
         }
-        Ok(result)
+        Ok(result.into())
     }
 }
 
@@ -356,6 +383,46 @@ impl Notifier for SinkNotifier {
     }
 }
 
+/// Who puts `--confirm` questions to the person behind this request (see `elicitation`): the
+/// peer of the request on MCP 2025-11-25, an input-required result on 2026-07-28, nobody when
+/// the client did not declare elicitation.
+fn asker_for(
+    request: &mut CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    origin: &crate::audit::Origin,
+    timeout: std::time::Duration,
+) -> Arc<dyn Asker> {
+    let modern = context
+        .protocol_version()
+        .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+    let capabilities = if modern {
+        context.meta.client_capabilities()
+    } else {
+        context
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+    };
+    if let Some(why) = elicitation::cannot_ask(capabilities.as_ref()) {
+        return elicitation::shared(elicitation::Unable(why));
+    }
+    if modern {
+        let who = if origin.principal.is_empty() {
+            "stdio".to_owned()
+        } else {
+            origin.principal.clone()
+        };
+        elicitation::shared(elicitation::RetryAsker {
+            responses: request.input_responses.take(),
+            state: request.request_state.take(),
+            who: format!("{who}\0{}", request.name),
+            timeout,
+        })
+    } else {
+        elicitation::shared(elicitation::PeerAsker(context.peer.clone()))
+    }
+}
+
 /// What a tool sees of its request: cancellation, progress token (from the call's `_meta`),
 /// request id.
 fn call_context(
@@ -374,6 +441,7 @@ fn call_context(
         turn: turn_of(&context.extensions),
         origin: origin_of(context),
         trail: None,
+        confirm: None,
     }
 }
 
@@ -501,19 +569,29 @@ impl ServerHandler for MountfsServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let call = call_context(&request, &context);
+        let mut call = call_context(&request, &context);
         let arguments = request
             .arguments
+            .take()
             .map_or(Value::Object(Default::default()), Value::Object);
         self.roots.settled().await;
         let session = self.session_for(&context.extensions)?;
+        // One `Option` check when `--confirm` is not given (issue 46).
+        if let Some(policy) = &session.write_options.confirm
+            && let Some(scope) = policy.scope(&request.name)
+        {
+            call.confirm = Some(Confirmer {
+                scope,
+                timeout: policy.timeout,
+                asker: asker_for(&mut request, &context, &call.origin, policy.timeout),
+            });
+        }
         drop(context);
         self.run_tool_in(session, &request.name, arguments, call)
             .await
-            .map(Into::into)
     }
 
     /// Every file of every mount, a page at a time in path order (see `resources`).

@@ -35,6 +35,9 @@ pub struct WriteOptions {
     pub exec: Option<crate::exec::ExecMode>,
     /// What `execute`'s sandbox hides and whether it limits reads (set at start-up).
     pub sandbox: crate::exec::namespace::SandboxPolicy,
+    /// What a person is asked about before it changes anything (`--confirm`, issue 46);
+    /// `None`: nothing, and no call does any work for it.
+    pub confirm: Option<std::sync::Arc<crate::confirm_policy::ConfirmPolicy>>,
 }
 
 /// Most bytes of one file's text the ledger keeps (see [`ReadLedger`]).

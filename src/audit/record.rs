@@ -82,6 +82,7 @@ pub fn change_of(
         scope,
         created,
         command,
+        confirmation,
         ..
     } = changed;
     let structured = reply.structured.as_ref();
@@ -129,11 +130,43 @@ pub fn change_of(
         more_files,
         lines_added,
         lines_removed,
-        summary: reply.text.lines().next().unwrap_or_default().to_owned(),
+        summary: with_confirmation(reply.text.lines().next().unwrap_or_default(), confirmation),
         command,
         exit_code,
         diff,
         diff_truncated,
+    })
+}
+
+/// An answer's first line, and what the person said when asked first (`--confirm`).
+fn with_confirmation(first_line: &str, confirmation: Option<String>) -> String {
+    match confirmation {
+        Some(confirmation) => format!("{first_line} [{confirmation}]"),
+        None => first_line.to_owned(),
+    }
+}
+
+/// The entry of a call of `tool` that changed nothing because the person did not confirm it
+/// (`--confirm`: declined, cancelled, unanswered): the question and the answer in its summary,
+/// the paths the tool named as its scope, no diff. `None` when nobody was asked.
+pub fn unconfirmed_change(tool: &str, changed: Collected, origin: &Origin) -> Option<Change> {
+    let confirmation = changed.confirmation?;
+    Some(Change {
+        time: SystemTime::now(),
+        principal: origin.principal.clone(),
+        workspace: origin.workspace.clone(),
+        client: origin.client.clone(),
+        tool: tool.to_owned(),
+        request_id: origin.request_id.clone(),
+        files: unversioned(changed.scope.iter()),
+        more_files: 0,
+        lines_added: 0,
+        lines_removed: 0,
+        summary: format!("Nothing changed: {confirmation}"),
+        command: changed.command,
+        exit_code: None,
+        diff: String::new(),
+        diff_truncated: false,
     })
 }
 

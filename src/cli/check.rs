@@ -32,6 +32,8 @@ pub struct CheckRequest<'a> {
     pub exec_env: &'a [crate::exec::env::ExtraVar],
     /// The audit log (`None`: off).
     pub audit: Option<&'a AuditTarget>,
+    /// `--confirm` (issue 46).
+    pub confirm: Option<&'a crate::confirm_policy::ConfirmPolicy>,
 }
 
 /// One checked item: what, and what was found (`Err`: why it fails and how to fix it).
@@ -116,6 +118,17 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
                 });
             }
         }
+    }
+    if passed(&items)
+        && let Some(policy) = request.confirm
+    {
+        items.push(Item {
+            what: "confirm".to_owned(),
+            outcome: Ok(format!(
+                "the person is asked (MCP elicitation) before {}; a client that cannot elicit is refused those calls",
+                policy.describe()
+            )),
+        });
     }
     for item in &items {
         report(item);

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::change::confirm::ask_first;
 use super::change::report::report_change;
 use super::change::{ApplyAllFailure, Before, Change, apply_all};
 use super::editing::{
@@ -101,6 +102,13 @@ pub async fn run(
         changes.push(change);
         steps.step().await;
     }
+    ask_first(
+        context,
+        "apply_patch",
+        plans.iter().any(|p| p.action == Action::Delete),
+        || question(&plans),
+    )
+    .await?;
     let applied = apply_all(session, &changes, &mut steps)
         .await
         .map_err(failure)?;
@@ -109,6 +117,26 @@ pub async fn run(
         change.record(session, applied, None);
     }
     Ok(answer(&plans, &versions))
+}
+
+/// Most files a question about a patch names one by one.
+const QUESTION_FILES: usize = 20;
+
+/// The question put to the person (`--confirm`): how many files, and what happens to each.
+fn question(plans: &[Planned]) -> String {
+    let mut text = format!("Apply a patch to {}:", super::counted(plans.len(), "file"));
+    for planned in plans.iter().take(QUESTION_FILES) {
+        let verb = match planned.action {
+            Action::Create => "create",
+            Action::Modify => "modify",
+            Action::Delete => "DELETE",
+        };
+        text.push_str(&format!("\n  {verb} {}", planned.path));
+    }
+    if plans.len() > QUESTION_FILES {
+        text.push_str(&format!("\n  … and {} more", plans.len() - QUESTION_FILES));
+    }
+    text
 }
 
 /// The answer when a file could not be written: which, why, and what was put back.

@@ -20,6 +20,7 @@
 //! step). Locking, read-before-edit checks and the text work stay with the callers; what a change
 //! looks like to the agent lives beside it in [`report`].
 
+pub mod confirm;
 mod journaled;
 pub mod report;
 

@@ -56,6 +56,44 @@ impl Reached {
     }
 }
 
+/// Most files a question about a layer names one by one.
+const QUESTION_FILES: usize = 20;
+
+/// The question put to the person before `commit` or `discard` (`--confirm`): `what` happens to
+/// the layer's changes under `path`, how many, and which.
+pub(super) async fn layer_question(
+    what: &str,
+    path: &VirtualPath,
+    reached: &[Reached],
+) -> Result<String, ToolError> {
+    let mut changed = Vec::new();
+    for one in reached {
+        for change in one
+            .overlay
+            .changes(&one.inner)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&one.prefix)))?
+        {
+            changed.push((one.outer(&change.path), change.kind));
+        }
+    }
+    changed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut text = format!(
+        "{what} the {} under {path}:",
+        super::counted(changed.len(), "changed file")
+    );
+    for (path, kind) in changed.iter().take(QUESTION_FILES) {
+        text.push_str(&format!("\n  {:<8} {path}", kind.as_str()));
+    }
+    if changed.len() > QUESTION_FILES {
+        text.push_str(&format!(
+            "\n  … and {} more",
+            changed.len() - QUESTION_FILES
+        ));
+    }
+    Ok(text)
+}
+
 /// The overlay mounts at or below `path`: the one owning it, and those mounted under it.
 pub(super) fn overlays_at(
     session: &Session,

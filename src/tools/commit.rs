@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::{Reached, overlays_at};
-use super::{ToolError, ToolReply};
+use super::change::confirm::ask_first;
+use super::changes::{Reached, layer_question, overlays_at};
+use super::{CallContext, ToolError, ToolReply};
 use crate::backend::JournalRole;
 use crate::backend::disk::journal::change_id;
 use crate::backend::overlay::{Staged, StagedCommit};
@@ -25,7 +26,11 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.path)?;
     if let Some(trail) = session.trail() {
         trail.note_scope(&path);
@@ -53,6 +58,11 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
             count: conflicts.len(),
             list: conflicts.join("\n"),
         });
+    }
+    if context.confirm.is_some() {
+        let question =
+            layer_question("Commit (write into the real directory)", &path, &reached).await?;
+        ask_first(context, "commit", true, || question).await?;
     }
     // Each overlay writes its changes into its base, keeping them in its layer; only when
     // every one has does any let them go. A failure anywhere puts every base back. Bases that

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::change::confirm::ask_first;
 use super::change::{Applied, Before, Change, fits_undo, record_removed};
 use super::editing::{check_not_stale, lock_files};
 use super::steps::ChangeSteps;
@@ -18,7 +19,6 @@ use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes};
 use crate::path::VirtualPath;
 use crate::session::Session;
-use crate::transport::arrival::Turn;
 
 /// Most files of a recursive delete whose contents are kept for `undo_edit`; past this the
 /// directory is deleted without undo steps (and the answer says so).
@@ -52,6 +52,10 @@ pub async fn run(
     };
     if session.backend().is_symlink(&path).await? {
         // The link goes, never what it leads to (like `rm -r link`).
+        ask_first(context, "delete", true, || {
+            format!("Delete the symbolic link {path} (what it leads to stays)?")
+        })
+        .await?;
         session
             .backend()
             .delete(&path, &DeleteOptions::default())
@@ -68,9 +72,13 @@ pub async fn run(
         return Ok(reply);
     }
     if !entry.is_dir() {
-        return delete_file(session, &path, context.turn.as_deref()).await;
+        return delete_file(session, &path, context).await;
     }
     if !args.recursive {
+        ask_first(context, "delete", true, || {
+            format!("Delete the directory {path} (if it is empty)?")
+        })
+        .await?;
         session
             .backend()
             .delete(&path, &DeleteOptions::default())
@@ -90,14 +98,16 @@ pub async fn run(
 async fn delete_file(
     session: &Session,
     path: &VirtualPath,
-    turn: Option<&Turn>,
+    context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let _guard = session.lock_file(path, turn).await;
+    let _guard = session.lock_file(path, context.turn.as_deref()).await;
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
+    let question = |bytes: u64| move || format!("Delete the file {path} ({bytes} bytes)?");
     let (bytes, removal, applied) = match session.backend().read_at_most(path, bound).await? {
         BoundedRead::Whole(file) => {
             check_not_stale(session, path, &file.version)?;
             let bytes = file.content.len() as u64;
+            ask_first(context, "delete", true, question(bytes)).await?;
             let removal = Change::removal(path.clone(), Before::Read(file));
             let applied = removal.apply(session).await?;
             (bytes, removal, applied)
@@ -106,6 +116,7 @@ async fn delete_file(
             // Never read: too large to keep in memory for undo (--max-undo-memory-bytes). A disk
             // mount keeps it aside by rename instead; elsewhere it is simply deleted.
             check_not_stale(session, path, &version)?;
+            ask_first(context, "delete", true, question(size)).await?;
             let removal = Change::removal(path.clone(), Before::Version(version));
             let applied = removal.apply_keeping_aside(session).await?;
             (size, removal, applied)
@@ -146,6 +157,13 @@ async fn delete_tree(
 ) -> Result<ToolReply, ToolError> {
     let entries = super::editing::files_under(session, dir).await?;
     let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
+    ask_first(context, "delete", true, || {
+        format!(
+            "Delete the directory {dir} and everything under it: {} ({total_bytes} bytes)?",
+            super::counted(entries.len(), "file")
+        )
+    })
+    .await?;
     let keep_undo = entries.len() <= MAX_UNDOABLE_FILES
         && usize::try_from(total_bytes).is_ok_and(|b| fits_undo(session, b));
     let paths = entries.iter().map(|e| e.path.clone()).collect();

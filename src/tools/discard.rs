@@ -5,8 +5,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::overlays_at;
-use super::{ToolError, ToolReply};
+use super::change::confirm::ask_first;
+use super::changes::{layer_question, overlays_at};
+use super::{CallContext, ToolError, ToolReply};
 use crate::path::VirtualPath;
 use crate::session::Session;
 
@@ -20,13 +21,22 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.path)?;
     if let Some(trail) = session.trail() {
         trail.note_scope(&path);
     }
+    let reached = overlays_at(session, &path)?;
+    if context.confirm.is_some() {
+        let question = layer_question("Discard (lose for good)", &path, &reached).await?;
+        ask_first(context, "discard", true, || question).await?;
+    }
     let mut dropped = Vec::new();
-    for reached in overlays_at(session, &path)? {
+    for reached in reached {
         let changes = reached
             .overlay
             .discard(&reached.inner)

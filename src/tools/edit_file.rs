@@ -36,6 +36,10 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
+    super::change::confirm::ask_first(context, "edit_file", false, || {
+        format!("Edit the file {path}?")
+    })
+    .await?;
     let _guard = session.lock_file(&path, context.turn.as_deref()).await;
     let spec = EditSpec {
         old_string: &args.old_string,

@@ -82,11 +82,16 @@ pub enum ErrorKind {
     Binary,
     /// The server failed (a bug); nothing was changed by the failed step.
     Internal,
+    /// The person declined the change, cancelled the question or left it unanswered
+    /// (`--confirm`); nothing was changed.
+    Declined,
+    /// `--confirm` names the tool but the client cannot ask the person; nothing was changed.
+    ConfirmationUnavailable,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order: the `enum` of `$defs/error` in every output schema.
-    pub const ALL: [Self; 35] = [
+    pub const ALL: [Self; 37] = [
         Self::InvalidArguments,
         Self::InvalidPath,
         Self::NotFound,
@@ -122,6 +127,8 @@ impl ErrorKind {
         Self::Unencodable,
         Self::Binary,
         Self::Internal,
+        Self::Declined,
+        Self::ConfirmationUnavailable,
     ];
 
     /// The `kind` text: snake_case, stable.
@@ -162,6 +169,8 @@ impl ErrorKind {
             Self::Unencodable => "unencodable",
             Self::Binary => "binary",
             Self::Internal => "internal",
+            Self::Declined => "declined",
+            Self::ConfirmationUnavailable => "confirmation_unavailable",
         }
     }
 
@@ -227,6 +236,10 @@ impl ToolError {
             Self::NoSuchAuditEntry { .. } => ErrorKind::NotFound,
             Self::NoOverlay { .. } => ErrorKind::Unsupported,
             Self::CommitConflicts { .. } => ErrorKind::VersionMismatch,
+            Self::Declined { .. } => ErrorKind::Declined,
+            Self::ConfirmUnavailable { .. } => ErrorKind::ConfirmationUnavailable,
+            // Never an answer: the server turns it into an input-required result.
+            Self::InputRequired { .. } => ErrorKind::Internal,
         }
     }
 

@@ -39,6 +39,15 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
+    super::change::confirm::ask_first(context, "execute", true, || {
+        // Quoted and escaped: a command's newlines cannot forge lines of the question.
+        let cwd = args.cwd.as_deref().map_or_else(
+            || "/".to_owned(),
+            |cwd| VirtualPath::parse(cwd).map_or_else(|_| format!("{cwd:?}"), |p| p.to_string()),
+        );
+        format!("Run the command {:?} in {cwd}?", args.command)
+    })
+    .await?;
     if let Some(remote) = on_target(session, &args, context).await? {
         return Ok(remote);
     }

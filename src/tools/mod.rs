@@ -94,6 +94,40 @@ pub enum ToolError {
         /// What it left, in sentences: "Nothing was changed."
         state: String,
     },
+    /// The person declined the change (`--confirm`), cancelled the question, or did not answer
+    /// in time; nothing was changed.
+    #[error(
+        "Error: {tool} was not run: {how} ({question}). Nothing was changed. Do not retry it on your own: ask the person what they want done"
+    )]
+    Declined {
+        /// The tool.
+        tool: &'static str,
+        /// What came of the question.
+        how: String,
+        /// The question asked.
+        question: String,
+    },
+    /// `--confirm` names the tool but the client cannot ask the person.
+    #[error(
+        "Error: {tool} needs the confirmation of a person (the server runs with --confirm), but {why}. Nothing was changed. Use a client that supports MCP elicitation, or ask the operator to start the server without {tool} in --confirm"
+    )]
+    ConfirmUnavailable {
+        /// The tool.
+        tool: &'static str,
+        /// Why nobody can be asked.
+        why: String,
+    },
+    /// MCP 2026-07-28: the call waits for the person's answer, which the client gets and
+    /// sends on its retry; the server answers with an input-required result, never this text.
+    #[error("Error: {tool} waits for the person's answer to: {question}")]
+    InputRequired {
+        /// The tool.
+        tool: &'static str,
+        /// The question.
+        question: String,
+        /// The state the retry must echo.
+        request_state: String,
+    },
     /// `changes`/`commit`/`discard` on a path no overlay mount reaches.
     #[error(
         "Error: No overlay mount at or under {path}: changes, commit and discard review the layer of a disk mount given with ,overlay (e.g. --mount /=disk:.,overlay). Give a path inside such a mount"
@@ -336,6 +370,9 @@ pub struct CallContext {
     /// Where the call reports what it changed (see [`crate::call_trail`]); `None`: nobody reads
     /// it, nothing is noted.
     pub trail: Option<Arc<crate::call_trail::CallTrail>>,
+    /// Who asks the person before the call changes anything, when its tool is named by
+    /// `--confirm` (see [`change::confirm`]); `None` otherwise.
+    pub confirm: Option<change::confirm::Confirmer>,
 }
 
 pub use crate::progress::ProgressReporter;

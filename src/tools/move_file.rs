@@ -19,6 +19,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::change::confirm::ask_first;
 use super::change::{record_move, stale_or};
 use super::editing::{check_not_stale, lock_files};
 use super::move_copy;
@@ -84,6 +85,10 @@ pub async fn run(
                 hint: "A directory is moved to a path that does not exist yet; choose another name, or delete the destination first".into(),
             });
         }
+        ask_first(context, "move", false, || {
+            format!("Move the directory {source} to {destination}?")
+        })
+        .await?;
         let guards = lock_files(
             session,
             vec![source.clone(), destination.clone()],
@@ -102,6 +107,21 @@ pub async fn run(
         context.turn.as_deref(),
     )
     .await;
+    if context.confirm.is_some() {
+        // Asked inside the locks, once the destination is known; a destination that is there
+        // without `overwrite` is refused below without asking.
+        let replacing = session.backend().stat(&destination).await?;
+        if replacing.is_none() || args.overwrite {
+            ask_first(context, "move", replacing.is_some(), || match replacing {
+                Some(old) => format!(
+                    "Move {source} ({} bytes) to {destination}, replacing the existing {destination} ({} bytes)?",
+                    entry.size, old.size
+                ),
+                None => format!("Move {source} ({} bytes) to {destination}?", entry.size),
+            })
+            .await?;
+        }
+    }
     let (moved, how) = match rename_one(session, &source, &destination, args.overwrite).await? {
         Some(moved) => (moved, "renamed in place: mode, times and links kept"),
         None => (

@@ -41,6 +41,13 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
+    super::change::confirm::ask_first(context, "multi_edit", false, || {
+        format!(
+            "Edit the file {path} ({})?",
+            super::counted(args.edits.len(), "edit")
+        )
+    })
+    .await?;
     let _guard = session.lock_file(&path, context.turn.as_deref()).await;
     let specs: Vec<EditSpec<'_>> = args
         .edits

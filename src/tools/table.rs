@@ -113,9 +113,9 @@ pub const TOOLS: &[ToolRow] = &[
     row!("changes", Overlay, changes: false, changes::Args,
         |args, session, _context| changes::run(args, session)),
     row!("commit", Overlay, changes: true, commit::Args,
-        |args, session, _context| commit::run(args, session)),
+        |args, session, context| commit::run(args, session, context)),
     row!("discard", Overlay, changes: true, discard::Args,
-        |args, session, _context| discard::run(args, session)),
+        |args, session, context| discard::run(args, session, context)),
 ];
 
 /// The row of the tool named `name`.

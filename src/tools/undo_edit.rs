@@ -38,6 +38,10 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
+    super::change::confirm::ask_first(context, "undo_edit", false, || {
+        format!("Undo this session's last change to {path}?")
+    })
+    .await?;
     // Undoing a move also changes the path it came from: both are locked, in path order.
     let _guards = match session.undo.top_moved_from(&path) {
         Some(from) => lock_files(session, vec![path.clone(), from], context.turn.as_deref()).await,

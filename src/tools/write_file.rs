@@ -5,6 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::change::confirm::ask_first;
 use super::change::report::describe_change;
 use super::editing::{
     check_edit_size, commit, commit_large, decode_for_edit, encode_for_file, load_checked_at_most,
@@ -55,7 +56,19 @@ async fn write(
             // The old content is read only when it can be kept for undo; a bigger file is
             // replaced on its version alone (and the answer says the change cannot be undone).
             let bound = session.write_options.limits.max_undo_snapshot_bytes();
-            match load_checked_at_most(session, &path, bound).await? {
+            let file = load_checked_at_most(session, &path, bound).await?;
+            let size = match &file {
+                BoundedRead::Whole(file) => file.content.len() as u64,
+                BoundedRead::TooLarge { size, .. } => *size,
+            };
+            ask_first(context, "write_file", true, || {
+                format!(
+                    "Overwrite the existing file {path} ({size} bytes) with new content ({})?",
+                    counted(args.content.len(), "byte")
+                )
+            })
+            .await?;
+            match file {
                 BoundedRead::Whole(file) => Some(file),
                 BoundedRead::TooLarge { size, version } => {
                     return overwrite_large(session, &path, &args.content, size, version).await;
@@ -64,6 +77,13 @@ async fn write(
         }
         None => {
             refuse_new_control_names(session, &path).await?;
+            ask_first(context, "write_file", false, || {
+                format!(
+                    "Create the file {path} ({})?",
+                    counted(args.content.len(), "byte")
+                )
+            })
+            .await?;
             None
         }
     };

@@ -18,6 +18,7 @@ mod bridge;
 mod cancel;
 mod check;
 mod clients;
+mod confirm;
 mod corpus;
 mod cp;
 mod edits;

@@ -4,6 +4,7 @@
 //! graceful shutdown, and two instances sharing one PostgreSQL mount.
 
 pub mod client;
+mod confirm;
 mod conformance;
 mod connections;
 mod corpus;

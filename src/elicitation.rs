@@ -1,0 +1,251 @@
+//! How a `--confirm` question reaches the person behind a call's client (issue 46): the
+//! [`Asker`]s the server hands a call whose tool `--confirm` names. What is asked, and when, is
+//! `tools::change::confirm`'s.
+//!
+//! - MCP 2025-11-25 sessions (stdio, an HTTP session): an `elicitation/create` request (a form
+//!   with one yes/no field) sent to the peer of the very request being answered — over HTTP
+//!   the session that made the call, never another. Dropping the wait (the call was cancelled,
+//!   or the question timed out) withdraws it with `notifications/cancelled`.
+//! - MCP 2026-07-28 requests (stateless): the call answers with an input-required result
+//!   holding the same form; the client asks the person and retries the call with the answer
+//!   and the request state. That state is `ISSUED.SEAL`, the seal a SHA-256 over a key this
+//!   process drew at start, the principal, the tool, the time and the question: a retry is
+//!   taken as answered only when it carries a state this process issued for this principal
+//!   and this very question (the call works out its change again on the retry; a different
+//!   change is asked about anew), not older than `--confirm-timeout` (then it counts as
+//!   unanswered). A retry reaching another instance is asked again.
+//! - A client that did not declare the elicitation capability (form mode) cannot be asked:
+//!   [`Answer::Unable`], and the call is refused. No tool argument can stand in for the
+//!   person.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rmcp::model::{
+    ClientCapabilities, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, InputRequest, InputRequiredResult, InputResponses,
+    ServerRequest,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::{Peer, RoleServer};
+use sha2::{Digest, Sha256};
+
+use crate::tools::change::confirm::{Answer, Asker};
+
+/// The key of the one question in an input-required result's `inputRequests`.
+pub const INPUT_KEY: &str = "confirm";
+
+/// The form's one field: `true` to go on.
+const FIELD: &str = "confirm";
+
+/// The yes/no form every question carries.
+fn form(question: &str) -> ElicitRequestParams {
+    let schema = ElicitationSchema::builder()
+        .required_bool_with(FIELD, |field| {
+            field
+                .title("Allow this change")
+                .description("Yes lets the agent go on; no leaves everything as it is")
+        })
+        .build()
+        .unwrap_or_else(|_| ElicitationSchema::new(Default::default()));
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question.to_owned(),
+        requested_schema: schema,
+    }
+}
+
+/// What an elicitation result says: yes only when accepted with the field set to true.
+fn answer_of(result: &ElicitResult) -> Answer {
+    match result.action {
+        ElicitationAction::Accept => {
+            let yes = result
+                .content
+                .as_ref()
+                .and_then(|content| content.get(FIELD))
+                .and_then(serde_json::Value::as_bool)
+                == Some(true);
+            if yes {
+                Answer::Accepted
+            } else {
+                Answer::Declined
+            }
+        }
+        ElicitationAction::Cancel => Answer::Cancelled,
+        // Decline, and any answer a later protocol adds: not a yes.
+        _ => Answer::Declined,
+    }
+}
+
+/// Why a client with `capabilities` cannot be asked; `None` when it can (form elicitation; an
+/// empty `elicitation` object means form, as the 2025-11-25 specification says).
+pub fn cannot_ask(capabilities: Option<&ClientCapabilities>) -> Option<String> {
+    match capabilities.and_then(|c| c.elicitation.as_ref()) {
+        Some(elicitation) if elicitation.form.is_some() || elicitation.url.is_none() => None,
+        Some(_) => Some("the client offers only URL elicitation, not the form this question needs".into()),
+        None => Some("the client did not declare the MCP elicitation capability, so the person cannot be asked".into()),
+    }
+}
+
+/// Nobody can be asked, for this reason.
+#[derive(Debug)]
+pub struct Unable(pub String);
+
+#[async_trait::async_trait]
+impl Asker for Unable {
+    async fn ask(&self, _question: &str) -> Answer {
+        Answer::Unable(self.0.clone())
+    }
+}
+
+/// Asks with `elicitation/create` on the peer of the call (MCP 2025-11-25).
+#[derive(Debug)]
+pub struct PeerAsker(pub Peer<RoleServer>);
+
+/// Withdraws a question still waiting when its wait is dropped.
+struct Withdraw {
+    peer: Peer<RoleServer>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let params = rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the tool call was cancelled or the question timed out".into()),
+                );
+                let _ = peer.notify_cancelled(params).await;
+            });
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Asker for PeerAsker {
+    async fn ask(&self, question: &str) -> Answer {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(form(question)));
+        let handle = match self
+            .0
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => {
+                return Answer::Unable(format!(
+                    "the question could not be sent to the client ({error})"
+                ));
+            }
+        };
+        let mut withdraw = Withdraw {
+            peer: self.0.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let response = handle.await_response().await;
+        withdraw.id = None;
+        match response {
+            Ok(ClientResult::ElicitResult(result)) => answer_of(&result),
+            Ok(_) => Answer::Unable(
+                "the client answered the question with something else than an elicitation result"
+                    .into(),
+            ),
+            Err(rmcp::ServiceError::McpError(error)) => Answer::Unable(format!(
+                "the client refused the question ({})",
+                error.message
+            )),
+            Err(error) => Answer::Unable(format!(
+                "the question got no answer from the client ({error})"
+            )),
+        }
+    }
+}
+
+/// Asks through an input-required result and takes the answer from the retry (MCP 2026-07-28,
+/// see the module doc).
+#[derive(Debug)]
+pub struct RetryAsker {
+    /// The retry's answers, when this request is one.
+    pub responses: Option<InputResponses>,
+    /// The retry's echoed state.
+    pub state: Option<String>,
+    /// Whose question: the principal, then the tool.
+    pub who: String,
+    /// How old an answered question may be.
+    pub timeout: Duration,
+}
+
+/// The key the seals of this process are made with, drawn at first use.
+fn key() -> &'static [u8; 32] {
+    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+    KEY.get_or_init(rand::random)
+}
+
+fn seal(who: &str, issued: u64, question: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(key());
+    for part in [who.as_bytes(), &issued.to_be_bytes(), question.as_bytes()] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part);
+    }
+    hex::encode(hash.finalize())
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+impl RetryAsker {
+    /// The time the echoed state was issued for `question`, when this process sealed it for
+    /// this principal and tool.
+    fn issued_for(&self, question: &str) -> Option<u64> {
+        let (issued, sealed) = self.state.as_deref()?.split_once('.')?;
+        let issued: u64 = issued.parse().ok()?;
+        let expected = seal(&self.who, issued, question);
+        use subtle::ConstantTimeEq as _;
+        bool::from(expected.as_bytes().ct_eq(sealed.as_bytes())).then_some(issued)
+    }
+}
+
+#[async_trait::async_trait]
+impl Asker for RetryAsker {
+    async fn ask(&self, question: &str) -> Answer {
+        let answered = self
+            .responses
+            .as_ref()
+            .and_then(|responses| responses.get(INPUT_KEY))
+            .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok());
+        if let (Some(result), Some(issued)) = (answered, self.issued_for(question)) {
+            if now_secs().saturating_sub(issued) > self.timeout.as_secs() {
+                return Answer::Unanswered;
+            }
+            return answer_of(&result);
+        }
+        let issued = now_secs();
+        Answer::Deferred {
+            request_state: format!("{issued}.{}", seal(&self.who, issued, question)),
+        }
+    }
+}
+
+/// The input-required result putting `question` to the person, with the state its retry
+/// echoes.
+pub fn input_required(question: &str, request_state: String) -> InputRequiredResult {
+    let mut requests = rmcp::model::InputRequests::new();
+    requests.insert(
+        INPUT_KEY.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(form(question))),
+    );
+    InputRequiredResult::new(Some(requests), Some(request_state))
+}
+
+/// A shared asker.
+pub fn shared(asker: impl Asker + 'static) -> Arc<dyn Asker> {
+    Arc::new(asker)
+}
