@@ -1,14 +1,21 @@
-//! Times as answers show them: RFC 3339 in UTC, whole seconds. A ground-floor helper: `ls`,
-//! `file_info` and the resources' `lastModified` all format times here.
+//! Times as answers show them: RFC 3339 in UTC, whole seconds, or (structured `ls` entries)
+//! whole seconds since the epoch. A ground-floor helper: `ls`, `file_info` and the resources'
+//! `lastModified` all format times here.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `2024-05-01T12:34:56Z` (UTC, whole seconds).
-pub fn format_time(time: SystemTime) -> String {
-    let seconds = match time.duration_since(UNIX_EPOCH) {
+/// Whole seconds since 1970-01-01 UTC (negative before it): the compact time of structured
+/// listings (issue 45).
+pub fn unix_seconds(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(before) => -i64::try_from(before.duration().as_secs()).unwrap_or(i64::MAX),
-    };
+    }
+}
+
+/// `2024-05-01T12:34:56Z` (UTC, whole seconds).
+pub fn format_time(time: SystemTime) -> String {
+    let seconds = unix_seconds(time);
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
@@ -59,6 +66,18 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn unix_seconds_count_from_the_epoch_either_way() {
+        assert_eq!(
+            unix_seconds(UNIX_EPOCH + Duration::from_secs(1_764_331_196)),
+            1_764_331_196
+        );
+        assert_eq!(
+            unix_seconds(UNIX_EPOCH - Duration::from_secs(86_400)),
+            -86_400
+        );
+    }
 
     #[test]
     fn times_are_rfc3339_utc() {

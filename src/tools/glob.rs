@@ -71,17 +71,25 @@ pub async fn run(
         .collect();
     let answer =
         |text: String, paths: &[&VirtualPath], total: usize, saved: Option<&VirtualPath>| {
+            // Each fact once (issue 45): whether paths were left out is `total` against the
+            // paths given; `skipped` and `saved_to` appear only when they say something.
+            let mut structured = json!({
+                "path": dir.as_str(),
+                "pattern": args.pattern,
+                "paths": paths.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                "total": total,
+            });
+            if let Some(map) = structured.as_object_mut() {
+                if !skipped_json.is_empty() {
+                    map.insert("skipped".into(), Value::Array(skipped_json.clone()));
+                }
+                if let Some(saved) = saved {
+                    map.insert("saved_to".into(), json!(saved.as_str()));
+                }
+            }
             ToolReply {
                 text,
-                structured: Some(json!({
-                    "path": dir.as_str(),
-                    "pattern": args.pattern,
-                    "paths": paths.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
-                    "total": total,
-                    "truncated": total > paths.len(),
-                    "skipped": skipped_json,
-                    "saved_to": saved.map(VirtualPath::as_str),
-                })),
+                structured: Some(structured),
                 image: None,
                 file: None,
             }

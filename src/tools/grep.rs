@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
 use crate::backend::{
@@ -161,18 +161,26 @@ pub async fn run(
         "pattern": args.pattern,
         "path": searched,
         "offset": args.offset,
-        "skipped": skipped
-            .iter()
-            .map(|f| json!({"path": f.path.as_str(), "reason": f.skipped.as_deref().unwrap_or_default()}))
-            .collect::<Vec<_>>(),
     });
+    // Only when something was left unsearched: an empty list says nothing (issue 45).
+    if !skipped.is_empty()
+        && let Some(map) = structured.as_object_mut()
+    {
+        map.insert(
+            "skipped".into(),
+            skipped
+                .iter()
+                .map(|f| json!({"path": f.path.as_str(), "reason": f.skipped.as_deref().unwrap_or_default()}))
+                .collect(),
+        );
+    }
     if files.is_empty() {
-        let (key, total) = match args.output_mode {
-            OutputMode::FilesWithMatches => ("files", 0),
-            OutputMode::Count => ("counts", 0),
-            OutputMode::Content => ("lines", 0),
+        let (key, items) = match args.output_mode {
+            OutputMode::FilesWithMatches => ("files", json!([])),
+            OutputMode::Count => ("counts", json!({})),
+            OutputMode::Content => ("lines", json!({})),
         };
-        extend(&mut structured, key, Vec::new(), Some(total), None);
+        extend(&mut structured, key, items, Some(0), None);
         let mut reply = ToolReply::text(format!("No matches found{skipped_note}"));
         reply.structured = Some(structured);
         return Ok(reply);
@@ -182,9 +190,15 @@ pub async fn run(
     let text = match args.output_mode {
         OutputMode::FilesWithMatches => {
             let rows: Vec<String> = files.iter().map(|f| f.path.to_string()).collect();
-            let items = files.iter().map(|f| json!(f.path.as_str()));
-            let (items, next) = page_items(items, files.len(), args.head_limit, args.offset);
-            extend(&mut structured, "files", items, total, next);
+            let items = files.iter().map(|f| f.path.as_str());
+            let (items, next) = page_items(
+                items,
+                |path| path.len() + 3,
+                files.len(),
+                args.head_limit,
+                args.offset,
+            );
+            extend(&mut structured, "files", json!(items), total, next);
             page(rows, total, args.head_limit, args.offset, "files").join("\n")
         }
         OutputMode::Count => {
@@ -192,21 +206,36 @@ pub async fn run(
                 .iter()
                 .map(|f| format!("{}: {}", f.path, f.match_count))
                 .collect();
-            let items = files
-                .iter()
-                .map(|f| json!({"path": f.path.as_str(), "count": f.match_count}));
-            let (items, next) = page_items(items, files.len(), args.head_limit, args.offset);
-            extend(&mut structured, "counts", items, total, next);
+            // `{path: count}`: each path once, no key repeated per file (issue 45).
+            let items = files.iter().map(|f| (f.path.as_str(), f.match_count));
+            let (items, next) = page_items(
+                items,
+                |(path, _)| path.len() + 12,
+                files.len(),
+                args.head_limit,
+                args.offset,
+            );
+            let counts: Map<String, Value> = items
+                .into_iter()
+                .map(|(path, count)| (path.to_owned(), Value::from(count)))
+                .collect();
+            extend(
+                &mut structured,
+                "counts",
+                Value::Object(counts),
+                total,
+                next,
+            );
             page(rows, total, args.head_limit, args.offset, "files").join("\n")
         }
         OutputMode::Content => {
             let shown = content(&files, args.head_limit, args.offset);
-            let next = args.offset.saturating_add(shown.lines.len());
-            let next = (!shown.lines.is_empty() && next < shown.total).then_some(next);
+            let next = args.offset.saturating_add(shown.shown);
+            let next = (shown.shown > 0 && next < shown.total).then_some(next);
             extend(
                 &mut structured,
                 "lines",
-                shown.lines,
+                Value::Object(shown.lines),
                 Some(shown.total),
                 next,
             );
@@ -242,30 +271,31 @@ fn mode_name(mode: OutputMode) -> &'static str {
 fn extend(
     structured: &mut Value,
     key: &str,
-    items: Vec<Value>,
+    items: Value,
     total: Option<usize>,
     next: Option<usize>,
 ) {
     if let Some(map) = structured.as_object_mut() {
-        map.insert(key.into(), Value::Array(items));
+        map.insert(key.into(), items);
         map.insert("total".into(), json!(total));
         map.insert("next_offset".into(), json!(next));
     }
 }
 
 /// The structured page of files or counts: `offset`/`head_limit` applied as in the text, and cut
-/// to about [`RESULT_CHAR_LIMIT`] characters of JSON (the text is capped likewise); with where
-/// the next page starts, when entries remain.
-fn page_items(
-    items: impl Iterator<Item = Value>,
+/// to about [`RESULT_CHAR_LIMIT`] characters of JSON (`json_len`: an item's length, about; the
+/// text is capped likewise); with where the next page starts, when entries remain.
+fn page_items<T>(
+    items: impl Iterator<Item = T>,
+    json_len: impl Fn(&T) -> usize,
     total: usize,
     head_limit: Option<usize>,
     offset: usize,
-) -> (Vec<Value>, Option<usize>) {
+) -> (Vec<T>, Option<usize>) {
     let mut page = Vec::new();
     let mut chars = 0usize;
     for item in items.skip(offset).take(head_limit.unwrap_or(usize::MAX)) {
-        chars += item.to_string().len() + 1;
+        chars += json_len(&item);
         if !page.is_empty() && chars > RESULT_CHAR_LIMIT {
             break;
         }
@@ -401,10 +431,12 @@ fn shown_line(text: &str) -> String {
     }
 }
 
-/// A page of content mode: the text, the structured lines shown and the lines in all.
+/// A page of content mode: the text, the structured lines shown (`{path: [[line, text,
+/// match], …]}`), how many and the lines in all.
 struct ContentPage {
     text: String,
-    lines: Vec<Value>,
+    lines: Map<String, Value>,
+    shown: usize,
     total: usize,
 }
 
@@ -416,13 +448,17 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Cont
     let total: usize = files.iter().map(|f| f.entries).sum();
     let limit = head_limit.unwrap_or(usize::MAX);
     let mut out: Vec<String> = Vec::new();
-    let mut lines: Vec<Value> = Vec::new();
+    // Grouped under their file, its path once; each line `[number, text, match]`, its keys
+    // said once in the output schema (issue 45: a `{path, line, text, match}` object per line
+    // was 1.8× the text).
+    let mut lines: Map<String, Value> = Map::new();
     // Global index of the current file's first reported line.
     let mut start = 0usize;
     let mut shown = 0usize;
     for file in files {
         let mut header_done = false;
         let mut previous: Option<usize> = None;
+        let mut rows: Vec<Value> = Vec::new();
         for (i, line) in file.lines.iter().enumerate() {
             let this = start + file.lines_from + i;
             if this < offset || shown >= limit {
@@ -438,14 +474,12 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Cont
             let mark = if line.is_match { ':' } else { '-' };
             let text = shown_line(&line.text);
             out.push(format!("  {}{mark} {text}", line.number));
-            lines.push(json!({
-                "path": file.path.as_str(),
-                "line": line.number,
-                "text": text,
-                "match": line.is_match,
-            }));
+            rows.push(json!([line.number, text, line.is_match]));
             previous = Some(line.number);
             shown += 1;
+        }
+        if !rows.is_empty() {
+            lines.insert(file.path.as_str().to_owned(), Value::Array(rows));
         }
         start += file.entries;
     }
@@ -463,6 +497,7 @@ fn content(files: &[GrepFile], head_limit: Option<usize>, offset: usize) -> Cont
     ContentPage {
         text: out.join("\n"),
         lines,
+        shown,
         total,
     }
 }

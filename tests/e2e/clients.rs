@@ -152,13 +152,14 @@ fn the_inspector_cli_calls_write_read_and_edit() {
     let again = call("read_file", &["file_path=/notes/hello.md"]);
     assert_eq!(again["content"][0]["text"], "     1\thello inspector");
 
-    // ls: entries say each fact once (name, kind, size, modified; the path once, above them).
+    // ls: entries say each fact once ([name, kind, size, modified]; the path once, above them).
     let listing = call("ls", &["path=/notes"]);
     assert_eq!(listing["isError"], false, "{listing}");
     assert_eq!(listing["structuredContent"]["path"], "/notes", "{listing}");
     let entry = &listing["structuredContent"]["entries"][0];
-    assert_eq!(entry["name"], "hello.md", "{listing}");
-    assert!(entry.get("path").is_none(), "{listing}");
+    assert_eq!(entry[0], "hello.md", "{listing}");
+    assert_eq!(entry[1], "file", "{listing}");
+    assert!(entry[3].is_i64(), "{listing}");
 
     // Bad arguments reach the Inspector as a tool error naming the field and the rule.
     let bad = call("read_file", &["file_path=/notes/hello.md", "limit=0"]);

@@ -53,9 +53,15 @@ fn open_tree() -> tempfile::TempDir {
 }
 
 fn skipped_paths(result: &Value) -> Vec<String> {
-    result["structuredContent"]["skipped"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no skipped list: {result}"))
+    // Absent when nothing was skipped (issue 45: each fact once).
+    result["structuredContent"]
+        .get("skipped")
+        .map(|s| {
+            s.as_array()
+                .unwrap_or_else(|| panic!("skipped is not a list: {result}"))
+                .clone()
+        })
+        .unwrap_or_default()
         .iter()
         .map(|s| s["path"].as_str().unwrap().to_owned())
         .collect()

@@ -45,11 +45,15 @@ async def main() -> None:
             assert r.structured_content["kind"] == "text" and r.structured_content["text"] == "print('hello')", r
 
             r = await session.call_tool("ls", {"path": "/py"})
-            assert [e["name"] for e in r.structured_content["entries"]] == ["hello.py"], r
+            assert [e[:3] for e in r.structured_content["entries"]] == [["hello.py", "file", 15]], r
 
             r = await session.call_tool("grep", {"pattern": "hello", "output_mode": "count"})
             assert text(r) == "/py/hello.py: 1", r
-            assert r.structured_content["counts"] == [{"path": "/py/hello.py", "count": 1}], r
+            assert r.structured_content["counts"] == {"/py/hello.py": 1}, r
+
+            r = await session.call_tool("grep", {"pattern": "hello", "output_mode": "content"})
+            assert text(r) == "/py/hello.py:\n  1: print('hello')", r
+            assert r.structured_content["lines"] == {"/py/hello.py": [[1, "print('hello')", True]]}, r
 
             r = await session.call_tool("read_file", {"file_path": "/py/hello.py", "limit": 0})
             assert r.is_error and text(r) == "Invalid arguments for read_file: /limit must be >= 1 (got 0)", r
