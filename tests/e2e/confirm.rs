@@ -10,19 +10,15 @@ const BINARY: &str = env!("CARGO_BIN_EXE_mountfs");
 
 #[test]
 fn the_python_sdk_person_declines_cancels_accepts_and_leaves_questions_unanswered() {
-    if !crate::clients::python_sdk_available() {
-        crate::skips::record(
-            "the official MCP Python SDK",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(mut python) = crate::support::python::sdk("the official MCP Python SDK") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let served = dir.path().join("served");
     std::fs::create_dir(&served).unwrap();
     let audit = dir.path().join("audit.db");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_confirm.py");
-    let output = Command::new("python3")
+    let output = python
         .arg(script)
         .arg(BINARY)
         .arg(&served)

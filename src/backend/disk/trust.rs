@@ -190,9 +190,7 @@ impl RecoveryKey {
     pub(super) fn forget(&self, change: &str) {
         match &self.decisions {
             Decisions::Memory(set) => {
-                set.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(change);
+                set.lock().unwrap_or_else(|e| e.into_inner()).remove(change);
             }
             Decisions::Dir(dir) => {
                 if let Ok(path) = decision_file(dir, change) {
@@ -276,7 +274,6 @@ pub fn process_key() -> Arc<RecoveryKey> {
     Arc::clone(PROCESS_KEY.get_or_init(|| Arc::new(RecoveryKey::ephemeral())))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,17 +286,27 @@ mod tests {
         let one = RecoveryKey::in_dir(&data).unwrap();
         let two = RecoveryKey::in_dir(&data).unwrap();
         assert_eq!(one.key, two.key);
-        let mode = std::fs::metadata(data.join(KEY_FILE)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(data.join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o7777, 0o600);
         let tag = one.tag(&[b"a", b"bc"]);
         assert!(two.verify(&[b"a", b"bc"], tag.as_bytes()));
-        assert!(!two.verify(&[b"ab", b"c"], tag.as_bytes()), "parts are framed");
+        assert!(
+            !two.verify(&[b"ab", b"c"], tag.as_bytes()),
+            "parts are framed"
+        );
         assert!(!RecoveryKey::ephemeral().verify(&[b"a", b"bc"], tag.as_bytes()));
         let names: Vec<_> = std::fs::read_dir(&data)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names.len(), 2, "the key and the decisions folder: {names:?}");
+        assert_eq!(
+            names.len(),
+            2,
+            "the key and the decisions folder: {names:?}"
+        );
     }
 
     #[test]

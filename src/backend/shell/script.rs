@@ -681,7 +681,10 @@ mod tests {
             .version("0123abc\ntouch pwned")
             .into_bytes("N");
         assert_eq!(bytes, b"dl l\na\n-\n");
-        let bytes = Frame::call("dl").path("a").version("i0123abc").into_bytes("N");
+        let bytes = Frame::call("dl")
+            .path("a")
+            .version("i0123abc")
+            .into_bytes("N");
         assert_eq!(bytes, b"dl l\na\ni0123abc\n");
         let bytes = Frame::call("rm_")
             .arg(2)

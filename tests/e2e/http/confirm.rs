@@ -3,17 +3,13 @@
 //! session that made the call), and stateless MCP 2026-07-28 requests get an input-required
 //! result answered on the retry, bound to the principal and the question.
 
-use super::{ALICE, BOB, Server, python_sdk_http_available, token_file};
+use super::{ALICE, BOB, Server, token_file};
 
 #[tokio::test]
 async fn each_principal_is_asked_only_its_own_questions_in_sessions_and_stateless() {
-    if !python_sdk_http_available() {
-        crate::support::skips::record(
-            "the official MCP Python SDK over HTTP",
-            "the SDK is not installed (pip install -r tests/python/requirements.txt)",
-        );
+    let Some(python) = crate::support::python::sdk("the official MCP Python SDK over HTTP") else {
         return;
-    }
+    };
     let (_t, tokens) = token_file();
     let disk = tempfile::tempdir().unwrap();
     for name in ["a.txt", "b.txt", "c.txt", "d.txt"] {
@@ -35,7 +31,7 @@ async fn each_principal_is_asked_only_its_own_questions_in_sessions_and_stateles
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/sdk_confirm_http.py"
     );
-    let output = tokio::process::Command::new("python3")
+    let output = tokio::process::Command::from(python)
         .arg(script)
         .args([&server.url, ALICE, BOB])
         .arg(disk.path())
