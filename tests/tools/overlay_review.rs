@@ -926,3 +926,98 @@ fn a_commit_killed_midway_leaves_each_base_file_old_or_new() {
     }
     eprintln!("{mixed_rounds} of 8 kills landed mid-commit");
 }
+
+/// Answers every `--confirm` question with `yes`, keeping the questions (the person).
+#[derive(Debug)]
+struct Person {
+    yes: bool,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl mountfs::tools::change::confirm::Asker for Person {
+    async fn ask(&self, question: &str) -> mountfs::tools::change::confirm::Answer {
+        self.asked.lock().unwrap().push(question.to_owned());
+        if self.yes {
+            mountfs::tools::change::confirm::Answer::Accepted
+        } else {
+            mountfs::tools::change::confirm::Answer::Declined
+        }
+    }
+}
+
+/// `tool` called as under `--confirm destructive`, the person answering `yes`: its result and
+/// the questions asked.
+async fn confirmed_call(
+    session: &Session,
+    tool: &str,
+    args: Value,
+    yes: bool,
+) -> (Result<String, String>, Vec<String>) {
+    let person = Arc::new(Person {
+        yes,
+        asked: Default::default(),
+    });
+    let context = mountfs::tools::CallContext {
+        confirm: Some(mountfs::tools::change::confirm::Confirmer {
+            scope: mountfs::confirm_policy::ConfirmScope::Destructive,
+            timeout: std::time::Duration::from_secs(5),
+            asker: person.clone(),
+        }),
+        ..Default::default()
+    };
+    let outcome = mountfs::tools::call_in(tool, args, session, &context)
+        .await
+        .map(|reply| reply.text)
+        .map_err(|error| error.to_string());
+    let asked = person.asked.lock().unwrap().clone();
+    (outcome, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_and_discard_ask_the_person_naming_the_files_and_a_no_changes_nothing() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let before = digest(o.dir.path());
+    o.ok(
+        "write_file",
+        json!({"file_path": "/new.txt", "content": "new\n"}),
+    )
+    .await;
+    o.ok("read_file", json!({"file_path": "/src/lib.rs"})).await;
+    o.ok("delete", json!({"file_path": "/src/lib.rs"})).await;
+    let question = "Commit (write into the real directory) the 2 changed files under /:\n  added    /new.txt\n  deleted  /src/lib.rs";
+
+    let (outcome, asked) = confirmed_call(&o.session, "commit", json!({"path": "/"}), false).await;
+    let error = outcome.unwrap_err();
+    assert_eq!(
+        error,
+        format!(
+            "Error: commit was not run: the person declined ({question}). Nothing was changed. Do not retry it on your own: ask the person what they want done"
+        )
+    );
+    assert_eq!(asked, [question]);
+    assert_eq!(digest(o.dir.path()), before, "the base is untouched");
+    assert_eq!(
+        listed(&o, "/").await.len(),
+        2,
+        "the layer keeps its changes"
+    );
+
+    let (outcome, asked) =
+        confirmed_call(&o.session, "discard", json!({"path": "/src"}), false).await;
+    assert!(outcome.unwrap_err().contains("the person declined"));
+    assert_eq!(
+        asked,
+        ["Discard (lose for good) the 1 changed file under /src:\n  deleted  /src/lib.rs"]
+    );
+    assert_eq!(
+        listed(&o, "/").await.len(),
+        2,
+        "the layer keeps its changes"
+    );
+
+    let (outcome, _) = confirmed_call(&o.session, "commit", json!({"path": "/"}), true).await;
+    assert!(outcome.unwrap().starts_with("Committed 2 files under /"));
+    assert_eq!(o.base_file("new.txt").as_deref(), Some("new\n"));
+    assert_eq!(o.base_file("src/lib.rs"), None);
+}
