@@ -249,3 +249,80 @@ pub fn input_required(question: &str, request_state: String) -> InputRequiredRes
 pub fn shared(asker: impl Asker + 'static) -> Arc<dyn Asker> {
     Arc::new(asker)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry(state: Option<String>, answer: ElicitResult) -> RetryAsker {
+        let mut responses = InputResponses::new();
+        responses.insert(INPUT_KEY.to_owned(), serde_json::to_value(answer).unwrap());
+        RetryAsker {
+            responses: Some(responses),
+            state,
+            who: "alice\0delete".into(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn yes() -> ElicitResult {
+        ElicitResult::new(ElicitationAction::Accept)
+            .with_content(serde_json::json!({"confirm": true}))
+    }
+
+    #[tokio::test]
+    async fn a_retry_with_the_sealed_state_is_answered_and_anything_else_is_asked_again() {
+        let first = RetryAsker {
+            responses: None,
+            state: None,
+            who: "alice\0delete".into(),
+            timeout: Duration::from_secs(60),
+        };
+        let Answer::Deferred { request_state } = first.ask("Delete /a?").await else {
+            panic!("a first call is not asked through an input-required result");
+        };
+        let answered = retry(Some(request_state.clone()), yes());
+        assert_eq!(answered.ask("Delete /a?").await, Answer::Accepted);
+        // Another question (the change is no longer what the person saw), another principal,
+        // or a made-up state: asked again.
+        assert!(matches!(
+            answered.ask("Delete /b?").await,
+            Answer::Deferred { .. }
+        ));
+        let mut bob = retry(Some(request_state), yes());
+        bob.who = "bob\0delete".into();
+        assert!(matches!(
+            bob.ask("Delete /a?").await,
+            Answer::Deferred { .. }
+        ));
+        let forged = retry(Some(format!("{}.{}", now_secs(), "0".repeat(64))), yes());
+        assert!(matches!(
+            forged.ask("Delete /a?").await,
+            Answer::Deferred { .. }
+        ));
+        let no = retry(
+            answered.state.clone(),
+            ElicitResult::new(ElicitationAction::Decline),
+        );
+        assert_eq!(no.ask("Delete /a?").await, Answer::Declined);
+    }
+
+    #[tokio::test]
+    async fn an_answer_after_the_timeout_counts_as_unanswered() {
+        let issued = now_secs() - 61;
+        let state = format!("{issued}.{}", seal("alice\0delete", issued, "Delete /a?"));
+        assert_eq!(
+            retry(Some(state), yes()).ask("Delete /a?").await,
+            Answer::Unanswered
+        );
+    }
+
+    #[test]
+    fn a_client_is_asked_only_with_form_elicitation() {
+        let mut capabilities = ClientCapabilities::default();
+        assert!(cannot_ask(Some(&capabilities)).is_some());
+        assert!(cannot_ask(None).is_some());
+        capabilities.elicitation = Some(Default::default());
+        assert_eq!(cannot_ask(Some(&capabilities)), None);
+    }
+}

@@ -2,7 +2,9 @@
 //! over a populated directory, driven through the tools of a session built from the real mount
 //! table. The base directory is never written (checked by a digest of every byte, name and
 //! mode); the view shows the layer over the base; layers of two workspaces are isolated; a
-//! SQLite layer survives a restart; `changes`, `commit` and `discard` review the layer.
+//! SQLite layer survives a restart; `changes`, `commit` and `discard` review the layer. On the
+//! same fixture, `--confirm` (issue 46) in process, a scripted person answering: what each
+//! changing tool asks, and that a no changes nothing.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -925,4 +927,164 @@ fn a_commit_killed_midway_leaves_each_base_file_old_or_new() {
         eprintln!("round {round}: {new} files new, {old} old");
     }
     eprintln!("{mixed_rounds} of 8 kills landed mid-commit");
+}
+
+/// Answers every `--confirm` question with `yes`, keeping the questions (the person).
+#[derive(Debug)]
+struct Person {
+    yes: bool,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl mountfs::tools::change::confirm::Asker for Person {
+    async fn ask(&self, question: &str) -> mountfs::tools::change::confirm::Answer {
+        self.asked.lock().unwrap().push(question.to_owned());
+        if self.yes {
+            mountfs::tools::change::confirm::Answer::Accepted
+        } else {
+            mountfs::tools::change::confirm::Answer::Declined
+        }
+    }
+}
+
+/// `tool` called as under `--confirm destructive`, the person answering `yes`: its result and
+/// the questions asked.
+async fn confirmed_call(
+    session: &Session,
+    tool: &str,
+    args: Value,
+    yes: bool,
+) -> (Result<String, String>, Vec<String>) {
+    let person = Arc::new(Person {
+        yes,
+        asked: Default::default(),
+    });
+    let context = mountfs::tools::CallContext {
+        confirm: Some(mountfs::tools::change::confirm::Confirmer {
+            scope: mountfs::confirm_policy::ConfirmScope::Destructive,
+            timeout: std::time::Duration::from_secs(5),
+            asker: person.clone(),
+        }),
+        ..Default::default()
+    };
+    let outcome = mountfs::tools::call_in(tool, args, session, &context)
+        .await
+        .map(|reply| reply.text)
+        .map_err(|error| error.to_string());
+    let asked = person.asked.lock().unwrap().clone();
+    (outcome, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_and_discard_ask_the_person_naming_the_files_and_a_no_changes_nothing() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let before = digest(o.dir.path());
+    o.ok(
+        "write_file",
+        json!({"file_path": "/new.txt", "content": "new\n"}),
+    )
+    .await;
+    o.ok("read_file", json!({"file_path": "/src/lib.rs"})).await;
+    o.ok("delete", json!({"file_path": "/src/lib.rs"})).await;
+    let question = "Commit (write into the real directory) the 2 changed files under /:\n  added    /new.txt\n  deleted  /src/lib.rs";
+
+    let (outcome, asked) = confirmed_call(&o.session, "commit", json!({"path": "/"}), false).await;
+    let error = outcome.unwrap_err();
+    assert_eq!(
+        error,
+        format!(
+            "Error: commit was not run: the person declined ({question}). Nothing was changed. Do not retry it on your own: ask the person what they want done"
+        )
+    );
+    assert_eq!(asked, [question]);
+    assert_eq!(digest(o.dir.path()), before, "the base is untouched");
+    assert_eq!(
+        listed(&o, "/").await.len(),
+        2,
+        "the layer keeps its changes"
+    );
+
+    let (outcome, asked) =
+        confirmed_call(&o.session, "discard", json!({"path": "/src"}), false).await;
+    assert!(outcome.unwrap_err().contains("the person declined"));
+    assert_eq!(
+        asked,
+        ["Discard (lose for good) the 1 changed file under /src:\n  deleted  /src/lib.rs"]
+    );
+    assert_eq!(
+        listed(&o, "/").await.len(),
+        2,
+        "the layer keeps its changes"
+    );
+
+    let (outcome, _) = confirmed_call(&o.session, "commit", json!({"path": "/"}), true).await;
+    assert!(outcome.unwrap().starts_with("Committed 2 files under /"));
+    assert_eq!(o.base_file("new.txt").as_deref(), Some("new\n"));
+    assert_eq!(o.base_file("src/lib.rs"), None);
+}
+
+/// `--confirm destructive` asks about a move over an existing file, a patch deleting a file and a
+/// directory's delete (naming paths and counts), never about a move to a new name or a patch
+/// that only modifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destructive_asks_only_about_replacing_and_deleting_calls() {
+    let o = Overlay::new("disk:DIR,overlay").await;
+    let s = &o.session;
+    o.ok("read_file", json!({"file_path": "/src/lib.rs"})).await;
+    let (outcome, asked) = confirmed_call(
+        s,
+        "move",
+        json!({"source": "/src/lib.rs", "destination": "/src/moved.rs"}),
+        false,
+    )
+    .await;
+    outcome.unwrap();
+    assert!(asked.is_empty(), "{asked:?}");
+
+    let (outcome, asked) = confirmed_call(
+        s,
+        "move",
+        json!({"source": "/src/moved.rs", "destination": "/README.md", "overwrite": true}),
+        false,
+    )
+    .await;
+    assert!(outcome.unwrap_err().contains("the person declined"));
+    assert_eq!(
+        asked,
+        [
+            "Move /src/moved.rs (16 bytes) to /README.md, replacing the existing /README.md (31 bytes)?"
+        ]
+    );
+
+    o.ok("read_file", json!({"file_path": "/crlf.txt"})).await;
+    let modify = "--- a/src/moved.rs\n+++ b/src/moved.rs\n@@ -1 +1 @@\n-pub fn lib() {}\n+pub fn lib() { }\n";
+    let (outcome, asked) = confirmed_call(s, "apply_patch", json!({"patch": modify}), false).await;
+    outcome.unwrap();
+    assert!(asked.is_empty(), "{asked:?}");
+    let delete = "--- a/src/moved.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-pub fn lib() { }\n--- /dev/null\n+++ b/added.txt\n@@ -0,0 +1 @@\n+added\n";
+    let (outcome, asked) = confirmed_call(s, "apply_patch", json!({"patch": delete}), false).await;
+    assert!(outcome.unwrap_err().contains("the person declined"));
+    assert_eq!(
+        asked,
+        ["Apply a patch to 2 files:\n  DELETE /src/moved.rs\n  create /added.txt"]
+    );
+
+    let (outcome, asked) = confirmed_call(
+        s,
+        "delete",
+        json!({"file_path": "/docs", "recursive": true}),
+        false,
+    )
+    .await;
+    assert!(outcome.unwrap_err().contains("the person declined"));
+    assert_eq!(
+        asked,
+        ["Delete the directory /docs and everything under it: 2 files (19 bytes)?"]
+    );
+    assert!(
+        o.ok("ls", json!({"path": "/docs"}))
+            .await
+            .contains("guide.md")
+    );
 }
