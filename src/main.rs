@@ -447,6 +447,7 @@ fn run_check(cli: &Cli, audit: Option<&mountfs::audit::AuditTarget>) -> ExitCode
         mounts: &specs,
         http: cli.http.http.is_some(),
         token_file: cli.http.token_file.as_deref(),
+        oauth_issuer: cli.http.oauth.oauth_issuer.as_deref(),
         exec: cli.allow_exec,
         audit,
     };

@@ -511,3 +511,68 @@ async fn the_official_python_sdk_runs_the_oauth_flow_from_a_401_to_a_tool_call()
     let entry = newest_audit_entry(dir.path()).await;
     assert_eq!(entry["principal"], "alice");
 }
+
+/// `mountfs check ARGS`: exit status and stdout.
+fn check(args: &[&str]) -> (i32, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"))
+        .arg("check")
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--mount",
+            "/=memory",
+            "--audit",
+            "off",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mountfs_check_reaches_the_issuers_discovery_document_and_keys() {
+    let Some(idp) = Idp::start().await else {
+        return;
+    };
+    let issuer = idp.issuer.clone();
+    let (code, out) = tokio::task::spawn_blocking(move || check(&["--oauth-issuer", &issuer]))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let expected = format!(
+        "ok    OAuth issuer: discovery at {0}/.well-known/openid-configuration, 1 key(s) at {0}/jwks",
+        idp.issuer
+    );
+    assert!(out.lines().any(|line| line == expected), "{out}");
+
+    // Nothing answering there.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let (code, out) = tokio::task::spawn_blocking(move || check(&["--oauth-issuer", &closed]))
+        .await
+        .unwrap();
+    assert_eq!(code, 1, "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("FAIL  OAuth issuer: no discovery document for the issuer"),
+        "{out}"
+    );
+    assert!(last.contains("Check --oauth-issuer"), "{out}");
+
+    // Plain http to another machine.
+    let (code, out) =
+        tokio::task::spawn_blocking(|| check(&["--oauth-issuer", "http://idp.example.com"]))
+            .await
+            .unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("plain http to a host that is not loopback"),
+        "{out}"
+    );
+}
