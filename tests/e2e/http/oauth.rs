@@ -3,8 +3,9 @@
 //! issuing RS256-signed JWTs with OpenID discovery and a JWKS. A good token opens the server and
 //! the audit log names its subject; every kind of bad token is refused with the status and
 //! `WWW-Authenticate` the OAuth specs give; the provider rotates its key and new tokens work
-//! without a restart; RFC 9728 metadata is served at both well-known paths; and the official
-//! Python SDK's OAuth client runs the whole flow from a bare 401 to a tool call.
+//! without a restart; RFC 9728 metadata is served at both well-known paths; `mountfs check`
+//! reaches the issuer; and two real clients — the official Python SDK's OAuth client and the
+//! pinned `mcp-remote` bridge — run the whole flow from a bare 401 to tool calls.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -575,4 +576,54 @@ async fn mountfs_check_reaches_the_issuers_discovery_document_and_keys() {
         out.contains("plain http to a host that is not loopback"),
         "{out}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_remote_signs_in_through_the_provider_and_calls_tools() {
+    let Some(idp) = Idp::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-remote");
+    let proxy = bridge.join("node_modules/mcp-remote/dist/proxy.js");
+    if !crate::npm::installed(&bridge, &[&proxy]) {
+        crate::support::skips::record("mcp-remote with OAuth", "npm ci in tests/mcp-remote failed");
+        return;
+    }
+    let server = server(&idp, dir.path(), &[]).await;
+    // The person's browser, headless: it opens the authorization URL and follows the
+    // provider's redirect to the bridge's local callback.
+    let browser = dir.path().join("browser");
+    std::fs::write(&browser, "#!/bin/sh\nexec curl -sfL -o /dev/null \"$1\"\n").unwrap();
+    std::fs::set_permissions(
+        &browser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut command = std::process::Command::new("node");
+    command
+        .arg(&proxy)
+        .arg(&server.url)
+        .arg("--allow-http")
+        .env("BROWSER", &browser)
+        .env("MCP_REMOTE_CONFIG_DIR", dir.path().join("bridge-state"));
+    let texts = tokio::task::spawn_blocking(move || {
+        let mut client = crate::support::stdio::StdioClient::spawn_command(command);
+        client.handshake();
+        let wrote = client.call(
+            "write_file",
+            json!({"file_path": "/signed-in.txt", "content": "via mcp-remote\n"}),
+        );
+        let read = client.call("read_file", json!({"file_path": "/signed-in.txt"}));
+        [&wrote, &read].map(crate::support::stdio::text_of)
+    })
+    .await
+    .unwrap();
+    assert!(
+        texts[0].starts_with("Created /signed-in.txt"),
+        "{}",
+        texts[0]
+    );
+    assert!(texts[1].contains("via mcp-remote"), "{}", texts[1]);
+    assert_eq!(newest_audit_entry(dir.path()).await["principal"], "alice");
 }
