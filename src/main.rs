@@ -532,6 +532,7 @@ fn run_check(
         mounts: &specs,
         http: cli.http.http.is_some(),
         token_file: cli.http.token_file.as_deref(),
+        oauth_issuer: cli.http.oauth.oauth_issuer.as_deref(),
         exec: cli.allow_exec,
         exec_env: &cli.exec_env,
         audit,

@@ -17,9 +17,47 @@ use std::time::{Duration, Instant};
 use crate::mounts::MountTable;
 use crate::session::{Session, WriteOptions};
 
-/// Who a request comes from: the NAME of its bearer token (see `http::auth`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Principal(pub Arc<str>);
+/// Who a request comes from: the NAME of its static bearer token (see `http::auth`), or the
+/// principal claim of its OAuth access token (see `http::oauth`), with the scopes that token
+/// granted.
+///
+/// A principal is its name: two requests of one name are one principal (one stateless
+/// workspace, the owner of the same sessions) whatever scopes their tokens carry, so equality
+/// and hashing look at the name only. The scopes are those of the request at hand: read them
+/// from the request's principal, never from a stored owner.
+#[derive(Debug, Clone)]
+pub struct Principal(pub Arc<str>, Option<Arc<[String]>>);
+
+impl Principal {
+    /// A principal with no OAuth scopes (a static token's).
+    pub fn named(name: impl Into<Arc<str>>) -> Self {
+        Self(name.into(), None)
+    }
+
+    /// A principal from an OAuth access token granting `scopes`.
+    pub fn with_scopes(name: impl Into<Arc<str>>, scopes: Vec<String>) -> Self {
+        Self(name.into(), Some(scopes.into()))
+    }
+
+    /// The scopes of the OAuth token the request carried; `None` for a static token.
+    pub fn scopes(&self) -> Option<&[String]> {
+        self.1.as_deref()
+    }
+}
+
+impl PartialEq for Principal {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Principal {}
+
+impl std::hash::Hash for Principal {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 impl std::fmt::Display for Principal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -269,7 +307,16 @@ mod tests {
     }
 
     fn who(name: &str) -> Principal {
-        Principal(Arc::from(name))
+        Principal::named(name)
+    }
+
+    #[test]
+    fn a_principal_is_its_name_whatever_its_scopes() {
+        let scoped = Principal::with_scopes("alice", vec!["mountfs".to_owned()]);
+        assert_eq!(scoped, who("alice"));
+        assert_eq!(scoped.scopes(), Some(&["mountfs".to_owned()][..]));
+        assert_eq!(who("alice").scopes(), None);
+        assert_ne!(scoped, who("bob"));
     }
 
     #[tokio::test]

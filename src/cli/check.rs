@@ -2,7 +2,8 @@
 //!
 //! One item per line, in the order a start meets them: each mount (reachable, and writable when
 //! declared so), the overlay layers' files, the HTTP token file (present, parsable, private),
-//! the audit log, and the sandbox of `execute` (Landlock and namespaces) when `--allow-exec`
+//! the OAuth issuer (its discovery document and JWKS reached), the audit log, and the sandbox
+//! of `execute` (Landlock and namespaces) when `--allow-exec`
 //! asks for it. The first failure ends the check: what was wrong and how to fix it.
 //!
 //! Nothing is served and nothing the agent sees changes: writability is probed with an unnamed
@@ -26,6 +27,8 @@ pub struct CheckRequest<'a> {
     pub http: bool,
     /// `--token-file`.
     pub token_file: Option<&'a Path>,
+    /// `--oauth-issuer`.
+    pub oauth_issuer: Option<&'a str>,
     /// `--allow-exec`.
     pub exec: Option<ExecMode>,
     /// `--exec-env`.
@@ -83,6 +86,15 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
         items.push(Item {
             what: "token file".to_owned(),
             outcome: check_token_file(request.token_file),
+        });
+    }
+    if passed(&items)
+        && request.http
+        && let Some(issuer) = request.oauth_issuer
+    {
+        items.push(Item {
+            what: "OAuth issuer".to_owned(),
+            outcome: check_oauth_issuer(issuer).await,
         });
     }
     if passed(&items)
@@ -327,6 +339,33 @@ fn check_token_file(file: Option<&Path>) -> Result<String, String> {
     Ok(format!(
         "{shown}, private, {} principal(s)",
         tokens.principal_count()
+    ))
+}
+
+/// The OAuth issuer: its discovery document found and naming it, its JWKS fetched and holding
+/// at least one signing key, as a start fetches them.
+async fn check_oauth_issuer(issuer: &str) -> Result<String, String> {
+    use crate::http::oauth::keys::Fetcher;
+    let fetcher = Fetcher::new().map_err(|error| error.to_string())?;
+    let found = fetcher
+        .discover(issuer)
+        .await
+        .map_err(|error| error.to_string())?;
+    let keys: jsonwebtoken::jwk::JwkSet = fetcher
+        .json(&found.jwks_uri)
+        .await
+        .map_err(|error| error.to_string())?;
+    if keys.keys.is_empty() {
+        return Err(format!(
+            "the JWKS at {} holds no key: no token could be verified. Check the provider's signing keys",
+            found.jwks_uri
+        ));
+    }
+    Ok(format!(
+        "discovery at {}, {} key(s) at {}",
+        found.document,
+        keys.keys.len(),
+        found.jwks_uri
     ))
 }
 

@@ -80,11 +80,16 @@ impl Tokens {
             return Err(TokenError::ShortEnvToken(chars));
         }
         Ok(Self {
-            entries: Arc::new(vec![(
-                digest(token),
-                Principal(Arc::from(DEFAULT_PRINCIPAL)),
-            )]),
+            entries: Arc::new(vec![(digest(token), Principal::named(DEFAULT_PRINCIPAL))]),
         })
+    }
+
+    /// No static token: only OAuth access tokens open the server (`--oauth-issuer` without
+    /// `--token-file` or `MOUNTFS_TOKEN`).
+    pub fn none() -> Self {
+        Self {
+            entries: Arc::new(Vec::new()),
+        }
     }
 
     /// A fresh random token (256 bits, hex) for [`DEFAULT_PRINCIPAL`], and the token itself to
@@ -93,10 +98,7 @@ impl Tokens {
         let bytes: [u8; 32] = rand::random();
         let token = hex::encode(bytes);
         let tokens = Self {
-            entries: Arc::new(vec![(
-                digest(&token),
-                Principal(Arc::from(DEFAULT_PRINCIPAL)),
-            )]),
+            entries: Arc::new(vec![(digest(&token), Principal::named(DEFAULT_PRINCIPAL))]),
         };
         (tokens, token)
     }
@@ -154,7 +156,7 @@ impl Tokens {
                     "the token of {name} is also another name's token; give each name its own"
                 )));
             }
-            entries.push((hash, Principal(Arc::from(name))));
+            entries.push((hash, Principal::named(name)));
         }
         if entries.is_empty() {
             return Err(TokenError::Empty(file.to_owned()));
@@ -195,14 +197,14 @@ impl Tokens {
         self.entries.len()
     }
 
-    /// Whether no token is configured (never true of a built `Tokens`).
+    /// Whether no static token is configured ([`Tokens::none`]).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }
 
 /// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive, RFC 6750).
-fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+pub fn bearer_token(value: &[u8]) -> Option<&[u8]> {
     let value = value.trim_ascii();
     let (scheme, rest) = value.split_at_checked(6)?;
     if !scheme.eq_ignore_ascii_case(b"bearer") {

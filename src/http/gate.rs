@@ -32,8 +32,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::auth::Tokens;
+use super::auth::{Tokens, bearer_token};
 use super::conns::ConnMark;
+use super::oauth::{Refusal, ResourceServer};
 use crate::server::MountfsServer;
 use crate::transport;
 use crate::transport::message::{self, Incoming};
@@ -56,8 +57,10 @@ pub struct Gate {
     pub sessions: Arc<LocalSessionManager>,
     /// Every workspace.
     pub workspaces: Arc<Workspaces>,
-    /// The accepted tokens.
+    /// The accepted static tokens.
     pub tokens: Tokens,
+    /// The OAuth resource server (`--oauth-issuer`), when configured.
+    pub oauth: Option<Arc<ResourceServer>>,
     /// `--allow-origin` entries.
     pub allowed_origins: Vec<String>,
     /// Largest request body, bytes.
@@ -204,12 +207,11 @@ pub fn origin_is_allowed(origin: &str, allowed: &[String]) -> bool {
 
 /// The `/mcp` endpoint: the gate, then the MCP library.
 pub async fn mcp_endpoint(State(gate): State<Arc<Gate>>, request: Request) -> Response {
-    let mark = request.extensions().get::<ConnMark>();
-    let admitted = match admit(&gate, request.headers(), mark) {
+    let (mut parts, body) = request.into_parts();
+    let admitted = match admit(&gate, &parts.headers, parts.extensions.get::<ConnMark>()).await {
         Ok(admitted) => admitted,
         Err(refusal) => return *refusal,
     };
-    let (mut parts, body) = request.into_parts();
     parts.extensions.insert(admitted.principal.clone());
     if parts.method == Method::POST {
         post(&gate, admitted, parts, body).await
@@ -229,7 +231,7 @@ struct Admitted {
 /// The checks on headers alone, in order (see the module doc): shutdown, Origin, token,
 /// session ownership. A valid token proves the connection (`conns`): it is no longer closed
 /// to make room for new ones.
-fn admit(
+async fn admit(
     gate: &Gate,
     headers: &http::HeaderMap,
     mark: Option<&ConnMark>,
@@ -260,13 +262,7 @@ fn admit(
             )));
         }
     }
-    let authorization = headers.get(header::AUTHORIZATION);
-    let Some(principal) = gate
-        .tokens
-        .principal_of(authorization.map(HeaderValue::as_bytes))
-    else {
-        return Err(Box::new(unauthorized(authorization.is_some())));
-    };
+    let principal = authenticate(gate, headers.get(header::AUTHORIZATION)).await?;
     if let Some(mark) = mark {
         mark.prove();
     }
@@ -287,6 +283,95 @@ fn admit(
         session_id,
         workspace,
     })
+}
+
+/// The principal of the request's bearer token: a static token's (compared first, in constant
+/// time), else, with `--oauth-issuer`, an OAuth access token's; else the refusal.
+async fn authenticate(
+    gate: &Gate,
+    authorization: Option<&HeaderValue>,
+) -> Result<Principal, Box<Response>> {
+    let value = authorization.map(HeaderValue::as_bytes);
+    if let Some(principal) = gate.tokens.principal_of(value) {
+        return Ok(principal);
+    }
+    let Some(oauth) = &gate.oauth else {
+        return Err(Box::new(unauthorized(authorization.is_some())));
+    };
+    let Some(token) = value.and_then(bearer_token) else {
+        tracing::info!(
+            had_header = authorization.is_some(),
+            "refused a request without a bearer token"
+        );
+        return Err(Box::new(oauth_refusal(oauth, None)));
+    };
+    match oauth.principal_of(token).await {
+        Ok(principal) => Ok(principal),
+        Err(refusal) => {
+            // The reason only: the token, even a forged one, is never logged.
+            tracing::info!(reason = %refusal, "refused an OAuth access token");
+            Err(Box::new(oauth_refusal(oauth, Some(&refusal))))
+        }
+    }
+}
+
+/// The answer to a request whose OAuth token is missing (`None`) or refused: 401 with the
+/// challenge naming the metadata and scope (RFC 9728 §5.1, MCP's authorization spec); 403
+/// `insufficient_scope` for a valid token without the scope (RFC 6750 §3.1); 503 while the
+/// issuer's keys cannot be had.
+fn oauth_refusal(oauth: &ResourceServer, refusal: Option<&Refusal>) -> Response {
+    let (status, message) = match refusal {
+        None => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "Unauthorized: send `Authorization: Bearer <token>` with an OAuth access token for this server (its metadata: {}), or a static token from the server's --token-file",
+                oauth.metadata_url()
+            ),
+        ),
+        Some(refusal @ Refusal::InsufficientScope(_)) => (
+            StatusCode::FORBIDDEN,
+            format!(
+                "Forbidden: {refusal}. Ask the authorization server for a token with that scope"
+            ),
+        ),
+        Some(refusal @ Refusal::KeysUnavailable) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Service unavailable: {refusal}"),
+        ),
+        Some(refusal) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "Unauthorized: {refusal}. Get a new access token from the authorization server"
+            ),
+        ),
+    };
+    let mut response = jsonrpc_error(status, Value::Null, SERVER_REFUSED, &message);
+    if let Ok(challenge) = HeaderValue::from_str(&oauth.challenge(refusal)) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    }
+    response
+}
+
+/// `GET /.well-known/oauth-protected-resource[/mcp]`: the RFC 9728 metadata, with
+/// `--oauth-issuer`; 404 without (this server then takes static tokens only).
+pub async fn resource_metadata(State(gate): State<Arc<Gate>>) -> Response {
+    match &gate.oauth {
+        Some(oauth) => json_response(StatusCode::OK, &oauth.metadata()),
+        None => {
+            let mut response = Response::new(Body::from(
+                "no OAuth: this server takes static bearer tokens from its --token-file\n",
+            ));
+            *response.status_mut() = StatusCode::NOT_FOUND;
+            response
+        }
+    }
 }
 
 /// 401, with the challenge RFC 6750 asks for.

@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod conns;
 pub mod gate;
+pub mod oauth;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -118,6 +119,10 @@ pub struct HttpArgs {
     /// client's file:// roots name its own machine, not this one.
     #[arg(global = true, long, value_name = "DIR", requires = "http")]
     pub http_roots_under: Option<PathBuf>,
+
+    /// The OAuth 2.1 resource server's flags.
+    #[command(flatten)]
+    pub oauth: oauth::OAuthArgs,
 }
 
 /// A count above zero.
@@ -169,6 +174,9 @@ pub enum HttpError {
         /// Why.
         reason: String,
     },
+    /// The OAuth configuration is unusable.
+    #[error(transparent)]
+    OAuth(#[from] oauth::OAuthError),
     /// The tool registry is broken.
     #[error("tool registry: {0}")]
     Registry(#[from] crate::registry::DefinitionError),
@@ -204,11 +212,17 @@ pub struct HttpServer {
     generated_token: Option<String>,
     /// `--http-roots-under`, resolved.
     roots_under: Option<PathBuf>,
+    /// `--oauth-issuer`'s resource server.
+    oauth: Option<Arc<oauth::ResourceServer>>,
 }
 
 impl HttpServer {
-    /// How many distinct principals may call this server (see [`Tokens::principal_count`]).
+    /// How many distinct principals may call this server (see [`Tokens::principal_count`]);
+    /// with OAuth, any number ([`usize::MAX`]).
     pub fn principal_count(&self) -> usize {
+        if self.oauth.is_some() {
+            return usize::MAX;
+        }
         self.tokens.principal_count()
     }
 
@@ -242,8 +256,11 @@ impl HttpServer {
             (None, Some(token)) => Some(Tokens::single(&token)?),
             (None, None) => None,
         };
+        let oauth = oauth::ResourceServer::new(&args.oauth, first)?.map(Arc::new);
         let (tokens, generated_token) = match configured {
             Some(tokens) => (tokens, None),
+            // OAuth access tokens alone open the server.
+            None if oauth.is_some() => (Tokens::none(), None),
             None if first.ip().is_loopback() => {
                 let (tokens, token) = Tokens::generate();
                 (tokens, Some(token))
@@ -253,12 +270,39 @@ impl HttpServer {
         let listener = tokio::net::TcpListener::bind(first)
             .await
             .map_err(|e| bind_error(e.to_string()))?;
+        // Port 0 (tests): the resource is the URL of the port actually bound.
+        let oauth = match oauth {
+            Some(_) if first.port() == 0 => {
+                let local = listener
+                    .local_addr()
+                    .map_err(|e| bind_error(e.to_string()))?;
+                oauth::ResourceServer::new(&args.oauth, local)?.map(Arc::new)
+            }
+            oauth => oauth,
+        };
+        if let Some(oauth) = &oauth {
+            match oauth.prefetch().await {
+                Ok(found) => tracing::info!(
+                    document = %found.document,
+                    jwks = %found.jwks_uri,
+                    resource = %oauth.resource(),
+                    audience = %oauth.audience(),
+                    "OAuth issuer discovered"
+                ),
+                // Served anyway: the keys are fetched again when the first token arrives.
+                Err(error) => tracing::warn!(
+                    %error,
+                    "the OAuth issuer could not be reached; OAuth tokens are refused until it answers"
+                ),
+            }
+        }
         Ok(Self {
             listener,
             args,
             tokens,
             generated_token,
             roots_under,
+            oauth,
         })
     }
 
@@ -361,6 +405,7 @@ impl HttpServer {
             sessions: sessions.clone(),
             workspaces: workspaces.clone(),
             tokens: self.tokens.clone(),
+            oauth: self.oauth.clone(),
             allowed_origins: self.args.allow_origins.clone(),
             max_body_bytes: self.args.max_body,
             body_timeout: self.args.body_timeout,
@@ -375,6 +420,11 @@ impl HttpServer {
             .route("/mcp", any(gate::mcp_endpoint))
             .route("/healthz", get(healthz))
             .route("/register", post(no_oauth_registration))
+            .route(oauth::METADATA_PATH, get(gate::resource_metadata))
+            .route(
+                &format!("{}/mcp", oauth::METADATA_PATH),
+                get(gate::resource_metadata),
+            )
             .with_state(gate.clone());
         let drain_gate = gate.clone();
         let graceful = async move {

@@ -8,6 +8,7 @@ mod confirm;
 mod conformance;
 mod connections;
 mod corpus;
+mod oauth;
 mod quota;
 mod roots;
 
