@@ -136,6 +136,27 @@ const PASS_MAX_WAIT: Duration = Duration::from_secs(1);
 /// (those of another server that stopped before indexing them, or of an older release): one
 /// probe of the partial index `mountfs_items_text_keys_behind`.
 const PASS_POLL: Duration = Duration::from_secs(10);
+/// The planner's view of the table is refreshed (`ANALYZE mountfs_items`, by the background
+/// pass, off the write path) once at least this many rows were changed since it was last
+/// taken, and at least a tenth of the rows it counted (issue 45): PostgreSQL plans the search's
+/// candidates query on the statistics of the last `ANALYZE`, and statistics taken when the
+/// table was nearly empty (the index build analyses it) made it scan the primary key and filter
+/// every row of a namespace filled since (257 ms against 11 ms for a literal over 20,000 files)
+/// rather than ask the trigram index. Autovacuum would do the same, when it is on, a minute or
+/// more later. The changes counted are this server's own (at once) and the table's
+/// `n_mod_since_analyze` (every server's, as PostgreSQL's statistics know them, a second or
+/// more later).
+pub const ANALYZE_MIN_CHANGES: i64 = 500;
+/// The shortest time between two `ANALYZE`s by one server: a table rewritten without pause is
+/// analysed at most this often (each one samples up to 30,000 rows).
+const ANALYZE_MIN_INTERVAL: Duration = Duration::from_secs(5);
+/// The table's statistics: rows as the last `ANALYZE` (or `VACUUM`, or index build) counted
+/// them, rows changed since, by every server, and whether this role may analyse it (it owns
+/// the table; else `ANALYZE` would only warn, in the database's log, every time).
+const TABLE_STATISTICS: &str = "SELECT GREATEST(c.reltuples, 0)::float8,
+        COALESCE(s.n_mod_since_analyze, 0)::bigint, pg_has_role(c.relowner, 'MEMBER')
+    FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+    WHERE c.oid = to_regclass('mountfs_items')";
 /// How soon the pass tries again when another server's pass (or the index build) holds
 /// [`INDEX_LOCK`] and items are behind.
 const PASS_RETRY: Duration = Duration::from_millis(250);
@@ -464,6 +485,13 @@ struct PassState {
     /// [`Self::deferred`] when [`Self::counted`] was taken (read before the count: a write
     /// both counted and added is counted twice, never not at all).
     deferred_at_count: AtomicI64,
+    /// Rows this server's writes, moves and deletes changed, ever (counted after their
+    /// commit).
+    changed: AtomicI64,
+    /// [`Self::changed`] when this server last analysed the table.
+    changed_at_analyze: AtomicI64,
+    /// The table's rows as its statistics last said (see [`ANALYZE_MIN_CHANGES`]).
+    analyzed_rows: AtomicI64,
 }
 
 impl PassState {
@@ -483,6 +511,25 @@ impl PassState {
             self.wake.notify_one();
         }
     }
+
+    /// After `count` rows were written, moved or deleted and committed: counts them, and wakes
+    /// the pass when the table's statistics are due to be taken again.
+    fn changed(&self, count: i64) {
+        if count <= 0 {
+            return;
+        }
+        let changed = self.changed.fetch_add(count, Ordering::AcqRel) + count;
+        let since = changed - self.changed_at_analyze.load(Ordering::Acquire);
+        if analyze_due(since, self.analyzed_rows.load(Ordering::Acquire)) {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// Whether `changed` rows since the last `ANALYZE` of a table it counted `rows` in make its
+/// statistics stale (see [`ANALYZE_MIN_CHANGES`]).
+fn analyze_due(changed: i64, rows: i64) -> bool {
+    changed >= ANALYZE_MIN_CHANGES && changed.saturating_mul(10) >= rows
 }
 
 /// An error with what caused it (`error connecting to server: Connection refused (os error
@@ -897,6 +944,72 @@ impl PostgresStore {
         Ok(PassStep::Indexed)
     }
 
+    /// Takes the table's statistics again (`ANALYZE mountfs_items`) when they are stale (see
+    /// [`ANALYZE_MIN_CHANGES`]) and this server did not take them in the last
+    /// [`ANALYZE_MIN_INTERVAL`] (`last`: when it did). Returns how long until they may be taken
+    /// when they are stale but were taken too recently.
+    async fn analyze_if_stale(
+        &self,
+        last: &mut Option<tokio::time::Instant>,
+    ) -> Result<Option<Duration>> {
+        let changed = self.pass.changed.load(Ordering::Acquire);
+        let own = changed - self.pass.changed_at_analyze.load(Ordering::Acquire);
+        let client = self.client().await?;
+        let statistics = |row: Option<Row>| -> Result<(i64, i64, bool)> {
+            Ok(match row {
+                // Rows are counted in a float; a count past i64 is not a table's.
+                #[allow(clippy::cast_possible_truncation)]
+                Some(row) => (
+                    column::<f64>(&row, 0)? as i64,
+                    column(&row, 1)?,
+                    column(&row, 2)?,
+                ),
+                None => (0, 0, false),
+            })
+        };
+        let row = client
+            .query_opt(TABLE_STATISTICS, &[])
+            .await
+            .map_err(|e| self.map_error(e))?;
+        let (rows, all, may_analyze) = statistics(row)?;
+        self.pass.analyzed_rows.store(rows, Ordering::Release);
+        if !may_analyze || !analyze_due(own.max(all), rows) {
+            return Ok(None);
+        }
+        if let Some(wait) = last.and_then(|at| ANALYZE_MIN_INTERVAL.checked_sub(at.elapsed()))
+            && !wait.is_zero()
+        {
+            return Ok(Some(wait));
+        }
+        // The GIN index's pending list first: the keys of rows written since it was last
+        // merged, which every search through the index reads in full, and which the planner
+        // counts against the index (3,000 files just written made it choose to read the whole
+        // table). Autovacuum merges it when it analyses; an `ANALYZE` run by a client does not.
+        client
+            .batch_execute(
+                "SELECT gin_clean_pending_list(to_regclass('mountfs_items_text_keys'));
+                 ANALYZE mountfs_items",
+            )
+            .await
+            .map_err(|e| self.map_error(e))?;
+        *last = Some(tokio::time::Instant::now());
+        self.pass
+            .changed_at_analyze
+            .store(changed, Ordering::Release);
+        let row = client
+            .query_opt(TABLE_STATISTICS, &[])
+            .await
+            .map_err(|e| self.map_error(e))?;
+        let (rows, _, _) = statistics(row)?;
+        self.pass.analyzed_rows.store(rows, Ordering::Release);
+        tracing::debug!(
+            "PostgreSQL at {}: analysed mountfs_items after {} changed rows; it has about {rows}",
+            self.label,
+            own.max(all)
+        );
+        Ok(None)
+    }
+
     /// Whether a write leaves its item behind for the pass: always while the index is not
     /// built (searches scan; the build indexes what is behind), else while fewer than
     /// [`MAX_BEHIND`] items are (`uncommitted`: those its own transaction left behind).
@@ -1106,9 +1219,14 @@ async fn index_behind(
     let mut first = true;
     // Said once per failure, not at every poll while the database is unreachable.
     let mut failing = false;
+    // When this server last analysed the table, and how soon it may again when the statistics
+    // are stale but were taken too recently.
+    let mut analyzed: Option<tokio::time::Instant> = None;
+    let mut analyze_in: Option<Duration> = None;
     loop {
         if !first {
-            let woken = tokio::time::timeout(PASS_POLL, pass.wake.notified())
+            let poll = analyze_in.map_or(PASS_POLL, |wait| wait.min(PASS_POLL));
+            let woken = tokio::time::timeout(poll, pass.wake.notified())
                 .await
                 .is_ok();
             let started = tokio::time::Instant::now();
@@ -1153,6 +1271,26 @@ async fn index_behind(
                     failing = true;
                     break;
                 }
+            }
+        }
+        // Once the items behind are indexed: the planner's view of the table, kept current
+        // after large changes (see [`ANALYZE_MIN_CHANGES`]).
+        analyze_in = None;
+        if index_ready.load(Ordering::Acquire)
+            && let Some(pool) = pool.upgrade()
+        {
+            let store = PostgresStore {
+                pool,
+                label: label.clone(),
+                index_ready: index_ready.clone(),
+                pass: pass.clone(),
+            };
+            match store.analyze_if_stale(&mut analyzed).await {
+                Ok(wait) => analyze_in = wait,
+                Err(error) => tracing::debug!(
+                    %error,
+                    "PostgreSQL at {label}: taking the table's statistics failed; searches may be planned on old ones"
+                ),
             }
         }
     }
@@ -1242,6 +1380,7 @@ impl Store for PostgresStore {
             .query(write_statement(kind, ContentSource::Parameter), &params)
             .await?;
         let written = written_of(kind, &rows)?;
+        self.pass.changed(1);
         if !fields.stamped {
             self.pass.deferred(1);
         }
@@ -1264,6 +1403,7 @@ impl Store for PostgresStore {
             )
             .await?;
         if !rows.is_empty() {
+            self.pass.changed(1);
             return Ok(true);
         }
         if if_version.is_none() {
@@ -1341,6 +1481,8 @@ impl Store for PostgresStore {
         tx.commit()
             .await
             .map_err(|e| (ops.len().saturating_sub(1), self.map_error(e)))?;
+        self.pass
+            .changed(i64::try_from(ops.len()).unwrap_or(i64::MAX));
         self.pass.deferred(deferred);
         Ok(versions)
     }
@@ -1393,6 +1535,7 @@ impl Store for PostgresStore {
         };
         let version: i64 = column(row, 0)?;
         tx.commit().await.map_err(|e| self.map_error(e))?;
+        self.pass.changed(1);
         Ok(Some(version))
     }
 
@@ -1434,6 +1577,7 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| self.map_conflict(e))?;
         tx.commit().await.map_err(|e| self.map_error(e))?;
+        self.pass.changed(i64::try_from(moved).unwrap_or(i64::MAX));
         Ok(moved)
     }
 
@@ -1458,7 +1602,10 @@ impl Store for PostgresStore {
                         .await
                 }
             };
-        deleted.map_err(|e| self.map_error(e))
+        let deleted = deleted.map_err(|e| self.map_error(e))?;
+        self.pass
+            .changed(i64::try_from(deleted).unwrap_or(i64::MAX));
+        Ok(deleted)
     }
 
     async fn list(&self, namespace: &Namespace, query: &ListQuery) -> Result<Vec<ItemMeta>> {
@@ -1702,8 +1849,11 @@ impl StoreUpload for PostgresUpload {
             Ok(_) => client.batch_execute("COMMIT").await,
             Err(_) => client.batch_execute("ROLLBACK").await,
         };
-        if let (Ok((_, true)), Ok(())) = (&staged, &ended) {
-            self.store.pass.deferred(1);
+        if let (Ok((_, deferred)), Ok(())) = (&staged, &ended) {
+            self.store.pass.changed(1);
+            if *deferred {
+                self.store.pass.deferred(1);
+            }
         }
         let written = staged.map(|(written, _)| written);
         match ended {
@@ -1861,6 +2011,16 @@ mod tests {
         assert!(!apart.contains(&joins[0]));
         // Folded as the trigrams are.
         assert!(text_keys(b"UNSAFE IMPL").contains(&joins[0]));
+    }
+
+    #[test]
+    fn statistics_are_due_after_a_tenth_of_the_rows_and_at_least_the_minimum_changed() {
+        // A table analysed nearly empty, then filled: due once the minimum is reached.
+        assert!(!analyze_due(ANALYZE_MIN_CHANGES - 1, 0));
+        assert!(analyze_due(ANALYZE_MIN_CHANGES, 0));
+        // A large table: a tenth of its rows.
+        assert!(!analyze_due(1_999, 20_000));
+        assert!(analyze_due(2_000, 20_000));
     }
 
     #[test]
