@@ -12,8 +12,12 @@ use crate::backend::Version;
 /// generations hold no `~`.
 const SEPARATOR: &str = "~v=";
 
-/// The [`Version`] of what the store reported.
+/// The [`Version`] of what the store reported. The ETag is kept without its quotes (a
+/// completed multipart upload reports it bare, a HEAD quoted; conditions quote it again), and
+/// S3's `null` version of an unversioned bucket is no version.
 pub(super) fn from_parts(e_tag: Option<&str>, version: Option<&str>) -> Version {
+    let e_tag = e_tag.map(|tag| tag.trim_start_matches("W/").trim_matches('"'));
+    let version = version.filter(|v| !v.is_empty() && *v != "null");
     match version {
         Some(version) => Version::from_raw(format!("{}{SEPARATOR}{version}", e_tag.unwrap_or(""))),
         None => Version::from_raw(e_tag.unwrap_or("")),
@@ -39,10 +43,10 @@ pub(super) fn to_update(version: &Version) -> Option<UpdateVersion> {
     }
     let (e_tag, version) = match text.rsplit_once(SEPARATOR) {
         Some((e_tag, version)) => (
-            (!e_tag.is_empty()).then(|| e_tag.to_owned()),
+            (!e_tag.is_empty()).then(|| format!("\"{e_tag}\"")),
             Some(version.to_owned()),
         ),
-        None => (Some(text.to_owned()), None),
+        None => (Some(format!("\"{text}\"")), None),
     };
     Some(UpdateVersion { e_tag, version })
 }
@@ -58,8 +62,13 @@ mod tests {
 
     #[test]
     fn versions_round_trip_their_etag_and_generation() {
-        let plain = from_parts(Some("\"abc\""), None);
-        assert_eq!(plain.as_str(), "\"abc\"");
+        let plain = from_parts(Some("\"abc\""), Some("null"));
+        assert_eq!(plain.as_str(), "abc");
+        assert_eq!(
+            from_parts(Some("abc"), None),
+            plain,
+            "bare or quoted, one version"
+        );
         assert_eq!(
             to_update(&plain),
             Some(UpdateVersion {
@@ -71,7 +80,7 @@ mod tests {
         assert_eq!(
             to_update(&both),
             Some(UpdateVersion {
-                e_tag: Some("CJ+x".into()),
+                e_tag: Some("\"CJ+x\"".into()),
                 version: Some("1700".into())
             })
         );
