@@ -603,6 +603,62 @@ mod tests {
     }
 
     #[test]
+    fn object_mounts_parse_with_their_options_and_refuse_escapes() {
+        let spec = parse_mount(
+            "/b/=object:s3://team-bucket/docs/2026/,ro,endpoint=http://127.0.0.1:9000,region=eu-west-1,allow_http",
+        )
+        .unwrap();
+        assert!(spec.read_only);
+        let BackendSpec::Object(object) = spec.backend else {
+            panic!("an object mount")
+        };
+        assert_eq!(
+            object,
+            ObjectSpec {
+                cloud: ObjectCloud::S3,
+                bucket: "team-bucket".into(),
+                key_prefix: "docs/2026".into(),
+                endpoint: Some("http://127.0.0.1:9000".into()),
+                region: Some("eu-west-1".into()),
+                allow_http: true,
+            }
+        );
+        assert_eq!(object.url(), "s3://team-bucket/docs/2026");
+        let BackendSpec::Object(gcs) = parse_mount("/g/=object:gs://b").unwrap().backend else {
+            panic!("an object mount")
+        };
+        assert_eq!(
+            (gcs.cloud, gcs.url()),
+            (ObjectCloud::Gcs, "gs://b".to_owned())
+        );
+        let reason = |text: &str| parse_mount(text).unwrap_err().reason;
+        assert_eq!(
+            reason("/b/=object:s3://b/a/../c"),
+            "key prefix 'a/../c' is not valid: no empty, '.' or '..' segment"
+        );
+        assert_eq!(
+            reason("/b/=object:s3://b/a//c"),
+            "key prefix 'a//c' is not valid: no empty, '.' or '..' segment"
+        );
+        assert_eq!(
+            reason("/b/=object:s3://"),
+            "bucket '' is not valid: use letters, digits, '-', '_' or '.'"
+        );
+        assert_eq!(
+            reason("/b/=object:s3://b,endpoint=http://key:secret@host"),
+            "endpoint= may not carry credentials; they come from the environment only"
+        );
+        assert_eq!(
+            reason("/b/=object:ftp://b"),
+            "object: needs s3://BUCKET[/KEYPREFIX], gs://BUCKET[/KEYPREFIX] or az://CONTAINER[/KEYPREFIX] (got 'ftp://b')"
+        );
+        assert_eq!(
+            reason("/d/=disk:.,allow_http"),
+            "endpoint=, region= and allow_http apply only to object mounts"
+        );
+    }
+
+    #[test]
     fn bad_specs_quote_the_input_and_show_the_grammar() {
         for bad in [
             "memory",
