@@ -28,6 +28,7 @@ mod http;
 mod large_results;
 mod memory;
 mod npm;
+mod object_mount;
 mod output_schemas;
 mod protocol;
 mod quota;
