@@ -229,7 +229,11 @@ impl ChangeHub {
                     }
                     // Like SQLite: changes come from this process's tools only (a shell mount's
                     // target is not watched; issue 27).
-                    BackendSpec::Sqlite { .. } | BackendSpec::Shell { .. } => Source::Sqlite,
+                    // An object mount's bucket is not watched either (issue 44): changes made by
+                    // other servers or clients are seen at the next read, as stale edits.
+                    BackendSpec::Sqlite { .. }
+                    | BackendSpec::Shell { .. }
+                    | BackendSpec::Object(_) => Source::Sqlite,
                     BackendSpec::Postgres { url, namespace } => Source::Postgres {
                         url: url.clone(),
                         namespace: namespace.clone(),

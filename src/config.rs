@@ -3,6 +3,7 @@
 //! ```text
 //! PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore][,overlay[=sqlite:FILE]]
 //! SPEC  = memory | disk:DIR | store:sqlite:FILE | store:postgres:URL | shell:NAME:DIR
+//!       | object:s3://BUCKET[/KEYPREFIX] (also gs://, az://)[,endpoint=URL][,region=R][,allow_http]
 //! ```
 //! A `shell:NAME:DIR` mount names a sandbox given by `--shell NAME=COMMAND` ([`parse_shell`],
 //! [`attach_shells`]): COMMAND is split as a POSIX shell splits words, nothing expanded.
@@ -26,6 +27,10 @@ mount grammar: --mount PREFIX=SPEC[,ro][,namespace=NAME][,no-ignore][,overlay[=s
     shell:NAME:DIR          the absolute directory DIR inside a container or remote machine,
                             reached through one long-lived sh started by --shell NAME=COMMAND
                             (e.g. --shell dev='ssh -T dev@host sh' --mount /dev/=shell:dev:/srv/app)
+    object:s3://BUCKET[/KEYPREFIX]  keys under a bucket prefix (also gs://, az://CONTAINER);
+                            credentials from the cloud's standard environment (AWS_ACCESS_KEY_ID,
+                            GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_ACCOUNT_NAME, ...), never
+                            the command line; options endpoint=URL, region=R, allow_http
   options: ro (read-only), namespace=NAME (stores only), no-ignore (disk: ignore .gitignore),
     overlay (disk: changes go to a per-workspace layer, reviewed with changes/commit/discard;
     overlay=sqlite:FILE keeps the layers in FILE across restarts)
@@ -72,6 +77,8 @@ pub enum BackendSpec {
         /// The command's words, filled in from `--shell` by [`attach_shells`] (empty until then).
         command: Vec<String>,
     },
+    /// Keys under a bucket prefix of S3, GCS or Azure, through `object_store` (issue 44).
+    Object(ObjectSpec),
     /// A PostgreSQL store.
     Postgres {
         /// The connection URL.
@@ -79,6 +86,127 @@ pub enum BackendSpec {
         /// The namespace inside the store.
         namespace: String,
     },
+}
+
+/// Which cloud's API an object mount speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectCloud {
+    /// Amazon S3 and S3-compatible servers (MinIO, R2, a local emulator): `s3://`.
+    S3,
+    /// Google Cloud Storage: `gs://`.
+    Gcs,
+    /// Azure Blob Storage: `az://CONTAINER`.
+    Azure,
+}
+
+impl ObjectCloud {
+    /// The URL scheme (`s3`, `gs`, `az`).
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Self::S3 => "s3",
+            Self::Gcs => "gs",
+            Self::Azure => "az",
+        }
+    }
+}
+
+/// An object mount: `object:s3://BUCKET[/KEYPREFIX]` and its options. Credentials are never
+/// part of it: they come from the cloud's standard environment when the mount is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectSpec {
+    /// Which cloud.
+    pub cloud: ObjectCloud,
+    /// The bucket (Azure: the container).
+    pub bucket: String,
+    /// The key prefix under which the mount's files lie, without slashes at its ends (`""`:
+    /// the whole bucket).
+    pub key_prefix: String,
+    /// `endpoint=URL`: an S3-compatible server, an emulator (else the environment's).
+    pub endpoint: Option<String>,
+    /// `region=R` (else the environment's).
+    pub region: Option<String>,
+    /// `allow_http`: plain HTTP to the endpoint (a local server).
+    pub allow_http: bool,
+}
+
+impl ObjectSpec {
+    /// `s3://BUCKET/KEYPREFIX`, as errors name the mount.
+    pub fn url(&self) -> String {
+        let scheme = self.cloud.scheme();
+        if self.key_prefix.is_empty() {
+            format!("{scheme}://{}", self.bucket)
+        } else {
+            format!("{scheme}://{}/{}", self.bucket, self.key_prefix)
+        }
+    }
+}
+
+/// Parses `s3://BUCKET[/KEYPREFIX]` (also `gs://`, `az://`) with the options peeled off.
+fn parse_object(
+    url: &str,
+    endpoint: Option<String>,
+    region: Option<String>,
+    allow_http: bool,
+) -> Result<ObjectSpec, String> {
+    let (cloud, rest) = if let Some(rest) = url.strip_prefix("s3://") {
+        (ObjectCloud::S3, rest)
+    } else if let Some(rest) = url.strip_prefix("gs://") {
+        (ObjectCloud::Gcs, rest)
+    } else if let Some(rest) = url.strip_prefix("az://") {
+        (ObjectCloud::Azure, rest)
+    } else {
+        return Err(format!(
+            "object: needs s3://BUCKET[/KEYPREFIX], gs://BUCKET[/KEYPREFIX] or az://CONTAINER[/KEYPREFIX] (got '{url}')"
+        ));
+    };
+    let (bucket, key_prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let valid_bucket = !bucket.is_empty()
+        && bucket.len() <= 255
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !valid_bucket {
+        return Err(format!(
+            "bucket '{bucket}' is not valid: use letters, digits, '-', '_' or '.'"
+        ));
+    }
+    let key_prefix = key_prefix.trim_matches('/');
+    if !key_prefix.is_empty() {
+        for segment in key_prefix.split('/') {
+            if segment.is_empty() || segment == "." || segment == ".." {
+                return Err(format!(
+                    "key prefix '{key_prefix}' is not valid: no empty, '.' or '..' segment"
+                ));
+            }
+            if segment.chars().any(char::is_control) {
+                return Err(format!(
+                    "key prefix '{key_prefix}' is not valid: it holds a control character"
+                ));
+            }
+        }
+    }
+    if let Some(endpoint) = &endpoint
+        && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+    {
+        return Err(format!(
+            "endpoint '{endpoint}' is not a URL: write endpoint=https://HOST[:PORT]"
+        ));
+    }
+    if let Some(endpoint) = &endpoint
+        && endpoint.contains('@')
+    {
+        return Err(
+            "endpoint= may not carry credentials; they come from the environment only".into(),
+        );
+    }
+    Ok(ObjectSpec {
+        cloud,
+        bucket: bucket.to_owned(),
+        key_prefix: key_prefix.to_owned(),
+        endpoint,
+        region,
+        allow_http,
+    })
 }
 
 /// Where an overlay mount keeps its layers (`,overlay` / `,overlay=sqlite:FILE`).
@@ -157,9 +285,29 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
     let mut namespace: Option<String> = None;
     let mut no_ignore = false;
     let mut overlay: Option<OverlaySpec> = None;
+    let mut endpoint: Option<String> = None;
+    let mut region: Option<String> = None;
+    let mut allow_http = false;
     while let Some((head, option)) = body.rsplit_once(',') {
         match option {
             "ro" => read_only = true,
+            "allow_http" => allow_http = true,
+            _ if option.starts_with("endpoint=") => {
+                endpoint = Some(option["endpoint=".len()..].to_owned());
+            }
+            _ if option.starts_with("region=") => {
+                let name = &option["region=".len()..];
+                if name.is_empty()
+                    || !name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    return Err(fail(&format!(
+                        "region '{name}' is not valid: use letters, digits, '-' or '_' (e.g. region=eu-west-1)"
+                    )));
+                }
+                region = Some(name.to_owned());
+            }
             "no-ignore" => no_ignore = true,
             "overlay" => overlay = Some(OverlaySpec::Memory),
             _ if option.starts_with("overlay=") => {
@@ -189,7 +337,7 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-') =>
             {
                 return Err(fail(&format!(
-                    "unknown option '{option}' (known: ro, namespace=NAME, no-ignore, overlay, overlay=sqlite:FILE)"
+                    "unknown option '{option}' (known: ro, namespace=NAME, no-ignore, overlay, overlay=sqlite:FILE, endpoint=URL, region=R, allow_http)"
                 )));
             }
             _ => break,
@@ -244,6 +392,11 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
             dir: dir.to_owned(),
             command: Vec::new(),
         }
+    } else if let Some(url) = body.strip_prefix("object:") {
+        BackendSpec::Object(
+            parse_object(url, endpoint.clone(), region.clone(), allow_http)
+                .map_err(|reason| fail(&reason))?,
+        )
     } else if let Some(url) = body.strip_prefix("store:postgres:") {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(fail(
@@ -266,6 +419,13 @@ pub fn parse_mount(text: &str) -> Result<MountSpec, MountError> {
         )
     {
         return Err(fail("namespace= applies only to store mounts"));
+    }
+    if (endpoint.is_some() || region.is_some() || allow_http)
+        && !matches!(backend, BackendSpec::Object(_))
+    {
+        return Err(fail(
+            "endpoint=, region= and allow_http apply only to object mounts",
+        ));
     }
     if no_ignore && !matches!(backend, BackendSpec::Disk { .. }) {
         return Err(fail("no-ignore applies only to disk mounts"));
@@ -439,6 +599,62 @@ mod tests {
         assert!(pg.read_only);
         assert!(
             matches!(pg.backend, BackendSpec::Postgres { ref url, .. } if url == "postgres://u@h:5432/db")
+        );
+    }
+
+    #[test]
+    fn object_mounts_parse_with_their_options_and_refuse_escapes() {
+        let spec = parse_mount(
+            "/b/=object:s3://team-bucket/docs/2026/,ro,endpoint=http://127.0.0.1:9000,region=eu-west-1,allow_http",
+        )
+        .unwrap();
+        assert!(spec.read_only);
+        let BackendSpec::Object(object) = spec.backend else {
+            panic!("an object mount")
+        };
+        assert_eq!(
+            object,
+            ObjectSpec {
+                cloud: ObjectCloud::S3,
+                bucket: "team-bucket".into(),
+                key_prefix: "docs/2026".into(),
+                endpoint: Some("http://127.0.0.1:9000".into()),
+                region: Some("eu-west-1".into()),
+                allow_http: true,
+            }
+        );
+        assert_eq!(object.url(), "s3://team-bucket/docs/2026");
+        let BackendSpec::Object(gcs) = parse_mount("/g/=object:gs://b").unwrap().backend else {
+            panic!("an object mount")
+        };
+        assert_eq!(
+            (gcs.cloud, gcs.url()),
+            (ObjectCloud::Gcs, "gs://b".to_owned())
+        );
+        let reason = |text: &str| parse_mount(text).unwrap_err().reason;
+        assert_eq!(
+            reason("/b/=object:s3://b/a/../c"),
+            "key prefix 'a/../c' is not valid: no empty, '.' or '..' segment"
+        );
+        assert_eq!(
+            reason("/b/=object:s3://b/a//c"),
+            "key prefix 'a//c' is not valid: no empty, '.' or '..' segment"
+        );
+        assert_eq!(
+            reason("/b/=object:s3://"),
+            "bucket '' is not valid: use letters, digits, '-', '_' or '.'"
+        );
+        assert_eq!(
+            reason("/b/=object:s3://b,endpoint=http://key:secret@host"),
+            "endpoint= may not carry credentials; they come from the environment only"
+        );
+        assert_eq!(
+            reason("/b/=object:ftp://b"),
+            "object: needs s3://BUCKET[/KEYPREFIX], gs://BUCKET[/KEYPREFIX] or az://CONTAINER[/KEYPREFIX] (got 'ftp://b')"
+        );
+        assert_eq!(
+            reason("/d/=disk:.,allow_http"),
+            "endpoint=, region= and allow_http apply only to object mounts"
         );
     }
 

@@ -39,7 +39,16 @@ pub(crate) const FLOORS: &[(&str, &[&str])] = &[
         // Files and where they are kept: the backends and stores, the audit log's store, and
         // execute's process and sandbox machinery (it imports no tool type).
         "storage",
-        &["store/", "store/plan.rs", "backend/", "audit/", "exec/"],
+        &[
+            "store/",
+            "store/plan.rs",
+            "backend/",
+            // Object-storage mounts (issue 44): keys, versions, listing, windows, search,
+            // uploads, errors and the client, one file each.
+            "backend/object/",
+            "audit/",
+            "exec/",
+        ],
     ),
     (
         // A session's state: read ledger, undo history, locks and the arrival order of calls.

@@ -25,7 +25,9 @@
 //!   `window`s with their `line_index`, `walk` for glob/grep, `write`, `rename`, `aside` for
 //!   undo, `temp` files and their sweep), `store` (a SQLite or PostgreSQL namespace), `shell` (a
 //!   directory in a container or remote machine through long-lived `sh`s: `conn` frames calls
-//!   on them, `script` is the shell side, `prefilter` and `line_regex` narrow a grep on the target); `composite`
+//!   on them, `script` is the shell side, `prefilter` and `line_regex` narrow a grep on the target),
+//!   `object` (keys under a bucket prefix through `object_store`: `keys`, ETag `version`s,
+//!   `listing`, ranged-GET `window`s, `search`, multipart `upload`s, `error`, `connect`); `composite`
 //!   routes and merges; `whole_file` holds what memory and store do alike (windows, grep).
 //! - [`store`]: the `Store` trait (versioned items in namespaces) and its SQLite and PostgreSQL
 //!   engines, which `backend::store` turns into files; each engine keeps a trigram search index

@@ -247,6 +247,18 @@ impl MountTable {
                     }
                     Opened::Shared(Arc::new(backend))
                 }
+                // Built without a request: a bucket that cannot be reached (or credentials that
+                // are wrong) fails that mount's calls with one line, and the others serve.
+                BackendSpec::Object(object) => {
+                    let backend =
+                        crate::backend::ObjectBackend::open(object).map_err(|reason| {
+                            OpenError {
+                                prefix: spec.display_prefix(),
+                                reason,
+                            }
+                        })?;
+                    Opened::Shared(Arc::new(backend))
+                }
                 BackendSpec::Sqlite { .. } | BackendSpec::Postgres { .. } => {
                     let backend =
                         open_store_mount(&spec.backend, &mut stores)
@@ -549,5 +561,6 @@ fn kind(spec: &BackendSpec) -> &'static str {
         BackendSpec::Sqlite { .. } => "SQLite store",
         BackendSpec::Postgres { .. } => "PostgreSQL store",
         BackendSpec::Shell { .. } => "shell (a directory in a target reached through sh)",
+        BackendSpec::Object(_) => "object storage (keys under a bucket prefix)",
     }
 }

@@ -162,6 +162,7 @@ async fn check_mount(spec: &MountSpec) -> Item {
         BackendSpec::Shell { name, dir, command } => {
             check_shell(name, dir, command, spec.read_only).await
         }
+        BackendSpec::Object(object) => check_object(object, spec.read_only).await,
         BackendSpec::Postgres { url, namespace } => match PostgresStore::connect(url).await {
             Ok(_) => Ok(format!("PostgreSQL answers, namespace {namespace}")),
             Err(error) => Err(format!(
@@ -170,6 +171,27 @@ async fn check_mount(spec: &MountSpec) -> Item {
         },
     };
     Item { what, outcome }
+}
+
+/// An object mount: the client configured from the environment, the bucket listed under the
+/// prefix (reachable, credentials valid). Writability is not probed: that would write a key.
+async fn check_object(spec: &crate::config::ObjectSpec, read_only: bool) -> Result<String, String> {
+    let backend = crate::backend::ObjectBackend::open(spec)?;
+    backend.probe().await.map_err(|error| {
+        format!(
+            "{}. Check the bucket name, the endpoint and the credentials in the environment",
+            error.to_string().trim_start_matches("Error: ")
+        )
+    })?;
+    Ok(format!(
+        "{} reachable, credentials accepted{}",
+        spec.url(),
+        if read_only {
+            ", read-only as declared"
+        } else {
+            " (writes are checked on the first write)"
+        }
+    ))
 }
 
 /// A shell mount: its command started and the directory entered as a start does, and the

@@ -685,6 +685,15 @@ fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
                 namespace: n,
             },
         ) => m == n && a == b,
+        // One bucket, one key prefix or one below it.
+        (BackendSpec::Object(a), BackendSpec::Object(b)) => {
+            a.cloud == b.cloud
+                && a.bucket == b.bucket
+                && a.endpoint == b.endpoint
+                && (a.key_prefix.is_empty()
+                    || b.key_prefix == a.key_prefix
+                    || b.key_prefix.starts_with(&format!("{}/", a.key_prefix)))
+        }
         // One target (by its --shell name), one directory or one below it.
         (
             BackendSpec::Shell {

@@ -17,6 +17,9 @@ pub struct Capabilities {
     /// Directories exist only while a file lies under them (memory, stores); on disk an empty
     /// directory stays.
     pub implicit_directories: bool,
+    /// A rename keeps the file's modification time (everywhere but object mounts, where a
+    /// move is a copy: the store stamps the copy with its own time).
+    pub rename_keeps_times: bool,
 }
 
 /// A backend under test.
@@ -40,6 +43,13 @@ impl Fixture {
 
 const IMPLICIT: Capabilities = Capabilities {
     implicit_directories: true,
+    rename_keeps_times: true,
+};
+
+/// An object mount: directories are key prefixes, and a move is a copy.
+const OBJECT: Capabilities = Capabilities {
+    implicit_directories: true,
+    rename_keeps_times: false,
 };
 
 /// The memory backend on its own.
@@ -149,6 +159,7 @@ pub async fn composite_postgres() -> Option<Fixture> {
 
 const EXPLICIT: Capabilities = Capabilities {
     implicit_directories: false,
+    rename_keeps_times: true,
 };
 
 /// The disk backend on its own, rooted at a temporary directory.
@@ -270,5 +281,106 @@ fn shell_fixture(target: crate::support::shells::Target) -> Fixture {
         base: VirtualPath::root(),
         caps: EXPLICIT,
         _guard: Some(Box::new(target)),
+    }
+}
+
+/// An object mount over a fresh bucket of the test S3 server (moto), under a key prefix, with
+/// a neighbour prefix in the same bucket that every case must leave untouched.
+pub async fn object() -> Option<Fixture> {
+    let bucket = crate::support::moto::Bucket::new("object conformance case")?;
+    let neighbours = Neighbours::plant(&bucket).await;
+    Some(Fixture {
+        backend: Arc::new(bucket.backend("team/files")),
+        base: VirtualPath::root(),
+        caps: OBJECT,
+        _guard: Some(Box::new(neighbours)),
+    })
+}
+
+/// An object mount at `/work` beside memory at `/` and another object mount (the same
+/// bucket, another prefix) at `/workshop`.
+pub async fn composite_object() -> Option<Fixture> {
+    let bucket = crate::support::moto::Bucket::new("object conformance case")?;
+    let neighbours = Neighbours::plant(&bucket).await;
+    let composite = backends::composite(vec![
+        memory_mount("/"),
+        mount("/work", Arc::new(bucket.backend("work")), false),
+        mount("/workshop", Arc::new(bucket.backend("workshop")), false),
+    ]);
+    Some(Fixture {
+        backend: Arc::new(composite),
+        base: VirtualPath::parse("/work").expect("base"),
+        caps: OBJECT,
+        _guard: Some(Box::new(neighbours)),
+    })
+}
+
+/// Keys planted beside the mount's prefix (`team/filesystem`, `team/files.txt`, `other/`):
+/// checked unchanged when the case ends, so no case reached out of its prefix.
+struct Neighbours {
+    client: Arc<dyn object_store::ObjectStore>,
+    runtime: tokio::runtime::Handle,
+}
+
+const NEIGHBOUR_KEYS: [&str; 4] = [
+    "team/filesystem/x.txt",
+    "team/files.txt",
+    "other/secret.txt",
+    "work.txt",
+];
+
+impl Neighbours {
+    async fn plant(bucket: &crate::support::moto::Bucket) -> Self {
+        use object_store::ObjectStoreExt;
+        let client = bucket.client();
+        for key in NEIGHBOUR_KEYS {
+            client
+                .put(
+                    &object_store::path::Path::parse(key).unwrap(),
+                    key.as_bytes().to_vec().into(),
+                )
+                .await
+                .expect("plant a neighbour key");
+        }
+        Self {
+            client,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
+impl Drop for Neighbours {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let client = self.client.clone();
+        let handle = self.runtime.clone();
+        let listed = std::thread::spawn(move || {
+            handle.block_on(async move {
+                use futures_util::TryStreamExt;
+                let mut keys: Vec<String> = client
+                    .list(None)
+                    .map_ok(|m| m.location.to_string())
+                    .try_collect()
+                    .await
+                    .expect("list the bucket");
+                keys.retain(|k| {
+                    !k.starts_with("team/files/")
+                        && !k.starts_with("work/")
+                        && !k.starts_with("workshop/")
+                });
+                keys.sort();
+                keys
+            })
+        })
+        .join()
+        .expect("list the bucket");
+        let mut expected: Vec<String> = NEIGHBOUR_KEYS.iter().map(|k| k.to_string()).collect();
+        expected.sort();
+        assert_eq!(
+            listed, expected,
+            "a case reached keys outside its mount's prefix"
+        );
     }
 }

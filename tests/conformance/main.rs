@@ -10,6 +10,9 @@
 //! store.rs checks the `Store` trait's rules on every engine; invariants.rs checks properties of
 //! the tools on generated inputs (proptest).
 //!
+//! object_mounts.rs checks object mounts against a second client of the bucket, two servers,
+//! a missing bucket and a down endpoint (issue 44).
+//!
 //! Routing edge cases of the composite (prefix matching, nested mounts, mount points in listings)
 //! live in routing.rs, since they need a particular mount table rather than one backend.
 
@@ -22,6 +25,7 @@ mod encodings;
 mod fixtures;
 mod index_attack;
 mod invariants;
+mod object_mounts;
 mod routing;
 mod search_index;
 mod shell_execute;
@@ -148,3 +152,5 @@ conformance!(shell_busybox);
 conformance!(shell_busybox_minimal);
 conformance!(shell_ssh);
 conformance!(composite_shell);
+conformance!(object);
+conformance!(composite_object);

@@ -29,6 +29,7 @@ mod http;
 mod large_results;
 mod memory;
 mod npm;
+mod object_mount;
 mod output_schemas;
 mod protocol;
 mod quota;

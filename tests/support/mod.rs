@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 pub mod backends;
+pub mod moto;
 pub mod python;
 pub mod shells;
 pub mod skips;
