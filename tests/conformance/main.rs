@@ -25,6 +25,7 @@ mod invariants;
 mod routing;
 mod search_index;
 mod shell_execute;
+mod shell_hostile;
 mod shell_mounts;
 mod store;
 

@@ -1342,11 +1342,7 @@ impl ShellBackend {
             .path(relative(cwd))
             .arg(command.len())
             .raw(command.as_bytes());
-        match connection
-            .start_stream(frame)
-            .await
-            .map_err(failed)?
-        {
+        match connection.start_stream(frame).await.map_err(failed)? {
             None => Ok(RemoteRun::new(connection, &self.pool, &self.name)),
             Some(reply) => Err(match reply.status {
                 status::NOT_FOUND => RemoteStartError::NotFound,
