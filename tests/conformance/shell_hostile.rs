@@ -118,7 +118,11 @@ fn targets(group: &str) -> Vec<(&'static str, Target)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grep_pattern_cut_short_on_a_full_tmpdir_runs_nothing() {
     let group = "shell grep pattern on a full TMPDIR";
-    for (label, target) in targets(group) {
+    let mut all = targets(group);
+    if let Some(target) = shells::busybox_without_fullblock(group) {
+        all.push(("busybox without dd iflag=fullblock", target));
+    }
+    for (label, target) in all {
         let tmp = tempfile::tempdir().unwrap();
         let Some(_full) = FullFs::mount(group, tmp.path()) else {
             return;
