@@ -29,6 +29,7 @@ mod object_mounts;
 mod routing;
 mod search_index;
 mod shell_execute;
+mod shell_hostile;
 mod shell_mounts;
 mod store;
 

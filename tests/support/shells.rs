@@ -146,6 +146,38 @@ pub fn busybox_grep_without_a(group: &str) -> Option<Target> {
     })
 }
 
+/// Like [`busybox`], with a `dd` that refuses `iflag=fullblock` (as older ones do): payloads
+/// are then copied one byte per `read`.
+pub fn busybox_without_fullblock(group: &str) -> Option<Target> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let bin = BIN.get_or_init(|| {
+        let dir = busybox_bin_without(&["dd"])?;
+        let script = format!(
+            "#!{BUSYBOX} sh\nfor a; do case $a in iflag=*) echo \"dd: unknown flag $a\" >&2; exit 1;; esac; done\nexec {BUSYBOX} dd \"$@\"\n"
+        );
+        let dd = dir.join("dd");
+        std::fs::write(&dd, script).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&dd, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        Ok(dir)
+    });
+    let bin = bin.as_ref().map_err(|reason| {
+        missing(group, reason);
+    });
+    let bin = bin.ok()?;
+    Some(Target {
+        dir: tempfile::tempdir().expect("temporary directory"),
+        command: vec![
+            "/usr/bin/env".to_owned(),
+            "-i".to_owned(),
+            format!("PATH={}", bin.display()),
+            BUSYBOX.to_owned(),
+            "sh".to_owned(),
+        ],
+        _server: None,
+    })
+}
+
 /// Like [`busybox`], without `setsid`: `execute` cannot give the command a process group of
 /// its own there (busybox `sh` has no job control without a terminal), so a stop must find
 /// the command's children another way.

@@ -66,6 +66,21 @@
 //! copied by `dd` (the `take` function; busybox `head -c` reads ahead through stdio and would
 //! eat the next frame). Every function runs in a subshell `( … )` and, once it has its payload,
 //! points its standard input at `/dev/null`, so no command it runs can eat the next frame.
+//!
+//! No payload byte may ever reach the loop (issue 41: the rest of a grep pattern whose
+//! temporary file hit a full disk was run as commands). A payload bound for a file goes
+//! through `tw`: `take` copies exactly N bytes into a pipe whose reader, when the write fails
+//! (full disk, quota, `ulimit -f`), reads the rest to `/dev/null`, so the count is consumed
+//! whatever the sink did; a full file system is status 20 (`NO_SPACE`). Every function that
+//! fails before its payload reads it to `/dev/null`. As a second guard the loop runs only
+//! lines that begin with the connection's nonce (which no agent knows) and leaves at any
+//! other, and a function that cannot prove it read its payload exits 21 (`LOST`): the shell
+//! leaves its loop and the server drops the connection.
+//!
+//! A search (`gp`) runs in the background under `bw`, whose watcher reads the connection's
+//! input: when it ends (the server dropped the connection on a cancel, past the search bound,
+//! or at its own end) the watcher stops the search's process tree (found in `/proc`; where
+//! there is none, only the search's shell is killed), so nothing keeps running on the target.
 //! After each function the loop prints `\n<NONCE>:` … as the answer's end: `\n<NONCE>=STATUS\n`
 //! on stdout and `\n<NONCE>\n` on stderr, the nonce being 128 random bits drawn for the
 //! connection; `\n<NONCE>:\n` separates the parts of one answer.
@@ -666,12 +681,12 @@ mod tests {
             .version("abc123")
             .raw(b"hello")
             .into_bytes("N");
-        assert_eq!(first_line(&bytes), "wr l 5 v");
+        assert_eq!(first_line(&bytes), "N wr l 5 v");
         assert!(bytes.ends_with(b"\n$(touch x)/`id` it's.txt\nabc123\nhello"));
         // A path with a newline goes by its length, never as a line.
         let bytes = Frame::call("rd").path("a\nb").arg("-").into_bytes("N");
-        assert_eq!(first_line(&bytes), "rd 3 -");
-        assert_eq!(&bytes[7..], b"a\nb");
+        assert_eq!(first_line(&bytes), "N rd 3 -");
+        assert_eq!(&bytes[9..], b"a\nb");
     }
 
     #[test]
@@ -680,18 +695,18 @@ mod tests {
             .path("a")
             .version("0123abc\ntouch pwned")
             .into_bytes("N");
-        assert_eq!(bytes, b"dl l\na\n-\n");
+        assert_eq!(bytes, b"N dl l\na\n-\n");
         let bytes = Frame::call("dl")
             .path("a")
             .version("i0123abc")
             .into_bytes("N");
-        assert_eq!(bytes, b"dl l\na\ni0123abc\n");
+        assert_eq!(bytes, b"N dl l\na\ni0123abc\n");
         let bytes = Frame::call("rm_")
             .arg(2)
             .line_payload("x/a b.txt")
             .line_payload("c\nd")
             .into_bytes("N");
-        assert_eq!(bytes, b"rm_ 2\nx/a b.txt\n\n");
+        assert_eq!(bytes, b"N rm_ 2\nx/a b.txt\n\n");
     }
 
     #[test]
@@ -736,6 +751,9 @@ mod tests {
     #[test]
     fn the_opening_script_puts_only_the_nonce_into_its_text() {
         assert_eq!(BOOTSTRAP.matches("@NONCE@").count(), 1);
-        assert!(BOOTSTRAP.contains("while IFS= read -r l; do eval \"$l\""));
+        // The loop runs only lines led by the nonce, and leaves at any other.
+        assert!(BOOTSTRAP.contains(
+            "while IFS= read -r l; do case $l in \"$N \"*) ;; *) exit 1;; esac; eval \"${l#\"$N \"}\""
+        ));
     }
 }
