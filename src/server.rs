@@ -26,6 +26,7 @@ use crate::changes::{
     Change, ChangeHub, Interests, LegacySubscriptions, MAX_INTERESTS, Notifier, Subscriber,
     session_origin,
 };
+use crate::path::VirtualPath;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
@@ -220,6 +221,8 @@ impl MountfsServer {
             trail: Some(trail.clone()),
             ..context
         };
+        let changes = self.changes.clone();
+        let session_origin = origin;
         let run = async move {
             let outcome = tools::call_in(&tool, arguments, &session, &context).await;
             let mut changed = trail.take();
@@ -227,7 +230,14 @@ impl MountfsServer {
             let outcome = match outcome {
                 Ok(mut reply) => {
                     if let Some((log, origin)) = audit {
-                        log_change(&log, &tool, &mut reply, changed, &touched, &origin).await;
+                        let private = |path: &str| {
+                            // A path that does not parse names no shared file: kept private.
+                            VirtualPath::parse(path).map_or(true, |path| {
+                                changes.private_to_session(session_origin, &path, &tool)
+                            })
+                        };
+                        log_change(&log, &tool, &mut reply, changed, &touched, &origin, private)
+                            .await;
                     }
                     Ok(reply)
                 }
@@ -251,11 +261,12 @@ impl MountfsServer {
         // Every path the call changed, as the change primitive recorded it: also those of a
         // call that failed part-way (what landed is announced), none of one that changed nothing.
         for touched in touched {
+            let private = self.changes.private_to_session(origin, &touched.path, name);
             self.changes.publish(Change {
                 path: touched.path,
                 listing: touched.listing,
                 origin: Some(origin),
-                private: false,
+                private,
             });
         }
         let mut result = match outcome {
@@ -294,11 +305,13 @@ async fn log_change(
     changed: Collected,
     touched: &[Touched],
     origin: &crate::audit::Origin,
+    in_private_mount: impl Fn(&str) -> bool,
 ) {
-    let Some(change) = crate::audit::record::change_of(tool, reply, changed, touched, origin)
+    let Some(mut change) = crate::audit::record::change_of(tool, reply, changed, touched, origin)
     else {
         return;
     };
+    crate::audit::record::mark_private(&mut change, touched, in_private_mount);
     match log.record(&change).await {
         Ok(None) => {}
         Ok(Some(waiting)) => {

@@ -80,6 +80,7 @@ pub async fn log_output(
         under: under.as_str().to_owned(),
         since,
         limit: request.limit,
+        reader: super::Reader::Operator,
     };
     let entries = log.query(&query).await?;
     if request.json {

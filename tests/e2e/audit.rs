@@ -747,6 +747,7 @@ fn change_at(time: SystemTime, path: &str) -> Change {
         exit_code: None,
         diff: "+x\n".into(),
         diff_truncated: false,
+        private: false,
     }
 }
 
@@ -772,6 +773,7 @@ async fn engine_keeps_entries_and_prunes_old_ones(target: AuditTarget, root: &st
         under,
         since,
         limit: 100,
+        reader: mountfs::audit::Reader::Operator,
     };
     let ids =
         |entries: Vec<mountfs::audit::Entry>| entries.iter().map(|e| e.id).collect::<Vec<_>>();
@@ -865,6 +867,7 @@ async fn sqlite_log_wal_stays_bounded() {
             under: "/".to_owned(),
             since: None,
             limit: 1,
+            reader: mountfs::audit::Reader::Operator,
         })
         .await
         .unwrap();

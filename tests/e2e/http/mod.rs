@@ -7,6 +7,7 @@ pub mod client;
 mod conformance;
 mod connections;
 mod corpus;
+mod principals;
 mod quota;
 mod roots;
 
