@@ -12,7 +12,10 @@
 //! bounded pending set and sends them within [`FLUSH_TICK`], but one resource at most every
 //! [`MIN_RESOURCE_GAP`], so a resource is announced a few times per second at most. Sending never blocks a writer: a subscriber that
 //! falls behind the channel loses the detail and announces every interest once instead.
-//! Changes in memory mounts (one per session) reach only the session that made them.
+//! Changes in memory mounts (one per session) reach only the session that made them, and so do
+//! a tool's changes in an overlay mount's layer (uncommitted, the workspace's own; a `commit`'s
+//! reach everyone): [`ChangeHub::private_to_session`] says which, for the notifications and the
+//! audit log alike (issue 41).
 //!
 //! A session whose client's roots are mounted (see `roots.rs`) serves some paths from mounts of
 //! its own: it registers them with [`ChangeHub::follow_session`]. Its root directories are then
@@ -96,6 +99,8 @@ pub struct ChangeHub {
     sender: broadcast::Sender<Change>,
     /// Longest prefix first.
     mounts: Vec<(VirtualPath, Source)>,
+    /// The overlay mounts' prefixes: a tool's change there lands in its workspace's layer.
+    overlays: Vec<VirtualPath>,
     /// The disk watchers and PostgreSQL listeners, once started.
     started: Mutex<Option<Vec<Watching>>>,
     /// Whether the disk watchers are set up (a recursive watch of a big tree takes a while, so
@@ -243,9 +248,23 @@ impl ChangeHub {
             })
             .collect();
         mounts.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.as_str().len()));
+        let overlays = specs
+            .iter()
+            .filter(|spec| {
+                matches!(
+                    spec.backend,
+                    BackendSpec::Disk {
+                        overlay: Some(_),
+                        ..
+                    }
+                )
+            })
+            .map(|spec| spec.prefix.clone())
+            .collect();
         Self {
             sender: broadcast::channel(CHANNEL_CAPACITY).0,
             mounts,
+            overlays,
             started: Mutex::new(None),
             disk_ready: tokio::sync::watch::Sender::new(false),
             sessions: Mutex::new(HashMap::new()),
@@ -379,6 +398,30 @@ impl ChangeHub {
         let receiver = self.sender.subscribe();
         self.start_sources();
         receiver
+    }
+
+    /// Whether a change that session `origin`'s call of `tool` made at `path` is private to that
+    /// session's workspace: `path` lies in a memory mount, in a mount of the session's own (a
+    /// client's root), or in an overlay mount's layer (every tool but `commit`, which writes
+    /// the shared directory). The one predicate over (workspace, mount) for notifications and
+    /// the audit log; grants will narrow what is shared per principal here.
+    pub fn private_to_session(&self, origin: usize, path: &VirtualPath, tool: &str) -> bool {
+        if self.is_per_session(path) {
+            return true;
+        }
+        let in_layer = tool != "commit"
+            && self
+                .mounts
+                .iter()
+                .find(|(prefix, _)| path.starts_with(prefix))
+                .is_some_and(|(prefix, _)| self.overlays.contains(prefix));
+        in_layer
+            || self
+                .sessions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&origin)
+                .is_some_and(|mounts| mounts.view.owns(path))
     }
 
     /// Whether `path` lies in a per-session memory mount.

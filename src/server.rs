@@ -28,6 +28,7 @@ use crate::changes::{
     session_origin,
 };
 use crate::elicitation;
+use crate::path::VirtualPath;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceError};
 use crate::roots::RootsFollower;
@@ -229,25 +230,37 @@ impl MountfsServer {
             trail: Some(trail.clone()),
             ..context
         };
+        let changes = self.changes.clone();
+        let session_origin = origin;
         let run = async move {
             let outcome = tools::call_in(&tool, arguments, &session, &context).await;
             let mut changed = trail.take();
             let touched = std::mem::take(&mut changed.touched);
+            let private = |path: &str| {
+                // A path that does not parse names no shared file: kept private.
+                VirtualPath::parse(path).map_or(true, |path| {
+                    changes.private_to_session(session_origin, &path, &tool)
+                })
+            };
             let outcome = match outcome {
                 Ok(mut reply) => {
                     if let Some((log, origin)) = audit {
-                        log_change(&log, &tool, &mut reply, changed, &touched, &origin).await;
+                        log_change(&log, &tool, &mut reply, changed, &touched, &origin, private)
+                            .await;
                     }
                     Ok(reply)
                 }
                 Err(error) => {
-                    // A change the person did not confirm is logged too: asked, not done.
+                    // A change the person did not confirm is logged too: asked, not done. Its
+                    // question names the paths, so it is as private as a change of them.
                     if let (Some((log, origin)), ToolError::Declined { .. }) = (&audit, &error)
-                        && let Some(entry) =
+                        && let Some(mut entry) =
                             crate::audit::record::unconfirmed_change(&tool, changed, origin)
-                        && let Err(log_error) = log.record(&entry).await
                     {
-                        tracing::warn!(tool, error = %log_error, "a declined change was not written to the audit log");
+                        crate::audit::record::mark_private(&mut entry, &touched, private);
+                        if let Err(log_error) = log.record(&entry).await {
+                            tracing::warn!(tool, error = %log_error, "a declined change was not written to the audit log");
+                        }
                     }
                     Err(error)
                 }
@@ -271,11 +284,12 @@ impl MountfsServer {
         // Every path the call changed, as the change primitive recorded it: also those of a
         // call that failed part-way (what landed is announced), none of one that changed nothing.
         for touched in touched {
+            let private = self.changes.private_to_session(origin, &touched.path, name);
             self.changes.publish(Change {
                 path: touched.path,
                 listing: touched.listing,
                 origin: Some(origin),
-                private: false,
+                private,
             });
         }
         let mut result = match outcome {
@@ -321,11 +335,13 @@ async fn log_change(
     changed: Collected,
     touched: &[Touched],
     origin: &crate::audit::Origin,
+    in_private_mount: impl Fn(&str) -> bool,
 ) {
-    let Some(change) = crate::audit::record::change_of(tool, reply, changed, touched, origin)
+    let Some(mut change) = crate::audit::record::change_of(tool, reply, changed, touched, origin)
     else {
         return;
     };
+    crate::audit::record::mark_private(&mut change, touched, in_private_mount);
     match log.record(&change).await {
         Ok(None) => {}
         Ok(Some(waiting)) => {

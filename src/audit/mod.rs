@@ -213,6 +213,55 @@ pub struct Change {
     pub diff: String,
     /// Whether `diff` was cut (here or already in the tool's answer).
     pub diff_truncated: bool,
+    /// Whether the change is the workspace's own business (issue 41): it touched a mount private
+    /// to the workspace (a memory mount, an overlay mount's uncommitted layer, a client's root)
+    /// or ran a command (`execute`, whose command line may hold anything). Only that workspace
+    /// sees it ([`Reader::may_see`]); changes of shared mounts are every workspace's.
+    #[serde(default)]
+    pub private: bool,
+}
+
+/// Who reads the log, and so which entries it is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reader {
+    /// The operator (`mountfs log`, who holds the database anyway): every entry.
+    Operator,
+    /// An agent (`history`): the entries of shared mounts, and its own workspace's.
+    Workspace {
+        /// Its principal (kept for grants, which will narrow the shared mounts per principal).
+        principal: String,
+        /// Its workspace, as entries name it ([`Origin::workspace`]).
+        workspace: String,
+    },
+}
+
+impl Reader {
+    /// The reader of a call made by `origin`.
+    pub fn of(origin: &Origin) -> Self {
+        Self::Workspace {
+            principal: origin.principal.clone(),
+            workspace: origin.workspace.clone(),
+        }
+    }
+
+    /// Whether this reader may see `change`: an entry private to a workspace only that
+    /// workspace; every other one everybody. (The one predicate; the engines' queries say the
+    /// same in SQL through [`Reader::workspace`].)
+    pub fn may_see(&self, change: &Change) -> bool {
+        match self {
+            Self::Operator => true,
+            Self::Workspace { workspace, .. } => !change.private || change.workspace == *workspace,
+        }
+    }
+
+    /// The workspace whose private entries this reader sees besides the shared ones; `None`:
+    /// every entry.
+    pub(crate) fn workspace(&self) -> Option<String> {
+        match self {
+            Self::Operator => None,
+            Self::Workspace { workspace, .. } => Some(workspace.clone()),
+        }
+    }
 }
 
 /// A recorded change with its place in the log.
@@ -391,6 +440,8 @@ pub struct Query {
     pub since: Option<SystemTime>,
     /// At most this many (1..=[`MAX_LIMIT`]).
     pub limit: usize,
+    /// Who asks: only the entries it may see ([`Reader::may_see`]).
+    pub reader: Reader,
 }
 
 impl Query {
@@ -820,6 +871,7 @@ mod tests {
             under: "/src/".into(),
             since: None,
             limit: 0,
+            reader: Reader::Operator,
         };
         assert_eq!(
             query.path_range(),
@@ -830,6 +882,7 @@ mod tests {
             under: "/".into(),
             since: None,
             limit: 5000,
+            reader: Reader::Operator,
         };
         assert_eq!(all.path_range(), None);
         assert_eq!(all.sql_limit(), MAX_LIMIT as i64);
@@ -857,6 +910,7 @@ mod tests {
             exit_code: None,
             diff: "+\0\n".into(),
             diff_truncated: false,
+            private: false,
         };
         let clean = sanitized(&change);
         assert_eq!(clean.principal, "p\u{fffd}");

@@ -61,10 +61,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE mountfs_audit ADD COLUMN spool_key TEXT;
     CREATE UNIQUE INDEX mountfs_audit_spool_key ON mountfs_audit (spool_key);
 "#,
+    // Issue 41: entries private to their workspace; older ones kept to their own (see
+    // sqlite.rs).
+    r#"
+    ALTER TABLE mountfs_audit ADD COLUMN private BOOLEAN NOT NULL DEFAULT FALSE;
+    UPDATE mountfs_audit SET private = TRUE WHERE principal <> 'mountfs';
+"#,
 ];
 
 /// Every column but the diff, which comes last: a listing reads `''` in its place.
-const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
+const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated, private";
 
 /// The log in one PostgreSQL database.
 #[derive(Debug)]
@@ -168,9 +174,9 @@ impl PostgresAudit {
                      INSERT INTO mountfs_audit (at, principal, workspace, client_name,
                          client_version, tool, request_id, files, more_files, lines_added,
                          lines_removed, summary, command, exit_code, diff_truncated, diff,
-                         spool_key)
+                         spool_key, private)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                         $18)
+                         $18, $19)
                      ON CONFLICT (spool_key) DO NOTHING
                      RETURNING id
                  ), paths AS (
@@ -203,6 +209,7 @@ impl PostgresAudit {
                     &change.diff,
                     &paths,
                     &key,
+                    &change.private,
                 ],
             )
             .await
@@ -229,6 +236,7 @@ impl PostgresAudit {
             None => (None, None, None),
         };
         let limit = query.sql_limit();
+        let workspace = query.reader.workspace();
         let client = self.store.client().await?;
         let sql = format!(
             "SELECT {COLUMNS}, ''::TEXT FROM mountfs_audit
@@ -236,11 +244,15 @@ impl PostgresAudit {
                AND ($2::TEXT IS NULL OR id IN (
                    SELECT entry_id FROM mountfs_audit_paths
                    WHERE path = $2 OR (path >= $3::TEXT AND ($4::TEXT IS NULL OR path < $4))))
+               AND ($6::TEXT IS NULL OR NOT private OR workspace = $6)
              ORDER BY at DESC, id DESC LIMIT $5"
         );
         let statement = client.prepare_cached(&sql).await.map_err(map)?;
         let rows = client
-            .query(&statement, &[&since, &exact, &lower, &upper, &limit])
+            .query(
+                &statement,
+                &[&since, &exact, &lower, &upper, &limit, &workspace],
+            )
             .await
             .map_err(map)?;
         rows.iter()
@@ -294,7 +306,8 @@ fn entry_of_row(row: &Row) -> std::result::Result<Entry, tokio_postgres::Error> 
             command: row.try_get(13)?,
             exit_code: row.try_get(14)?,
             diff_truncated: row.try_get(15)?,
-            diff: row.try_get(16)?,
+            private: row.try_get(16)?,
+            diff: row.try_get(17)?,
         },
     })
 }

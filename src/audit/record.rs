@@ -57,6 +57,7 @@ pub fn recovery_change(tool: &str, prefix: &str, paths: &[String], rolled_back: 
         exit_code: None,
         diff: String::new(),
         diff_truncated: false,
+        private: false,
     }
 }
 
@@ -135,6 +136,8 @@ pub fn change_of(
         exit_code,
         diff,
         diff_truncated,
+        // Set by the server, which knows the mounts (`mark_private`).
+        private: false,
     })
 }
 
@@ -167,7 +170,22 @@ pub fn unconfirmed_change(tool: &str, changed: Collected, origin: &Origin) -> Op
         exit_code: None,
         diff: String::new(),
         diff_truncated: false,
+        // Set by the server, which knows the mounts (`mark_private`).
+        private: false,
     })
+}
+
+/// Marks `change` private to its workspace ([`Change::private`]) when it ran a command or any
+/// path it touched lies in a mount private to the workspace that made it (`in_private_mount`:
+/// the server's mount table knows which).
+pub fn mark_private(
+    change: &mut Change,
+    touched: &[Touched],
+    in_private_mount: impl Fn(&str) -> bool,
+) {
+    change.private = change.command.is_some()
+        || change.files.iter().any(|file| in_private_mount(&file.path))
+        || touched.iter().any(|t| in_private_mount(t.path.as_str()));
 }
 
 /// `paths` as files of an entry without versions, at most [`MAX_FILES_PER_ENTRY`].

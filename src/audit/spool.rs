@@ -708,6 +708,7 @@ mod tests {
             exit_code: None,
             diff: "+x\n".into(),
             diff_truncated: false,
+            private: false,
         }
     }
 

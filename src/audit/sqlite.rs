@@ -72,10 +72,17 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE mountfs_audit ADD COLUMN spool_key TEXT;
     CREATE UNIQUE INDEX mountfs_audit_spool_key ON mountfs_audit (spool_key);
 ",
+    // Issue 41: entries private to their workspace. Those written before cannot tell which
+    // mount they touched: kept to their own workspace (the operator's `mountfs log` shows them
+    // all), but the server's own recovery entries.
+    "
+    ALTER TABLE mountfs_audit ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
+    UPDATE mountfs_audit SET private = 1 WHERE principal <> 'mountfs';
+",
 ];
 
 /// Every column but the diff, which comes last: a listing reads `''` in its place.
-const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated";
+const COLUMNS: &str = "id, at, principal, workspace, client_name, client_version, tool, request_id, files, more_files, lines_added, lines_removed, summary, command, exit_code, diff_truncated, private";
 
 /// What [`SqliteStore::open`] would refuse in `file`, found without SQLite: a directory that
 /// cannot be made, a file that cannot be opened for reading and writing, a file that is not
@@ -236,6 +243,7 @@ impl SqliteAudit {
         let since = query.since.map(to_micros);
         let range = query.path_range();
         let limit = query.sql_limit();
+        let workspace = query.reader.workspace();
         self.store()
             .await?
             .run(move |conn| {
@@ -255,10 +263,15 @@ impl SqliteAudit {
                         (None, None, None)
                     }
                 };
+                // What the reader may see (`Reader::may_see`): shared entries and its own.
+                sql.push_str(" AND (?6 IS NULL OR private = 0 OR workspace = ?6)");
                 sql.push_str(" ORDER BY at DESC, id DESC LIMIT ?5");
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
                 let rows = stmt
-                    .query_map(params![since, exact, lower, upper, limit], entry_of_row)
+                    .query_map(
+                        params![since, exact, lower, upper, limit, workspace],
+                        entry_of_row,
+                    )
                     .map_err(map_error)?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()
                     .map_err(map_error)
@@ -320,8 +333,10 @@ fn insert(
         .prepare_cached(
             "INSERT INTO mountfs_audit (at, principal, workspace, client_name,
                  client_version, tool, request_id, files, more_files, lines_added,
-                 lines_removed, summary, command, exit_code, diff_truncated, diff, spool_key)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                 lines_removed, summary, command, exit_code, diff_truncated, diff, spool_key,
+                 private)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18)
              ON CONFLICT (spool_key) DO NOTHING",
         )
         .and_then(|mut insert| {
@@ -343,6 +358,7 @@ fn insert(
                 change.diff_truncated,
                 change.diff,
                 key,
+                change.private,
             ])
         })
         .map_err(map_error)?;
@@ -418,7 +434,8 @@ fn entry_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
             command: row.get(13)?,
             exit_code: row.get(14)?,
             diff_truncated: row.get(15)?,
-            diff: row.get(16)?,
+            private: row.get(16)?,
+            diff: row.get(17)?,
         },
     })
 }

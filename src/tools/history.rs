@@ -1,13 +1,15 @@
 //! `history`: the audit log read back (issue 14) — the entries under a path, newest first, one
 //! line each, or one entry with its diff. Offered only while the log is on; the log itself and
-//! how entries are shown live in `crate::audit` (shared with `mountfs log`).
+//! how entries are shown live in `crate::audit` (shared with `mountfs log`). A caller sees the
+//! entries of shared mounts and its own workspace's, never another workspace's private ones
+//! (issue 41, [`Reader::may_see`]): another's entry answers as one that does not exist.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolError, ToolReply};
-use crate::audit::{DEFAULT_LIMIT, Entry, Query, listing_text};
+use super::{CallContext, ToolError, ToolReply};
+use crate::audit::{DEFAULT_LIMIT, Entry, Query, Reader, listing_text};
 use crate::path::VirtualPath;
 use crate::session::Session;
 use crate::text::truncate;
@@ -30,12 +32,21 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(
+    args: Args,
+    session: &Session,
+    context: &CallContext,
+) -> Result<ToolReply, ToolError> {
     let Some(log) = session.audit() else {
         return Err(ToolError::AuditOff);
     };
+    let reader = Reader::of(&context.origin);
     if let Some(id) = args.id {
-        let Some(entry) = log.get(id).await? else {
+        let Some(entry) = log
+            .get(id)
+            .await?
+            .filter(|entry| reader.may_see(&entry.change))
+        else {
             return Err(ToolError::NoSuchAuditEntry { id });
         };
         return Ok(ToolReply {
@@ -50,6 +61,7 @@ pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> 
         under: under.as_str().to_owned(),
         since: None,
         limit: args.limit.unwrap_or(DEFAULT_LIMIT),
+        reader,
     };
     let entries = log.query(&query).await?;
     let waiting = log.waiting();

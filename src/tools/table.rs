@@ -109,7 +109,7 @@ pub const TOOLS: &[ToolRow] = &[
     row!("execute", Exec, changes: true, execute::Args,
         |args, session, context| execute::run(args, session, context)),
     row!("history", Audit, changes: false, history::Args,
-        |args, session, _context| history::run(args, session)),
+        |args, session, context| history::run(args, session, context)),
     row!("changes", Overlay, changes: false, changes::Args,
         |args, session, _context| changes::run(args, session)),
     row!("commit", Overlay, changes: true, commit::Args,

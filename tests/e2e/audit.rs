@@ -531,8 +531,11 @@ async fn changes_left_in_the_spool_of_a_killed_server_are_written_once_by_the_ne
     let dir = tempfile::tempdir().unwrap();
     let audit_db = dir.path().join("audit.db");
     let spool = dir.path().join("audit.db-spool");
+    // A disk mount: the next server (another workspace) sees its changes (a memory mount's
+    // would be the killed server's own, issue 41).
+    let work = tempfile::tempdir().unwrap();
     let arguments = args(
-        &["/=memory".to_owned()],
+        &[format!("/=disk:{}", work.path().display())],
         &format!("sqlite:{}", audit_db.display()),
     );
     let server = McpServer::start(&arguments).await;
@@ -609,9 +612,11 @@ async fn two_instances_on_one_postgresql_log_write_one_ordered_log() {
     let Some(url) = postgres_url("audit: two instances sharing a PostgreSQL log") else {
         return;
     };
-    // Paths no other test uses, in each instance's own memory mount.
+    // Paths no other test uses, in a disk mount both instances share (each one's memory
+    // mount would be its own workspace's, issue 41).
     let prefix = format!("/{}", unique("audit2"));
-    let mounts = vec![format!("{prefix}/=memory")];
+    let work = tempfile::tempdir().unwrap();
+    let mounts = vec![format!("{prefix}/=disk:{}", work.path().display())];
     let first = McpServer::start(&args(&mounts, &format!("postgres:{url}"))).await;
     let second = McpServer::start(&args(&mounts, &format!("postgres:{url}"))).await;
     let mut written = Vec::new();
@@ -747,6 +752,7 @@ fn change_at(time: SystemTime, path: &str) -> Change {
         exit_code: None,
         diff: "+x\n".into(),
         diff_truncated: false,
+        private: false,
     }
 }
 
@@ -772,6 +778,7 @@ async fn engine_keeps_entries_and_prunes_old_ones(target: AuditTarget, root: &st
         under,
         since,
         limit: 100,
+        reader: mountfs::audit::Reader::Operator,
     };
     let ids =
         |entries: Vec<mountfs::audit::Entry>| entries.iter().map(|e| e.id).collect::<Vec<_>>();
@@ -865,6 +872,7 @@ async fn sqlite_log_wal_stays_bounded() {
             under: "/".to_owned(),
             since: None,
             limit: 1,
+            reader: mountfs::audit::Reader::Operator,
         })
         .await
         .unwrap();
@@ -1277,4 +1285,54 @@ async fn a_change_cut_short_by_a_crash_is_logged_once_as_rolled_back_or_complete
         "--json",
     ]);
     assert_eq!(printed.lines().count(), 2, "{printed}");
+}
+
+/// `mountfs log` prints what agents wrote on the operator's terminal: their escape sequences
+/// (ESC, BEL, CR, DEL, C1's CSI) come out as `\u{XXXX}`, newlines and tabs as they are; its
+/// JSON stays JSON with none of them raw.
+#[tokio::test]
+async fn mountfs_log_escapes_control_characters_an_agent_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let audit_db = dir.path().join("audit.db");
+    let audit = format!("sqlite:{}", audit_db.display());
+    let server = McpServer::start(&args(
+        &[format!("/=disk:{}", work.path().display())],
+        &audit,
+    ))
+    .await;
+    let content = "\u{1b}]0;owned\u{7}\u{1b}[2J\tred\r\u{7f}\u{9b}31m\n";
+    server
+        .ok(
+            "write_file",
+            json!({"file_path": "/evil.txt", "content": content}),
+        )
+        .await;
+    let id = history(&server, "/").await[0]["id"].as_i64().unwrap();
+    server.stop().await;
+    let raw = |text: &str| {
+        text.chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}')
+    };
+    let detail = log_command(&["--audit", &audit, "--id", &id.to_string()]);
+    assert!(!raw(&detail), "{detail:?}");
+    assert!(
+        detail.contains(
+            "+\\u{001B}]0;owned\\u{0007}\\u{001B}[2J\tred\\u{000D}\\u{007F}\\u{009B}31m\n"
+        ),
+        "{detail}"
+    );
+    for listing in [
+        log_command(&["--audit", &audit]),
+        log_command(&["--audit", &audit, "--json"]),
+        log_command(&["--audit", &audit, "--json", "--id", &id.to_string()]),
+    ] {
+        assert!(!raw(&listing), "{listing:?}");
+    }
+    let json = log_command(&["--audit", &audit, "--json", "--id", &id.to_string()]);
+    let entry: Value = serde_json::from_str(json.trim()).unwrap();
+    assert!(
+        entry["diff"].as_str().unwrap().contains(content.trim_end()),
+        "{entry}"
+    );
 }

@@ -9,6 +9,7 @@ mod conformance;
 mod connections;
 mod corpus;
 mod oauth;
+mod principals;
 mod quota;
 mod roots;
 
