@@ -136,7 +136,8 @@ fn a_journal_planted_by_a_sandboxed_execute_is_not_acted_on() {
         let mut client = attack.server(&["--allow-exec", "--mount", &attack.disk_mount()]);
         let mut script = format!("mkdir -p {JOURNAL}");
         for (name, content) in attack.files() {
-            let hex: String = content.bytes().map(|b| format!("\\\\x{b:02x}")).collect();
+            // `%b` with octal escapes: every sh's printf (dash's has no `\x`).
+            let hex: String = content.bytes().map(|b| format!("\\0{b:03o}")).collect();
             script.push_str(&format!(" && printf '%b' '{hex}' > {JOURNAL}/{name}"));
         }
         let answer = client.call("execute", json!({"command": script}));
@@ -186,10 +187,13 @@ fn a_journal_copied_in_by_cp_from_a_store_is_not_acted_on() {
 fn plant_in_store_directly(store: &Path, attack: &Attack) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let opened = mountfs::store::sqlite::SqliteStore::open(store).await.unwrap();
-        let backend = mountfs::backend::StoreBackend::new(std::sync::Arc::new(opened), "default");
+        let opened = mountfs::store::SqliteStore::open(store).await.unwrap();
+        let namespace = mountfs::store::Namespace::new("default").unwrap();
+        let backend = mountfs::backend::StoreBackend::new(std::sync::Arc::new(opened), namespace);
         for (name, content) in attack.files() {
-            let path = mountfs::path::VirtualPath::parse(&format!("/{JOURNAL}/{name}")).unwrap();
+            // As a backend reads a key back: no tool could give this path.
+            let path =
+                mountfs::path::VirtualPath::parse_raw(&format!("/{JOURNAL}/{name}")).unwrap();
             let _ = mountfs::backend::Backend::write(
                 &backend,
                 &path,
