@@ -387,7 +387,9 @@ fn main() -> ExitCode {
 fn install_recovery_key() {
     use mountfs::backend::disk::trust::RecoveryKey;
     let Some(data) = dirs::data_dir() else {
-        tracing::warn!("no user data directory found; changes of several files cut short by a crash will be left for you to resolve at the next start");
+        tracing::warn!(
+            "no user data directory found; changes of several files cut short by a crash will be left for you to resolve at the next start"
+        );
         return;
     };
     match RecoveryKey::in_dir(&data.join("mountfs")) {

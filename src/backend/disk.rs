@@ -653,7 +653,9 @@ impl Backend for DiskBackend {
     ) -> Result<Option<Box<dyn ChangeJournal>>> {
         let (files, role) = (files.to_vec(), role.clone());
         let journal = self
-            .blocking(move |inner| journal::begin(&inner.root, &inner.host_root, &inner.seal, &files, &role))
+            .blocking(move |inner| {
+                journal::begin(&inner.root, &inner.host_root, &inner.seal, &files, &role)
+            })
             .await?;
         Ok(Some(Box::new(DiskJournal {
             backend: self.clone(),

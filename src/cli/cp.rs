@@ -29,10 +29,14 @@
 //!
 //! Empty directories are made where the destination kind can hold one (disk): the trait has no
 //! `mkdir`, so a marker file is written into it and removed; a store's directories exist only
-//! while a file lies under them, so there an empty directory is counted as not kept. What a
-//! source mount hides is not copied (on disk: `.git/`, names that are not valid virtual paths,
-//! symbolic links leading out); a symbolically linked directory is not followed (it is listed
-//! in the summary); a symbolic link to a file is copied as the file it leads to.
+//! while a file lies under them, so there an empty directory is counted as not kept. On disk
+//! `.git/` and mountfs's own `.mountfs-tmp-*` names are not copied; any other entry the source
+//! mount's listing leaves out (a name that is not a valid virtual path, a symbolic link leading
+//! out, a socket or FIFO, an entry that cannot be looked at) fails the copy before its first
+//! write — a copy never reports success after skipping something (issue 41). A name starting
+//! with `.mountfs-tmp` listed by any source stops it too. A symbolically linked directory is
+//! not followed (it is listed in the summary); a symbolic link to a file is copied as the file
+//! it leads to.
 
 mod inside;
 mod plan;

@@ -1562,7 +1562,11 @@ async fn the_temporary_names_of_uploads_are_refused() {
     };
     refused(
         backend
-            .write(&VirtualPath::parse_raw("/.mountfs-tmp.new").unwrap(), b"x", WriteMode::CreateOnly)
+            .write(
+                &VirtualPath::parse_raw("/.mountfs-tmp.new").unwrap(),
+                b"x",
+                WriteMode::CreateOnly,
+            )
             .await
             .map(drop),
         "write",
@@ -1576,7 +1580,10 @@ async fn the_temporary_names_of_uploads_are_refused() {
     );
     refused(
         backend
-            .begin_upload(&VirtualPath::parse_raw("/d/.mountfs-tmp.x").unwrap(), WriteMode::CreateOnly)
+            .begin_upload(
+                &VirtualPath::parse_raw("/d/.mountfs-tmp.x").unwrap(),
+                WriteMode::CreateOnly,
+            )
             .await
             .map(drop),
         "upload",

@@ -1132,9 +1132,15 @@ fn a_destination_that_is_the_source_by_identity_is_refused() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "cp into a bind mount of its source: {stderr}");
+    assert!(
+        !output.status.success(),
+        "cp into a bind mount of its source: {stderr}"
+    );
     assert!(stderr.contains("lies inside, --from"), "{stderr}");
-    assert!(!source.join("copy").exists(), "the tree was copied into itself");
+    assert!(
+        !source.join("copy").exists(),
+        "the tree was copied into itself"
+    );
 }
 
 /// Issue 41: an entry of a disk source the listing would leave out — a symbolic link leading
@@ -1152,7 +1158,10 @@ fn an_entry_the_copy_would_skip_fails_it() {
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
 
     std::os::unix::fs::symlink("/etc/hostname", source.join("box/out-link")).unwrap();
-    let outcome = cp(work.path(), &["--from", &disk(&source), "--to", &disk(&out)]);
+    let outcome = cp(
+        work.path(),
+        &["--from", &disk(&source), "--to", &disk(&out)],
+    );
     outcome.assert_fails_with(&[
         "/box/out-link in --from cannot be copied: it is a symbolic link leading out of --from, or to nothing",
         "Nothing was copied",
@@ -1168,7 +1177,10 @@ fn an_entry_the_copy_would_skip_fails_it() {
         0,
     )
     .unwrap();
-    let outcome = cp(work.path(), &["--from", &disk(&source), "--to", &disk(&out)]);
+    let outcome = cp(
+        work.path(),
+        &["--from", &disk(&source), "--to", &disk(&out)],
+    );
     outcome.assert_fails_with(&[
         "/box/pipe in --from cannot be copied: it is neither a file nor a directory",
     ]);
@@ -1177,13 +1189,15 @@ fn an_entry_the_copy_would_skip_fails_it() {
 
     // A file the copying user cannot read (as root, cp runs as `nobody`).
     std::fs::write(source.join("box/secret.txt"), "s").unwrap();
-    std::fs::set_permissions(source.join("box/secret.txt"), std::fs::Permissions::from_mode(0o000))
-        .unwrap();
+    std::fs::set_permissions(
+        source.join("box/secret.txt"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
     for dir in [&source, &source.join("box")] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    std::fs::set_permissions(source.join("a.txt"), std::fs::Permissions::from_mode(0o644))
-        .unwrap();
+    std::fs::set_permissions(source.join("a.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
     let root = rustix::process::geteuid().is_root();
     let outcome = cp_as(
         work.path(),
@@ -1220,7 +1234,12 @@ fn a_reserved_name_in_the_source_is_not_copied() {
     let out = work.path().join("out");
     let outcome = cp(
         work.path(),
-        &["--from", &format!("store:sqlite:{}", db.display()), "--to", &disk(&out)],
+        &[
+            "--from",
+            &format!("store:sqlite:{}", db.display()),
+            "--to",
+            &disk(&out),
+        ],
     );
     outcome.assert_fails_with(&[
         "/d/.mountfs-tmp-journal-1-1 in --from has a name starting with .mountfs-tmp",

@@ -49,7 +49,8 @@ impl Attack {
     /// The files of the planted journal: (name inside the journal, content).
     fn files(&self) -> Vec<(&'static str, String)> {
         if self.delete_outside {
-            let plan = json!({"pid": 1, "primary": null, "secondaries": [self.victim()], "files": []});
+            let plan =
+                json!({"pid": 1, "primary": null, "secondaries": [self.victim()], "files": []});
             vec![("journal", plan.to_string()), ("committed", String::new())]
         } else {
             let parts: Vec<Vec<u8>> = vec![b".git".to_vec(), b"config".to_vec()];

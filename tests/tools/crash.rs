@@ -67,7 +67,8 @@ fn crash_writer_child() {
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let keys = std::env::var_os(KEYS_VAR).unwrap();
-    let backend = DiskBackend::open_without_sweep(Path::new(&dir), options(Path::new(&keys))).unwrap();
+    let backend =
+        DiskBackend::open_without_sweep(Path::new(&dir), options(Path::new(&keys))).unwrap();
     let start: u64 = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()

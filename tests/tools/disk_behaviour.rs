@@ -143,7 +143,13 @@ async fn nested_ignore_files_are_honoured_at_every_depth() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_ignore_mount_option_searches_ignored_files() {
-    let d = Disk::with(DiskOptions { no_ignore: true, ..DiskOptions::default() }, WriteOptions::default());
+    let d = Disk::with(
+        DiskOptions {
+            no_ignore: true,
+            ..DiskOptions::default()
+        },
+        WriteOptions::default(),
+    );
     d.put(".gitignore", "ignored/\n*.log\n");
     d.put("ignored/a.rs", "needle\n");
     d.put("x.log", "needle\n");
@@ -154,7 +160,13 @@ async fn no_ignore_mount_option_searches_ignored_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_directory_is_never_listed_or_searched() {
     for no_ignore in [false, true] {
-        let d = Disk::with(DiskOptions { no_ignore, ..DiskOptions::default() }, WriteOptions::default());
+        let d = Disk::with(
+            DiskOptions {
+                no_ignore,
+                ..DiskOptions::default()
+            },
+            WriteOptions::default(),
+        );
         d.put(".git/config", "needle\n");
         d.put("sub/.git/HEAD", "needle\n");
         d.put("a.txt", "needle\n");

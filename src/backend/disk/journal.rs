@@ -66,9 +66,9 @@ use serde::{Deserialize, Serialize};
 
 use super::resolve::{canonicalize, map_io};
 use super::temp::TEMP_PREFIX;
-use super::trust::{Seal, TAG_CHARS};
 #[cfg(test)]
 use super::trust::RecoveryKey;
+use super::trust::{Seal, TAG_CHARS};
 use super::write::{DirLock, current_version, refuse_inside_git};
 use crate::backend::{Error, JournalRole, PlannedFile, Result, Version};
 use crate::path::VirtualPath;
@@ -280,8 +280,13 @@ pub(super) fn begin(
         let dir = DirLock::lock(open_journal_dir(root, OsStr::new(&name)).map_err(root_io)?)
             .map_err(root_io)?;
         // Not synced: lost with a power cut, it only leaves an empty journal for the operator.
-        write_record(&dir.dir, BEGUN, seal.tag(b"begun", &name, b"").as_bytes(), false)
-            .map_err(root_io)?;
+        write_record(
+            &dir.dir,
+            BEGUN,
+            seal.tag(b"begun", &name, b"").as_bytes(),
+            false,
+        )
+        .map_err(root_io)?;
         let mut plan = Plan {
             pid: std::process::id(),
             change,
@@ -571,7 +576,8 @@ fn is_kept(journal: &Dir, aside: &str, file: &PlanFile) -> bool {
     };
     let same_inode = match rustix::fs::statat(journal, aside, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => {
-            FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile && stat.st_ino == kept.ino
+            FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+                && stat.st_ino == kept.ino
         }
         Err(_) => false,
     };
@@ -604,7 +610,9 @@ fn restore_dirs(root: &Dir, journal: &Dir, seal: &Seal, name: &[u8]) -> io::Resu
         let Some(body) = seal.open(record.as_bytes(), name, &bytes) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("the record {record} was not written by this server (its tag does not verify)"),
+                format!(
+                    "the record {record} was not written by this server (its tag does not verify)"
+                ),
             ));
         };
         let moved: MovedDir = serde_json::from_slice(body).map_err(io::Error::other)?;
@@ -719,8 +727,9 @@ enum Outcome {
 fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
     let dir = match open_journal_dir(root, name) {
         Ok(dir) => dir,
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
-            || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+        Err(e)
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+                || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
         {
             return Ok(Outcome::Untrusted("it is not a directory"));
         }
@@ -756,7 +765,9 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         None => match read_record(&dir, COMMITTED, TAG_CHARS as u64 + 1) {
             Ok(tag) => {
                 if !seal.verifies(b"committed", journal, b"", &tag) {
-                    return Ok(Outcome::Untrusted("its committed mark's tag does not verify"));
+                    return Ok(Outcome::Untrusted(
+                        "its committed mark's tag does not verify",
+                    ));
                 }
                 true
             }
@@ -1186,10 +1197,18 @@ mod tests {
             let root = dir.path();
             std::fs::create_dir_all(root.join(".git")).unwrap();
             std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
-            plant(root, &plan, committed, Some(b"[core]\n\tfsmonitor = sh evil\n"));
+            plant(
+                root,
+                &plan,
+                committed,
+                Some(b"[core]\n\tfsmonitor = sh evil\n"),
+            );
             let disk = DiskBackend::open(root, DiskOptions::default()).unwrap();
             assert!(disk.take_resolved().is_empty(), "{plan}");
-            assert!(victim.join("sub").is_dir(), "the directory outside stays: {plan}");
+            assert!(
+                victim.join("sub").is_dir(),
+                "the directory outside stays: {plan}"
+            );
             assert_eq!(
                 std::fs::read(root.join(".git/config")).unwrap(),
                 b"[core]\n",

@@ -423,7 +423,11 @@ mod tests {
         let name = record.file_name().unwrap().as_bytes();
         let mut out = Vec::new();
         for (k, one) in dirs.iter().enumerate() {
-            out.extend_from_slice(seal(dir).tag_of(b"inflight", name, one.as_bytes()).as_bytes());
+            out.extend_from_slice(
+                seal(dir)
+                    .tag_of(b"inflight", name, one.as_bytes())
+                    .as_bytes(),
+            );
             out.extend_from_slice(one.as_bytes());
             if !(cut && k + 1 == dirs.len()) {
                 out.push(0);

@@ -191,9 +191,7 @@ impl RecoveryKey {
     pub(super) fn forget(&self, change: &str) {
         match &self.decisions {
             Decisions::Memory(set) => {
-                set.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(change);
+                set.lock().unwrap_or_else(|e| e.into_inner()).remove(change);
             }
             Decisions::Dir(dir) => {
                 if let Ok(path) = decision_file(dir, change) {
@@ -253,7 +251,12 @@ impl Seal {
     }
 
     /// The body of a record written by [`Seal::sealed`], when its tag verifies.
-    pub(super) fn open<'a>(&self, kind: &[u8], journal: &[u8], record: &'a [u8]) -> Option<&'a [u8]> {
+    pub(super) fn open<'a>(
+        &self,
+        kind: &[u8],
+        journal: &[u8],
+        record: &'a [u8],
+    ) -> Option<&'a [u8]> {
         let (tag, body) = record.split_at_checked(TAG_CHARS)?;
         let body = body.strip_prefix(b"\n")?;
         self.key
@@ -335,7 +338,6 @@ pub fn process_key() -> Arc<RecoveryKey> {
     Arc::clone(PROCESS_KEY.get_or_init(|| Arc::new(RecoveryKey::ephemeral())))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,17 +350,27 @@ mod tests {
         let one = RecoveryKey::in_dir(&data).unwrap();
         let two = RecoveryKey::in_dir(&data).unwrap();
         assert_eq!(one.key, two.key);
-        let mode = std::fs::metadata(data.join(KEY_FILE)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(data.join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o7777, 0o600);
         let tag = one.tag(&[b"a", b"bc"]);
         assert!(two.verify(&[b"a", b"bc"], tag.as_bytes()));
-        assert!(!two.verify(&[b"ab", b"c"], tag.as_bytes()), "parts are framed");
+        assert!(
+            !two.verify(&[b"ab", b"c"], tag.as_bytes()),
+            "parts are framed"
+        );
         assert!(!RecoveryKey::ephemeral().verify(&[b"a", b"bc"], tag.as_bytes()));
         let names: Vec<_> = std::fs::read_dir(&data)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names.len(), 2, "the key and the decisions folder: {names:?}");
+        assert_eq!(
+            names.len(),
+            2,
+            "the key and the decisions folder: {names:?}"
+        );
     }
 
     #[test]

@@ -184,6 +184,9 @@ fn account_for(host: &Path, dir: &VirtualPath, listed: &HashSet<&str>) -> Result
         }
         let why = match (name.to_str(), std::fs::symlink_metadata(entry.path())) {
             (None, _) => "its name is not valid UTF-8, so no path names it".to_owned(),
+            (Some(n), _) if VirtualPath::root().join(n).is_err() => {
+                "its name is not a valid path (it holds a backslash, or is too long)".to_owned()
+            }
             (_, Err(error)) => format!("it cannot be looked at ({error})"),
             (_, Ok(meta)) if meta.file_type().is_symlink() => {
                 "it is a symbolic link leading out of --from, or to nothing".to_owned()
