@@ -27,6 +27,11 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest accepted path component, in bytes (CONTRACT §1).
 pub const MAX_COMPONENT_BYTES: usize = 255;
 
+/// Names of mountfs's own files start with this in every backend: `.mountfs-tmp-*` on disk
+/// (temporary files, journals, records of temporary files in flight), `.mountfs-tmp.*` on
+/// shell targets. No path an agent gives may hold a component starting with it (issue 41).
+pub const RESERVED_PREFIX: &str = ".mountfs-tmp";
+
 /// Why a raw path was refused. The Display text shows the offending input.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PathError {
@@ -72,6 +77,11 @@ pub enum PathError {
         /// Its 1-based position among the raw path's characters.
         position: usize,
     },
+    /// A component starting with [`RESERVED_PREFIX`].
+    #[error(
+        "Error: Invalid path '{0}': names starting with .mountfs-tmp are reserved for mountfs's own temporary files; choose another name"
+    )]
+    Reserved(String),
     /// Longer than [`MAX_PATH_BYTES`].
     #[error("Error: Invalid path '{shown}…': it is {len} bytes long; the limit is 4096 bytes")]
     TooLong {
@@ -92,6 +102,11 @@ pub enum PathError {
     },
 }
 
+/// Whether a name is one of mountfs's own (starts with [`RESERVED_PREFIX`]).
+pub fn is_reserved_name(name: &str) -> bool {
+    name.starts_with(RESERVED_PREFIX)
+}
+
 /// An absolute, normalised virtual path (see the module doc).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VirtualPath(String);
@@ -107,10 +122,25 @@ impl VirtualPath {
     /// does.
     pub fn parse(input: &str) -> Result<Self, PathError> {
         if !input.contains(ESCAPE_START) {
-            return Self::parse_raw(input);
+            let path = Self::parse_raw(input)?;
+            path.refuse_reserved()?;
+            return Ok(path);
         }
         let decoded = unescape(input).ok_or_else(|| PathError::BadEscape(escape_name(input)))?;
-        Self::parse_raw(&decoded)
+        let path = Self::parse_raw(&decoded)?;
+        path.refuse_reserved()?;
+        Ok(path)
+    }
+
+    /// Refuses a path with a component starting with [`RESERVED_PREFIX`], in any place: such
+    /// a name is mountfs's own (hidden from listings, swept, read by recovery). Every path an
+    /// agent or a client gives passes here ([`VirtualPath::parse`]; resource URIs; `mountfs
+    /// cp`'s trees), so no backend ever receives one from a tool.
+    pub fn refuse_reserved(&self) -> Result<(), PathError> {
+        if self.components().any(is_reserved_name) {
+            return Err(PathError::Reserved(escape_name(&self.0)));
+        }
+        Ok(())
     }
 
     /// Parses a path as it is, decoding no escape: for keys and names read back from a

@@ -94,7 +94,10 @@ pub fn path_of(uri: &str) -> Result<VirtualPath, ResourceError> {
         .decode_utf8()
         .map_err(|_| invalid("its percent-encoded bytes are not UTF-8"))?;
     // Percent-encoding carries names as they are: no `\u{…}` escapes to decode.
-    VirtualPath::parse_raw(&decoded).map_err(|error| invalid(&error.to_string()))
+    let path = VirtualPath::parse_raw(&decoded).map_err(|error| invalid(&error.to_string()))?;
+    path.refuse_reserved()
+        .map_err(|error| invalid(&error.to_string()))?;
+    Ok(path)
 }
 
 /// The resource describing the file `entry` (a listing entry or a stat).

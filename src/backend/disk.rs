@@ -131,7 +131,7 @@ struct Inner {
     /// The unfinished changes resolved when the mount was opened, until told.
     resolved: std::sync::Mutex<Vec<journal::Resolved>>,
     /// What this mount's recovery records are tagged with (see [`trust`]).
-    seal: journal::Seal,
+    seal: trust::Seal,
 }
 
 impl DiskBackend {
@@ -182,7 +182,7 @@ impl DiskBackend {
         };
         let host_root = std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?;
         let key = options.recovery.clone().unwrap_or_else(trust::process_key);
-        let seal = journal::Seal::new(key, &host_root);
+        let seal = trust::Seal::new(key, &host_root);
         Ok(Self {
             inner: Arc::new(Inner {
                 root,

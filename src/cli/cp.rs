@@ -29,10 +29,14 @@
 //!
 //! Empty directories are made where the destination kind can hold one (disk): the trait has no
 //! `mkdir`, so a marker file is written into it and removed; a store's directories exist only
-//! while a file lies under them, so there an empty directory is counted as not kept. What a
-//! source mount hides is not copied (on disk: `.git/`, names that are not valid virtual paths,
-//! symbolic links leading out); a symbolically linked directory is not followed (it is listed
-//! in the summary); a symbolic link to a file is copied as the file it leads to.
+//! while a file lies under them, so there an empty directory is counted as not kept. On disk
+//! `.git/` and mountfs's own `.mountfs-tmp-*` names are not copied; any other entry the source
+//! mount's listing leaves out (a name that is not a valid virtual path, a symbolic link leading
+//! out, a socket or FIFO, an entry that cannot be looked at) fails the copy before its first
+//! write — a copy never reports success after skipping something (issue 41). A name starting
+//! with `.mountfs-tmp` listed by any source stops it too. A symbolically linked directory is
+//! not followed (it is listed in the summary); a symbolic link to a file is copied as the file
+//! it leads to.
 
 mod inside;
 mod plan;
@@ -180,6 +184,25 @@ pub enum CopyError {
     EmptySource {
         /// The text as given.
         spec: String,
+    },
+    /// A name of the source reserved for mountfs's own files (a store written by an older
+    /// release): never copied, so the copy stops before its first write.
+    #[error(
+        "{path} in --from has a name starting with .mountfs-tmp: names starting with .mountfs-tmp are reserved for mountfs's own temporary files; choose another name. Nothing was copied: rename or remove it in --from, then copy again"
+    )]
+    Reserved {
+        /// The path.
+        path: VirtualPath,
+    },
+    /// An entry of the source the copy would leave out.
+    #[error(
+        "{path} in --from cannot be copied: {why}. Nothing was copied: move it away, fix it, or copy a directory that does not hold it"
+    )]
+    Skipped {
+        /// The entry, as a virtual path (escaped).
+        path: String,
+        /// Why it would be left out.
+        why: String,
     },
     /// A directory of the source that cannot be listed.
     #[error("cannot list {path} in --from: {reason}. Nothing was copied")]
@@ -336,8 +359,12 @@ pub async fn copy_until(
             ),
         });
     }
-    let source = open_tree(from, request.from, Side::From, None).await?;
-    let plan = plan::walk(&*source).await?;
+    let source = open_tree(from.clone(), request.from, Side::From, None).await?;
+    let host = match &from.backend {
+        BackendSpec::Disk { dir, .. } => Some(dir.clone()),
+        _ => None,
+    };
+    let plan = plan::walk(&*source, host.as_deref()).await?;
     if plan.items.is_empty() {
         return Err(CopyError::EmptySource {
             spec: request.from.to_owned(),
@@ -658,12 +685,33 @@ fn judge(spec: &MountSpec, text: &str, side: Side) -> Result<(), CopyError> {
     Ok(())
 }
 
+/// Whether `below`, or a directory above it, is the directory `dir` by identity (device and
+/// inode): a bind mount of the source, or another path the kernel gives to it, is the source
+/// whatever its name (issue 41).
+fn same_directory_above(dir: &Path, below: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(source) = std::fs::metadata(dir) else {
+        return false;
+    };
+    let mut at = below.to_path_buf();
+    loop {
+        if let Ok(meta) = std::fs::metadata(&at)
+            && (meta.dev(), meta.ino()) == (source.dev(), source.ino())
+        {
+            return true;
+        }
+        if !at.pop() {
+            return false;
+        }
+    }
+}
+
 /// Whether the destination is the source, or lies inside it (directories compared after
-/// resolving symbolic links; stores by file or URL and namespace).
+/// resolving symbolic links, and by device and inode; stores by file or URL and namespace).
 fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
     match (from, to) {
         (BackendSpec::Disk { dir: a, .. }, BackendSpec::Disk { dir: b, .. }) => {
-            resolved(b).starts_with(resolved(a))
+            resolved(b).starts_with(resolved(a)) || same_directory_above(a, &resolved(b))
         }
         (
             BackendSpec::Sqlite {

@@ -1168,3 +1168,39 @@ pub async fn an_upload_lands_whole_under_its_mode_or_not_at_all(fx: &Fixture) {
         vec!["up/big.bin", "up/late.txt"]
     );
 }
+
+/// Issue 41: names starting with `.mountfs-tmp` are mountfs's own on every backend (disk
+/// temporary files and journals, shell targets' temporary files): a path holding one in any
+/// component — first, middle or last, with `-` or `.` after it, written plainly or as an
+/// escape — is refused where every path an agent gives is parsed, naming the path, before any
+/// backend sees it; a name holding the text elsewhere is an ordinary name here.
+pub async fn reserved_names_are_refused_in_every_component(fx: &Fixture) {
+    let base = fx.path("dir");
+    for tail in [
+        ".mountfs-tmp-journal-1-1/journal",
+        "a/.mountfs-tmp.x/b",
+        "a/b/.mountfs-tmp-9-9",
+        ".mountfs-tmp/x",
+    ] {
+        let text = format!("{}/{tail}", base.as_str());
+        let error = VirtualPath::parse(&text).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "Error: Invalid path '{text}': names starting with .mountfs-tmp are reserved for mountfs's own temporary files; choose another name"
+            )
+        );
+        let escaped = text.replace("/.mountfs", "/\\u{2E}mountfs");
+        assert!(VirtualPath::parse(&escaped).is_err(), "{escaped}");
+    }
+    let fine = VirtualPath::parse(&format!(
+        "{}/notes.mountfs-tmp-x/a.mountfs-tmp",
+        base.as_str()
+    ))
+    .unwrap();
+    fx.backend
+        .write(&fine, b"x", WriteMode::CreateOnly)
+        .await
+        .unwrap();
+    assert_eq!(fx.backend.read(&fine).await.unwrap().content, b"x");
+}

@@ -79,6 +79,7 @@ macro_rules! conformance {
     ($fixture:ident) => {
         mod $fixture {
             case!($fixture, write_then_read);
+            case!($fixture, reserved_names_are_refused_in_every_component);
             case!($fixture, version_is_stable_and_follows_content);
             case!($fixture, create_only_fails_if_exists);
             case!($fixture, overwrite_keeps_created_time);

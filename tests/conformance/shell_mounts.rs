@@ -1553,7 +1553,7 @@ async fn the_temporary_names_of_uploads_are_refused() {
     let target = shells::local();
     let backend = target.backend();
     std::fs::write(target.dir.path().join(".mountfs-tmp.abc"), b"in flight").unwrap();
-    let name = p("/.mountfs-tmp.abc");
+    let name = VirtualPath::parse_raw("/.mountfs-tmp.abc").unwrap();
     let refused = |result: Result<(), Error>, what: &str| {
         assert!(
             matches!(&result, Err(Error::Unsupported { reason, .. }) if reason.contains("reserved")),
@@ -1562,7 +1562,11 @@ async fn the_temporary_names_of_uploads_are_refused() {
     };
     refused(
         backend
-            .write(&p("/.mountfs-tmp.new"), b"x", WriteMode::CreateOnly)
+            .write(
+                &VirtualPath::parse_raw("/.mountfs-tmp.new").unwrap(),
+                b"x",
+                WriteMode::CreateOnly,
+            )
             .await
             .map(drop),
         "write",
@@ -1576,7 +1580,10 @@ async fn the_temporary_names_of_uploads_are_refused() {
     );
     refused(
         backend
-            .begin_upload(&p("/d/.mountfs-tmp.x"), WriteMode::CreateOnly)
+            .begin_upload(
+                &VirtualPath::parse_raw("/d/.mountfs-tmp.x").unwrap(),
+                WriteMode::CreateOnly,
+            )
             .await
             .map(drop),
         "upload",

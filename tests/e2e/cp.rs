@@ -1088,3 +1088,162 @@ fn a_copy_to_a_shell_target_killed_mid_file_leaves_a_temporary_file_the_next_ope
     names.sort();
     assert_eq!(names, ["x.txt"]);
 }
+
+/// Issue 41: a destination that is the source by identity — a bind mount of it, whatever its
+/// path — is refused, as a path inside it is; a symbolic link to it too. The bind mount is
+/// made in a private mount namespace (`unshare --mount`, as root) that dies with the command.
+#[test]
+fn a_destination_that_is_the_source_by_identity_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    std::os::unix::fs::symlink(&source, work.path().join("alias")).unwrap();
+    let outcome = cp(
+        work.path(),
+        &["--from", &disk(&source), "--to", "disk:./alias/copy"],
+    );
+    outcome.assert_fails_with(&["lies inside, --from"]);
+    assert!(!source.join("copy").exists());
+
+    let unshare_works = rustix::process::geteuid().is_root()
+        && std::process::Command::new("unshare")
+            .args(["--mount", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !unshare_works {
+        crate::skips::record(
+            "cp into a bind mount of its source",
+            "needs root and unshare --mount",
+        );
+        return;
+    }
+    let bound = work.path().join("bound");
+    std::fs::create_dir(&bound).unwrap();
+    let script = format!(
+        "mount --bind {src} {bound} && exec {bin} cp --from disk:{src} --to disk:{bound}/copy",
+        src = source.display(),
+        bound = bound.display(),
+        bin = env!("CARGO_BIN_EXE_mountfs"),
+    );
+    let output = std::process::Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .current_dir(work.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "cp into a bind mount of its source: {stderr}"
+    );
+    assert!(stderr.contains("lies inside, --from"), "{stderr}");
+    assert!(
+        !source.join("copy").exists(),
+        "the tree was copied into itself"
+    );
+}
+
+/// Issue 41: an entry of a disk source the listing would leave out — a symbolic link leading
+/// out, a FIFO — fails the copy with its path and why, before anything is written, instead of
+/// a "copied" that silently lacks it; a file the copying user cannot read fails it too.
+#[test]
+fn an_entry_the_copy_would_skip_fails_it() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let source = work.path().join("source");
+    std::fs::create_dir_all(source.join("box")).unwrap();
+    std::fs::write(source.join("a.txt"), "a").unwrap();
+    let out = work.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    std::os::unix::fs::symlink("/etc/hostname", source.join("box/out-link")).unwrap();
+    let outcome = cp(
+        work.path(),
+        &["--from", &disk(&source), "--to", &disk(&out)],
+    );
+    outcome.assert_fails_with(&[
+        "/box/out-link in --from cannot be copied: it is a symbolic link leading out of --from, or to nothing",
+        "Nothing was copied",
+    ]);
+    assert!(snapshot(&out).is_empty(), "{:?}", snapshot(&out));
+    std::fs::remove_file(source.join("box/out-link")).unwrap();
+
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        source.join("box/pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let outcome = cp(
+        work.path(),
+        &["--from", &disk(&source), "--to", &disk(&out)],
+    );
+    outcome.assert_fails_with(&[
+        "/box/pipe in --from cannot be copied: it is neither a file nor a directory",
+    ]);
+    assert!(snapshot(&out).is_empty(), "{:?}", snapshot(&out));
+    std::fs::remove_file(source.join("box/pipe")).unwrap();
+
+    // A file the copying user cannot read (as root, cp runs as `nobody`).
+    std::fs::write(source.join("box/secret.txt"), "s").unwrap();
+    std::fs::set_permissions(
+        source.join("box/secret.txt"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    for dir in [&source, &source.join("box")] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(source.join("a.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    let outcome = cp_as(
+        work.path(),
+        root.then_some(65534),
+        &["--from", &disk(&source), "--to", &disk(&out)],
+    );
+    outcome.assert_fails_with(&["cannot read /box/secret.txt from --from"]);
+    assert!(!out.join("box/secret.txt").exists());
+}
+
+/// Issue 41: a name reserved for mountfs's own files in a source (a store written by an older
+/// release) is never copied: the copy stops before its first write, naming it.
+#[test]
+fn a_reserved_name_in_the_source_is_not_copied() {
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("old.db");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = mountfs::store::SqliteStore::open(&db).await.unwrap();
+        let namespace = mountfs::store::Namespace::new("default").unwrap();
+        let backend = mountfs::backend::StoreBackend::new(std::sync::Arc::new(store), namespace);
+        for key in ["/a.txt", "/d/.mountfs-tmp-journal-1-1/journal"] {
+            let path = mountfs::path::VirtualPath::parse_raw(key).unwrap();
+            mountfs::backend::Backend::write(
+                &backend,
+                &path,
+                b"x",
+                mountfs::backend::WriteMode::CreateOnly,
+            )
+            .await
+            .unwrap();
+        }
+    });
+    let out = work.path().join("out");
+    let outcome = cp(
+        work.path(),
+        &[
+            "--from",
+            &format!("store:sqlite:{}", db.display()),
+            "--to",
+            &disk(&out),
+        ],
+    );
+    outcome.assert_fails_with(&[
+        "/d/.mountfs-tmp-journal-1-1 in --from has a name starting with .mountfs-tmp",
+        "Nothing was copied",
+    ]);
+    assert!(!out.join("d").exists() && !out.join("a.txt").exists());
+}

@@ -23,6 +23,7 @@ mod corpus;
 mod cp;
 mod edits;
 mod execute;
+mod forged_journals;
 mod formats;
 mod grep_memory;
 mod http;

@@ -58,7 +58,6 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, OpenOptionsExt};
@@ -67,7 +66,9 @@ use serde::{Deserialize, Serialize};
 
 use super::resolve::{canonicalize, map_io};
 use super::temp::TEMP_PREFIX;
-use super::trust::{RecoveryKey, TAG_CHARS};
+#[cfg(test)]
+use super::trust::RecoveryKey;
+use super::trust::{Seal, TAG_CHARS};
 use super::write::{DirLock, current_version, refuse_inside_git};
 use crate::backend::{Error, JournalRole, PlannedFile, Result, Version};
 use crate::path::VirtualPath;
@@ -140,59 +141,6 @@ struct KeptFile {
 struct MovedDir {
     path: Vec<Vec<u8>>,
     ino: u64,
-}
-
-/// What the records of one journal are tagged with: the key, the mount, the journal's name.
-#[derive(Debug, Clone)]
-pub(super) struct Seal {
-    key: Arc<RecoveryKey>,
-    /// The root's canonical host path: a record is valid on its own mount only.
-    mount: Vec<u8>,
-}
-
-impl Seal {
-    pub(super) fn new(key: Arc<RecoveryKey>, host_root: &Path) -> Self {
-        Self {
-            key,
-            mount: host_root.as_os_str().as_bytes().to_vec(),
-        }
-    }
-
-    fn parts<'a>(&'a self, kind: &'a [u8], journal: &'a [u8], rest: &'a [u8]) -> [&'a [u8]; 4] {
-        [kind, &self.mount, journal, rest]
-    }
-
-    /// The tag of `body`, a record of `kind` named `name` (a record of temporary files in
-    /// flight tags each line so).
-    pub(super) fn tag_of(&self, kind: &[u8], name: &[u8], body: &[u8]) -> String {
-        self.key.tag(&self.parts(kind, name, body))
-    }
-
-    /// Whether `tag` is [`Seal::tag_of`] the same.
-    pub(super) fn verifies(&self, kind: &[u8], name: &[u8], body: &[u8], tag: &[u8]) -> bool {
-        self.key.verify(&self.parts(kind, name, body), tag)
-    }
-
-    fn tag(&self, kind: &[u8], journal: &str, rest: &[u8]) -> String {
-        self.key.tag(&self.parts(kind, journal.as_bytes(), rest))
-    }
-
-    /// `tag` + newline + `body`, as a record is written.
-    fn sealed(&self, kind: &[u8], journal: &str, body: &[u8]) -> Vec<u8> {
-        let mut out = self.tag(kind, journal, body).into_bytes();
-        out.push(b'\n');
-        out.extend_from_slice(body);
-        out
-    }
-
-    /// The body of a record written by [`Seal::sealed`], when its tag verifies.
-    fn open<'a>(&self, kind: &[u8], journal: &[u8], record: &'a [u8]) -> Option<&'a [u8]> {
-        let (tag, body) = record.split_at_checked(TAG_CHARS)?;
-        let body = body.strip_prefix(b"\n")?;
-        self.key
-            .verify(&self.parts(kind, journal, body), tag)
-            .then_some(body)
-    }
 }
 
 fn to_path(components: &[Vec<u8>]) -> PathBuf {
@@ -468,7 +416,7 @@ impl Journal {
     pub(super) fn mark_committed(&self) -> Result<()> {
         let io = |e: io::Error| map_io(e, &VirtualPath::root());
         if let Some(change) = &self.plan.change {
-            return self.seal.key.decide(change).map_err(io);
+            return self.seal.key().decide(change).map_err(io);
         }
         let tag = self.seal.tag(b"committed", &self.name, b"");
         write_record(&self.dir.dir, COMMITTED, tag.as_bytes(), true).map_err(io)?;
@@ -488,7 +436,7 @@ impl Journal {
         if self.primary
             && let Some(change) = &self.plan.change
         {
-            self.seal.key.forget(change);
+            self.seal.key().forget(change);
         }
         Ok(())
     }
@@ -804,7 +752,7 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // Begun, never made durable: nothing had changed. Removed only when provably ours.
             let begun = read_record(&dir, BEGUN, TAG_CHARS as u64 + 1).unwrap_or_default();
-            if !seal.key.verify(&seal.parts(b"begun", journal, b""), &begun) {
+            if !seal.verifies(b"begun", journal, b"", &begun) {
                 return Ok(Outcome::Untrusted("it holds no plan this server wrote"));
             }
             remove_journal(root, Path::new(name))?;
@@ -813,13 +761,10 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         Err(e) => return Err(e),
     };
     let committed = match &plan.change {
-        Some(change) => seal.key.decided(change),
+        Some(change) => seal.key().decided(change),
         None => match read_record(&dir, COMMITTED, TAG_CHARS as u64 + 1) {
             Ok(tag) => {
-                if !seal
-                    .key
-                    .verify(&seal.parts(b"committed", journal, b""), &tag)
-                {
+                if !seal.verifies(b"committed", journal, b"", &tag) {
                     return Ok(Outcome::Untrusted(
                         "its committed mark's tag does not verify",
                     ));

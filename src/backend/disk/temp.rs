@@ -48,8 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 
-use super::journal::Seal;
-use super::trust::TAG_CHARS;
+use super::trust::{Seal, TAG_CHARS};
 use crate::backend::{Error, Result};
 use crate::path::VirtualPath;
 

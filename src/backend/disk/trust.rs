@@ -20,6 +20,7 @@
 
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -198,6 +199,69 @@ impl RecoveryKey {
                 }
             }
         }
+    }
+}
+
+/// What the records of one journal are tagged with: the key, the mount, the journal's name.
+#[derive(Debug, Clone)]
+pub(crate) struct Seal {
+    key: Arc<RecoveryKey>,
+    /// The root's canonical host path: a record is valid on its own mount only.
+    mount: Vec<u8>,
+}
+
+impl Seal {
+    pub(super) fn new(key: Arc<RecoveryKey>, host_root: &Path) -> Self {
+        Self {
+            key,
+            mount: host_root.as_os_str().as_bytes().to_vec(),
+        }
+    }
+
+    /// The key.
+    pub(super) fn key(&self) -> &RecoveryKey {
+        &self.key
+    }
+
+    fn parts<'a>(&'a self, kind: &'a [u8], journal: &'a [u8], rest: &'a [u8]) -> [&'a [u8]; 4] {
+        [kind, &self.mount, journal, rest]
+    }
+
+    /// The tag of `body`, a record of `kind` named `name` (a record of temporary files in
+    /// flight tags each line so).
+    pub(super) fn tag_of(&self, kind: &[u8], name: &[u8], body: &[u8]) -> String {
+        self.key.tag(&self.parts(kind, name, body))
+    }
+
+    /// Whether `tag` is [`Seal::tag_of`] the same.
+    pub(super) fn verifies(&self, kind: &[u8], name: &[u8], body: &[u8], tag: &[u8]) -> bool {
+        self.key.verify(&self.parts(kind, name, body), tag)
+    }
+
+    pub(super) fn tag(&self, kind: &[u8], journal: &str, rest: &[u8]) -> String {
+        self.key.tag(&self.parts(kind, journal.as_bytes(), rest))
+    }
+
+    /// `tag` + newline + `body`, as a record is written.
+    pub(super) fn sealed(&self, kind: &[u8], journal: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = self.tag(kind, journal, body).into_bytes();
+        out.push(b'\n');
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// The body of a record written by [`Seal::sealed`], when its tag verifies.
+    pub(super) fn open<'a>(
+        &self,
+        kind: &[u8],
+        journal: &[u8],
+        record: &'a [u8],
+    ) -> Option<&'a [u8]> {
+        let (tag, body) = record.split_at_checked(TAG_CHARS)?;
+        let body = body.strip_prefix(b"\n")?;
+        self.key
+            .verify(&self.parts(kind, journal, body), tag)
+            .then_some(body)
     }
 }
 

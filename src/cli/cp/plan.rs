@@ -5,8 +5,12 @@
 //! The plan holds one entry per file and directory (path and size), never a content: its memory
 //! grows with the number of names, not with their sizes. Copying is `super`'s job.
 
+use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
 use crate::backend::{Backend, EntryKind};
-use crate::path::VirtualPath;
+use crate::path::{VirtualPath, escape_name, is_reserved_name};
 
 use super::{CopyError, reason};
 
@@ -39,8 +43,12 @@ pub(super) struct Plan {
     pub(super) linked_dirs: Vec<VirtualPath>,
 }
 
-/// Walks the whole source tree (see the module doc).
-pub(super) async fn walk(source: &dyn Backend) -> Result<Plan, CopyError> {
+/// Walks the whole source tree (see the module doc). `host`: the source's directory when it is
+/// a disk mount, whose every entry the listing must account for — one it leaves out (a name
+/// that is not a valid path, a link leading out, a socket, an entry that cannot be read) fails
+/// the copy instead of being skipped in silence; only `.git` and mountfs's own temporary names
+/// are left out by design.
+pub(super) async fn walk(source: &dyn Backend, host: Option<&Path>) -> Result<Plan, CopyError> {
     let mut plan = Plan::default();
     // Directories still to list, the next one last.
     let mut pending = vec![VirtualPath::root()];
@@ -50,6 +58,17 @@ pub(super) async fn walk(source: &dyn Backend) -> Result<Plan, CopyError> {
             reason: reason(&error),
         })?;
         entries.sort_by(|a, b| a.path.cmp(&b.path));
+        for entry in &entries {
+            if entry.path.refuse_reserved().is_err() {
+                return Err(CopyError::Reserved {
+                    path: entry.path.clone(),
+                });
+            }
+        }
+        if let Some(host) = host {
+            let listed: HashSet<&str> = entries.iter().filter_map(|e| e.path.file_name()).collect();
+            account_for(host, &dir, &listed)?;
+        }
         if !dir.is_root() {
             plan.items.push(Item::Dir {
                 path: dir.clone(),
@@ -136,5 +155,57 @@ pub(super) async fn check_destination(
     match existing {
         Some((first, count)) if !overwrite => Err(CopyError::Exists { first, count }),
         _ => Ok(()),
+    }
+}
+
+/// Fails when the host directory of `dir` holds an entry the listing (`listed`) left out,
+/// other than `.git` and mountfs's own names: such an entry would not be copied.
+fn account_for(host: &Path, dir: &VirtualPath, listed: &HashSet<&str>) -> Result<(), CopyError> {
+    let at = dir
+        .components()
+        .fold(host.to_path_buf(), |path, name| path.join(name));
+    let entries = std::fs::read_dir(&at).map_err(|error| CopyError::List {
+        path: dir.clone(),
+        reason: error.to_string(),
+    })?;
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|error| CopyError::List {
+            path: dir.clone(),
+            reason: error.to_string(),
+        })?;
+        let name = entry.file_name();
+        let shown = String::from_utf8_lossy(name.as_bytes()).into_owned();
+        if name == ".git" || is_reserved_name(&shown) {
+            continue;
+        }
+        if name.to_str().is_some_and(|n| listed.contains(n)) {
+            continue;
+        }
+        let why = match (name.to_str(), std::fs::symlink_metadata(entry.path())) {
+            (None, _) => "its name is not valid UTF-8, so no path names it".to_owned(),
+            (Some(n), _) if VirtualPath::root().join(n).is_err() => {
+                "its name is not a valid path (it holds a backslash, or is too long)".to_owned()
+            }
+            (_, Err(error)) => format!("it cannot be looked at ({error})"),
+            (_, Ok(meta)) if meta.file_type().is_symlink() => {
+                "it is a symbolic link leading out of --from, or to nothing".to_owned()
+            }
+            (_, Ok(meta)) if !meta.is_file() && !meta.is_dir() => {
+                "it is neither a file nor a directory (a socket, FIFO or device)".to_owned()
+            }
+            (_, Ok(_)) => "the listing left it out (it cannot be read)".to_owned(),
+        };
+        let path = format!(
+            "{}/{}",
+            if dir.is_root() { "" } else { dir.as_str() },
+            escape_name(&shown)
+        );
+        missing.push((path, why));
+    }
+    missing.sort();
+    match missing.into_iter().next() {
+        None => Ok(()),
+        Some((path, why)) => Err(CopyError::Skipped { path, why }),
     }
 }
