@@ -252,12 +252,13 @@ impl MountfsServer {
                 }
                 Err(error) => {
                     // A change the person did not confirm is logged too: asked, not done. Its
-                    // question names the paths, so it is as private as a change of them.
+                    // question may name a layer's uncommitted files (a declined `commit`), so
+                    // it is always private to the workspace that asked (attack review).
                     if let (Some((log, origin)), ToolError::Declined { .. }) = (&audit, &error)
                         && let Some(mut entry) =
                             crate::audit::record::unconfirmed_change(&tool, changed, origin)
                     {
-                        crate::audit::record::mark_private(&mut entry, &touched, private);
+                        entry.private = true;
                         if let Err(log_error) = log.record(&entry).await {
                             tracing::warn!(tool, error = %log_error, "a declined change was not written to the audit log");
                         }

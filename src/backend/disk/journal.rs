@@ -760,6 +760,24 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         }
         Err(e) => return Err(e),
     };
+    // Defence in depth (attack review of issue 41): a sealed plan is one this server wrote,
+    // and it never plans a path inside `.git/` or one that is not a plain relative name. Should
+    // the key ever leak (an operator's mount over the data directory), a forged plan still
+    // cannot put a file back into `.git/` or climb out with `..`.
+    let plain = |components: &[Vec<u8>]| {
+        components
+            .iter()
+            .all(|c| !c.is_empty() && c != b".." && c != b"." && c != b".git" && !c.contains(&b'/'))
+    };
+    if !plan
+        .files
+        .iter()
+        .all(|f| plain(&f.path) && f.created_dirs.iter().all(|d| plain(d)))
+    {
+        return Ok(Outcome::Untrusted(
+            "its plan names a path inside .git/ or one that is not a plain name",
+        ));
+    }
     let committed = match &plan.change {
         Some(change) => seal.key().decided(change),
         None => match read_record(&dir, COMMITTED, TAG_CHARS as u64 + 1) {
@@ -1218,6 +1236,61 @@ mod tests {
                 root.join(".mountfs-tmp-journal-1-1/journal").is_file(),
                 "left for the operator: {plan}"
             );
+        }
+    }
+
+    /// Defence in depth (attack review of issue 41): even a plan sealed with the real key (as
+    /// if it had leaked through an operator's mount over the data directory) that names a path
+    /// inside `.git/` or a `..` puts nothing back and is left for the operator.
+    #[tokio::test]
+    async fn a_sealed_plan_naming_git_or_dotdot_is_not_acted_on() {
+        for path in [".git/config", "../outside.txt", "a/../../outside.txt"] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            std::fs::create_dir_all(root.join(".git")).unwrap();
+            std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+            let keys = tempfile::tempdir().unwrap();
+            let key = std::sync::Arc::new(super::RecoveryKey::in_dir(keys.path()).unwrap());
+            let canonical = std::fs::canonicalize(root).unwrap();
+            let seal = super::Seal::new(key.clone(), &canonical);
+            let name = ".mountfs-tmp-journal-1-1";
+            plant(root, "", false, Some(b"[core]\n\tfsmonitor = sh evil\n"));
+            // The kept file is the planted one (its inode): without the path check, the
+            // roll-back would put it back.
+            let ino = std::os::unix::fs::MetadataExt::ino(
+                &std::fs::metadata(root.join(name).join("a0")).unwrap(),
+            );
+            let body = format!(
+                "{{\"pid\":1,\"change\":null,\"files\":[{{\"path\":{},\"existed\":true,\"created_dirs\":[],\"kept\":{{\"ino\":{ino},\"version\":null}}}}]}}",
+                components(path)
+            );
+            std::fs::write(
+                root.join(name).join("journal"),
+                seal.sealed(b"plan", name, body.as_bytes()),
+            )
+            .unwrap();
+            assert!(
+                seal.open(
+                    b"plan",
+                    name.as_bytes(),
+                    &std::fs::read(root.join(name).join("journal")).unwrap()
+                )
+                .is_some()
+            );
+            let disk = DiskBackend::open(
+                root,
+                DiskOptions {
+                    recovery: Some(key),
+                    ..DiskOptions::default()
+                },
+            )
+            .unwrap();
+            assert!(disk.take_resolved().is_empty(), "{path}");
+            assert_eq!(
+                std::fs::read(root.join(".git/config")).unwrap(),
+                b"[core]\n"
+            );
+            assert!(root.join(name).join("journal").is_file(), "left: {path}");
         }
     }
 
