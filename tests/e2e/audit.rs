@@ -1131,7 +1131,18 @@ async fn cut_short_change(root: &Path, decided: bool) {
     };
     use mountfs::path::VirtualPath;
     std::fs::write(root.join("a.txt"), "old\n").unwrap();
-    let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
+    // Sealed with the key the server process will trust: the one in its data directory
+    // (XDG_DATA_HOME, which .cargo/config.toml sets for test runs), as a crashed server's
+    // journals are (issue 41: recovery acts only on records it can prove it wrote).
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").unwrap()).join(".local/share"));
+    let key = mountfs::backend::disk::trust::RecoveryKey::in_dir(&data.join("mountfs")).unwrap();
+    let options = DiskOptions {
+        recovery: Some(std::sync::Arc::new(key)),
+        ..DiskOptions::default()
+    };
+    let disk = DiskBackend::open_without_sweep(root, options).unwrap();
     let a = VirtualPath::parse("/a.txt").unwrap();
     let old = disk.read(&a).await.unwrap().version;
     let files = [
