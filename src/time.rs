@@ -1,8 +1,9 @@
 //! Times as answers show them: RFC 3339 in UTC, whole seconds, or (structured `ls` entries)
 //! whole seconds since the epoch. A ground-floor helper: `ls`, `file_info` and the resources'
-//! `lastModified` all format times here.
+//! `lastModified` all format times here; the HTTP flags' durations (`90s`, `30m`) are parsed
+//! here too, so the HTTP server and its OAuth part share one parser without a circle.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Whole seconds since 1970-01-01 UTC (negative before it): the compact time of structured
 /// listings (issue 45).
@@ -59,6 +60,28 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
+}
+
+/// A duration as `N`, `Ns`, `Nm` or `Nh`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let seconds_per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("{text:?}: use a number with s, m or h, e.g. 30m")),
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: use a number with s, m or h, e.g. 30m"))?;
+    if number == 0 {
+        return Err("the duration must be above zero".to_owned());
+    }
+    Ok(Duration::from_secs(number.saturating_mul(seconds_per)))
 }
 
 #[cfg(test)]

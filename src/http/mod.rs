@@ -15,6 +15,7 @@ pub mod conns;
 pub mod gate;
 pub mod oauth;
 
+pub use crate::time::parse_duration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -131,28 +132,6 @@ pub fn parse_positive(text: &str) -> Result<usize, String> {
         Ok(0) | Err(_) => Err(format!("{text:?}: give a whole number above zero")),
         Ok(n) => Ok(n),
     }
-}
-
-/// A duration as `N`, `Ns`, `Nm` or `Nh`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let seconds_per = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => return Err(format!("{text:?}: use a number with s, m or h, e.g. 30m")),
-    };
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?}: use a number with s, m or h, e.g. 30m"))?;
-    if number == 0 {
-        return Err("the duration must be above zero".to_owned());
-    }
-    Ok(Duration::from_secs(number.saturating_mul(seconds_per)))
 }
 
 /// Why the HTTP server could not start or stopped.

@@ -78,7 +78,7 @@ pub struct OAuthArgs {
 
     /// With --oauth-issuer: a token naming a key id the server does not hold makes it fetch
     /// the issuer's keys again, at most this often (30s, 2m).
-    #[arg(global = true, long, value_name = "DURATION", default_value = DEFAULT_MIN_INTERVAL, value_parser = super::parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = DEFAULT_MIN_INTERVAL, value_parser = crate::time::parse_duration)]
     pub oauth_jwks_min_interval: Duration,
 
     /// With --http: the URL clients reach /mcp at (e.g. https://mcp.example.com/mcp), when it
