@@ -1518,7 +1518,9 @@ async fn sqlite_writes_by_another_process_are_folded_by_the_poll() {
 /// 1,024 pending items (`PENDING_BOUND`) a write folds its own item in its transaction, so the
 /// backlog every search reads, and the folder's catching up after the load, stay bounded.
 /// The load here is another process's (nothing wakes this store's folder, and its poll looks
-/// every 2 s): this store's next writes find 1,100 items pending and fold their own.
+/// every 2 s): this store's next writes find 4,000 items pending and fold their own. (With 1,100
+/// the folder's poll, folding 256 a batch, could bring the backlog under the bound between the
+/// two writes on a loaded machine, and the second write rightly left its item pending.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_write_past_the_pending_bound_folds_its_own_item() {
     let dir = tempfile::tempdir().unwrap();
@@ -1553,7 +1555,7 @@ async fn sqlite_a_write_past_the_pending_bound_folds_its_own_item() {
         let mut other = rusqlite::Connection::open(&file).unwrap();
         other.busy_timeout(Duration::from_secs(10)).unwrap();
         let tx = other.transaction().unwrap();
-        for i in 0..1100 {
+        for i in 0..4000 {
             tx.execute(
                 "INSERT INTO mountfs_items
                      (namespace, key, encoding, size, created_at, modified_at, version, content)
