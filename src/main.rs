@@ -250,6 +250,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
+    refuse_inspection();
     if let Some(text) = &cli.tools {
         match mountfs::registry::parse_allow_list(text) {
             Ok(names) => mountfs::registry::allow_only(names),
@@ -412,6 +413,19 @@ fn main() -> ExitCode {
         }
         served
     })
+}
+
+/// Makes the server non-dumpable (attack review of issue 41): another process of its user —
+/// a `shell:local` target's command runs unsandboxed as that user — can then neither read
+/// `/proc/<server>/environ` or `mem` (its credentials: `PGPASSWORD`, `AWS_SECRET_ACCESS_KEY`,
+/// the bearer token) nor ptrace it. Programs the server starts are dumpable again once they
+/// execute (the kernel resets it at exec); `execute`'s sandbox makes its namespace's init
+/// dumpable only while the maps are written (see `exec::namespace`).
+fn refuse_inspection() {
+    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+    if let Err(error) = set_dumpable_behavior(DumpableBehavior::NotDumpable) {
+        tracing::warn!(%error, "cannot make the server non-dumpable: processes of its user may read its environment");
+    }
 }
 
 /// Gives the disk mounts the key their recovery records are tagged with (issue 41), from the

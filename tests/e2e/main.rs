@@ -27,6 +27,7 @@ mod forged_journals;
 mod formats;
 mod grep_memory;
 mod http;
+mod inspection;
 mod large_results;
 mod memory;
 mod npm;
