@@ -303,6 +303,11 @@ fn main() -> ExitCode {
             overwrite,
         }) => {
             install_recovery_key();
+            mountfs::backend::disk::own_files::install(server_files(
+                &[],
+                audit_target.as_ref(),
+                cli.http.token_file.as_deref(),
+            ));
             return run_cp(&mountfs::cli::cp::CopyRequest {
                 from: &from,
                 to: &to,
@@ -383,6 +388,8 @@ fn main() -> ExitCode {
             audit_kept.as_ref(),
             cli.http.token_file.as_deref(),
         );
+        // No tool reaches them through a disk mount either (by device and inode).
+        mountfs::backend::disk::own_files::install(hidden.clone());
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
             limits: cli.limits,
@@ -451,7 +458,8 @@ fn install_recovery_key() {
     }
 }
 
-/// The server's own files a command of `execute` must not see: the data directory's
+/// The server's own files a command of `execute` must not see, nor any tool through a disk
+/// mount (`backend::disk::own_files`): the data directory's
 /// `mountfs/` (default store, audit log, spools), the SQLite files of store and overlay mounts
 /// and of the audit log (with their journals), the audit spool, the token file.
 fn server_files(
@@ -542,6 +550,7 @@ fn run_check(
             return ExitCode::FAILURE;
         }
     };
+    let own_files = server_files(&specs, audit, cli.http.token_file.as_deref());
     let request = mountfs::cli::check::CheckRequest {
         mounts: &specs,
         http: cli.http.http.is_some(),
@@ -551,6 +560,7 @@ fn run_check(
         exec_env: &cli.exec_env,
         audit,
         confirm,
+        own_files: &own_files,
     };
     let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
         println!("{}", item.line());

@@ -33,6 +33,7 @@ mod memory;
 mod npm;
 mod object_mount;
 mod output_schemas;
+mod own_files;
 mod protocol;
 mod quota;
 mod registry_entry;
