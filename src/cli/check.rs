@@ -92,26 +92,6 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
         }
     }
     let passed = |items: &[Item]| items.iter().all(|i| i.outcome.is_ok());
-    if passed(&items) {
-        for spec in request.mounts {
-            if let BackendSpec::Disk { dir, .. } = &spec.backend {
-                let covered = covered_own_files(dir, request.own_files);
-                if !covered.is_empty() {
-                    items.push(Item {
-                        what: format!("{WARNING}mount {}", spec.display_prefix()),
-                        outcome: Ok(format!(
-                            "it covers the server's own files ({}); no tool shows, reads or writes them (they answer \"not found\"), but consider mounting a directory that does not hold them",
-                            covered
-                                .iter()
-                                .map(|p| p.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    });
-                }
-            }
-        }
-    }
     if passed(&items) && request.http {
         items.push(Item {
             what: "token file".to_owned(),
@@ -171,6 +151,27 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
                 policy.describe()
             )),
         });
+    }
+    // Warnings last: they pass, and the items above keep their places.
+    if passed(&items) {
+        for spec in request.mounts {
+            if let BackendSpec::Disk { dir, .. } = &spec.backend {
+                let covered = covered_own_files(dir, request.own_files);
+                if !covered.is_empty() {
+                    items.push(Item {
+                        what: format!("{WARNING}mount {}", spec.display_prefix()),
+                        outcome: Ok(format!(
+                            "it covers the server's own files ({}); no tool shows, reads or writes them (they answer \"not found\"), but consider mounting a directory that does not hold them",
+                            covered
+                                .iter()
+                                .map(|p| p.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    });
+                }
+            }
+        }
     }
     for item in &items {
         report(item);
