@@ -368,6 +368,21 @@ impl Inner {
         Ok(())
     }
 
+    /// [`Inner::writable`], and a refusal when `path` is a directory above one of the server's
+    /// own files: removing or moving it would take them along.
+    fn removable(&self, path: &VirtualPath) -> Result<()> {
+        use cap_std::fs::MetadataExt;
+        self.writable(path)?;
+        if own_files::active()
+            && let Ok(meta) = self.root.symlink_metadata(relative(path))
+            && meta.is_dir()
+            && own_files::holds_own(meta.dev(), meta.ino())
+        {
+            return Err(own_refused(path));
+        }
+        Ok(())
+    }
+
     fn open_regular(&self, path: &VirtualPath) -> Result<(std::fs::File, rustix::fs::Stat)> {
         if path.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
@@ -689,7 +704,7 @@ impl Backend for DiskBackend {
         let path = path.clone();
         let options = options.clone();
         self.blocking(move |inner| {
-            inner.writable(&path)?;
+            inner.removable(&path)?;
             write::delete(&inner.root, &path, &options)
         })
         .await
@@ -761,7 +776,7 @@ impl Backend for DiskBackend {
     ) -> Result<Option<Renamed>> {
         let (from, to, options) = (from.clone(), to.clone(), options.clone());
         self.blocking(move |inner| {
-            inner.writable(&from)?;
+            inner.removable(&from)?;
             inner.writable(&to)?;
             rename::rename(&inner.root, &from, &to, &options)
         })

@@ -110,6 +110,13 @@ fn the_servers_own_files_are_not_found_by_any_path_nor_listed_nor_written() {
         json!({"source": "/project/readme.md", "destination": "/data/mountfs/readme.md"}),
     );
     assert!(!own.join("readme.md").exists());
+    // A directory above them is neither removed nor moved (they would go with it).
+    client.err("delete", json!({"file_path": "/data", "recursive": true}));
+    client.err(
+        "move",
+        json!({"source": "/data", "destination": "/elsewhere"}),
+    );
+    assert!(own.join("recovery.key").is_file());
     client.close();
 }
 

@@ -31,7 +31,7 @@ const REFRESH: Duration = Duration::from_secs(1);
 
 struct OwnFiles {
     paths: Vec<PathBuf>,
-    ids: RwLock<HashSet<(u64, u64)>>,
+    ids: RwLock<Ids>,
     /// Milliseconds after `start` of the last look.
     looked: AtomicU64,
     start: Instant,
@@ -45,7 +45,7 @@ static OWN: OnceLock<OwnFiles> = OnceLock::new();
 /// looked at again later.
 pub fn install(paths: Vec<PathBuf>) {
     let own = OwnFiles {
-        ids: RwLock::new(ids_of(&paths)),
+        ids: RwLock::new(Ids::of(&paths)),
         paths,
         looked: AtomicU64::new(0),
         start: Instant::now(),
@@ -68,6 +68,21 @@ pub fn is_own(dev: u64, ino: u64) -> bool {
     own.ids
         .read()
         .unwrap_or_else(|e| e.into_inner())
+        .own
+        .contains(&(dev, ino))
+}
+
+/// Whether the directory of device `dev` and inode `ino` holds one of the server's own files
+/// (is a directory above one, by its host path): removing or moving it would take them along.
+pub fn holds_own(dev: u64, ino: u64) -> bool {
+    let Some(own) = OWN.get() else {
+        return false;
+    };
+    own.refresh();
+    own.ids
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .above
         .contains(&(dev, ino))
 }
 
@@ -99,8 +114,37 @@ impl OwnFiles {
             return;
         };
         self.looked.store(now, Ordering::Relaxed);
-        let ids = ids_of(&self.paths);
+        let ids = Ids::of(&self.paths);
         *self.ids.write().unwrap_or_else(|e| e.into_inner()) = ids;
+    }
+}
+
+/// What one look found.
+#[derive(Default)]
+struct Ids {
+    /// The files themselves and the entries of their folders.
+    own: HashSet<(u64, u64)>,
+    /// The directories above them (by host path).
+    above: HashSet<(u64, u64)>,
+}
+
+impl Ids {
+    fn of(paths: &[PathBuf]) -> Self {
+        let mut above = HashSet::new();
+        for path in paths {
+            let Ok(real) = std::fs::canonicalize(path) else {
+                continue;
+            };
+            for up in real.ancestors().skip(1) {
+                if let Ok(meta) = std::fs::metadata(up) {
+                    above.insert((meta.dev(), meta.ino()));
+                }
+            }
+        }
+        Self {
+            own: ids_of(paths),
+            above,
+        }
     }
 }
 
