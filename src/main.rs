@@ -250,6 +250,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
+    refuse_inspection();
     if let Some(text) = &cli.tools {
         match mountfs::registry::parse_allow_list(text) {
             Ok(names) => mountfs::registry::allow_only(names),
@@ -302,6 +303,11 @@ fn main() -> ExitCode {
             overwrite,
         }) => {
             install_recovery_key();
+            mountfs::backend::disk::own_files::install(server_files(
+                &[],
+                audit_target.as_ref(),
+                cli.http.token_file.as_deref(),
+            ));
             return run_cp(&mountfs::cli::cp::CopyRequest {
                 from: &from,
                 to: &to,
@@ -382,6 +388,8 @@ fn main() -> ExitCode {
             audit_kept.as_ref(),
             cli.http.token_file.as_deref(),
         );
+        // No tool reaches them through a disk mount either (by device and inode).
+        mountfs::backend::disk::own_files::install(hidden.clone());
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
             limits: cli.limits,
@@ -414,6 +422,19 @@ fn main() -> ExitCode {
     })
 }
 
+/// Makes the server non-dumpable (attack review of issue 41): another process of its user —
+/// a `shell:local` target's command runs unsandboxed as that user — can then neither read
+/// `/proc/<server>/environ` or `mem` (its credentials: `PGPASSWORD`, `AWS_SECRET_ACCESS_KEY`,
+/// the bearer token) nor ptrace it. Programs the server starts are dumpable again once they
+/// execute (the kernel resets it at exec); `execute`'s sandbox makes its namespace's init
+/// dumpable only while the maps are written (see `exec::namespace`).
+fn refuse_inspection() {
+    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+    if let Err(error) = set_dumpable_behavior(DumpableBehavior::NotDumpable) {
+        tracing::warn!(%error, "cannot make the server non-dumpable: processes of its user may read its environment");
+    }
+}
+
 /// Gives the disk mounts the key their recovery records are tagged with (issue 41), from the
 /// data directory's `mountfs/recovery.key` (made there on first use; `execute`'s sandbox hides
 /// it with the rest of that folder, see [`server_files`]). Without a data directory, or when
@@ -437,7 +458,8 @@ fn install_recovery_key() {
     }
 }
 
-/// The server's own files a command of `execute` must not see: the data directory's
+/// The server's own files a command of `execute` must not see, nor any tool through a disk
+/// mount (`backend::disk::own_files`): the data directory's
 /// `mountfs/` (default store, audit log, spools), the SQLite files of store and overlay mounts
 /// and of the audit log (with their journals), the audit spool, the token file.
 fn server_files(
@@ -528,6 +550,7 @@ fn run_check(
             return ExitCode::FAILURE;
         }
     };
+    let own_files = server_files(&specs, audit, cli.http.token_file.as_deref());
     let request = mountfs::cli::check::CheckRequest {
         mounts: &specs,
         http: cli.http.http.is_some(),
@@ -537,6 +560,7 @@ fn run_check(
         exec_env: &cli.exec_env,
         audit,
         confirm,
+        own_files: &own_files,
     };
     let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
         println!("{}", item.line());

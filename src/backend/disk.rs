@@ -50,6 +50,7 @@ mod aside;
 mod final_cr;
 pub mod journal;
 mod line_index;
+pub mod own_files;
 mod rename;
 mod resolve;
 mod temp;
@@ -117,6 +118,9 @@ struct Inner {
     options: DiskOptions,
     /// The root's canonical host path, for `execute` (its working directory and sandbox).
     host_root: PathBuf,
+    /// The root's device and inode: a mount over one of the server's own directories hides
+    /// everything (see [`own_files`]).
+    root_id: (u64, u64),
     /// Where lines start in big files, learnt while reading windows.
     line_index: std::sync::Arc<line_index::LineIndex>,
     /// Walks (glob, grep) running at once: one per core. Each walk already uses every core;
@@ -181,6 +185,11 @@ impl DiskBackend {
             None => std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?,
         };
         let host_root = std::fs::canonicalize(dir).map_err(|e| fail(e.to_string()))?;
+        let root_id = {
+            use cap_std::fs::MetadataExt;
+            let meta = root.dir_metadata().map_err(|e| fail(e.to_string()))?;
+            (meta.dev(), meta.ino())
+        };
         let key = options.recovery.clone().unwrap_or_else(trust::process_key);
         let seal = trust::Seal::new(key, &host_root);
         Ok(Self {
@@ -188,6 +197,7 @@ impl DiskBackend {
                 root,
                 pinned_root,
                 host_root,
+                root_id,
                 options,
                 line_index: std::sync::Arc::default(),
                 searches: tokio::sync::Semaphore::new(walk::walker_threads()),
@@ -315,9 +325,70 @@ impl Inner {
 
     /// Opens a regular file for reading beneath the root. Non-blocking, so a FIFO cannot hang
     /// the open; anything but a regular file is refused after it.
+    /// Whether the root, or a directory on the way to `path` (the last component included when
+    /// `last`), is one of the server's own files ([`own_files`]): by device and inode, each
+    /// looked at through the root (symbolic links inside it followed, as an open would).
+    fn own_on_the_way(&self, path: &VirtualPath, last: bool) -> bool {
+        use cap_std::fs::MetadataExt;
+        if !own_files::active() {
+            return false;
+        }
+        if own_files::is_own(self.root_id.0, self.root_id.1) {
+            return true;
+        }
+        let count = path.components().count();
+        let take = if last { count } else { count.saturating_sub(1) };
+        let mut at = PathBuf::new();
+        for component in path.components().take(take) {
+            at.push(component);
+            match self.root.metadata(&at) {
+                Ok(meta) if own_files::is_own(meta.dev(), meta.ino()) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// `NotFound` when `path` is, or lies inside, one of the server's own files: it answers as
+    /// if it did not exist.
+    fn visible(&self, path: &VirtualPath) -> Result<()> {
+        if self.own_on_the_way(path, true) {
+            return Err(Error::NotFound { path: path.clone() });
+        }
+        Ok(())
+    }
+
+    /// A refusal when `path` is, or lies inside, one of the server's own files: nothing is
+    /// written or made there.
+    fn writable(&self, path: &VirtualPath) -> Result<()> {
+        if self.own_on_the_way(path, true) {
+            return Err(own_refused(path));
+        }
+        Ok(())
+    }
+
+    /// [`Inner::writable`], and a refusal when `path` is a directory above one of the server's
+    /// own files: removing or moving it would take them along.
+    fn removable(&self, path: &VirtualPath) -> Result<()> {
+        use cap_std::fs::MetadataExt;
+        self.writable(path)?;
+        if own_files::active()
+            && let Ok(meta) = self.root.symlink_metadata(relative(path))
+            && meta.is_dir()
+            && own_files::holds_own(meta.dev(), meta.ino())
+        {
+            return Err(own_refused(path));
+        }
+        Ok(())
+    }
+
     fn open_regular(&self, path: &VirtualPath) -> Result<(std::fs::File, rustix::fs::Stat)> {
         if path.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
+        }
+        if self.own_on_the_way(path, false) {
+            return Err(Error::NotFound { path: path.clone() });
         }
         let mut options = OpenOptions::new();
         options
@@ -329,6 +400,9 @@ impl Inner {
             .map_err(|e| map_io(e, path))?
             .into_std();
         let stat = rustix::fs::fstat(&file).map_err(|e| map_io(e.into(), path))?;
+        if own_files::active() && own_files::is_own_stat(&stat) {
+            return Err(Error::NotFound { path: path.clone() });
+        }
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => Ok((file, stat)),
             FileType::Directory => Err(Error::IsADirectory { path: path.clone() }),
@@ -343,6 +417,9 @@ impl Inner {
     }
 
     fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        if self.own_on_the_way(path, true) {
+            return Ok(None);
+        }
         if path.is_root() {
             return Ok(Some(Entry::directory(path.clone())));
         }
@@ -356,6 +433,9 @@ impl Inner {
     }
 
     fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        use cap_std::fs::MetadataExt;
+        self.visible(dir)?;
+        let hiding = own_files::active();
         let rel = relative(dir);
         let listing = self.root.read_dir(&rel).map_err(|e| map_io(e, dir))?;
         let mut entries = Vec::new();
@@ -378,6 +458,9 @@ impl Inner {
                 item.metadata()
             };
             let Ok(meta) = meta else { continue };
+            if hiding && own_files::is_own(meta.dev(), meta.ino()) {
+                continue;
+            }
             if meta.is_dir() || meta.is_file() {
                 entries.push(entry_of(path, &meta));
             }
@@ -477,6 +560,14 @@ impl Inner {
             return Err(mismatch());
         }
         Ok(bytes)
+    }
+}
+
+/// The refusal of a write or create at one of the server's own files ([`own_files`]).
+fn own_refused(path: &VirtualPath) -> Error {
+    Error::Unsupported {
+        path: path.clone(),
+        reason: "this place is kept for the server's own files (its data directory, databases, audit log or token file); nothing is written there. Choose another path".to_owned(),
     }
 }
 
@@ -590,6 +681,7 @@ impl Backend for DiskBackend {
         path: &VirtualPath,
         mode: WriteMode,
     ) -> Result<Box<dyn Upload + '_>> {
+        self.inner.writable(path)?;
         Ok(Box::new(upload::DiskUpload::begin(self, path, mode)?))
     }
 
@@ -601,23 +693,32 @@ impl Backend for DiskBackend {
     ) -> Result<WriteOutcome> {
         let path = path.clone();
         let content = content.to_vec();
-        self.blocking(move |inner| write::write(&inner.root, &inner.temps, &path, &content, mode))
-            .await
+        self.blocking(move |inner| {
+            inner.writable(&path)?;
+            write::write(&inner.root, &inner.temps, &path, &content, mode)
+        })
+        .await
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
         let path = path.clone();
         let options = options.clone();
-        self.blocking(move |inner| write::delete(&inner.root, &path, &options))
-            .await
+        self.blocking(move |inner| {
+            inner.removable(&path)?;
+            write::delete(&inner.root, &path, &options)
+        })
+        .await
     }
 
     async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
         let (path, version) = (path.clone(), version.clone());
         let entry = {
             let path = path.clone();
-            self.blocking(move |inner| aside::set_aside(&inner.root, &inner.aside, &path, &version))
-                .await?
+            self.blocking(move |inner| {
+                inner.writable(&path)?;
+                aside::set_aside(&inner.root, &inner.aside, &path, &version)
+            })
+            .await?
         };
         Ok(entry.map(|entry| self.kept(path, entry)))
     }
@@ -632,6 +733,7 @@ impl Backend for DiskBackend {
         let written = {
             let path = path.clone();
             self.blocking(move |inner| {
+                inner.writable(&path)?;
                 aside::write_keeping(
                     &inner.root,
                     &inner.temps,
@@ -654,6 +756,9 @@ impl Backend for DiskBackend {
         let (files, role) = (files.to_vec(), role.clone());
         let journal = self
             .blocking(move |inner| {
+                for file in &files {
+                    inner.writable(&file.path)?;
+                }
                 journal::begin(&inner.root, &inner.host_root, &inner.seal, &files, &role)
             })
             .await?;
@@ -670,26 +775,38 @@ impl Backend for DiskBackend {
         options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
         let (from, to, options) = (from.clone(), to.clone(), options.clone());
-        self.blocking(move |inner| rename::rename(&inner.root, &from, &to, &options))
-            .await
+        self.blocking(move |inner| {
+            inner.removable(&from)?;
+            inner.writable(&to)?;
+            rename::rename(&inner.root, &from, &to, &options)
+        })
+        .await
     }
 
     async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
         let path = path.clone();
-        self.blocking(move |inner| rename::permissions(&inner.root, &path).map(Some))
-            .await
+        self.blocking(move |inner| {
+            inner.visible(&path)?;
+            rename::permissions(&inner.root, &path).map(Some)
+        })
+        .await
     }
 
     async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
         let path = path.clone();
-        self.blocking(move |inner| rename::set_permissions(&inner.root, &path, mode).map(Some))
-            .await
+        self.blocking(move |inner| {
+            inner.writable(&path)?;
+            rename::set_permissions(&inner.root, &path, mode).map(Some)
+        })
+        .await
     }
 
     async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
         use cap_std::fs::MetadataExt;
         let (a, b) = (a.clone(), b.clone());
         self.blocking(move |inner| {
+            inner.visible(&a)?;
+            inner.visible(&b)?;
             let id = |p: &VirtualPath| match inner.root.metadata(relative(p)) {
                 Ok(meta) => Ok(Some((meta.dev(), meta.ino()))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -710,6 +827,9 @@ impl Backend for DiskBackend {
         }
         let path = path.clone();
         self.blocking(move |inner| {
+            if inner.own_on_the_way(&path, true) {
+                return Ok(false);
+            }
             Ok(inner
                 .root
                 .symlink_metadata(relative(&path))
@@ -722,15 +842,21 @@ impl Backend for DiskBackend {
         let query = query.clone();
         // The semaphore is never closed; were it, the walk would simply run unqueued.
         let _turn = self.inner.searches.acquire().await.ok();
-        self.blocking(move |inner| walk::glob(&inner.walk_context(), &query))
-            .await
+        self.blocking(move |inner| {
+            inner.visible(&query.dir)?;
+            walk::glob(&inner.walk_context(), &query)
+        })
+        .await
     }
 
     async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
         let query = query.clone();
         let _turn = self.inner.searches.acquire().await.ok();
-        self.blocking(move |inner| walk::grep(&inner.walk_context(), &query))
-            .await
+        self.blocking(move |inner| {
+            inner.visible(&query.dir)?;
+            walk::grep(&inner.walk_context(), &query)
+        })
+        .await
     }
 }
 

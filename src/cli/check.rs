@@ -37,7 +37,14 @@ pub struct CheckRequest<'a> {
     pub audit: Option<&'a AuditTarget>,
     /// `--confirm` (issue 46).
     pub confirm: Option<&'a crate::confirm_policy::ConfirmPolicy>,
+    /// The server's own files (data directory, databases, token file): a disk mount that
+    /// covers one is warned about (they are hidden from every tool, see
+    /// `backend::disk::own_files`).
+    pub own_files: &'a [PathBuf],
 }
+
+/// What an [`Item`] that only warns starts with: it passes, its line says `WARN`.
+const WARNING: &str = "warning: ";
 
 /// One checked item: what, and what was found (`Err`: why it fails and how to fix it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +59,9 @@ impl Item {
     /// The line `mountfs check` prints.
     pub fn line(&self) -> String {
         match &self.outcome {
+            Ok(found) if self.what.starts_with(WARNING) => {
+                format!("WARN  {}: {found}", &self.what[WARNING.len()..])
+            }
             Ok(found) => format!("ok    {}: {found}", self.what),
             Err(why) => format!("FAIL  {}: {why}", self.what),
         }
@@ -142,10 +152,54 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
             )),
         });
     }
+    // Warnings last: they pass, and the items above keep their places.
+    if passed(&items) {
+        for spec in request.mounts {
+            if let BackendSpec::Disk { dir, .. } = &spec.backend {
+                let covered = covered_own_files(dir, request.own_files);
+                if !covered.is_empty() {
+                    items.push(Item {
+                        what: format!("{WARNING}mount {}", spec.display_prefix()),
+                        outcome: Ok(format!(
+                            "it covers the server's own files ({}); no tool shows, reads or writes them (they answer \"not found\"), but consider mounting a directory that does not hold them",
+                            covered
+                                .iter()
+                                .map(|p| p.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    });
+                }
+            }
+        }
+    }
     for item in &items {
         report(item);
     }
     passed(&items)
+}
+
+/// The files of `own` that exist and lie inside `dir`: by path once symbolic links are
+/// resolved, or by identity (the mount's directory, by device and inode, among their
+/// ancestors: a bind mount of a parent).
+fn covered_own_files(dir: &Path, own: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(root), Ok(meta)) = (std::fs::canonicalize(dir), std::fs::metadata(dir)) else {
+        return Vec::new();
+    };
+    let root_id = (meta.dev(), meta.ino());
+    own.iter()
+        .filter(|file| {
+            let Ok(real) = std::fs::canonicalize(file) else {
+                return false;
+            };
+            real.starts_with(&root)
+                || real
+                    .ancestors()
+                    .any(|up| std::fs::metadata(up).is_ok_and(|m| (m.dev(), m.ino()) == root_id))
+        })
+        .cloned()
+        .collect()
 }
 
 /// One mount: opened as a start opens it, and writable unless `,ro`.

@@ -685,25 +685,49 @@ fn judge(spec: &MountSpec, text: &str, side: Side) -> Result<(), CopyError> {
     Ok(())
 }
 
-/// Whether `below`, or a directory above it, is the directory `dir` by identity (device and
-/// inode): a bind mount of the source, or another path the kernel gives to it, is the source
-/// whatever its name (issue 41).
-fn same_directory_above(dir: &Path, below: &Path) -> bool {
+/// Whether `below`, or a directory above it, is a directory of the tree at `dir` by identity
+/// (device and inode): a bind mount of the source, of a directory inside it, or another path
+/// the kernel gives to one of them, puts the copy inside its own source whatever its name
+/// (issue 41). The tree is walked as the copy walks it (symbolic links not followed), each
+/// directory once.
+fn source_tree_holds(dir: &Path, below: &Path) -> bool {
+    use std::collections::HashSet;
     use std::os::unix::fs::MetadataExt;
-    let Ok(source) = std::fs::metadata(dir) else {
+    let id = |meta: &std::fs::Metadata| (meta.dev(), meta.ino());
+    // The destination and its ancestors, as far as they exist.
+    let above: HashSet<(u64, u64)> = below
+        .ancestors()
+        .filter_map(|at| std::fs::metadata(at).ok())
+        .filter(std::fs::Metadata::is_dir)
+        .map(|meta| id(&meta))
+        .collect();
+    let Ok(top) = std::fs::metadata(dir) else {
         return false;
     };
-    let mut at = below.to_path_buf();
-    loop {
-        if let Ok(meta) = std::fs::metadata(&at)
-            && (meta.dev(), meta.ino()) == (source.dev(), source.ino())
-        {
-            return true;
-        }
-        if !at.pop() {
-            return false;
+    let mut seen = HashSet::from([id(&top)]);
+    let mut pending = vec![dir.to_path_buf()];
+    if above.contains(&id(&top)) {
+        return true;
+    }
+    while let Some(at) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            // The copy's own walk reports what cannot be listed.
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if !meta.is_dir() || !seen.insert(id(&meta)) {
+                continue;
+            }
+            if above.contains(&id(&meta)) {
+                return true;
+            }
+            pending.push(entry.path());
         }
     }
+    false
 }
 
 /// Whether the destination is the source, or lies inside it (directories compared after
@@ -711,7 +735,7 @@ fn same_directory_above(dir: &Path, below: &Path) -> bool {
 fn destination_inside_source(from: &BackendSpec, to: &BackendSpec) -> bool {
     match (from, to) {
         (BackendSpec::Disk { dir: a, .. }, BackendSpec::Disk { dir: b, .. }) => {
-            resolved(b).starts_with(resolved(a)) || same_directory_above(a, &resolved(b))
+            resolved(b).starts_with(resolved(a)) || source_tree_holds(a, &resolved(b))
         }
         (
             BackendSpec::Sqlite {

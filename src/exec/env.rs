@@ -166,10 +166,11 @@ pub fn for_commands() -> Vec<(OsString, OsString)> {
     command_environment(std::env::vars_os(), extra())
 }
 
-/// Variables of the server's environment the command that reaches a shell mount's target
-/// (`--shell NAME=COMMAND`: ssh, docker, kubectl...) gets beside [`for_commands`]'s: how it finds
-/// its agent, daemon or configuration. Nothing else of the server's: on a `sh` target started
-/// here, the target's commands would read it.
+/// Variables of the server's environment the client that reaches a shell mount's target
+/// (`--shell NAME=COMMAND` starting one of [`LAUNCHERS`]: ssh, docker, kubectl...) gets beside
+/// [`for_commands`]'s: how it finds its agent, daemon or configuration. These clients pass none
+/// of their environment to the shell they start there (ssh only what the target's sshd
+/// accepts), so the agent socket stays with the client. Nothing else of the server's.
 pub const LAUNCHER_PASSED: &[&str] = &[
     "SSH_AUTH_SOCK",
     "SSH_AGENT_PID",
@@ -184,10 +185,31 @@ pub const LAUNCHER_PASSED: &[&str] = &[
     "XDG_CONFIG_HOME",
 ];
 
-/// The environment of the command that reaches a shell mount's target: [`for_commands`] and
-/// the server's [`LAUNCHER_PASSED`] variables.
-pub fn for_launchers() -> Vec<(OsString, OsString)> {
+/// Programs (by file name) that reach a target elsewhere — another machine, a container, a
+/// pod — and get [`LAUNCHER_PASSED`]. Any other `--shell` command (`sh`, `bash`, `env`, `sudo`,
+/// a script...) runs its shell here, as the server's user: it gets what `execute`'s commands
+/// get and nothing more (attack review of issue 41), so an ssh agent, a docker socket or a
+/// secret does not reach a local target's commands. An operator whose wrapper needs one names
+/// it with `--exec-env`.
+pub const LAUNCHERS: &[&str] = &[
+    "ssh", "docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus",
+];
+
+/// Whether the `--shell` command's first word `program` is one of [`LAUNCHERS`] (by file name).
+fn is_launcher(program: &str) -> bool {
+    Path::new(program)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| LAUNCHERS.contains(&name))
+}
+
+/// The environment of the `--shell` command `program` (its first word): [`for_commands`], and
+/// the server's [`LAUNCHER_PASSED`] variables when `program` is one of [`LAUNCHERS`].
+pub fn for_target(program: &str) -> Vec<(OsString, OsString)> {
     let mut env = for_commands();
+    if !is_launcher(program) {
+        return env;
+    }
     for name in LAUNCHER_PASSED {
         if env.iter().any(|(have, _)| have == name) {
             continue;
@@ -251,6 +273,25 @@ mod tests {
         list.iter()
             .map(|(n, v)| ((*n).into(), (*v).into()))
             .collect()
+    }
+
+    #[test]
+    fn only_clients_of_targets_elsewhere_are_launchers() {
+        for program in ["ssh", "/usr/bin/ssh", "docker", "kubectl", "podman"] {
+            assert!(is_launcher(program), "{program}");
+        }
+        for program in [
+            "sh",
+            "/bin/sh",
+            "bash",
+            "env",
+            "sudo",
+            "ssh-wrapper",
+            "",
+            "/",
+        ] {
+            assert!(!is_launcher(program), "{program}");
+        }
     }
 
     #[test]

@@ -194,7 +194,9 @@ impl Fixed {
             x if x == Fixed::DeathSignal as u32 => "setting the parent-death signal",
             x if x == Fixed::Landlock as u32 => "applying the Landlock ruleset",
             x if x == Fixed::ForkShell as u32 => "starting the shell in the namespace",
-            x if x == Fixed::Dumpable as u32 => "making the namespace's init non-dumpable",
+            x if x == Fixed::Dumpable as u32 => {
+                "setting whether the namespace's processes are dumpable"
+            }
             _ => "an unknown step",
         }
     }
@@ -676,7 +678,21 @@ impl Plan {
                 | libc::CLONE_NEWPID
                 | libc::CLONE_NEWIPC
                 | libc::SIGCHLD;
+            // The server is non-dumpable (main.rs), and so is this copy of it: the files of
+            // /proc/<init>/ would then belong to root, and the keeper (not root) could not
+            // write init's maps. Init is made dumpable — it inherits it from here — until it
+            // has built its root (it then makes itself non-dumpable again, below); the keeper
+            // is made non-dumpable again at once.
+            if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 {
+                return Err(self.fail(Fixed::Dumpable as u32));
+            }
             let init = clone(flags as c_ulong);
+            if init != 0 && libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+                if init > 0 {
+                    libc::kill(init, libc::SIGKILL);
+                }
+                return Err(self.fail(Fixed::Dumpable as u32));
+            }
             if init < 0 {
                 return Err(self.fail(Fixed::Clone as u32));
             }

@@ -1143,6 +1143,61 @@ fn a_destination_that_is_the_source_by_identity_is_refused() {
     );
 }
 
+/// Attack review of issue 41 (defect 6): a destination inside a bind mount of a directory
+/// *inside* the source is inside the source too — the copy would read what it writes — and is
+/// refused, whatever its path; found by device and inode of every directory of the source.
+#[test]
+fn a_destination_in_a_bind_mount_of_a_source_subdirectory_is_refused() {
+    let unshare_works = rustix::process::geteuid().is_root()
+        && std::process::Command::new("unshare")
+            .args(["--mount", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !unshare_works {
+        crate::skips::record(
+            "cp into a bind mount of a subdirectory of its source",
+            "needs root and unshare --mount",
+        );
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    make_tree(&source);
+    let deep = source.join("inner/sub");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("x.txt"), "x\n").unwrap();
+    let bound = work.path().join("bound");
+    std::fs::create_dir(&bound).unwrap();
+    // The destination itself, and a directory not made yet below it.
+    for to in ["", "/copy/new"] {
+        let script = format!(
+            "mount --bind {deep} {bound} && exec {bin} cp --from disk:{src} --to disk:{bound}{to}",
+            deep = deep.display(),
+            src = source.display(),
+            bound = bound.display(),
+            bin = env!("CARGO_BIN_EXE_mountfs"),
+        );
+        let output = std::process::Command::new("unshare")
+            .args(["--mount", "sh", "-c", &script])
+            .current_dir(work.path())
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success(),
+            "cp into a bind mount of a subdirectory of its source ({to}): {stderr}"
+        );
+        assert!(stderr.contains("lies inside, --from"), "{stderr}");
+        let mut names: Vec<String> = std::fs::read_dir(&deep)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["x.txt"], "the tree was copied into itself ({to})");
+    }
+}
+
 /// Issue 41: an entry of a disk source the listing would leave out — a symbolic link leading
 /// out, a FIFO — fails the copy with its path and why, before anything is written, instead of
 /// a "copied" that silently lacks it; a file the copying user cannot read fails it too.

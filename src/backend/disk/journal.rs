@@ -71,7 +71,7 @@ use super::trust::RecoveryKey;
 use super::trust::{Seal, TAG_CHARS};
 use super::write::{DirLock, current_version, refuse_inside_git};
 use crate::backend::{Error, JournalRole, PlannedFile, Result, Version};
-use crate::path::VirtualPath;
+use crate::path::{MAX_PATH_BYTES, VirtualPath};
 
 /// Names of journal directories start with this (a temporary name: hidden from listings).
 pub const JOURNAL_PREFIX: &str = ".mountfs-tmp-journal-";
@@ -85,8 +85,20 @@ const COMMITTED: &str = "committed";
 /// Made (tagged) right after the directory: a journal that never got its plan is provably ours
 /// and goes; one without it is not touched.
 const BEGUN: &str = "begun";
-/// The most bytes of a plan recovery reads (a plan names each file once).
-const MAX_PLAN_BYTES: u64 = 256 * 1024 * 1024;
+/// The most bytes of a plan's body this server writes: [`begin`] refuses a change whose plan
+/// would be larger (about 60 000 files of ordinary paths; commit such a change in parts). So
+/// no genuine plan record is larger than [`MAX_PLAN_RECORD`], and recovery refuses a larger
+/// one unread, before any tag is checked (attack review of issue 41: a planted plan must not
+/// make the server read hundreds of MiB).
+const MAX_PLAN_BYTES: usize = 16 * 1024 * 1024;
+/// The most bytes of a plan record: its tag, a newline, its body.
+const MAX_PLAN_RECORD: u64 = (TAG_CHARS + 1 + MAX_PLAN_BYTES) as u64;
+/// The most bytes of the record of a directory removed whole (`d<k>.path`): its tag, a
+/// newline, and the JSON of one path of at most [`MAX_PATH_BYTES`] bytes — each byte at most
+/// four characters (`255,`), each of at most `MAX_PATH_BYTES / 2` components three more
+/// (`[],`) — and an inode number, with room to spare.
+const MAX_MOVED_RECORD: u64 =
+    (TAG_CHARS + 1 + 4 * MAX_PATH_BYTES + 3 * (MAX_PATH_BYTES / 2) + 128) as u64;
 
 static JOURNAL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -208,7 +220,9 @@ fn open_journal_dir(root: &Dir, name: &OsStr) -> io::Result<Dir> {
     Ok(Dir::from_std_file(std::fs::File::from(fd)))
 }
 
-/// Reads at most `limit` bytes of `name` in `dir`, never through a symbolic link.
+/// Reads `name` in `dir`, never through a symbolic link. A record larger than `limit` (the
+/// most this server writes of it) is refused unread (`InvalidData`, [`TooLarge`]): it is not
+/// one of ours, whatever its tag; at most `limit` bytes are read should it grow meanwhile.
 fn read_record(dir: &Dir, name: &str, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let fd = rustix::fs::openat(
@@ -217,11 +231,25 @@ fn read_record(dir: &Dir, name: &str, limit: u64) -> io::Result<Vec<u8>> {
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
+    let size = rustix::fs::fstat(&fd)?.st_size;
+    if u64::try_from(size).map_or(true, |size| size > limit) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, TooLarge));
+    }
     let mut bytes = Vec::new();
     std::fs::File::from(fd)
         .take(limit)
         .read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// A record larger than any this server writes (see [`read_record`]).
+#[derive(Debug, thiserror::Error)]
+#[error("larger than any record this server writes")]
+struct TooLarge;
+
+/// Whether `error` is [`read_record`]'s refusal of a record too large to be ours.
+fn is_too_large(error: &io::Error) -> bool {
+    error.get_ref().is_some_and(|inner| inner.is::<TooLarge>())
 }
 
 /// Writes `bytes` to `name` in `dir`, durably when `durable`.
@@ -295,7 +323,7 @@ pub(super) fn begin(
         for (index, file) in files.iter().enumerate() {
             plan.files.push(keep(root, &dir.dir, index, file)?);
         }
-        write_plan(&dir.dir, seal, &name, &plan).map_err(root_io)?;
+        write_plan(&dir.dir, seal, &name, &plan)?;
         sync_root(root).map_err(root_io)?;
         Ok(Journal {
             host: host_root.join(&name),
@@ -402,11 +430,27 @@ fn copy_aside(
 }
 
 /// Writes the plan, tagged, durably: temporary file, fsync, rename, fsync of the directory.
-fn write_plan(dir: &Dir, seal: &Seal, name: &str, plan: &Plan) -> io::Result<()> {
-    let bytes = serde_json::to_vec(plan).map_err(io::Error::other)?;
-    write_record(dir, PLAN_TEMP, &seal.sealed(b"plan", name, &bytes), true)?;
-    dir.rename(PLAN_TEMP, dir, PLAN)?;
-    sync_dir(dir)
+/// A plan larger than [`MAX_PLAN_BYTES`] is refused (`Unsupported`): recovery would not read
+/// it back.
+fn write_plan(dir: &Dir, seal: &Seal, name: &str, plan: &Plan) -> Result<()> {
+    let root = VirtualPath::root();
+    let bytes = serde_json::to_vec(plan).map_err(|e| map_io(io::Error::other(e), &root))?;
+    if bytes.len() > MAX_PLAN_BYTES {
+        return Err(Error::Unsupported {
+            path: root,
+            reason: format!(
+                "this change of {} files is too large to keep whole across a crash (its journal's plan would exceed {} MiB); make it in parts, e.g. commit one directory at a time",
+                plan.files.len(),
+                MAX_PLAN_BYTES / (1024 * 1024)
+            ),
+        });
+    }
+    let written = (|| {
+        write_record(dir, PLAN_TEMP, &seal.sealed(b"plan", name, &bytes), true)?;
+        dir.rename(PLAN_TEMP, dir, PLAN)?;
+        sync_dir(dir)
+    })();
+    written.map_err(|e| map_io(e, &root))
 }
 
 impl Journal {
@@ -606,7 +650,7 @@ fn restore_dirs(root: &Dir, journal: &Dir, seal: &Seal, name: &[u8]) -> io::Resu
     moved.sort_unstable_by(|a, b| b.cmp(a));
     for k in moved {
         let record = moved_dir_record(k);
-        let bytes = read_record(journal, &record, MAX_PLAN_BYTES)?;
+        let bytes = read_record(journal, &record, MAX_MOVED_RECORD)?;
         let Some(body) = seal.open(record.as_bytes(), name, &bytes) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -741,7 +785,7 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         Err(errno) => return Err(errno.into()),
     }
     let journal = name.as_bytes();
-    let plan = match read_record(&dir, PLAN, MAX_PLAN_BYTES) {
+    let plan = match read_record(&dir, PLAN, MAX_PLAN_RECORD) {
         Ok(bytes) => match seal.open(b"plan", journal, &bytes) {
             Some(body) => match serde_json::from_slice::<Plan>(body) {
                 Ok(plan) => plan,
@@ -749,6 +793,11 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
             },
             None => return Ok(Outcome::Untrusted("its plan's tag does not verify")),
         },
+        Err(e) if is_too_large(&e) => {
+            return Ok(Outcome::Untrusted(
+                "its plan is larger than any plan this server writes",
+            ));
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // Begun, never made durable: nothing had changed. Removed only when provably ours.
             let begun = read_record(&dir, BEGUN, TAG_CHARS as u64 + 1).unwrap_or_default();
@@ -889,8 +938,15 @@ fn remove_journal(root: &Dir, name: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
     use std::os::unix::fs::PermissionsExt;
 
+    use cap_std::fs::Dir;
+
+    use super::{
+        MAX_PLAN_BYTES, MAX_PLAN_RECORD, PLAN, Plan, PlanFile, is_too_large, open_journal_dir,
+        read_record, write_plan,
+    };
     use crate::backend::disk::{DiskBackend, DiskOptions};
     use crate::backend::{Backend, JournalRole, PlannedFile, Version, WriteMode};
     use crate::path::VirtualPath;
@@ -1357,5 +1413,75 @@ mod tests {
         assert_eq!(a.take_resolved().len(), 1);
         assert_eq!(std::fs::read(one.path().join("f.txt")).unwrap(), b"old");
         assert_eq!(ours(one.path()), Vec::<String>::new());
+    }
+
+    /// Attack review of issue 41: a plan record larger than any this server writes is refused
+    /// unread — even one whose tag verifies (as if the key had leaked) — and left for the
+    /// operator; a change whose plan would be that large is refused before anything changes.
+    #[tokio::test]
+    async fn a_plan_larger_than_any_genuine_one_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("f.txt"), "planted").unwrap();
+        let keys = tempfile::tempdir().unwrap();
+        let key = std::sync::Arc::new(super::RecoveryKey::in_dir(keys.path()).unwrap());
+        let canonical = std::fs::canonicalize(root).unwrap();
+        let seal = super::Seal::new(key.clone(), &canonical);
+        let name = ".mountfs-tmp-journal-1-1";
+        plant(root, "", false, None);
+        // A plan that creates f.txt (a roll-back would remove it), padded with JSON
+        // whitespace to one byte more than a genuine plan can be.
+        let mut body = format!(
+            "{{\"pid\":1,\"change\":null,\"files\":[{{\"path\":{},\"existed\":false,\"created_dirs\":[],\"kept\":null}}]}}",
+            components("f.txt")
+        )
+        .into_bytes();
+        body.resize(MAX_PLAN_BYTES + 1, b' ');
+        let journal = root.join(name).join("journal");
+        std::fs::write(&journal, seal.sealed(b"plan", name, &body)).unwrap();
+        let disk = DiskBackend::open(
+            root,
+            DiskOptions {
+                recovery: Some(key.clone()),
+                ..DiskOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(disk.take_resolved().is_empty());
+        assert_eq!(std::fs::read(root.join("f.txt")).unwrap(), b"planted");
+        assert!(journal.is_file(), "left for the operator");
+
+        // Unread: a sparse record of any size is refused from its size alone.
+        std::fs::File::options()
+            .write(true)
+            .open(&journal)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let journal_dir = open_journal_dir(
+            &Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap(),
+            OsStr::new(name),
+        )
+        .unwrap();
+        let refused = read_record(&journal_dir, PLAN, MAX_PLAN_RECORD).unwrap_err();
+        assert!(is_too_large(&refused), "{refused}");
+
+        // The writing side: a plan over the bound is refused, with what to do.
+        let long = vec![b'x'; 250];
+        let file = || PlanFile {
+            path: vec![long.clone(); 16],
+            existed: false,
+            created_dirs: Vec::new(),
+            kept: None,
+        };
+        let plan = Plan {
+            pid: 1,
+            change: None,
+            files: (0..MAX_PLAN_BYTES / (16 * 250 * 3))
+                .map(|_| file())
+                .collect(),
+        };
+        let error = write_plan(&journal_dir, &seal, name, &plan).unwrap_err();
+        assert!(error.to_string().contains("in parts"), "{error}");
     }
 }

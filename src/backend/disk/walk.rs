@@ -314,6 +314,12 @@ where
             }
         }
     };
+    // One of the server's own directories (a bind mount of it, say): as if absent.
+    if super::own_files::active()
+        && rustix::fs::fstat(&fd).is_ok_and(|stat| super::own_files::is_own_stat(&stat))
+    {
+        return Vec::new();
+    }
     listing.names.clear();
     listing.entries.clear();
     let mut has = [false; 3];
@@ -654,6 +660,7 @@ pub(super) fn glob(context: &WalkContext<'_>, query: &GlobQuery) -> Result<Vec<E
             if matched
                 && let Some(path) = found.path(dir)
                 && let Some(stat) = found.stat()
+                && !super::own_files::is_own_stat(&stat)
                 && let Some(entry) = stat_entry(&stat, path)
             {
                 let _ = sender.send(entry);
@@ -686,7 +693,11 @@ fn stat_entry(stat: &rustix::fs::Stat, path: VirtualPath) -> Option<Entry> {
 /// The entry of a regular file, stat'ed beneath the root without following a last symlink;
 /// `None` if it is not (or no longer) a regular file inside the root.
 fn file_entry(root: &Dir, relative: &Path, path: &VirtualPath) -> Option<Entry> {
+    use cap_std::fs::MetadataExt;
     let meta = root.symlink_metadata(relative).ok()?;
+    if super::own_files::is_own(meta.dev(), meta.ino()) {
+        return None;
+    }
     meta.is_file().then(|| Entry {
         path: path.clone(),
         kind: EntryKind::File,
@@ -848,7 +859,9 @@ fn search_file(
     path: impl FnOnce() -> Option<VirtualPath>,
 ) -> Option<GrepFile> {
     let stat = rustix::fs::fstat(&file).ok()?;
-    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile
+        || super::own_files::is_own_stat(&stat)
+    {
         return None;
     }
     search_reader(

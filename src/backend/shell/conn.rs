@@ -175,9 +175,10 @@ impl Connection {
         let mut child = Command::new(program)
             .args(args)
             // Not the server's environment (its credentials): on a target started here, every
-            // `execute` command would read it (issue 41).
+            // `execute` command would read it (issue 41). A local shell gets what `execute`'s
+            // commands get; an ssh/docker/kubectl client what it needs to connect too.
             .env_clear()
-            .envs(crate::exec::env::for_launchers())
+            .envs(crate::exec::env::for_target(program))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

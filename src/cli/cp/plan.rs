@@ -179,6 +179,13 @@ fn account_for(host: &Path, dir: &VirtualPath, listed: &HashSet<&str>) -> Result
         if name == ".git" || is_reserved_name(&shown) {
             continue;
         }
+        // The server's own files (its data directory, databases, token file) are left out by
+        // design, whatever path reaches them (see `backend::disk::own_files`).
+        if std::fs::metadata(entry.path())
+            .is_ok_and(|meta| crate::backend::disk::own_files::is_own_meta(&meta))
+        {
+            continue;
+        }
         if name.to_str().is_some_and(|n| listed.contains(n)) {
             continue;
         }
