@@ -83,9 +83,11 @@ pub(super) fn unique_suffix(counter: &AtomicU64) -> String {
     format!("{}-{n}-{}", std::process::id(), run_id())
 }
 
-/// Whether a directory entry is one of our temporary files.
+/// Whether a directory entry is one of our temporary files, or any name reserved for them
+/// (`.mountfs-tmp*`, [`crate::path::RESERVED_PREFIX`]): listings and walks never show one.
 pub(super) fn is_temp_name(name: &OsStr) -> bool {
-    name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
+    name.as_encoded_bytes()
+        .starts_with(crate::path::RESERVED_PREFIX.as_bytes())
 }
 
 pub(super) fn temp_name() -> OsString {
@@ -128,6 +130,7 @@ fn record_owner(name: &OsStr) -> Option<u32> {
 /// Refuses a name of the form our temporary files take: such a file would be hidden from
 /// listings and could be swept away.
 pub(super) fn refuse_temp_name(name: &OsStr, path: &VirtualPath) -> Result<()> {
+    crate::backend::refuse_reserved(path)?;
     if is_temp_name(name) {
         return Err(Error::Unsupported {
             path: path.clone(),

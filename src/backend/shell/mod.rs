@@ -330,14 +330,16 @@ fn relative(path: &VirtualPath) -> &str {
     path.as_str().trim_start_matches('/')
 }
 
-/// Names never shown: the version-control directory and writes in flight.
+/// Names never shown: the version-control directory, writes in flight, and every name
+/// reserved for them (`.mountfs-tmp*`, made on the target by another program).
 fn hidden(name: &str) -> bool {
-    name == ".git" || name.starts_with(TEMP_PREFIX)
+    name == ".git" || crate::path::is_reserved_name(name)
 }
 
 /// Refuses a path whose name has the form of our temporary files (as a disk mount refuses its
 /// own): such a file would be hidden from ls, glob and grep, and could be an upload in flight.
 fn refuse_temp_name(path: &VirtualPath) -> Result<()> {
+    super::refuse_reserved(path)?;
     match path.file_name() {
         Some(name) if name.starts_with(TEMP_PREFIX) => Err(Error::Unsupported {
             path: path.clone(),
@@ -1423,6 +1425,7 @@ impl ShellBackend {
 #[async_trait]
 impl Backend for ShellBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        refuse_temp_name(path)?;
         Ok(self
             .meta(path)
             .await?
@@ -1430,6 +1433,7 @@ impl Backend for ShellBackend {
     }
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        refuse_temp_name(dir)?;
         // A cancelled call drops this future, and with it the connection: the target's watcher
         // stops the listing.
         let frame = Frame::call("ls_").path(relative(dir));
