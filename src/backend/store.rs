@@ -382,6 +382,9 @@ impl Backend for StoreBackend {
         }
         let prefix = key_prefix(dir);
         let mut entries = Vec::new();
+        // Whether anything lies below, shown or not: a directory holding only reserved names
+        // lists empty, as a memory mount's does.
+        let mut held = false;
         let mut query = ListQuery::first(prefix.clone(), LS_PAGE_MIN);
         'pages: loop {
             let page = self
@@ -394,6 +397,7 @@ impl Backend for StoreBackend {
                 let Some(rest) = meta.key.strip_prefix(&prefix) else {
                     break 'pages;
                 };
+                held = true;
                 match rest.split_once('/') {
                     None => {
                         // A reserved name is mountfs's own, never listed (issue 41).
@@ -423,7 +427,7 @@ impl Backend for StoreBackend {
             }
             query.limit = (query.limit * 2).min(LS_PAGE_MAX);
         }
-        if entries.is_empty() && !dir.is_root() {
+        if !held && !dir.is_root() {
             return Err(Error::NotFound { path: dir.clone() });
         }
         Ok(entries)
