@@ -8,12 +8,15 @@
 //!   or the question timed out) withdraws it with `notifications/cancelled`.
 //! - MCP 2026-07-28 requests (stateless): the call answers with an input-required result
 //!   holding the same form; the client asks the person and retries the call with the answer
-//!   and the request state. That state is `ISSUED.SEAL`, the seal a SHA-256 over a key this
-//!   process drew at start, the principal, the tool, the time and the question: a retry is
-//!   taken as answered only when it carries a state this process issued for this principal
-//!   and this very question (the call works out its change again on the retry; a different
-//!   change is asked about anew), not older than `--confirm-timeout` (then it counts as
-//!   unanswered). A retry reaching another instance is asked again.
+//!   and the request state. That state is `ISSUED-NONCE.SEAL`, the seal a SHA-256 over a key
+//!   this process drew at start, the principal, the tool, the time and a random nonce, a SHA-256 of the call's
+//!   arguments and the question: a retry is taken as answered only when it carries a state
+//!   this process issued for this principal, these very arguments and this very question (the
+//!   call works out its change again on the retry; a different change, or the same question
+//!   reached with other arguments, is asked about anew), not older than `--confirm-timeout`
+//!   (then it counts as unanswered). Each state answers **one** retry: the states answered are
+//!   remembered until their timeout passes (at most [`MAX_ANSWERED`] at once), and a replay of
+//!   one is asked about anew. A retry reaching another instance is asked again.
 //! - A client that did not declare the elicitation capability (form mode) cannot be asked:
 //!   [`Answer::Unable`], and the call is refused. No tool argument can stand in for the
 //!   person.
@@ -175,6 +178,9 @@ pub struct RetryAsker {
     pub state: Option<String>,
     /// Whose question: the principal, then the tool.
     pub who: String,
+    /// The call's arguments, hashed ([`arguments_digest`]): a state answers a retry with these
+    /// arguments only.
+    pub arguments: [u8; 32],
     /// How old an answered question may be.
     pub timeout: Duration,
 }
@@ -185,14 +191,73 @@ fn key() -> &'static [u8; 32] {
     KEY.get_or_init(rand::random)
 }
 
-fn seal(who: &str, issued: u64, question: &str) -> String {
+/// The seal of a state issued at `issued` (`SECONDS-NONCE`: two questions of one second get
+/// two states).
+fn seal(who: &str, issued: &str, arguments: &[u8; 32], question: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(key());
-    for part in [who.as_bytes(), &issued.to_be_bytes(), question.as_bytes()] {
+    for part in [
+        who.as_bytes(),
+        issued.as_bytes(),
+        arguments,
+        question.as_bytes(),
+    ] {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part);
     }
     hex::encode(hash.finalize())
+}
+
+/// The SHA-256 of a call's arguments as JSON (object keys in order: the same arguments give
+/// the same digest however the client ordered them).
+pub fn arguments_digest(arguments: &serde_json::Value) -> [u8; 32] {
+    Sha256::digest(serde_json::to_vec(arguments).unwrap_or_default()).into()
+}
+
+/// The most answered states remembered at once (32 bytes and a time each): more answers
+/// within one `--confirm-timeout` than this are refused until older ones expire.
+pub const MAX_ANSWERED: usize = 65_536;
+
+/// The states that answered a retry, by their SHA-256, with the time each stops counting
+/// (its issue time plus the timeout): a state answers one retry only.
+#[derive(Debug, Default)]
+struct Answered {
+    until: std::collections::HashMap<[u8; 32], u64>,
+}
+
+/// What [`Answered::take`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Taken {
+    /// First use: the answer counts.
+    First,
+    /// Used before: a replay.
+    Replayed,
+    /// Too many answers within the timeout to remember one more.
+    Full,
+}
+
+impl Answered {
+    /// Notes the state `sealed` (valid until `until`) as used, at `now`.
+    fn take(&mut self, sealed: &str, until: u64, now: u64) -> Taken {
+        let id: [u8; 32] = Sha256::digest(sealed.as_bytes()).into();
+        if self.until.get(&id).is_some_and(|&end| end >= now) {
+            return Taken::Replayed;
+        }
+        if self.until.len() >= MAX_ANSWERED {
+            self.until.retain(|_, end| *end >= now);
+            if self.until.len() >= MAX_ANSWERED {
+                return Taken::Full;
+            }
+        }
+        self.until.insert(id, until);
+        Taken::First
+    }
+}
+
+/// The answered states of this process (its seals are its own: see [`key`]).
+fn answered_states() -> &'static std::sync::Mutex<Answered> {
+    static ANSWERED: OnceLock<std::sync::Mutex<Answered>> = OnceLock::new();
+    ANSWERED.get_or_init(Default::default)
 }
 
 fn now_secs() -> u64 {
@@ -206,10 +271,11 @@ impl RetryAsker {
     /// this principal and tool.
     fn issued_for(&self, question: &str) -> Option<u64> {
         let (issued, sealed) = self.state.as_deref()?.split_once('.')?;
-        let issued: u64 = issued.parse().ok()?;
-        let expected = seal(&self.who, issued, question);
+        let expected = seal(&self.who, issued, &self.arguments, question);
+        let (seconds, _nonce) = issued.split_once('-')?;
+        let seconds: u64 = seconds.parse().ok()?;
         use subtle::ConstantTimeEq as _;
-        bool::from(expected.as_bytes().ct_eq(sealed.as_bytes())).then_some(issued)
+        bool::from(expected.as_bytes().ct_eq(sealed.as_bytes())).then_some(seconds)
     }
 }
 
@@ -222,14 +288,31 @@ impl Asker for RetryAsker {
             .and_then(|responses| responses.get(INPUT_KEY))
             .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok());
         if let (Some(result), Some(issued)) = (answered, self.issued_for(question)) {
-            if now_secs().saturating_sub(issued) > self.timeout.as_secs() {
+            let now = now_secs();
+            if now.saturating_sub(issued) > self.timeout.as_secs() {
                 return Answer::Unanswered;
             }
-            return answer_of(&result);
+            let until = issued.saturating_add(self.timeout.as_secs());
+            let state = self.state.as_deref().unwrap_or_default();
+            let taken = answered_states()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(state, until, now);
+            match taken {
+                Taken::First => return answer_of(&result),
+                // A replay of an answered retry: the person answered one call, not this one.
+                Taken::Replayed => {}
+                Taken::Full => {
+                    return Answer::Unable(format!(
+                        "more than {MAX_ANSWERED} questions were answered within the confirmation timeout; retry once older answers have expired"
+                    ));
+                }
+            }
         }
-        let issued = now_secs();
+        let issued = format!("{}-{}", now_secs(), hex::encode(rand::random::<[u8; 16]>()));
+        let sealed = seal(&self.who, &issued, &self.arguments, question);
         Answer::Deferred {
-            request_state: format!("{issued}.{}", seal(&self.who, issued, question)),
+            request_state: format!("{issued}.{sealed}"),
         }
     }
 }
@@ -261,6 +344,7 @@ mod tests {
             responses: Some(responses),
             state,
             who: "alice\0delete".into(),
+            arguments: arguments_digest(&serde_json::Value::Null),
             timeout: Duration::from_secs(60),
         }
     }
@@ -276,6 +360,7 @@ mod tests {
             responses: None,
             state: None,
             who: "alice\0delete".into(),
+            arguments: arguments_digest(&serde_json::Value::Null),
             timeout: Duration::from_secs(60),
         };
         let Answer::Deferred { request_state } = first.ask("Delete /a?").await else {
@@ -295,22 +380,76 @@ mod tests {
             bob.ask("Delete /a?").await,
             Answer::Deferred { .. }
         ));
-        let forged = retry(Some(format!("{}.{}", now_secs(), "0".repeat(64))), yes());
+        let forged = retry(Some(format!("{}-00.{}", now_secs(), "0".repeat(64))), yes());
         assert!(matches!(
             forged.ask("Delete /a?").await,
             Answer::Deferred { .. }
         ));
+        let Answer::Deferred { request_state } = first.ask("Delete /a?").await else {
+            panic!("asked anew");
+        };
         let no = retry(
-            answered.state.clone(),
+            Some(request_state),
             ElicitResult::new(ElicitationAction::Decline),
         );
         assert_eq!(no.ask("Delete /a?").await, Answer::Declined);
     }
 
+    /// Attack review of issue 41: one acceptance confirms exactly one call. The answered
+    /// retry replayed, or retried with other arguments under the same state, is asked anew.
+    #[tokio::test]
+    async fn a_state_answers_one_retry_of_the_very_arguments_it_was_issued_for() {
+        let args = |recursive: bool| {
+            let value = serde_json::json!({"file_path": "/a", "recursive": recursive});
+            arguments_digest(&value)
+        };
+        let mut first = retry(None, yes());
+        first.responses = None;
+        first.arguments = args(false);
+        let Answer::Deferred { request_state } = first.ask("Delete /a?").await else {
+            panic!("a first call is asked");
+        };
+        let mut other = retry(Some(request_state.clone()), yes());
+        other.arguments = args(true);
+        assert!(
+            matches!(other.ask("Delete /a?").await, Answer::Deferred { .. }),
+            "the same question reached with other arguments"
+        );
+        let mut answered = retry(Some(request_state), yes());
+        answered.arguments = args(false);
+        assert_eq!(answered.ask("Delete /a?").await, Answer::Accepted);
+        assert!(
+            matches!(answered.ask("Delete /a?").await, Answer::Deferred { .. }),
+            "a replay"
+        );
+    }
+
+    #[test]
+    fn answered_states_are_remembered_until_they_expire_and_bounded() {
+        let mut answered = Answered::default();
+        assert_eq!(answered.take("1.a", 100, 50), Taken::First);
+        assert_eq!(answered.take("1.a", 100, 60), Taken::Replayed);
+        for k in 1..MAX_ANSWERED {
+            assert_eq!(answered.take(&format!("2.{k}"), 200, 60), Taken::First);
+        }
+        assert_eq!(answered.take("3.x", 300, 60), Taken::Full);
+        // Once the first expired, its room is taken back.
+        assert_eq!(answered.take("3.x", 300, 101), Taken::First);
+        assert_eq!(answered.until.len(), MAX_ANSWERED);
+    }
+
     #[tokio::test]
     async fn an_answer_after_the_timeout_counts_as_unanswered() {
-        let issued = now_secs() - 61;
-        let state = format!("{issued}.{}", seal("alice\0delete", issued, "Delete /a?"));
+        let issued = format!("{}-00", now_secs() - 61);
+        let state = format!(
+            "{issued}.{}",
+            seal(
+                "alice\0delete",
+                &issued,
+                &arguments_digest(&serde_json::Value::Null),
+                "Delete /a?"
+            )
+        );
         assert_eq!(
             retry(Some(state), yes()).ask("Delete /a?").await,
             Answer::Unanswered

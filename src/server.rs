@@ -405,6 +405,7 @@ impl Notifier for SinkNotifier {
 /// the client did not declare elicitation.
 fn asker_for(
     request: &mut CallToolRequestParams,
+    arguments: &Value,
     context: &RequestContext<RoleServer>,
     origin: &crate::audit::Origin,
     timeout: std::time::Duration,
@@ -433,6 +434,7 @@ fn asker_for(
             responses: request.input_responses.take(),
             state: request.request_state.take(),
             who: format!("{who}\0{}", request.name),
+            arguments: elicitation::arguments_digest(arguments),
             timeout,
         })
     } else {
@@ -603,7 +605,13 @@ impl ServerHandler for MountfsServer {
             call.confirm = Some(Confirmer {
                 scope,
                 timeout: policy.timeout,
-                asker: asker_for(&mut request, &context, &call.origin, policy.timeout),
+                asker: asker_for(
+                    &mut request,
+                    &arguments,
+                    &context,
+                    &call.origin,
+                    policy.timeout,
+                ),
             });
         }
         drop(context);

@@ -21,7 +21,7 @@ use super::whole_file::{self, key_prefix};
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
     GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
-    Upload, Version, WriteMode, WriteOutcome,
+    Upload, Version, WriteMode, WriteOutcome, is_reserved_path, refuse_reserved,
 };
 use crate::path::VirtualPath;
 use crate::quota::MemoryAccount;
@@ -118,7 +118,10 @@ impl MemoryBackend {
         let prefix = key_prefix(dir);
         let mut out: Vec<(VirtualPath, FileData)> = own.into_iter().collect();
         for (key, data) in under(&files, &prefix) {
-            if let Ok(path) = VirtualPath::parse_raw(key) {
+            // A reserved name is mountfs's own, never listed (attack review of issue 41).
+            if let Ok(path) = VirtualPath::parse_raw(key)
+                && !is_reserved_path(&path)
+            {
                 out.push((path, data.clone()));
             }
         }
@@ -129,6 +132,7 @@ impl MemoryBackend {
 #[async_trait]
 impl Backend for MemoryBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        refuse_reserved(path)?;
         let files = self.read_map();
         if let Some(file) = files.get(path.as_str()) {
             return Ok(Some(file.entry(path.clone())));
@@ -137,6 +141,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        refuse_reserved(dir)?;
         let files = self.read_map();
         if files.contains_key(dir.as_str()) {
             return Err(Error::NotADirectory { path: dir.clone() });
@@ -157,12 +162,16 @@ impl Backend for MemoryBackend {
             };
             match rest.split_once('/') {
                 None => {
-                    entries.push(data.entry(VirtualPath::parse_raw(key)?));
+                    if !crate::path::is_reserved_name(rest) {
+                        entries.push(data.entry(VirtualPath::parse_raw(key)?));
+                    }
                     // Next key strictly after this one.
                     cursor = format!("{key}\0");
                 }
                 Some((child, _)) => {
-                    entries.push(Entry::directory(dir.join(child)?));
+                    if !crate::path::is_reserved_name(child) {
+                        entries.push(Entry::directory(dir.join(child)?));
+                    }
                     // '0' is the byte after '/': skip the child's whole subtree.
                     cursor = format!("{prefix}{child}0");
                 }
@@ -172,6 +181,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        refuse_reserved(path)?;
         let files = self.read_map();
         match files.get(path.as_str()) {
             Some(file) => Ok(FileBytes {
@@ -186,6 +196,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        refuse_reserved(path)?;
         // Checked under the lock, so an oversized content is never cloned.
         {
             let files = self.read_map();
@@ -202,6 +213,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        refuse_reserved(path)?;
         Ok(self.read(path).await?.into_view(window))
     }
 
@@ -212,6 +224,7 @@ impl Backend for MemoryBackend {
         len: usize,
         version: &Version,
     ) -> Result<Vec<u8>> {
+        refuse_reserved(path)?;
         let files = self.read_map();
         match files.get(path.as_str()) {
             Some(file) if &file.version == version => {
@@ -234,6 +247,7 @@ impl Backend for MemoryBackend {
         path: &VirtualPath,
         _mode: WriteMode,
     ) -> Result<Box<dyn Upload + '_>> {
+        refuse_reserved(path)?;
         Err(Error::Unsupported {
             path: path.clone(),
             reason: "a memory mount holds every file whole in memory; it takes whole writes only, not a file streamed piece by piece".to_owned(),
@@ -294,6 +308,7 @@ impl Backend for MemoryBackend {
         content: &[u8],
         mode: WriteMode,
     ) -> Result<WriteOutcome> {
+        refuse_reserved(path)?;
         let mut files = self.write_map();
         if is_dir(&files, path) {
             return Err(Error::IsADirectory { path: path.clone() });
@@ -352,6 +367,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        refuse_reserved(path)?;
         let mut files = self.write_map();
         if let Some(file) = files.get(path.as_str()) {
             if let Some(expected) = &options.if_version
@@ -395,6 +411,8 @@ impl Backend for MemoryBackend {
         to: &VirtualPath,
         options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
+        refuse_reserved(from)?;
+        refuse_reserved(to)?;
         // One write lock over the whole check and move: nobody sees a half-moved directory.
         let mut files = self.write_map();
         if from.is_root() {

@@ -726,6 +726,29 @@ impl GrepFile {
     }
 }
 
+/// Whether `path` has a component that is one of mountfs's own names (`.mountfs-tmp*`, see
+/// [`crate::path::RESERVED_PREFIX`]). No tool gives such a path ([`VirtualPath::parse`]
+/// refuses it), but a store written by another program, an object made by another client or
+/// a file made on the disk or the target holds whatever names they chose: listings leave them
+/// out, and every backend refuses them (attack review of issue 41).
+pub fn is_reserved_path(path: &VirtualPath) -> bool {
+    path.components().any(crate::path::is_reserved_name)
+}
+
+/// Refuses a path with a reserved component in any place (see [`is_reserved_path`]).
+pub fn refuse_reserved(path: &VirtualPath) -> Result<()> {
+    if is_reserved_path(path) {
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: format!(
+                "names starting with {} are reserved for mountfs's own temporary files; choose another name",
+                crate::path::RESERVED_PREFIX
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Why a backend call failed. The Display text is what the agent reads: it names the
 /// (virtual) path and says what to do next. Never a host path.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -22,7 +22,7 @@ use super::whole_file::{self, key_prefix};
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
     GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
-    Upload, Utf8Tracker, Version, WriteMode, WriteOutcome,
+    Upload, Utf8Tracker, Version, WriteMode, WriteOutcome, is_reserved_path, refuse_reserved,
 };
 use crate::path::VirtualPath;
 use crate::store::{
@@ -191,6 +191,8 @@ impl StoreBackend {
                 .filter(
                     |meta| match (&query.file_filter, VirtualPath::parse_raw(&meta.key)) {
                         (_, Err(_)) => false,
+                        // A reserved name is mountfs's own, never searched (issue 41).
+                        (_, Ok(path)) if is_reserved_path(&path) => false,
                         (None, Ok(_)) => true,
                         (Some(filter), Ok(path)) => filter.matches_path(&path, &query.dir),
                     },
@@ -253,6 +255,9 @@ impl StoreBackend {
                     .iter()
                     .filter_map(|item| {
                         let path = VirtualPath::parse_raw(&item.meta.key).ok()?;
+                        if is_reserved_path(&path) {
+                            return None;
+                        }
                         if item.meta.encoding == store::Encoding::Utf8 {
                             whole_file::grep_utf8_file(&path, &item.content, &query)
                         } else {
@@ -286,6 +291,7 @@ impl StoreBackend {
             let full = page.len() >= LIST_PAGE;
             for meta in &page {
                 if let Ok(path) = VirtualPath::parse_raw(&meta.key)
+                    && !is_reserved_path(&path)
                     && keep(&path, meta)
                 {
                     out.push(file_entry(path, meta));
@@ -356,6 +362,7 @@ impl Upload for StoreFileUpload<'_> {
 #[async_trait]
 impl Backend for StoreBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        refuse_reserved(path)?;
         if path.is_root() {
             return Ok(Some(Entry::directory(path.clone())));
         }
@@ -369,11 +376,15 @@ impl Backend for StoreBackend {
     }
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        refuse_reserved(dir)?;
         if self.head(dir).await?.is_some() {
             return Err(Error::NotADirectory { path: dir.clone() });
         }
         let prefix = key_prefix(dir);
         let mut entries = Vec::new();
+        // Whether anything lies below, shown or not: a directory holding only reserved names
+        // lists empty, as a memory mount's does.
+        let mut held = false;
         let mut query = ListQuery::first(prefix.clone(), LS_PAGE_MIN);
         'pages: loop {
             let page = self
@@ -386,13 +397,19 @@ impl Backend for StoreBackend {
                 let Some(rest) = meta.key.strip_prefix(&prefix) else {
                     break 'pages;
                 };
+                held = true;
                 match rest.split_once('/') {
                     None => {
-                        entries.push(file_entry(VirtualPath::parse_raw(&meta.key)?, meta));
+                        // A reserved name is mountfs's own, never listed (issue 41).
+                        if !crate::path::is_reserved_name(rest) {
+                            entries.push(file_entry(VirtualPath::parse_raw(&meta.key)?, meta));
+                        }
                         query.start = ListStart::After(meta.key.clone());
                     }
                     Some((child, _)) => {
-                        entries.push(Entry::directory(dir.join(child)?));
+                        if !crate::path::is_reserved_name(child) {
+                            entries.push(Entry::directory(dir.join(child)?));
+                        }
                         // Seek past the child's whole subtree: its keys all start with
                         // `prefix child /`, and the successor of that bounds them.
                         let subtree = format!("{prefix}{child}/");
@@ -410,13 +427,14 @@ impl Backend for StoreBackend {
             }
             query.limit = (query.limit * 2).min(LS_PAGE_MAX);
         }
-        if entries.is_empty() && !dir.is_root() {
+        if !held && !dir.is_root() {
             return Err(Error::NotFound { path: dir.clone() });
         }
         Ok(entries)
     }
 
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        refuse_reserved(path)?;
         if path.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
         }
@@ -440,6 +458,7 @@ impl Backend for StoreBackend {
     }
 
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        refuse_reserved(path)?;
         // The item's size comes from an index-only head; an oversized content is never fetched.
         if let Some(meta) = self.head(path).await?
             && meta.size > max_bytes
@@ -453,6 +472,7 @@ impl Backend for StoreBackend {
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        refuse_reserved(path)?;
         Ok(self.read(path).await?.into_view(window))
     }
 
@@ -510,6 +530,7 @@ impl Backend for StoreBackend {
         content: &[u8],
         mode: WriteMode,
     ) -> Result<WriteOutcome> {
+        refuse_reserved(path)?;
         self.check_shape(path).await?;
         let condition = match mode {
             WriteMode::CreateOnly => PutCondition::CreateOnly,
@@ -538,6 +559,7 @@ impl Backend for StoreBackend {
         len: usize,
         version: &Version,
     ) -> Result<Vec<u8>> {
+        refuse_reserved(path)?;
         if path.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
         }
@@ -575,6 +597,7 @@ impl Backend for StoreBackend {
         path: &VirtualPath,
         mode: WriteMode,
     ) -> Result<Box<dyn Upload + '_>> {
+        refuse_reserved(path)?;
         self.check_shape(path).await?;
         let condition = match mode {
             WriteMode::CreateOnly => PutCondition::CreateOnly,
@@ -614,6 +637,7 @@ impl Backend for StoreBackend {
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        refuse_reserved(path)?;
         let if_version = match &options.if_version {
             Some(expected) => match expected.as_str().parse::<i64>() {
                 Ok(version) => Some(version),
@@ -668,6 +692,8 @@ impl Backend for StoreBackend {
         to: &VirtualPath,
         options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
+        refuse_reserved(from)?;
+        refuse_reserved(to)?;
         for path in [from, to] {
             if path.is_root() {
                 return Err(Error::MountRoot { path: path.clone() });
@@ -859,7 +885,9 @@ impl Backend for StoreBackend {
                 .map_err(|e| failure(&query.dir, e))?;
             let last = page.last().map(|item| item.meta.key.clone());
             for item in page {
-                if let Ok(path) = VirtualPath::parse_raw(&item.meta.key) {
+                if let Ok(path) = VirtualPath::parse_raw(&item.meta.key)
+                    && !is_reserved_path(&path)
+                {
                     search(&mut out, &path, &item);
                 }
                 if enough(query, &out) {

@@ -1203,4 +1203,68 @@ pub async fn reserved_names_are_refused_in_every_component(fx: &Fixture) {
         .await
         .unwrap();
     assert_eq!(fx.backend.read(&fine).await.unwrap().content, b"x");
+
+    // Attack review of issue 41: a path built from a listing skips the parser, so every
+    // backend refuses a reserved name in any component itself.
+    let planted = [
+        "dir/.mountfs-tmp-journal-1-1/journal",
+        "dir/a/.mountfs-tmp.x",
+        "dir/.mountfs-tmp/x.txt",
+        "dir/a/b/.mountfs-tmp-9-9",
+    ];
+    for tail in planted {
+        let raw = VirtualPath::parse_raw(&format!("{}/{tail}", base.as_str())).unwrap();
+        assert!(
+            fx.backend
+                .write(&raw, b"x", WriteMode::CreateOnly)
+                .await
+                .is_err(),
+            "written: {raw}"
+        );
+    }
+    // Names planted behind the server's back (another program writing the directory, the
+    // store's table, the bucket or the target) are never listed, searched nor read.
+    let Some(plant) = &fx.plant else {
+        return;
+    };
+    for tail in planted {
+        plant(tail.to_owned(), b"planted secret\n".to_vec()).await;
+    }
+    plant("dir/a/seen.txt".to_owned(), b"planted secret\n".to_vec()).await;
+    let reserved = |name: &String| name.split('/').any(|c| c.starts_with(".mountfs-tmp"));
+    for dir in ["dir", "dir/a"] {
+        let listed = ls(fx, dir).await;
+        assert!(!listed.iter().any(reserved), "ls {dir}: {listed:?}");
+    }
+    // A directory holding nothing but a reserved name lists empty, or (a store's directories
+    // exist through what they hold) not at all.
+    match fx.backend.ls(&fx.path("dir/a/b")).await {
+        Ok(entries) => assert!(entries.is_empty(), "ls dir/a/b: {entries:?}"),
+        Err(error) => assert!(
+            matches!(error, mountfs::backend::Error::NotFound { .. }),
+            "{error}"
+        ),
+    }
+    let globbed = glob(fx, "dir", "**/*").await;
+    assert!(!globbed.iter().any(reserved), "glob: {globbed:?}");
+    assert!(
+        globbed.contains(&"dir/a/seen.txt".to_owned()),
+        "{globbed:?}"
+    );
+    let found = fx
+        .backend
+        .grep(&grep_query(fx, "", "planted secret", GrepCollect::Files))
+        .await
+        .expect("grep");
+    assert_eq!(
+        names(fx, found.into_iter().map(|f| f.path)),
+        ["dir/a/seen.txt"]
+    );
+    for tail in planted {
+        let raw = VirtualPath::parse_raw(&format!("{}/{tail}", base.as_str())).unwrap();
+        let read = fx.backend.read(&raw).await;
+        assert!(read.is_err(), "read {raw}: {read:?}");
+        let read = fx.backend.read_at_most(&raw, 1 << 20).await;
+        assert!(read.is_err(), "read {raw}");
+    }
 }

@@ -29,6 +29,46 @@ pub struct Fixture {
     pub caps: Capabilities,
     /// Keeps temporary resources (directories, databases) alive for the test.
     pub _guard: Option<Box<dyn Any + Send + Sync>>,
+    /// Writes a file behind the server's back (another program writing the directory, the
+    /// store's table, the bucket, the target), at a path relative to the mount's root; `None`
+    /// where nothing but the server reaches the storage (memory) or the case runs in a
+    /// composite.
+    pub plant: Option<Planter>,
+}
+
+/// See [`Fixture::plant`].
+pub type Planter =
+    Arc<dyn Fn(String, Vec<u8>) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// Plants files in a directory of this machine (a disk mount's, a shell target's).
+fn host_planter(root: std::path::PathBuf) -> Planter {
+    Arc::new(move |rel: String, bytes: Vec<u8>| {
+        let file = root.join(rel);
+        Box::pin(async move {
+            std::fs::create_dir_all(file.parent().expect("a parent")).expect("plant a directory");
+            std::fs::write(&file, bytes).expect("plant a file");
+        })
+    })
+}
+
+/// Plants items through a second handle on the store (as another program or an older server
+/// writing the same table would), under the namespace the mount serves.
+fn store_planter(store: Arc<dyn mountfs::store::Store>, namespace: String) -> Planter {
+    Arc::new(move |rel: String, bytes: Vec<u8>| {
+        let (store, namespace) = (store.clone(), namespace.clone());
+        Box::pin(async move {
+            let namespace = mountfs::store::Namespace::new(&namespace).expect("namespace");
+            store
+                .put(
+                    &namespace,
+                    &format!("/{rel}"),
+                    &bytes,
+                    mountfs::store::PutCondition::Overwrite,
+                )
+                .await
+                .expect("plant an item");
+        })
+    })
 }
 
 impl Fixture {
@@ -59,6 +99,7 @@ pub async fn memory() -> Option<Fixture> {
         base: VirtualPath::root(),
         caps: IMPLICIT,
         _guard: None,
+        plant: None,
     })
 }
 
@@ -74,6 +115,7 @@ pub async fn composite() -> Option<Fixture> {
         base: VirtualPath::parse("/work").expect("base"),
         caps: IMPLICIT,
         _guard: None,
+        plant: None,
     })
 }
 
@@ -91,28 +133,38 @@ pub async fn composite_nested() -> Option<Fixture> {
         base: VirtualPath::parse("/a/b").expect("base"),
         caps: IMPLICIT,
         _guard: None,
+        plant: None,
     })
 }
 
 /// The SQLite store backend on its own.
 pub async fn sqlite() -> Option<Fixture> {
     let (backend, dir) = backends::sqlite().await;
+    let second = mountfs::store::SqliteStore::open(dir.path().join("store/test.db"))
+        .await
+        .expect("a second handle on the SQLite store");
     Some(Fixture {
         backend,
         base: VirtualPath::root(),
         caps: IMPLICIT,
         _guard: Some(Box::new(dir)),
+        plant: Some(store_planter(Arc::new(second), "default".into())),
     })
 }
 
 /// The PostgreSQL store backend on its own (skipped without `MOUNTFS_TEST_POSTGRES`).
 pub async fn postgres() -> Option<Fixture> {
     let (backend, guard) = backends::postgres("postgres conformance case", "t-conf").await?;
+    let second = mountfs::store::PostgresStore::connect(&guard.url)
+        .await
+        .expect("a second connection to the PostgreSQL store");
+    let plant = store_planter(Arc::new(second), guard.name.clone());
     Some(Fixture {
         backend,
         base: VirtualPath::root(),
         caps: IMPLICIT,
         _guard: Some(Box::new(guard)),
+        plant: Some(plant),
     })
 }
 
@@ -136,6 +188,7 @@ pub async fn composite_stores() -> Option<Fixture> {
         base: VirtualPath::parse("/work").expect("base"),
         caps: IMPLICIT,
         _guard: Some(Box::new((dir, pg_guard))),
+        plant: None,
     })
 }
 
@@ -154,6 +207,7 @@ pub async fn composite_postgres() -> Option<Fixture> {
         base: VirtualPath::parse("/pg").expect("base"),
         caps: IMPLICIT,
         _guard: Some(Box::new((dir, guard))),
+        plant: None,
     })
 }
 
@@ -165,11 +219,13 @@ const EXPLICIT: Capabilities = Capabilities {
 /// The disk backend on its own, rooted at a temporary directory.
 pub async fn disk() -> Option<Fixture> {
     let (backend, dir) = backends::disk();
+    let plant = host_planter(dir.path().to_owned());
     Some(Fixture {
         backend,
         base: VirtualPath::root(),
         caps: EXPLICIT,
         _guard: Some(Box::new(dir)),
+        plant: Some(plant),
     })
 }
 
@@ -189,6 +245,7 @@ pub async fn composite_disk() -> Option<Fixture> {
         base: VirtualPath::parse("/work").expect("base"),
         caps: EXPLICIT,
         _guard: Some(Box::new((work_dir, workshop_dir))),
+        plant: None,
     })
 }
 
@@ -201,6 +258,7 @@ pub async fn overlay() -> Option<Fixture> {
         base: VirtualPath::root(),
         caps: IMPLICIT,
         _guard: Some(Box::new(EmptyOnDrop(dir))),
+        plant: None,
     })
 }
 
@@ -212,6 +270,7 @@ pub async fn overlay_sqlite() -> Option<Fixture> {
         base: VirtualPath::root(),
         caps: IMPLICIT,
         _guard: Some(Box::new((EmptyOnDrop(dir), layers))),
+        plant: None,
     })
 }
 
@@ -272,15 +331,18 @@ pub async fn composite_shell() -> Option<Fixture> {
         base: VirtualPath::parse("/work").expect("base"),
         caps: EXPLICIT,
         _guard: Some(Box::new((work, workshop))),
+        plant: None,
     })
 }
 
 fn shell_fixture(target: crate::support::shells::Target) -> Fixture {
+    let plant = host_planter(target.dir.path().to_owned());
     Fixture {
         backend: target.backend(),
         base: VirtualPath::root(),
         caps: EXPLICIT,
         _guard: Some(Box::new(target)),
+        plant: Some(plant),
     }
 }
 
@@ -289,11 +351,27 @@ fn shell_fixture(target: crate::support::shells::Target) -> Fixture {
 pub async fn object() -> Option<Fixture> {
     let bucket = crate::support::moto::Bucket::new("object conformance case")?;
     let neighbours = Neighbours::plant(&bucket).await;
+    // Another S3 client writing under the mount's prefix.
+    let client = bucket.client();
+    let plant: Planter = Arc::new(move |rel: String, bytes: Vec<u8>| {
+        let client = client.clone();
+        Box::pin(async move {
+            use object_store::ObjectStoreExt;
+            client
+                .put(
+                    &object_store::path::Path::parse(format!("team/files/{rel}")).unwrap(),
+                    bytes.into(),
+                )
+                .await
+                .expect("plant an object");
+        })
+    });
     Some(Fixture {
         backend: Arc::new(bucket.backend("team/files")),
         base: VirtualPath::root(),
         caps: OBJECT,
         _guard: Some(Box::new(neighbours)),
+        plant: Some(plant),
     })
 }
 
@@ -312,6 +390,7 @@ pub async fn composite_object() -> Option<Fixture> {
         base: VirtualPath::parse("/work").expect("base"),
         caps: OBJECT,
         _guard: Some(Box::new(neighbours)),
+        plant: None,
     })
 }
 

@@ -505,3 +505,138 @@ async fn names_with_a_newline_or_a_dash_work_on_every_target() {
         );
     }
 }
+
+/// A local `sh` target whose `find` and `stat` take ten minutes in any directory holding a
+/// file `SLOW`: a tree too big or too slow to walk or list (attack review of issue 41). The
+/// second value holds the wrappers.
+fn slow_tree_target() -> (Target, tempfile::TempDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["find", "stat"] {
+        let real = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(tool))
+            .find(|path| path.exists())
+            .unwrap();
+        let wrapper = bin.path().join(tool);
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nif [ -e \"$PWD/SLOW\" ]; then sleep 600; fi\nexec {} \"$@\"\n",
+                real.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut target = shells::local();
+    target.command = vec![
+        "/usr/bin/env".to_owned(),
+        format!("PATH={}:/usr/local/bin:/usr/bin:/bin", bin.path().display()),
+        "sh".to_owned(),
+    ];
+    std::fs::create_dir(target.dir.path().join("tree")).unwrap();
+    std::fs::write(target.dir.path().join("tree/SLOW"), "").unwrap();
+    std::fs::write(target.dir.path().join("tree/a.txt"), "a").unwrap();
+    (target, bin)
+}
+
+fn glob_of_tree(control: SearchControl) -> GlobQuery {
+    GlobQuery {
+        dir: p("/tree"),
+        matcher: GlobMatcher::new("**/*").unwrap(),
+        control,
+    }
+}
+
+/// Waits up to 10 s for the slow walk to run on the target.
+async fn running_in(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_in(dir).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the walk never ran on the target"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `glob` and `ls` of a shell mount run under the target's watcher as `grep` does: a cancel
+/// stops them at once and leaves no process on the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_glob_or_ls_is_stopped_by_cancel_and_leaves_no_process() {
+    let (target, _bin) = slow_tree_target();
+    let tree = target.dir.path().join("tree");
+    let backend = target.backend();
+
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let query = glob_of_tree(SearchControl::cancelled_by(cancel.clone()));
+    let glob = {
+        let backend = backend.clone();
+        tokio::spawn(async move { backend.glob(&query).await })
+    };
+    running_in(&tree).await;
+    cancel.cancel();
+    let answer = tokio::time::timeout(Duration::from_secs(5), glob)
+        .await
+        .expect("the cancelled glob answers at once")
+        .unwrap();
+    assert!(answer.is_ok(), "{answer:?}");
+    none_left_in(&tree, "glob, cancelled").await;
+
+    // A call cancelled during `ls` drops the listing's future.
+    let ls = {
+        let backend = backend.clone();
+        tokio::spawn(async move { backend.ls(&p("/tree")).await })
+    };
+    running_in(&tree).await;
+    ls.abort();
+    assert!(ls.await.unwrap_err().is_cancelled());
+    none_left_in(&tree, "ls, cancelled").await;
+    drop(backend);
+}
+
+/// Past the search bound, `glob` and `ls` of a shell mount end with an error naming the bound,
+/// and leave no process on the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_glob_or_ls_is_stopped_by_its_bound_with_a_clear_error() {
+    let (target, _bin) = slow_tree_target();
+    let tree = target.dir.path().join("tree");
+    let backend = Arc::new(
+        ShellBackend::new(
+            "test",
+            target.command.clone(),
+            target.dir.path().to_str().unwrap(),
+        )
+        .with_search_bound(Duration::from_secs(2)),
+    );
+    let error = tokio::time::timeout(
+        Duration::from_secs(30),
+        backend.glob(&glob_of_tree(SearchControl::default())),
+    )
+    .await
+    .expect("the bounded glob answers")
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Error: I/O error on /tree: the walk of this directory on the target of shell 'test' ran past its bound of 2 s and was stopped (nothing is left running there); name a smaller directory, or narrow the pattern"
+    );
+    none_left_in(&tree, "glob, bounded").await;
+    let error = tokio::time::timeout(Duration::from_secs(30), backend.ls(&p("/tree")))
+        .await
+        .expect("the bounded ls answers")
+        .unwrap_err();
+    assert!(
+        error.to_string().contains(
+            "the listing of this directory on the target of shell 'test' ran past its bound of 2 s"
+        ),
+        "{error}"
+    );
+    none_left_in(&tree, "ls, bounded").await;
+    // The mount still serves.
+    std::fs::remove_file(tree.join("SLOW")).unwrap();
+    assert_eq!(
+        listed(&backend, "/tree").await,
+        [("/tree/a.txt".to_owned(), false)]
+    );
+}

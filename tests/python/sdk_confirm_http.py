@@ -4,7 +4,7 @@ question; then the same over stateless MCP 2026-07-28 requests, where the questi
 as an input-required result that the client answers on its retry.
 
 Usage: python3 sdk_confirm_http.py URL TOKEN_A TOKEN_B DIR
-The server must mount DIR (a disk directory holding a.txt, b.txt, c.txt, d.txt) at /shared/
+The server must mount DIR (a disk directory holding a.txt to f.txt) at /shared/
 and run with --confirm delete. Prints one line per check and exits non-zero on the first
 failure.
 """
@@ -142,6 +142,39 @@ async def main() -> None:
         assert alice.asked == ["Delete the file /shared/c.txt (2 bytes)?"], alice.asked
         assert not exists("c.txt")
         print("stateless ok: input-required, answered on the retry, bound to its principal and question")
+
+        # One acceptance confirms exactly one call (attack review of issue 41). The answered
+        # retry, replayed once the file is back (the very same question), is asked anew.
+        ra, state = await delete_answering(a, alice, "/shared/e.txt")
+        assert isinstance(ra, types.CallToolResult) and not ra.is_error, ra
+        assert not exists("e.txt")
+        with open(os.path.join(DIR, "e.txt"), "w") as f:
+            f.write("x\n")
+        yes = types.ElicitResult(action="accept", content={"confirm": True})
+        r = await a.call_tool(
+            "delete",
+            {"file_path": "/shared/e.txt"},
+            input_responses={"confirm": yes},
+            request_state=state,
+            allow_input_required=True,
+        )
+        assert isinstance(r, types.InputRequiredResult), r
+        assert exists("e.txt")
+        # A state issued for one call answers no call with other arguments, even when they ask
+        # the very same question (`recursive` changes nothing for a file).
+        r = await a.call_tool("delete", {"file_path": "/shared/f.txt"}, allow_input_required=True)
+        assert isinstance(r, types.InputRequiredResult), r
+        r = await a.call_tool(
+            "delete",
+            {"file_path": "/shared/f.txt", "recursive": True},
+            input_responses={"confirm": yes},
+            request_state=r.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(r, types.InputRequiredResult), r
+        assert r.input_requests["confirm"].params.message == "Delete the file /shared/f.txt (2 bytes)?", r
+        assert exists("f.txt")
+        print("stateless replay ok: one answer confirms one call with its own arguments")
 
 
 asyncio.run(main())

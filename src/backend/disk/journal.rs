@@ -2,8 +2,9 @@
 //! `commit`) that a crash of the process — `SIGKILL`, an OOM kill, a power cut — leaves whole
 //! or absent, never half done (issues 32 and 33).
 //!
-//! One journal is one private directory at the mount root, `.mountfs-tmp-journal-<pid>-<n>`
-//! (mode 0700; hidden from every listing like our temporary files, and never taken by their
+//! One journal is one private directory at the mount root, `.mountfs-tmp-journal-<pid>-<n>-<run>`
+//! (`<run>`: 64 random bits drawn once per process, so no name repeats from one run to the
+//! next; mode 0700; hidden from every listing like our temporary files, and never taken by their
 //! sweep: its name is not of their form). In order:
 //! 1. **begin**: each file the change will replace or remove is hard-linked into the directory
 //!    as `a<index>` (the old inode, so its bytes, mode and owner, kept without copying; a
@@ -43,8 +44,10 @@
 //!   following a symbolic link;
 //! - the journal's `begun` mark, its plan, its `committed` mark and each record of a directory
 //!   removed whole carry an HMAC-SHA256 tag ([`super::trust::RecoveryKey`]) over the record's
-//!   kind, the mount (the root's canonical host path) and the journal's name: a record that
-//!   does not verify is not acted on — the journal is logged (`tracing::warn`, its name under
+//!   kind, the mount (the root's canonical host path) and the journal's name — the
+//!   `committed` mark's also over the SHA-256 of the plan it decides, so a mark of another
+//!   plan under the same name never commits this one: a record that does not verify is not
+//!   acted on — the journal is logged (`tracing::warn`, its name under
 //!   the mount) and left for the operator, nothing deleted, nothing put back;
 //! - a kept file is put back only if it is still the inode the plan recorded, a directory only
 //!   if it is still the one its record names;
@@ -65,7 +68,7 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 use super::resolve::{canonicalize, map_io};
-use super::temp::TEMP_PREFIX;
+use super::temp::temp_owner;
 #[cfg(test)]
 use super::trust::RecoveryKey;
 use super::trust::{Seal, TAG_CHARS};
@@ -102,10 +105,21 @@ const MAX_MOVED_RECORD: u64 =
 
 static JOURNAL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A fresh journal directory name of this process.
+/// A fresh journal directory name of this process (never one of an earlier run: see
+/// [`super::temp::run_id`]).
 pub fn journal_name() -> String {
-    let n = JOURNAL_COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{JOURNAL_PREFIX}{}-{n}", std::process::id())
+    format!(
+        "{JOURNAL_PREFIX}{}",
+        super::temp::unique_suffix(&JOURNAL_COUNTER)
+    )
+}
+
+/// What a `committed` mark's tag covers beside the journal's name: the SHA-256 of the plan's
+/// bytes as written (the body its own tag covers). A mark made for another plan under the same
+/// name (a journal of an earlier run, an agent's copy) never commits this one.
+fn plan_digest(plan_bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(plan_bytes).into()
 }
 
 /// A fresh id for a change over several mounts (see [`JournalRole`]).
@@ -200,6 +214,8 @@ pub(super) struct Journal {
     /// The planned files, by index.
     pub(super) paths: Vec<VirtualPath>,
     plan: Plan,
+    /// [`plan_digest`] of the plan as written: what the `committed` mark is bound to.
+    plan_digest: [u8; 32],
     /// How many directories the change removed whole so far (see [`Journal::remove_dir`]).
     dirs_moved: std::sync::atomic::AtomicUsize,
 }
@@ -323,7 +339,7 @@ pub(super) fn begin(
         for (index, file) in files.iter().enumerate() {
             plan.files.push(keep(root, &dir.dir, index, file)?);
         }
-        write_plan(&dir.dir, seal, &name, &plan)?;
+        let plan_digest = write_plan(&dir.dir, seal, &name, &plan)?;
         sync_root(root).map_err(root_io)?;
         Ok(Journal {
             host: host_root.join(&name),
@@ -333,6 +349,7 @@ pub(super) fn begin(
             dir,
             paths: files.iter().map(|f| f.path.clone()).collect(),
             plan,
+            plan_digest,
             dirs_moved: std::sync::atomic::AtomicUsize::new(0),
         })
     })();
@@ -431,8 +448,8 @@ fn copy_aside(
 
 /// Writes the plan, tagged, durably: temporary file, fsync, rename, fsync of the directory.
 /// A plan larger than [`MAX_PLAN_BYTES`] is refused (`Unsupported`): recovery would not read
-/// it back.
-fn write_plan(dir: &Dir, seal: &Seal, name: &str, plan: &Plan) -> Result<()> {
+/// it back. Returns the plan's [`plan_digest`].
+fn write_plan(dir: &Dir, seal: &Seal, name: &str, plan: &Plan) -> Result<[u8; 32]> {
     let root = VirtualPath::root();
     let bytes = serde_json::to_vec(plan).map_err(|e| map_io(io::Error::other(e), &root))?;
     if bytes.len() > MAX_PLAN_BYTES {
@@ -450,7 +467,8 @@ fn write_plan(dir: &Dir, seal: &Seal, name: &str, plan: &Plan) -> Result<()> {
         dir.rename(PLAN_TEMP, dir, PLAN)?;
         sync_dir(dir)
     })();
-    written.map_err(|e| map_io(e, &root))
+    written.map_err(|e| map_io(e, &root))?;
+    Ok(plan_digest(&bytes))
 }
 
 impl Journal {
@@ -462,7 +480,7 @@ impl Journal {
         if let Some(change) = &self.plan.change {
             return self.seal.key().decide(change).map_err(io);
         }
-        let tag = self.seal.tag(b"committed", &self.name, b"");
+        let tag = self.seal.tag(b"committed", &self.name, &self.plan_digest);
         write_record(&self.dir.dir, COMMITTED, tag.as_bytes(), true).map_err(io)?;
         sync_dir(&self.dir.dir).map_err(io)
     }
@@ -785,10 +803,10 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         Err(errno) => return Err(errno.into()),
     }
     let journal = name.as_bytes();
-    let plan = match read_record(&dir, PLAN, MAX_PLAN_RECORD) {
+    let (plan, digest) = match read_record(&dir, PLAN, MAX_PLAN_RECORD) {
         Ok(bytes) => match seal.open(b"plan", journal, &bytes) {
             Some(body) => match serde_json::from_slice::<Plan>(body) {
-                Ok(plan) => plan,
+                Ok(plan) => (plan, plan_digest(body)),
                 Err(_) => return Ok(Outcome::Untrusted("its plan does not parse")),
             },
             None => return Ok(Outcome::Untrusted("its plan's tag does not verify")),
@@ -831,9 +849,11 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
         Some(change) => seal.key().decided(change),
         None => match read_record(&dir, COMMITTED, TAG_CHARS as u64 + 1) {
             Ok(tag) => {
-                if !seal.verifies(b"committed", journal, b"", &tag) {
+                // Bound to this very plan: a mark of another plan under this name (an earlier
+                // run's journal, a copy) does not verify.
+                if !seal.verifies(b"committed", journal, &digest, &tag) {
                     return Ok(Outcome::Untrusted(
-                        "its committed mark's tag does not verify",
+                        "its committed mark's tag does not verify for its plan",
                     ));
                 }
                 true
@@ -899,7 +919,6 @@ fn resolve(root: &Dir, seal: &Seal, name: &OsStr) -> io::Result<Outcome> {
 /// Removes the temporary files the journal's process left beside the planned files (a write
 /// cut short by the crash), so that nothing of the change is left once it is resolved.
 fn remove_temp_files(root: &Dir, plan: &Plan) {
-    let prefix = format!("{TEMP_PREFIX}{}-", plan.pid);
     let mut parents: Vec<PathBuf> = plan
         .files
         .iter()
@@ -916,10 +935,7 @@ fn remove_temp_files(root: &Dir, plan: &Plan) {
         };
         for entry in entries.filter_map(|e| e.ok()) {
             let name = entry.file_name();
-            let Some(rest) = name.as_bytes().strip_prefix(prefix.as_bytes()) else {
-                continue;
-            };
-            if rest.is_empty() || !rest.iter().all(u8::is_ascii_digit) {
+            if temp_owner(&name) != Some(plan.pid) {
                 continue;
             }
             let _ = dir.remove_file(&name);
@@ -1152,6 +1168,124 @@ mod tests {
         assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"new");
         assert_eq!(std::fs::read(root.join("b.txt")).unwrap(), b"b");
         assert_eq!(ours(root), Vec::<String>::new());
+    }
+
+    /// Attack review of issue 41: a journal's name holds 64 random bits of its run, so a name
+    /// of an earlier run (same pid, same counter) never comes back.
+    #[test]
+    fn journal_names_carry_random_bits_of_their_run() {
+        let (one, two) = (super::journal_name(), super::journal_name());
+        assert_ne!(one, two);
+        for name in [&one, &two] {
+            let rest = name.strip_prefix(super::JOURNAL_PREFIX).unwrap();
+            let parts: Vec<&str> = rest.split('-').collect();
+            assert_eq!(parts.len(), 3, "<pid>-<n>-<run>: {name}");
+            assert_eq!(parts[0], std::process::id().to_string());
+            assert_eq!(parts[2].len(), 16, "64 random bits: {name}");
+            assert!(parts[2].bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+        }
+    }
+
+    /// Attack review of issue 41: the `committed` mark is bound to its journal's plan. A mark
+    /// made for another change under the same name (a journal of an earlier run of the same
+    /// pid, copied back by an agent) does not roll forward a change that was never decided.
+    #[tokio::test]
+    async fn a_committed_mark_of_another_plan_with_the_same_name_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let keys = tempfile::tempdir().unwrap();
+        let key = std::sync::Arc::new(super::RecoveryKey::in_dir(keys.path()).unwrap());
+        let with_key = || DiskOptions {
+            recovery: Some(key.clone()),
+            ..DiskOptions::default()
+        };
+        std::fs::write(root.join("old.txt"), "old").unwrap();
+        std::fs::write(root.join("f.txt"), "f").unwrap();
+        // The earlier run: a change of old.txt, decided, cut short before its journal went.
+        let disk = DiskBackend::open_without_sweep(root, with_key()).unwrap();
+        let v = version(&disk, "/old.txt").await;
+        let earlier = disk
+            .begin_changes(
+                &[PlannedFile {
+                    path: p("/old.txt"),
+                    before: Some(v.clone()),
+                }],
+                &JournalRole::Alone,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        earlier
+            .write(0, b"decided", WriteMode::IfVersion(v))
+            .await
+            .unwrap();
+        earlier.mark_committed().await.unwrap();
+        let earlier_location = earlier.location();
+        let name = earlier_location.file_name().unwrap().to_owned();
+        let mark = std::fs::read(earlier_location.join("committed")).unwrap();
+        drop((earlier, disk));
+        let disk = DiskBackend::open(root, with_key()).unwrap();
+        assert_eq!(disk.take_resolved().len(), 1, "rolled forward");
+        assert!(!earlier_location.exists());
+
+        // This run: another change under the same name (as a repeated pid and counter gave
+        // it), cut short undecided; the earlier mark is planted in it.
+        let v = version(&disk, "/f.txt").await;
+        let journal = disk
+            .begin_changes(
+                &[PlannedFile {
+                    path: p("/f.txt"),
+                    before: Some(v.clone()),
+                }],
+                &JournalRole::Alone,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        journal
+            .write(0, b"undecided", WriteMode::IfVersion(v))
+            .await
+            .unwrap();
+        let location = journal.location();
+        let this_name = location.file_name().unwrap().to_owned();
+        drop((journal, disk));
+        // Its records sealed under the earlier name, as the same name would have given them.
+        let canonical = std::fs::canonicalize(root).unwrap();
+        let seal = super::Seal::new(key.clone(), &canonical);
+        let plan = std::fs::read(location.join("journal")).unwrap();
+        let body = seal
+            .open(b"plan", this_name.as_encoded_bytes(), &plan)
+            .unwrap()
+            .to_vec();
+        let name_str = name.to_str().unwrap();
+        std::fs::write(
+            location.join("journal"),
+            seal.sealed(b"plan", name_str, &body),
+        )
+        .unwrap();
+        std::fs::write(location.join("begun"), seal.tag(b"begun", name_str, b"")).unwrap();
+        std::fs::rename(&location, root.join(&name)).unwrap();
+        std::fs::write(root.join(&name).join("committed"), &mark).unwrap();
+
+        let disk = DiskBackend::open(root, with_key()).unwrap();
+        assert!(
+            !disk
+                .take_resolved()
+                .iter()
+                .any(|resolved| !resolved.rolled_back),
+            "a mark of another plan rolled the change forward"
+        );
+        assert!(
+            root.join(&name).join("journal").is_file(),
+            "left for the operator"
+        );
+        drop(disk);
+        // Without the planted mark, the same journal is rolled back.
+        std::fs::remove_file(root.join(&name).join("committed")).unwrap();
+        let disk = DiskBackend::open(root, with_key()).unwrap();
+        assert_eq!(disk.take_resolved().len(), 1);
+        assert_eq!(std::fs::read(root.join("f.txt")).unwrap(), b"f");
+        assert_eq!(std::fs::read(root.join("old.txt")).unwrap(), b"decided");
     }
 
     /// A secondary journal waits for its primary's decision, kept by the server's key (not in

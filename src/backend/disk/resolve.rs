@@ -122,6 +122,9 @@ pub(super) fn canonicalize(
     path: &VirtualPath,
     follow_last: bool,
 ) -> Result<Canonical, Error> {
+    // A reserved name (`.mountfs-tmp*`) in any place is mountfs's own (attack review of issue
+    // 41): refused, whether named or reached through a symbolic link.
+    crate::backend::refuse_reserved(path)?;
     let outside = || Error::OutsideMount { path: path.clone() };
     let mut done: Vec<OsString> = Vec::new();
     let mut todo: VecDeque<OsString> = path.components().map(OsString::from).collect();
@@ -169,6 +172,18 @@ pub(super) fn canonicalize(
             }
             Ok(_) => done.push(component),
         }
+    }
+    if done
+        .iter()
+        .any(|c| c.to_str().is_some_and(crate::path::is_reserved_name))
+    {
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: format!(
+                "it leads through a symbolic link to a name starting with {}, reserved for mountfs's own temporary files",
+                crate::path::RESERVED_PREFIX
+            ),
+        });
     }
     Ok(Canonical { components: done })
 }

@@ -1,4 +1,4 @@
-//! Our own temporary files on disk: how they are named (`TEMP_PREFIX<pid>-<n>`), the names
+//! Our own temporary files on disk: how they are named (`TEMP_PREFIX<pid>-<n>-<run>`), the names
 //! agents may not use, the record of those in flight, and the sweep that removes those a killed
 //! writer left behind.
 //!
@@ -8,7 +8,7 @@
 //! # Finding what a killed writer left, without walking the mount (issue 31)
 //! Before a writer creates a temporary file in a directory, it makes sure the directory is named
 //! in this process's **record** of temporary files in flight ([`InFlight`]): a file at the
-//! mount root, `.mountfs-tmp-inflight-<pid>-<n>`, created when the first temporary file of a
+//! mount root, `.mountfs-tmp-inflight-<pid>-<n>-<run>`, created when the first temporary file of a
 //! burst is about to be made and removed when the last one of the burst is gone (renamed over its
 //! target or unlinked), `flock`ed by its process meanwhile. A process killed mid-write leaves
 //! its record behind. When the mount is opened ([`sweep_stale`], synchronously, before any tool
@@ -57,7 +57,7 @@ use crate::path::VirtualPath;
 pub const TEMP_PREFIX: &str = ".mountfs-tmp-";
 
 /// Names of records of temporary files in flight start with this (a temporary name: hidden;
-/// and not of the `<pid>-<n>` form, so no sweep takes it for a temporary file).
+/// and not of the `<pid>-<n>-<run>` form, so no sweep takes it for a temporary file).
 pub(super) const RECORD_PREFIX: &str = ".mountfs-tmp-inflight-";
 
 /// The most of a record the sweep reads (a record names each directory once per burst).
@@ -65,20 +65,51 @@ const MAX_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Whether a directory entry is one of our temporary files.
+/// Hex characters of [`run_id`].
+const RUN_CHARS: usize = 16;
+
+/// 64 random bits drawn once per process (hex), the last part of every name this process
+/// gives its temporary files, records and journals: a pid and a counter repeat from one run to
+/// the next (a container's server is often pid 1 at every start), so without them a record
+/// left by an earlier run could be taken for one of this run (attack review of issue 41).
+pub(super) fn run_id() -> &'static str {
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| hex::encode(rand::random::<[u8; RUN_CHARS / 2]>()))
+}
+
+/// `<pid>-<n>-<run>`: a fresh name of this process (after a prefix).
+pub(super) fn unique_suffix(counter: &AtomicU64) -> String {
+    let n = counter.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{n}-{}", std::process::id(), run_id())
+}
+
+/// Whether a directory entry is one of our temporary files, or any name reserved for them
+/// (`.mountfs-tmp*`, [`crate::path::RESERVED_PREFIX`]): listings and walks never show one.
 pub(super) fn is_temp_name(name: &OsStr) -> bool {
-    name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
+    name.as_encoded_bytes()
+        .starts_with(crate::path::RESERVED_PREFIX.as_bytes())
 }
 
 pub(super) fn temp_name() -> OsString {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    OsString::from(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
+    OsString::from(format!("{TEMP_PREFIX}{}", unique_suffix(&TEMP_COUNTER)))
 }
 
-/// `<pid>-<n>` after `prefix`: the pid, when the rest is exactly that.
+/// `<pid>-<n>-<run>` after `prefix` (or `<pid>-<n>`, as releases before the run part named
+/// them): the pid, when the rest is exactly that.
 fn pid_after(name: &OsStr, prefix: &str) -> Option<u32> {
     let rest = name.to_str()?.strip_prefix(prefix)?;
-    let (pid, counter) = rest.split_once('-')?;
+    let (pid, rest) = rest.split_once('-')?;
+    let counter = match rest.split_once('-') {
+        Some((counter, run)) => {
+            if run.len() != RUN_CHARS
+                || !run.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            {
+                return None;
+            }
+            counter
+        }
+        None => rest,
+    };
     if !counter.bytes().all(|b| b.is_ascii_digit()) || !pid.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -87,7 +118,7 @@ fn pid_after(name: &OsStr, prefix: &str) -> Option<u32> {
 }
 
 /// The writer process a temporary file names, when it parses.
-fn temp_owner(name: &OsStr) -> Option<u32> {
+pub(super) fn temp_owner(name: &OsStr) -> Option<u32> {
     pid_after(name, TEMP_PREFIX)
 }
 
@@ -99,6 +130,7 @@ fn record_owner(name: &OsStr) -> Option<u32> {
 /// Refuses a name of the form our temporary files take: such a file would be hidden from
 /// listings and could be swept away.
 pub(super) fn refuse_temp_name(name: &OsStr, path: &VirtualPath) -> Result<()> {
+    crate::backend::refuse_reserved(path)?;
     if is_temp_name(name) {
         return Err(Error::Unsupported {
             path: path.clone(),
@@ -207,8 +239,7 @@ impl State {
 
 impl Record {
     fn create(root: &Dir) -> io::Result<Self> {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = OsString::from(format!("{RECORD_PREFIX}{}-{n}", std::process::id()));
+        let name = OsString::from(format!("{RECORD_PREFIX}{}", unique_suffix(&TEMP_COUNTER)));
         let fd = rustix::fs::openat(
             root,
             &name,
@@ -397,6 +428,21 @@ mod tests {
         );
         assert_eq!(temp_owner(OsStr::new(".mountfs-tmp-12-3.json")), None);
         assert_eq!(temp_owner(OsStr::new(".mountfs-tmp-+12-3")), None);
+        // 64 random bits of the run end every name: a pid and a counter repeat across runs.
+        let rest = name.to_str().unwrap().strip_prefix(TEMP_PREFIX).unwrap();
+        let parts: Vec<&str> = rest.split('-').collect();
+        assert_eq!(parts.len(), 3, "<pid>-<n>-<run>: {rest}");
+        assert_eq!(parts[2], run_id());
+        assert_eq!(run_id().len(), 16);
+        assert_eq!(
+            temp_owner(OsStr::new(".mountfs-tmp-12-3-0123456789abcdef")),
+            Some(12)
+        );
+        assert_eq!(temp_owner(OsStr::new(".mountfs-tmp-12-3-0123")), None);
+        assert_eq!(
+            record_owner(OsStr::new(".mountfs-tmp-inflight-12-3-0123456789abcdef")),
+            Some(12)
+        );
     }
 
     /// The id of a process that has exited.

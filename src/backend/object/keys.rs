@@ -68,6 +68,7 @@ impl KeyPrefix {
     /// The key of `path` (the prefix itself for `/`). A name `object_store` refuses as a key
     /// is refused here, before any request.
     pub fn key_of(&self, path: &VirtualPath) -> Result<Path> {
+        crate::backend::refuse_reserved(path)?;
         if path.is_root() {
             return Ok(self.root.clone());
         }
@@ -102,6 +103,11 @@ impl KeyPrefix {
             return None;
         }
         let path = VirtualPath::parse_raw(relative).ok()?;
+        // A reserved name (`.mountfs-tmp*`, made by another client) is mountfs's own: no path
+        // (attack review of issue 41).
+        if crate::backend::is_reserved_path(&path) {
+            return None;
+        }
         (path.as_str().get(1..) == Some(relative)).then_some(path)
     }
 }

@@ -307,6 +307,7 @@ fn version_of(read: BoundedRead) -> Version {
 #[deny(clippy::missing_trait_methods)]
 impl Backend for OverlayBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        super::refuse_reserved(path)?;
         let (layer_file, layer_dir, hidden) = {
             let book = self.book().await?;
             (
@@ -329,6 +330,7 @@ impl Backend for OverlayBackend {
     }
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
+        super::refuse_reserved(dir)?;
         match self.stat(dir).await? {
             None => return Err(Error::NotFound { path: dir.clone() }),
             Some(entry) if !entry.is_dir() => {
@@ -364,6 +366,7 @@ impl Backend for OverlayBackend {
     }
 
     async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+        super::refuse_reserved(path)?;
         if self.book().await?.routes_to_layer(path) {
             self.layer.read(path).await
         } else {
@@ -372,6 +375,7 @@ impl Backend for OverlayBackend {
     }
 
     async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
+        super::refuse_reserved(path)?;
         if self.book().await?.routes_to_layer(path) {
             self.layer.read_at_most(path, max_bytes).await
         } else {
@@ -380,6 +384,7 @@ impl Backend for OverlayBackend {
     }
 
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+        super::refuse_reserved(path)?;
         if self.book().await?.routes_to_layer(path) {
             self.layer.read_window(path, window).await
         } else {
@@ -394,6 +399,7 @@ impl Backend for OverlayBackend {
         len: usize,
         version: &Version,
     ) -> Result<Vec<u8>> {
+        super::refuse_reserved(path)?;
         if self.book().await?.routes_to_layer(path) {
             self.layer.read_range(path, offset, len, version).await
         } else {
@@ -425,6 +431,7 @@ impl Backend for OverlayBackend {
         path: &VirtualPath,
         _mode: WriteMode,
     ) -> Result<Box<dyn super::Upload + '_>> {
+        super::refuse_reserved(path)?;
         Err(Error::Unsupported {
             path: path.clone(),
             reason: "an overlay mount keeps changes in its layer until they are committed; it takes whole writes only, not a file streamed piece by piece".to_owned(),
@@ -437,6 +444,7 @@ impl Backend for OverlayBackend {
         content: &[u8],
         mode: WriteMode,
     ) -> Result<WriteOutcome> {
+        super::refuse_reserved(path)?;
         let _changing = self.changing.lock().await;
         let current = self.current(path).await?;
         match (&mode, &current) {
@@ -475,6 +483,7 @@ impl Backend for OverlayBackend {
     }
 
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        super::refuse_reserved(path)?;
         let _changing = self.changing.lock().await;
         let Some(entry) = self.stat(path).await? else {
             return Err(Error::NotFound { path: path.clone() });
@@ -543,6 +552,8 @@ impl Backend for OverlayBackend {
         to: &VirtualPath,
         options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
+        super::refuse_reserved(from)?;
+        super::refuse_reserved(to)?;
         let _changing = self.changing.lock().await;
         if from.is_root() {
             return Err(Error::MountRoot { path: from.clone() });

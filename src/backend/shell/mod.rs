@@ -77,8 +77,8 @@ use super::whole_file::{grep_file, view_of_bytes};
 use super::{
     AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, ContentHasher, DeleteOptions,
     Entry, EntryKind, Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults,
-    JournalRole, LineWindow, PlannedFile, RenameOptions, Renamed, Result, TextWindow, Upload,
-    Version, WriteMode, WriteOutcome,
+    JournalRole, LineWindow, PlannedFile, RenameOptions, Renamed, Result, SearchControl,
+    TextWindow, Upload, Version, WriteMode, WriteOutcome,
 };
 use crate::content;
 use crate::path::VirtualPath;
@@ -330,14 +330,16 @@ fn relative(path: &VirtualPath) -> &str {
     path.as_str().trim_start_matches('/')
 }
 
-/// Names never shown: the version-control directory and writes in flight.
+/// Names never shown: the version-control directory, writes in flight, and every name
+/// reserved for them (`.mountfs-tmp*`, made on the target by another program).
 fn hidden(name: &str) -> bool {
-    name == ".git" || name.starts_with(TEMP_PREFIX)
+    name == ".git" || crate::path::is_reserved_name(name)
 }
 
 /// Refuses a path whose name has the form of our temporary files (as a disk mount refuses its
 /// own): such a file would be hidden from ls, glob and grep, and could be an upload in flight.
 fn refuse_temp_name(path: &VirtualPath) -> Result<()> {
+    super::refuse_reserved(path)?;
     match path.file_name() {
         Some(name) if name.starts_with(TEMP_PREFIX) => Err(Error::Unsupported {
             path: path.clone(),
@@ -767,8 +769,13 @@ impl ShellBackend {
     }
 
     /// Every file below `dir` (or `dir` itself when it is a file), with `.git/` skipped.
-    async fn files_under(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
-        let reply = self.call(Frame::call("gl").path(relative(dir))).await?;
+    async fn files_under(&self, dir: &VirtualPath, control: &SearchControl) -> Result<Vec<Entry>> {
+        let Some(reply) = self
+            .bounded(Frame::call("gl").path(relative(dir)), dir, control, "walk")
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
         match reply.status {
             0 => {}
             status::NOT_FOUND => return Ok(Vec::new()),
@@ -790,6 +797,31 @@ impl ShellBackend {
             self.batch_entries(dir, names, metas, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// Runs `frame`, a walk or listing of `dir` that runs under the target's watcher (`bw`), as
+    /// a search is: `None` when `control` is cancelled; an error naming the bound when it runs
+    /// past [`TARGET_SEARCH_BOUND`]. Either way the call's future is dropped, which drops its
+    /// connection, and the target's watcher kills what it started.
+    async fn bounded(
+        &self,
+        frame: Frame,
+        dir: &VirtualPath,
+        control: &SearchControl,
+        what: &str,
+    ) -> Result<Option<Reply>> {
+        tokio::select! {
+            reply = self.call(frame) => reply.map(Some),
+            () = control.cancelled() => Ok(None),
+            () = tokio::time::sleep(self.search_bound) => Err(Error::Io {
+                path: dir.clone(),
+                message: format!(
+                    "the {what} of this directory on the target of shell '{}' ran past its bound of {} s and was stopped (nothing is left running there); name a smaller directory, or narrow the pattern",
+                    self.name,
+                    self.search_bound.as_secs()
+                ),
+            }),
+        }
     }
 
     /// The files of `dir` that the target's search tools say may match; `None` when nothing
@@ -1393,6 +1425,7 @@ impl ShellBackend {
 #[async_trait]
 impl Backend for ShellBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
+        refuse_temp_name(path)?;
         Ok(self
             .meta(path)
             .await?
@@ -1400,7 +1433,16 @@ impl Backend for ShellBackend {
     }
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
-        let reply = self.call(Frame::call("ls_").path(relative(dir))).await?;
+        refuse_temp_name(dir)?;
+        // A cancelled call drops this future, and with it the connection: the target's watcher
+        // stops the listing.
+        let frame = Frame::call("ls_").path(relative(dir));
+        let Some(reply) = self
+            .bounded(frame, dir, &SearchControl::default(), "listing")
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
         if reply.status != 0 {
             return Err(self.failure(dir, &reply));
         }
@@ -1851,7 +1893,7 @@ impl Backend for ShellBackend {
     }
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let files = self.files_under(&query.dir).await?;
+        let files = self.files_under(&query.dir, &query.control).await?;
         Ok(files
             .into_iter()
             .filter(|entry| query.matcher.matches_path(&entry.path, &query.dir))
@@ -1871,7 +1913,7 @@ impl Backend for ShellBackend {
             Some(EntryKind::Directory) => match self.candidates(query).await? {
                 Some(paths) => paths,
                 None => self
-                    .files_under(&query.dir)
+                    .files_under(&query.dir, &query.control)
                     .await?
                     .into_iter()
                     .map(|entry| entry.path)

@@ -77,9 +77,9 @@
 //! other, and a function that cannot prove it read its payload exits 21 (`LOST`): the shell
 //! leaves its loop and the server drops the connection.
 //!
-//! A search (`gp`) runs in the background under `bw`, whose watcher reads the connection's
-//! input: when it ends (the server dropped the connection on a cancel, past the search bound,
-//! or at its own end) the watcher stops the search's process tree (found in `/proc`; where
+//! A search (`gp`), a listing (`ls_`) and a glob's walk (`gl`) run in the background under
+//! `bw`, whose watcher reads the connection's input: when it ends (the server dropped the
+//! connection on a cancel, past the search bound, or at its own end) the watcher stops the search's process tree (found in `/proc`; where
 //! there is none, only the search's shell is killed), so nothing keeps running on the target.
 //! After each function the loop prints `\n<NONCE>:` … as the answer's end: `\n<NONCE>=STATUS\n`
 //! on stdout and `\n<NONCE>\n` on stderr, the nonce being 128 random bits drawn for the
@@ -244,11 +244,12 @@ init() {
 st() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; me "$f" || exit 10 )
 sl() ( rp "$1"; exec </dev/null; rs || exit $?; if [ -n "$b" ] && [ -L "$f" ]; then echo 1; else echo 0; fi )
 ls_() (
-  rp "$1"; exec </dev/null; rsf || exit $?
+  rp "$1"; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] || exit 12
   cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
-  gr ./*; gr ./.[!.]*; gr ./..?*
+  bw lw
 )
+lw() { gr ./*; gr ./.[!.]*; gr ./..?*; }
 rd() (
   rp "$1"; lm=$2; exec </dev/null; rsf || exit $?
   [ -e "$f" ] || exit 10; [ -d "$f" ] && exit 11; [ -f "$f" ] || exit 17
@@ -475,11 +476,14 @@ vs() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -e "$f" ] || exit 10; [ -d "$
 wt() ( exec </dev/null; if [ -d "$R" ] && [ -w "$R" ]; then echo 1; else echo 0; fi )
 cm() ( rp "$1"; exec </dev/null; rsf || exit $?; [ -f "$f" ] || exit 10; chmod "$2" "$f" || exit 1; me "$f" )
 gl() (
-  rp "$1"; exec </dev/null; rsf || exit $?
+  rp "$1"; rsf || exit $?
   [ -e "$f" ] || exit 10
   if [ -f "$f" ]; then echo F; me "$f"; exit 0; fi
   [ -d "$f" ] || exit 10; cd -P -- "$f" || exit 1; ck "$PWD" || exit 15
   echo D
+  bw gw
+)
+gw() {
   find . -name .git -prune -o -type f ! -name '.mountfs-tmp.*' -exec sh -c '
     S=$1; F=$2; shift 2
     printf "%s\0" "$@"; printf "\0"
@@ -488,7 +492,7 @@ gl() (
     else
       for x; do ls -lnid --full-time -- "$x" 2>/dev/null | { read -r i m l u g s dt tm tz r && echo "8000 $s D${dt}T$tm$tz 0 $i 0"; } || echo X; done
     fi' sh "$ST" "$SF" {} +
-)
+}
 gp() (
   rp "$1"; pl=$2; md=$3; big=$5
   rsf; e=$?

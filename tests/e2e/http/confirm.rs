@@ -1,7 +1,8 @@
 //! `--confirm` (issue 46) over Streamable HTTP with the official MCP Python SDK: two principals
 //! deleting at one moment are each asked only their own question (the question goes to the
 //! session that made the call), and stateless MCP 2026-07-28 requests get an input-required
-//! result answered on the retry, bound to the principal and the question.
+//! result answered on the retry, bound to the principal, the call's arguments and the question,
+//! and answering one retry only.
 
 use super::{ALICE, BOB, Server, token_file};
 
@@ -12,7 +13,7 @@ async fn each_principal_is_asked_only_its_own_questions_in_sessions_and_stateles
     };
     let (_t, tokens) = token_file();
     let disk = tempfile::tempdir().unwrap();
-    for name in ["a.txt", "b.txt", "c.txt", "d.txt"] {
+    for name in ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt"] {
         std::fs::write(disk.path().join(name), "x\n").unwrap();
     }
     let shared = format!("/shared/=disk:{}", disk.path().display());
@@ -51,6 +52,10 @@ async fn each_principal_is_asked_only_its_own_questions_in_sessions_and_stateles
     );
     assert!(
         stdout.contains("stateless ok: input-required, answered on the retry, bound to its principal and question"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("stateless replay ok: one answer confirms one call with its own arguments"),
         "{stdout}"
     );
 }
