@@ -21,7 +21,7 @@ use object_store::{ObjectStore, RetryConfig};
 use crate::config::{ObjectCloud, ObjectSpec};
 
 /// Retries of one request (throttling, 5xx, broken connections) before the call fails.
-const MAX_RETRIES: usize = 3;
+pub(super) const MAX_RETRIES: usize = 3;
 /// The most time one request spends being retried.
 const RETRY_TIMEOUT: Duration = Duration::from_secs(15);
 
