@@ -404,7 +404,11 @@ impl Backend for ObjectBackend {
         // One GET: its headers give the size and the version of the very bytes that follow,
         // so a small object costs one round trip (a HEAD first made it two). A big one's body
         // is dropped unread and the window is read by ranges of that version.
-        let got = match self.store.get_opts(&self.key(path)?, GetOptions::default()).await {
+        let got = match self
+            .store
+            .get_opts(&self.key(path)?, GetOptions::default())
+            .await
+        {
             Ok(got) => got,
             Err(error) => {
                 return Err(match self.fail(path, error) {
