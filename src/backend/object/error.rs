@@ -36,16 +36,16 @@ pub(super) fn failure(url: &str, path: &VirtualPath, error: object_store::Error)
                     url,
                     "the bucket does not exist (check the mount's bucket name)",
                 )
-            } else if is_refused(&text) {
+            } else if is_refused(answer_of(&text)) {
                 // A 403 the client did not classify (a listing's, a multipart call's).
                 unavailable(
                     url,
                     &format!(
                         "access denied; check the credentials in the environment (the store said {})",
-                        s3_code(&text).unwrap_or("403 Forbidden")
+                        s3_code(answer_of(&text)).unwrap_or("403 Forbidden")
                     ),
                 )
-            } else if is_throttled(&text) {
+            } else if is_throttled(answer_of(&text)) {
                 unavailable(
                     url,
                     &format!(
@@ -70,6 +70,13 @@ pub(super) fn unavailable(url: &str, why: &str) -> Error {
 
 fn is_missing_bucket(text: &str) -> bool {
     text.contains("NoSuchBucket")
+}
+
+/// The server's answer in a client error's text (`Server returned …`: status and body), empty
+/// when there was none (a connection that failed). The request's URL before it holds the key,
+/// which an agent names: a key called `SlowDown` must not make an error look like throttling.
+fn answer_of(text: &str) -> &str {
+    text.find("Server returned").map_or("", |at| &text[at..])
 }
 
 /// A refusal of the request's credentials or signature: `403 Forbidden`, or S3's codes for it.
@@ -140,6 +147,16 @@ mod tests {
         assert_eq!(
             failure("s3://b/p", &path, refused).to_string(),
             "Error: mount unavailable: object store s3://b/p: access denied; check the credentials in the environment (the store said SignatureDoesNotMatch). Other mounts still work; retry later"
+        );
+        // A key an agent named is in the URL: it does not make the error another one.
+        let named = object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing GET http://h/b/p/SlowDown%20403%20Forbidden.txt in 2ms - error sending request".into(),
+        };
+        let told = failure("s3://b/p", &path, named).to_string();
+        assert!(
+            !told.contains("throttling") && !told.contains("access denied"),
+            "{told}"
         );
     }
 }
