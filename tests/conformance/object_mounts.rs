@@ -505,3 +505,147 @@ async fn a_big_upload_is_multipart_and_an_aborted_one_leaves_no_object() {
     aborted.abort().await;
     assert_eq!(raw_keys(&bucket).await, ["p/up/big.bin"]);
 }
+
+/// A loopback proxy in front of the test S3 server that answers `503 SlowDown` to its first
+/// `throttled` requests (each on a connection it then closes) and forwards everything after.
+/// Returns its endpoint and the count of requests it throttled.
+async fn throttling_proxy(
+    upstream: &str,
+    throttled: usize,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream.trim_start_matches("http://").to_owned();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                return;
+            };
+            let (upstream, seen) = (upstream.clone(), seen.clone());
+            tokio::spawn(async move {
+                // The request's head (and whatever of its body came with it).
+                let mut read = Vec::new();
+                let head_end = loop {
+                    let mut buf = [0u8; 8192];
+                    let n = client.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    read.extend_from_slice(&buf[..n]);
+                    if let Some(at) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break at + 4;
+                    }
+                };
+                let throttle = seen
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                        (n < throttled).then_some(n + 1)
+                    })
+                    .is_ok();
+                if throttle {
+                    let head = String::from_utf8_lossy(&read[..head_end]).to_ascii_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    let mut left = length.saturating_sub(read.len() - head_end);
+                    let mut buf = [0u8; 8192];
+                    while left > 0 {
+                        let n = client.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        left = left.saturating_sub(n);
+                    }
+                    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                    let answer = format!(
+                        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = client.write_all(answer.as_bytes()).await;
+                    let _ = client.shutdown().await;
+                    return;
+                }
+                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                if server.write_all(&read).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            });
+        }
+    });
+    (endpoint, count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_is_retried_with_bounded_backoff_then_told_in_one_line() {
+    use std::sync::atomic::Ordering;
+    let Some(bucket) = Bucket::new(GROUP) else {
+        return;
+    };
+    // Two 503s, then the store answers: the write lands after the retries.
+    let (endpoint, throttled) = throttling_proxy(&bucket.endpoint, 2).await;
+    let mut slow = bucket.clone();
+    slow.endpoint = endpoint;
+    let session = backends::session(vec![
+        memory_mount("/"),
+        mount("/slow", Arc::new(slow.backend("p")), false),
+    ]);
+    backends::call(
+        "write_file",
+        json!({"file_path": "/slow/a.txt", "content": "after the throttling\n"}),
+        &session,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        throttled.load(Ordering::SeqCst),
+        2,
+        "two throttled, then forwarded"
+    );
+    assert_eq!(
+        raw_get(&bucket, "p/a.txt").await.as_deref(),
+        Some(&b"after the throttling\n"[..])
+    );
+    // Always 503: the retries are bounded (3 after the first try), then one clear line; the
+    // other mounts serve.
+    let (endpoint, throttled) = throttling_proxy(&bucket.endpoint, usize::MAX).await;
+    let mut jammed = bucket.clone();
+    jammed.endpoint = endpoint;
+    let session = backends::session(vec![
+        memory_mount("/"),
+        mount("/jammed", Arc::new(jammed.backend("p")), false),
+    ]);
+    let started = std::time::Instant::now();
+    let refused = backends::call("read_file", json!({"file_path": "/jammed/a.txt"}), &session)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(throttled.load(Ordering::SeqCst), 4, "one try and 3 retries");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "bounded: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        refused.starts_with(&format!(
+            "Error: mount unavailable: object store s3://{}/p: the store is throttling requests (503 SlowDown) and still was after 3 retries with backoff; retry later",
+            bucket.name
+        )),
+        "{refused}"
+    );
+    assert!(!refused.contains('\n'), "one line: {refused}");
+    backends::call(
+        "write_file",
+        json!({"file_path": "/scratch.txt", "content": "fine\n"}),
+        &session,
+    )
+    .await
+    .unwrap();
+}

@@ -47,6 +47,12 @@ fn server() -> &'static Result<String, String> {
 }
 
 fn start() -> Result<String, String> {
+    launch(true)
+}
+
+/// Starts a moto server of its own on a free port; `main` marks the binary's shared one (the
+/// one stopped at exit; any other is stopped by its watchdog once this process is gone).
+fn launch(main: bool) -> Result<String, String> {
     let found = Command::new("python3")
         .args(["-c", "import moto.moto_server.werkzeug_app, flask"])
         .stdout(Stdio::null())
@@ -79,10 +85,12 @@ fn start() -> Result<String, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    WATCHDOG.get_or_init(|| child.id());
-    // SAFETY: registers a plain `extern "C" fn` with the C runtime, to run once at exit.
-    unsafe {
-        libc::atexit(stop);
+    if main {
+        WATCHDOG.get_or_init(|| child.id());
+        // SAFETY: registers a plain `extern "C" fn` with the C runtime, to run once at exit.
+        unsafe {
+            libc::atexit(stop);
+        }
     }
     let endpoint = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -112,22 +120,156 @@ extern "C" fn stop() {
 
 /// One plain HTTP/1.1 request to moto; its status code.
 fn request(port: u16, method: &str, path: &str, body: Option<&[u8]>) -> std::io::Result<u16> {
+    exchange(port, method, path, &[], body.unwrap_or(b"")).map(|(status, _)| status)
+}
+
+/// One plain HTTP/1.1 request to moto with `headers`; its status code and whole answer.
+fn exchange(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let body = body.unwrap_or(b"");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
-    )?;
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
     stream.write_all(body)?;
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer)?;
-    let text = String::from_utf8_lossy(&answer);
-    text.split_whitespace()
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status line in {text:?}")))
+        .ok_or_else(|| std::io::Error::other(format!("no status line in {text:?}")))?;
+    Ok((status, text))
+}
+
+fn port_of(endpoint: &str) -> u16 {
+    endpoint
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the endpoint's port")
+}
+
+/// The multipart uploads begun and not completed nor aborted in `bucket` (moto's
+/// `ListMultipartUploads`, unsigned): the count of their upload ids.
+pub fn open_uploads(bucket: &Bucket) -> usize {
+    let (status, text) = exchange(
+        port_of(&bucket.endpoint),
+        "GET",
+        &format!("/{}?uploads", bucket.name),
+        &[],
+        b"",
+    )
+    .expect("list multipart uploads");
+    assert_eq!(status, 200, "{text}");
+    text.matches("<UploadId>").count()
+}
+
+/// A moto server of its own that checks signatures (moto's IAM-enforced mode): one bucket,
+/// one IAM user allowed `s3:*`, and from then on every request must be signed with that
+/// user's key. The shared server never checks, so a wrong key there would pass.
+#[derive(Debug, Clone)]
+pub struct AuthServer {
+    pub bucket: Bucket,
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+impl AuthServer {
+    /// Starts it, or `None` (after a skip line, or a failure under CI) without moto.
+    pub fn start(group: &str) -> Option<Self> {
+        let endpoint = match launch(false) {
+            Ok(endpoint) => endpoint,
+            Err(reason) => {
+                assert!(
+                    !required(),
+                    "{group}: {reason}; CI or {REQUIRE} is set, so a missing S3 server fails the test instead of skipping it"
+                );
+                super::skips::record(group, &reason);
+                return None;
+            }
+        };
+        let port = port_of(&endpoint);
+        let name = super::unique("mfs").to_ascii_lowercase();
+        assert_eq!(
+            request(port, "PUT", &format!("/{name}"), None).unwrap(),
+            200
+        );
+        // IAM calls, unsigned while moto does not check yet (the credential scope routes them).
+        let iam = |action: &str| {
+            let (status, text) = exchange(
+                port,
+                "POST",
+                "/",
+                &[
+                    (
+                        "Authorization",
+                        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20240101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0",
+                    ),
+                    ("Content-Type", "application/x-www-form-urlencoded"),
+                ],
+                format!("{action}&UserName=mountfs&Version=2010-05-08").as_bytes(),
+            )
+            .expect("an IAM call");
+            assert_eq!(status, 200, "{action}: {text}");
+            text
+        };
+        iam("Action=CreateUser");
+        let key = iam("Action=CreateAccessKey");
+        let between = |open: &str, close: &str| {
+            let start = key.find(open).expect("a key in the answer") + open.len();
+            let end = start + key[start..].find(close).expect("its end");
+            key[start..end].to_owned()
+        };
+        let (access_key, secret_key) = (
+            between("<AccessKeyId>", "</AccessKeyId>"),
+            between("<SecretAccessKey>", "</SecretAccessKey>"),
+        );
+        iam(
+            "Action=PutUserPolicy&PolicyName=all&PolicyDocument=%7B%22Version%22%3A%222012-10-17%22%2C%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Action%22%3A%22s3%3A%2A%22%2C%22Resource%22%3A%22%2A%22%7D%5D%7D",
+        );
+        // From now on every request is authenticated.
+        let (status, text) = exchange(
+            port,
+            "POST",
+            "/moto-api/reset-auth",
+            &[("Content-Type", "text/plain")],
+            b"0",
+        )
+        .expect("moto's reset-auth");
+        assert_eq!(status, 200, "{text}");
+        Some(Self {
+            bucket: Bucket { endpoint, name },
+            access_key,
+            secret_key,
+        })
+    }
+
+    /// The environment of a `mountfs` process mounting the bucket with `secret` as the key's
+    /// secret.
+    pub fn env(&self, secret: &str) -> Vec<(&'static str, String)> {
+        let mut env = self.bucket.env();
+        for (name, value) in &mut env {
+            match *name {
+                "AWS_ACCESS_KEY_ID" => *value = self.access_key.clone(),
+                "AWS_SECRET_ACCESS_KEY" => *value = secret.to_owned(),
+                _ => {}
+            }
+        }
+        env
+    }
 }
 
 /// A fresh bucket on the test server.
@@ -152,11 +294,7 @@ impl Bucket {
             }
         };
         let name = super::unique("mfs").to_ascii_lowercase();
-        let port: u16 = endpoint
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("the endpoint's port");
+        let port = port_of(&endpoint);
         let status = request(port, "PUT", &format!("/{name}"), None).expect("create a bucket");
         assert_eq!(status, 200, "moto created bucket {name}");
         Some(Self { endpoint, name })

@@ -13,17 +13,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
-use object_store::{ObjectStore, RetryConfig};
+use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
 
 use crate::config::{ObjectCloud, ObjectSpec};
 
 /// Retries of one request (throttling, 5xx, broken connections) before the call fails.
-const MAX_RETRIES: usize = 3;
+pub(super) const MAX_RETRIES: usize = 3;
 /// The most time one request spends being retried.
 const RETRY_TIMEOUT: Duration = Duration::from_secs(15);
+/// The most time one S3 request may take, body included (object_store's default is 30 s). A
+/// `CompleteMultipartUpload` of a big object answers only once the store has joined the parts,
+/// which AWS documents may take minutes: at 30 s the client gave up on the completion of a
+/// 1 GiB `mountfs cp` into moto, which then landed while the copy reported nothing written.
+/// Connecting stays bounded by the client's 5 s connect timeout, so a down endpoint still
+/// fails in seconds.
+const S3_REQUEST_TIMEOUT: &str = "10 minutes";
 
 /// The bounded retries of every object mount.
 pub fn retry_config() -> RetryConfig {
@@ -40,7 +47,11 @@ pub fn s3_builder(base: AmazonS3Builder, spec: &ObjectSpec) -> AmazonS3Builder {
     let mut builder = base
         .with_bucket_name(&spec.bucket)
         .with_conditional_put(S3ConditionalPut::ETagMatch)
-        .with_retry(retry_config());
+        .with_retry(retry_config())
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            S3_REQUEST_TIMEOUT,
+        );
     if let Some(endpoint) = &spec.endpoint {
         builder = builder.with_endpoint(endpoint);
     }

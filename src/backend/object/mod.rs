@@ -401,26 +401,35 @@ impl Backend for ObjectBackend {
         if path.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
         }
-        let Some(meta) = self.head(path).await? else {
-            return Err(self.absent(path).await);
+        // One GET: its headers give the size and the version of the very bytes that follow,
+        // so a small object costs one round trip (a HEAD first made it two). A big one's body
+        // is dropped unread and the window is read by ranges of that version.
+        let got = match self
+            .store
+            .get_opts(&self.key(path)?, GetOptions::default())
+            .await
+        {
+            Ok(got) => got,
+            Err(error) => {
+                return Err(match self.fail(path, error) {
+                    Error::NotFound { .. } => self.absent(path).await,
+                    other => other,
+                });
+            }
         };
-        if meta.size <= WHOLE_READ_BYTES {
-            return match self.get(path, None, Some(&version::of_meta(&meta))).await {
-                Ok((meta, content)) => Ok(FileBytes {
-                    content: content.to_vec(),
-                    version: version::of_meta(&meta),
-                    created: None,
-                    modified: Some(SystemTime::from(meta.last_modified)),
-                }
-                .into_view(window)),
-                // Changed between the HEAD and the GET: look again.
-                Err(Error::VersionMismatch { .. }) => {
-                    Box::pin(self.read_window(path, window)).await
-                }
-                Err(error) => Err(error),
-            };
+        let meta = got.meta.clone();
+        if meta.size > WHOLE_READ_BYTES {
+            drop(got);
+            return window::stream(self, path, &meta, window).await;
         }
-        window::stream(self, path, &meta, window).await
+        let content = got.bytes().await.map_err(|e| self.fail(path, e))?;
+        Ok(FileBytes {
+            content: content.to_vec(),
+            version: version::of_meta(&meta),
+            created: None,
+            modified: Some(SystemTime::from(meta.last_modified)),
+        }
+        .into_view(window))
     }
 
     async fn write(

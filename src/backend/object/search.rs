@@ -3,14 +3,17 @@
 //! the matcher every whole-file backend uses (`whole_file::grep_file`), at most
 //! [`IN_FLIGHT`] objects and [`IN_FLIGHT_BYTES`] bytes at once, and the results are taken in
 //! listing (key) order, so an answer that needs only its first files stops early. An object
-//! over [`SEARCHED_BYTES`] is reported as skipped, with the reason, not read: memory never
-//! holds more than the bytes in flight, however big the bucket or its objects.
+//! over [`WHOLE_SEARCH_BYTES`] is not held whole: its GET is streamed through the disk mount's
+//! searcher (`search_reader`: the same binary sniff, encodings, line bound and answer) a few
+//! network chunks at a time, and counts as [`STREAMED_BYTES`] in flight. Memory never holds
+//! more than the bytes in flight, however big the bucket or its objects.
 
 use std::collections::VecDeque;
 
-use object_store::ObjectMeta;
+use object_store::{ObjectMeta, ObjectStoreExt};
 
 use super::ObjectBackend;
+use crate::backend::disk::{Searchers, search_reader};
 use crate::backend::whole_file;
 use crate::backend::{Error, GrepFile, GrepQuery, GrepResults, Result};
 use crate::path::VirtualPath;
@@ -19,8 +22,13 @@ use crate::path::VirtualPath;
 const IN_FLIGHT: usize = 8;
 /// Most bytes of objects being fetched or searched at once (at least one object).
 const IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
-/// Largest object searched; a bigger one is skipped with a note.
-const SEARCHED_BYTES: u64 = 32 * 1024 * 1024;
+/// Largest object fetched whole and searched in memory; a bigger one is streamed.
+const WHOLE_SEARCH_BYTES: u64 = 32 * 1024 * 1024;
+/// What one streamed object counts for in [`IN_FLIGHT_BYTES`]: the network chunks queued for
+/// its searcher ([`CHUNKS_QUEUED`] of them, tens of KiB each) and the searcher's buffer.
+const STREAMED_BYTES: u64 = 4 * 1024 * 1024;
+/// Network chunks of a streamed object waiting for its searcher.
+const CHUNKS_QUEUED: usize = 16;
 /// Objects listed ahead of the searches (a page of the store's listing).
 const LISTED_AHEAD: usize = 1000;
 
@@ -77,10 +85,10 @@ impl ObjectBackend {
             let room = running.len() < IN_FLIGHT
                 && (running.is_empty()
                     || pending.front().is_some_and(|(_, m)| {
-                        bytes_running + m.size.min(SEARCHED_BYTES) <= IN_FLIGHT_BYTES
+                        bytes_running + held_bytes(m.size) <= IN_FLIGHT_BYTES
                     }));
             if room && let Some((path, meta)) = pending.pop_front() {
-                let size = meta.size.min(SEARCHED_BYTES);
+                let size = held_bytes(meta.size);
                 bytes_running += size;
                 let (backend, query) = (self.clone(), query.clone());
                 running.push_back(Search {
@@ -146,7 +154,7 @@ impl ObjectBackend {
         Ok((page, last, false))
     }
 
-    /// Fetches one object and searches it (skipped, with why, when too big).
+    /// Fetches one object and searches it (streamed when big).
     async fn search_one(
         &self,
         query: &GrepQuery,
@@ -158,14 +166,8 @@ impl ObjectBackend {
         {
             return Ok(None);
         }
-        if meta.size > SEARCHED_BYTES {
-            return Ok(Some(GrepFile::skipped(
-                path,
-                format!(
-                    "{} bytes is more than grep reads of one object ({SEARCHED_BYTES} bytes); read it with read_file windows",
-                    meta.size
-                ),
-            )));
+        if meta.size > WHOLE_SEARCH_BYTES {
+            return self.search_streamed(query, path).await;
         }
         let content = match self.get(&path, None, None).await {
             Ok((_, content)) => content,
@@ -179,5 +181,104 @@ impl ObjectBackend {
             .map_err(|e| Error::Unavailable {
                 message: format!("grep worker failed: {e}"),
             })
+    }
+
+    /// Searches one big object as its GET streams in: the body's chunks go to the disk
+    /// mount's searcher on a blocking thread through a queue of [`CHUNKS_QUEUED`], so memory
+    /// holds those chunks and the searcher's buffer (its line bound), whatever the size. The
+    /// GET stops when the searcher is done (a line over the bound) or the search is stopped.
+    async fn search_streamed(
+        &self,
+        query: &GrepQuery,
+        path: VirtualPath,
+    ) -> Result<Option<GrepFile>> {
+        use futures_util::StreamExt;
+        let Some(matcher) = query.pattern.line_matcher() else {
+            return Ok(None);
+        };
+        let got = match self.store.get(&self.key(&path)?).await {
+            Ok(got) => got,
+            Err(error) => {
+                return match self.fail(&path, error) {
+                    // Deleted since it was listed: not there to search.
+                    Error::NotFound { .. } => Ok(None),
+                    other => Err(other),
+                };
+            }
+        };
+        let size = got.meta.size;
+        let mut body = got.into_stream();
+        let (sender, chunks) = tokio::sync::mpsc::channel(CHUNKS_QUEUED);
+        let search = {
+            let (matcher, pattern, collect) =
+                (matcher.clone(), query.pattern.clone(), query.collect);
+            let shown = path.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut searchers = Searchers::new(collect, &pattern);
+                let reader = ChunkReader {
+                    chunks,
+                    current: bytes::Bytes::new(),
+                };
+                search_reader(reader, size, &mut searchers, &matcher, collect, || {
+                    Some(shown)
+                })
+            })
+        };
+        let mut failed = None;
+        while !query.control.stopped() {
+            match body.next().await {
+                Some(Ok(chunk)) => {
+                    // The searcher is done before the end (a line over the bound).
+                    if sender.send(chunk).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Err(error)) => {
+                    failed = Some(self.fail(&path, error));
+                    break;
+                }
+                None => break,
+            }
+        }
+        drop((sender, body));
+        let found = search.await.map_err(|e| Error::Unavailable {
+            message: format!("grep worker failed: {e}"),
+        })?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        query.control.count_file(found.is_some());
+        Ok(found)
+    }
+}
+
+/// What an object counts for in the bytes in flight: its size when fetched whole, the
+/// streaming bound when streamed.
+fn held_bytes(size: u64) -> u64 {
+    if size > WHOLE_SEARCH_BYTES {
+        STREAMED_BYTES
+    } else {
+        size
+    }
+}
+
+/// The body of a streamed GET as a blocking reader, for the searcher's thread.
+struct ChunkReader {
+    chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        bytes::Buf::advance(&mut self.current, n);
+        Ok(n)
     }
 }

@@ -15,7 +15,7 @@
 use async_trait::async_trait;
 use object_store::{ObjectStoreExt, WriteMultipart};
 
-use super::{ObjectBackend, version};
+use super::{ObjectBackend, error, version};
 use crate::backend::{Error, Result, Upload, WriteMode, WriteOutcome};
 use crate::path::VirtualPath;
 
@@ -134,7 +134,17 @@ impl Upload for ObjectUpload<'_> {
         }
         let created = !matches!(mode, WriteMode::IfVersion(_))
             && (matches!(mode, WriteMode::CreateOnly) || backend.head(&path).await?.is_none());
-        let result = writer.finish().await.map_err(|e| backend.fail(&path, e))?;
+        let result = writer.finish().await.map_err(|error| match error {
+            // The store no longer knows the upload: a completion that timed out on the way
+            // back and was retried may have landed. Not "not found": say what to check.
+            object_store::Error::NotFound { .. } => error::unavailable(
+                &backend.url,
+                &format!(
+                    "the completion of the multipart upload of {path} was not confirmed (the store no longer knows the upload; a completion whose answer was lost may have landed): look at {path} before copying it again"
+                ),
+            ),
+            other => backend.fail(&path, other),
+        })?;
         Ok(WriteOutcome {
             version: version::of_put(&result),
             created,
