@@ -636,6 +636,16 @@ impl ToolDefinition {
         &self.tool.name
     }
 
+    /// Whether the tool only reads (its `readOnlyHint`): the tools offered to a principal
+    /// whose grants let it change nothing (issue 43).
+    pub fn reads_only(&self) -> bool {
+        self.tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false)
+    }
+
     /// Checks a `structuredContent` against the tool's output schema: every violation, each as
     /// `<JSON pointer>: <rule>`.
     pub fn validate_output(&self, structured: &Value) -> Result<(), Vec<String>> {

@@ -577,10 +577,22 @@ impl ServerHandler for MountfsServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // A principal whose grants let it change nothing is offered the reading tools only.
+        let reads_only = match &self.workspace {
+            WorkspaceSource::Fixed(_) => false,
+            WorkspaceSource::PerRequest(_) => self
+                .session_for(&context.extensions)?
+                .view()
+                .is_some_and(|view| !view.writes_anywhere()),
+        };
         Ok(ListToolsResult::with_all_items(
-            self.registry.tools().map(|t| t.tool.clone()).collect(),
+            self.registry
+                .tools()
+                .filter(|t| !reads_only || t.reads_only())
+                .map(|t| t.tool.clone())
+                .collect(),
         ))
     }
 
@@ -678,11 +690,14 @@ impl ServerHandler for MountfsServer {
         }
         let hub = self.changes.clone();
         let peer = context.peer.clone();
-        self.legacy
-            .ensure_running(session_origin(&session), move |subscriber, stop| {
+        self.legacy.ensure_running(
+            session_origin(&session),
+            session.view().cloned(),
+            move |subscriber, stop| {
                 let changes = hub.receiver();
                 tokio::spawn(subscriber.run(hub, changes, PeerNotifier(peer), stop));
-            });
+            },
+        );
         // Answered once the file watchers see changes: nothing after the answer is missed.
         self.changes.ready().await;
         Ok(())
@@ -749,6 +764,7 @@ impl ServerHandler for MountfsServer {
             exact: true,
             list_changed: context.accepted().resources_list_changed == Some(true),
             origin: session_origin(&session),
+            view: session.view().cloned(),
         };
         let stop = CancellationToken::new();
         let early = self

@@ -215,7 +215,7 @@ async fn a_token_from_the_issuer_opens_the_server_and_the_audit_log_names_its_su
 
     let entry = newest_audit_entry(dir.path()).await;
     assert_eq!(entry["tool"], "write_file");
-    assert_eq!(entry["principal"], "carol@example.com");
+    assert_eq!(entry["principal"], "oauth:carol@example.com");
     // No token reaches the server's log.
     let stderr = server.stderr();
     assert!(!stderr.contains(&token), "a token was logged");
@@ -510,7 +510,7 @@ async fn the_official_python_sdk_runs_the_oauth_flow_from_a_401_to_a_tool_call()
     assert!(stdout.ends_with("done\n"), "{stdout}");
     // The provider's authorization-code tokens name alice: the audit log says so.
     let entry = newest_audit_entry(dir.path()).await;
-    assert_eq!(entry["principal"], "alice");
+    assert_eq!(entry["principal"], "oauth:alice");
 }
 
 /// `mountfs check ARGS`: exit status and stdout.
@@ -625,5 +625,8 @@ async fn mcp_remote_signs_in_through_the_provider_and_calls_tools() {
         texts[0]
     );
     assert!(texts[1].contains("via mcp-remote"), "{}", texts[1]);
-    assert_eq!(newest_audit_entry(dir.path()).await["principal"], "alice");
+    assert_eq!(
+        newest_audit_entry(dir.path()).await["principal"],
+        "oauth:alice"
+    );
 }
