@@ -537,6 +537,7 @@ fn run_check(
         exec_env: &cli.exec_env,
         audit,
         confirm,
+        grants: cli.http.grants().map_err(|error| error.to_string()),
     };
     let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
         println!("{}", item.line());

@@ -630,3 +630,104 @@ async fn mcp_remote_signs_in_through_the_provider_and_calls_tools() {
         "oauth:alice"
     );
 }
+
+/// OAuth principals live in a namespace of their own (issue 43's attack review): a provider
+/// whose email claim says `alice` is `oauth:alice`, never the token file's `alice`, so it gets
+/// `oauth:alice`'s grants; an unverified email is refused; a scope grant adds a mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_principals_are_namespaced_verified_and_granted_by_name_or_scope() {
+    let Some(idp) = Idp::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        std::fs::create_dir(dir.path().join(side)).unwrap();
+        std::fs::write(
+            dir.path().join(side).join("f.txt"),
+            format!("{side}-file\n"),
+        )
+        .unwrap();
+    }
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice static-alice-token-0123456789\n").unwrap();
+    let a = format!("/a/=disk:{}", dir.path().join("a").display());
+    let b = format!("/b/=disk:{}", dir.path().join("b").display());
+    let tokens = tokens.display().to_string();
+    let server = server(
+        &idp,
+        dir.path(),
+        &[
+            "--token-file",
+            &tokens,
+            "--oauth-principal-claim",
+            "email",
+            "--mount",
+            &a,
+            "--mount",
+            &b,
+            "--grant",
+            "alice=/a/",
+            "--grant",
+            "oauth:alice=/b/",
+            "--grant",
+            "scope:auditors=/a/:ro",
+        ],
+    )
+    .await;
+    let claims = |verified: Value, scope: &str| json!({"sub": "x1", "email": "alice", "email_verified": verified, "aud": server.url, "scope": scope});
+
+    let unverified = idp.mint(claims(json!(false), "mountfs")).await;
+    let (status, challenge, _) = try_token(&server, Some(&unverified)).await;
+    assert_eq!(status, 401, "{challenge}");
+    assert!(challenge.contains("email is not verified"), "{challenge}");
+
+    let token = idp.mint(claims(json!(true), "mountfs")).await;
+    let mut oauth = Client::new(&server.url, Some(&token), Protocol::Session);
+    assert_eq!(oauth.initialize().await.status, 200);
+    let theirs = oauth
+        .call("read_file", json!({"file_path": "/b/f.txt"}))
+        .await;
+    assert!(theirs.text.contains("b-file"), "{}", theirs.text);
+    let not_theirs = oauth
+        .call("read_file", json!({"file_path": "/a/f.txt"}))
+        .await;
+    assert!(
+        not_theirs.is_error,
+        "the static alice's mount: {}",
+        not_theirs.text
+    );
+    assert!(!not_theirs.text.contains("a-file"), "{}", not_theirs.text);
+
+    let auditor = idp.mint(claims(json!(true), "mountfs auditors")).await;
+    let mut auditor = Client::new(&server.url, Some(&auditor), Protocol::Stateless);
+    let read = auditor
+        .call("read_file", json!({"file_path": "/a/f.txt"}))
+        .await;
+    assert!(read.text.contains("a-file"), "{}", read.text);
+    let write = auditor
+        .call(
+            "write_file",
+            json!({"file_path": "/a/f.txt", "content": "x\n"}),
+        )
+        .await;
+    assert!(
+        write.text.contains("scope:auditors=/a/:ro"),
+        "{}",
+        write.text
+    );
+
+    let mut static_alice = Client::new(
+        &server.url,
+        Some("static-alice-token-0123456789"),
+        Protocol::Session,
+    );
+    assert_eq!(static_alice.initialize().await.status, 200);
+    let mine = static_alice
+        .call("read_file", json!({"file_path": "/a/f.txt"}))
+        .await;
+    assert!(mine.text.contains("a-file"), "{}", mine.text);
+    let b_side = static_alice
+        .call("read_file", json!({"file_path": "/b/f.txt"}))
+        .await;
+    assert!(b_side.is_error, "{}", b_side.text);
+}
