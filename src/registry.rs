@@ -440,6 +440,13 @@ impl Registry {
         })
     }
 
+    /// Only the tools that change nothing (`readOnlyHint`): what a principal whose grants let
+    /// it change no mount is offered (issue 43).
+    pub fn reading_tools(mut self) -> Self {
+        self.tools.retain(ToolDefinition::reads_only);
+        self
+    }
+
     /// The tools, in schema-file order.
     pub fn tools(&self) -> impl Iterator<Item = &ToolDefinition> {
         self.tools.iter()
