@@ -476,16 +476,27 @@ impl MountTable {
 
     /// One line per mount, for the server's instructions and the start-up log.
     pub fn describe(&self) -> String {
+        self.describe_seen(None)
+    }
+
+    /// [`Self::describe`] through a principal's grants: only the mounts it sees, a read-only
+    /// grant said so.
+    pub fn describe_seen(&self, view: Option<&View>) -> String {
         let mut lines: Vec<String> = self
             .mounts
             .iter()
-            .map(|(spec, _)| {
-                format!(
+            .filter_map(|(spec, _)| {
+                let granted = match view {
+                    None => None,
+                    Some(view) => Some(view.mount(&spec.prefix)?),
+                };
+                let read_only = spec.read_only || matches!(granted, Some((Mode::ReadOnly, _)));
+                Some(format!(
                     "{} = {}{}",
                     display_prefix(&spec.prefix),
                     kind(&spec.backend),
-                    if spec.read_only { " (read-only)" } else { "" }
-                )
+                    if read_only { " (read-only)" } else { "" }
+                ))
             })
             .collect();
         lines.sort();

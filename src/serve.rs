@@ -69,13 +69,18 @@ where
 /// The server's instructions to the client: what is mounted where, and the start-up note if
 /// one was set ([`set_startup_note`]).
 pub fn instructions(table: &MountTable) -> String {
+    instructions_seen(table, None)
+}
+
+/// [`instructions`] through a principal's grants (issue 43): only the mounts it sees.
+pub(crate) fn instructions_seen(table: &MountTable, view: Option<&crate::grants::View>) -> String {
     let note = STARTUP_NOTE
         .get()
         .map(|note| format!("\n{note}"))
         .unwrap_or_default();
     format!(
         "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.{note}",
-        table.describe()
+        table.describe_seen(view)
     )
 }
 

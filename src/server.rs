@@ -139,6 +139,22 @@ impl MountfsServer {
         }
     }
 
+    /// The instructions of a principal whose grants hide mounts (issue 43): only the mounts
+    /// it sees; `None` for everyone else (the table's own).
+    fn seen_instructions(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
+        let WorkspaceSource::PerRequest(workspaces) = &self.workspace else {
+            return None;
+        };
+        let principal = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())?;
+        let view = workspaces.view_of(principal)?;
+        Some(crate::serve::instructions_seen(
+            workspaces.table(),
+            Some(&view),
+        ))
+    }
+
     /// The session a call with these request `extensions` runs in.
     fn session_for(&self, extensions: &rmcp::model::Extensions) -> Result<Arc<Session>, McpError> {
         let workspaces = match &self.workspace {
@@ -560,8 +576,30 @@ impl ServerHandler for MountfsServer {
             // Calls wait until the roots asked for after `initialized` are mounted.
             self.roots.expect_first_update();
         }
+        let instructions = self
+            .seen_instructions(&context.extensions)
+            .unwrap_or_else(|| self.instructions.clone());
         if let Some(note) = self.roots.client_note(Some(&request.capabilities)) {
-            result.instructions = Some(format!("{}\n{note}", self.instructions));
+            result.instructions = Some(format!("{instructions}\n{note}"));
+        } else if result.instructions.as_deref() != Some(instructions.as_str()) {
+            result.instructions = Some(instructions);
+        }
+        Ok(result)
+    }
+
+    /// `server/discover` (MCP 2026-07-28): the instructions name only the mounts the
+    /// principal's grants let it see, and are then its own to cache.
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let mut result = rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        );
+        if let Some(instructions) = self.seen_instructions(&context.extensions) {
+            result.instructions = Some(instructions);
+            result.cache_scope = rmcp::model::CacheScope::Private;
         }
         Ok(result)
     }

@@ -59,8 +59,8 @@ impl SkippedMount {
 /// The router (see the module doc).
 #[derive(Debug, Clone)]
 pub struct CompositeBackend {
-    /// Sorted longest prefix first; the last one is `/`.
-    mounts: Vec<Mount>,
+    /// Every mount, hidden ones included, sorted longest prefix first; the last one is `/`.
+    routed: Vec<Mount>,
     /// The mount at `/` (also the last of `mounts`), which claims every path.
     root: Mount,
     /// The overlay mounts among `mounts` (prefix, overlay), for `changes`/`commit`/`discard`.
@@ -69,8 +69,8 @@ pub struct CompositeBackend {
     /// are nobody else's, but every path under them answers as one that does not exist, and
     /// they are never listed, searched or offered to `execute`.
     hidden: BTreeSet<VirtualPath>,
-    /// `mounts` without the hidden ones ([`Router::mounts`]).
-    shown: Vec<Mount>,
+    /// `routed` without the hidden ones ([`Router::mounts`]).
+    mounts: Vec<Mount>,
     /// The mounts read-only through a principal's grant, with the grant (named in refusals).
     read_only_grants: BTreeMap<VirtualPath, String>,
 }
@@ -96,8 +96,8 @@ impl CompositeBackend {
         };
         mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.as_str().len()));
         Self {
-            shown: mounts.clone(),
-            mounts,
+            mounts: mounts.clone(),
+            routed: mounts,
             root,
             overlays: Vec::new(),
             hidden: BTreeSet::new(),
@@ -114,8 +114,8 @@ impl CompositeBackend {
         hidden: BTreeSet<VirtualPath>,
         read_only: BTreeMap<VirtualPath, String>,
     ) -> Self {
-        self.shown = self
-            .mounts
+        self.mounts = self
+            .routed
             .iter()
             .filter(|m| !hidden.contains(&m.prefix))
             .cloned()
@@ -151,14 +151,14 @@ impl CompositeBackend {
 
     /// Mounts strictly below `dir` (not the owner of `dir` itself).
     fn mounts_below<'a>(&'a self, dir: &'a VirtualPath) -> impl Iterator<Item = &'a Mount> + 'a {
-        self.shown
+        self.mounts
             .iter()
             .filter(move |m| m.prefix != *dir && m.prefix.starts_with(dir) && !m.prefix.is_root())
     }
 
     /// Whether a path reported by `owner` is really served by a deeper mount.
     fn shadowed(&self, owner: &Mount, path: &VirtualPath) -> bool {
-        self.mounts.iter().any(|m| {
+        self.routed.iter().any(|m| {
             m.prefix.as_str().len() > owner.prefix.as_str().len() && path.starts_with(&m.prefix)
         })
     }
@@ -214,7 +214,7 @@ fn outward(prefix: &VirtualPath) -> impl Fn(&VirtualPath) -> VirtualPath + '_ {
 #[deny(clippy::missing_trait_methods)]
 impl Router for CompositeBackend {
     fn mounts(&self) -> &[Mount] {
-        &self.shown
+        &self.mounts
     }
 
     fn overlays(&self) -> &[(VirtualPath, Arc<OverlayBackend>)] {
@@ -222,7 +222,7 @@ impl Router for CompositeBackend {
     }
 
     fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath) {
-        self.mounts
+        self.routed
             .iter()
             .find_map(|m| path.strip_prefix(&m.prefix).map(|inner| (m, inner)))
             .unwrap_or((&self.root, path.clone()))
@@ -233,7 +233,7 @@ impl Router for CompositeBackend {
     }
 
     fn holds_mount_root(&self, path: &VirtualPath) -> bool {
-        self.mounts.iter().any(|m| m.prefix.starts_with(path))
+        self.routed.iter().any(|m| m.prefix.starts_with(path))
     }
 
     async fn glob_noting(&self, query: &GlobQuery) -> Result<(Vec<Entry>, Vec<SkippedMount>)> {

@@ -287,6 +287,18 @@ async fn resources_history_overlay_and_tools_list_follow_the_grants() {
     let mut bob = session(&team.server, BOB).await;
     let mut carol = session(&team.server, CAROL).await;
 
+    // The instructions name only the mounts bob sees.
+    let mut fresh = Client::new(&team.server.url, Some(BOB), Protocol::Session);
+    let reply = fresh.initialize().await;
+    assert!(reply.body.contains("/b/ = disk"), "{}", reply.body);
+    assert!(
+        reply.body.contains("/shared/ = disk (read-only)"),
+        "{}",
+        reply.body
+    );
+    assert!(!reply.body.contains("/a/ = "), "{}", reply.body);
+    assert!(!reply.body.contains("/o/ = "), "{}", reply.body);
+
     // resources/list and resources/read.
     let listed = bob.request("resources/list", json!({})).await;
     let text = listed.to_string();
