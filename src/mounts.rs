@@ -148,6 +148,10 @@ enum LayerHome {
     },
 }
 
+/// A sentence the server's instructions end with, set once at start-up (see
+/// `serve::set_startup_note`).
+pub(crate) static STARTUP_NOTE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// The name a workspace's layers are kept under when no HTTP principal names it (stdio).
 pub const LOCAL_WORKSPACE: &str = "local";
 
@@ -472,6 +476,19 @@ impl MountTable {
         self.mounts
             .iter()
             .any(|(_, opened)| matches!(opened, Opened::Overlay { .. }))
+    }
+
+    /// The server's instructions through a principal's grants (`None`: every mount): the
+    /// mounts it sees and the start-up note.
+    pub fn instructions_seen(&self, view: Option<&View>) -> String {
+        let note = STARTUP_NOTE
+            .get()
+            .map(|note| format!("\n{note}"))
+            .unwrap_or_default();
+        format!(
+            "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.{note}",
+            self.describe_seen(view)
+        )
     }
 
     /// One line per mount, for the server's instructions and the start-up log.

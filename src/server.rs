@@ -149,10 +149,7 @@ impl MountfsServer {
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())?;
         let view = workspaces.view_of(principal)?;
-        Some(crate::serve::instructions_seen(
-            workspaces.table(),
-            Some(&view),
-        ))
+        Some(workspaces.table().instructions_seen(Some(&view)))
     }
 
     /// The session a call with these request `extensions` runs in.
