@@ -752,6 +752,9 @@ pub struct Subscriber {
     pub list_changed: bool,
     /// The session whose memory-mount changes it may see.
     pub origin: usize,
+    /// What its principal is granted (issue 43): a change outside never reaches it. `None`:
+    /// no grants.
+    pub view: Option<Arc<crate::grants::View>>,
 }
 
 impl Subscriber {
@@ -779,7 +782,9 @@ impl Subscriber {
                 () = stop.cancelled() => return,
                 received = changes.recv() => match received {
                     Ok(change) => {
-                        if !hub.visible_to(&change, self.origin) {
+                        if !hub.visible_to(&change, self.origin)
+                            || self.view.as_ref().is_some_and(|view| !view.sees(&change.path))
+                        {
                             continue;
                         }
                         list_dirty |= change.listing && self.list_changed;
@@ -877,7 +882,12 @@ impl LegacySubscriptions {
     }
 
     /// Starts the loop unless it runs: `start` receives the subscriber and its stop token.
-    pub fn ensure_running(&self, origin: usize, start: impl FnOnce(Subscriber, CancellationToken)) {
+    pub fn ensure_running(
+        &self,
+        origin: usize,
+        view: Option<Arc<crate::grants::View>>,
+        start: impl FnOnce(Subscriber, CancellationToken),
+    ) {
         let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         if running.as_ref().is_some_and(|stop| !stop.is_cancelled()) {
             return;
@@ -890,6 +900,7 @@ impl LegacySubscriptions {
                 exact: false,
                 list_changed: true,
                 origin,
+                view,
             },
             stop,
         );

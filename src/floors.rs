@@ -33,6 +33,7 @@ pub(crate) const FLOORS: &[(&str, &[&str])] = &[
             "uri.rs",
             "progress.rs",
             "floors.rs",
+            "grants.rs",
         ],
     ),
     (

@@ -110,6 +110,7 @@ pub mod elicitation;
 pub mod exec;
 #[cfg(test)]
 mod floors;
+pub mod grants;
 #[cfg(target_os = "linux")]
 pub mod http;
 #[cfg(target_os = "linux")]

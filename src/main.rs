@@ -165,6 +165,14 @@ enum Command {
         /// json: the `tools` array of a tools/list answer; xml: a system-prompt section.
         #[arg(long, value_enum, default_value = "json")]
         format: mountfs::prompt::PromptFormat,
+        /// With grants (--grant, --grant-file, the token file's): the tools offered to this
+        /// principal (an OAuth one as oauth:NAME) — only the reading tools when it may change
+        /// no mount.
+        #[arg(long, value_name = "NAME")]
+        principal: Option<String>,
+        /// With --principal: an OAuth scope its token holds (repeatable), for scope: grants.
+        #[arg(long = "scope", value_name = "SCOPE", requires = "principal")]
+        scopes: Vec<String>,
     },
     /// Check a configuration without serving: give it the flags you serve with (--mount,
     /// --http, --token-file, --audit, --allow-exec). Prints one line per item (each mount
@@ -275,8 +283,22 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Some(Command::Tools { format }) => {
-            return print_tools(cli.allow_exec, audit_target.is_some(), format);
+        Some(Command::Tools {
+            format,
+            ref principal,
+            ref scopes,
+        }) => {
+            let reads_only = match principal {
+                None => false,
+                Some(name) => match reads_only_for(&cli, name, scopes) {
+                    Ok(reads_only) => reads_only,
+                    Err(error) => {
+                        eprintln!("mountfs: {error}");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            return print_tools(cli.allow_exec, audit_target.is_some(), format, reads_only);
         }
         Some(Command::Log {
             path,
@@ -561,6 +583,7 @@ fn run_check(
         audit,
         confirm,
         own_files: &own_files,
+        grants: cli.http.grants().map_err(|error| error.to_string()),
     };
     let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
         println!("{}", item.line());
@@ -755,12 +778,40 @@ fn print_log(
 }
 
 /// `mountfs tools`: the tool definitions on stdout.
+/// `mountfs tools --principal NAME`: whether the grants let NAME change no mount (it is then
+/// offered the reading tools only, as `tools/list` does).
+fn reads_only_for(cli: &Cli, name: &str, scopes: &[String]) -> Result<bool, String> {
+    let grants = cli.http.grants().map_err(|e| e.to_string())?;
+    let texts: Vec<String> = if cli.mounts.is_empty() {
+        default_mounts()
+    } else {
+        cli.mounts.clone()
+    };
+    let prefixes: Vec<_> = config::parse_table(&texts)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|spec| spec.prefix)
+        .collect();
+    let scopes = (!scopes.is_empty()).then_some(scopes);
+    Ok(grants
+        .view(name, scopes, &prefixes)
+        .is_some_and(|view| !view.writes_anywhere()))
+}
+
 fn print_tools(
     exec: Option<mountfs::exec::ExecMode>,
     audit: bool,
     format: mountfs::prompt::PromptFormat,
+    reads_only: bool,
 ) -> ExitCode {
     let printed = mountfs::registry::Registry::load_for(exec, audit)
+        .map(|registry| {
+            if reads_only {
+                registry.reading_tools()
+            } else {
+                registry
+            }
+        })
         .map_err(|e| e.to_string())
         .and_then(|registry| {
             mountfs::prompt::tools_prompt(&registry, format).map_err(|e| e.to_string())

@@ -10,7 +10,7 @@
 //! layer of the workspace's name in FILE (one overlay per name, shared by the workspaces of that
 //! name in this process, so two of them never hold diverging copies of one layer).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use thiserror::Error;
@@ -21,6 +21,7 @@ use crate::backend::{
 };
 use crate::changes::ChangeHub;
 use crate::config::{BackendSpec, MountSpec, OverlaySpec, display_prefix};
+use crate::grants::{Mode, View};
 use crate::path::VirtualPath;
 use crate::quota::{MemoryAccount, MemoryBudget};
 use crate::store::{self, Namespace, PostgresStore, SqliteStore, Store};
@@ -146,6 +147,10 @@ enum LayerHome {
         open: Arc<Mutex<HashMap<String, Weak<OverlayBackend>>>>,
     },
 }
+
+/// A sentence the server's instructions end with, set once at start-up (see
+/// `serve::set_startup_note`).
+pub(crate) static STARTUP_NOTE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// The name a workspace's layers are kept under when no HTTP principal names it (stdio).
 pub const LOCAL_WORKSPACE: &str = "local";
@@ -346,10 +351,31 @@ impl MountTable {
         workspace: &str,
         write_options: crate::session::WriteOptions,
     ) -> crate::session::Session {
+        self.new_granted_session(workspace, write_options, None)
+    }
+
+    /// [`Self::new_workspace_session`] seen through a principal's grants (issue 43; `None`:
+    /// everything): the mounts the view hides are replaced by empty ones that answer "not
+    /// found" and are never listed, those it makes read-only refuse changes naming the grant.
+    pub fn new_granted_session(
+        &self,
+        workspace: &str,
+        write_options: crate::session::WriteOptions,
+        view: Option<Arc<View>>,
+    ) -> crate::session::Session {
         let account = MemoryAccount::new(write_options.limits.memory_quota, self.memory.clone());
-        let backend = self.accounted_backend(workspace, account.clone());
+        let backend = self.granted_backend(workspace, account.clone(), view.as_deref());
         crate::session::Session::accounted(Arc::new(backend), write_options, account)
             .with_audit(self.audit.clone())
+            .with_view(view)
+    }
+
+    /// The prefixes of every mount, for [`crate::grants::Grants::view`].
+    pub fn prefixes(&self) -> Vec<VirtualPath> {
+        self.mounts
+            .iter()
+            .map(|(spec, _)| spec.prefix.clone())
+            .collect()
     }
 
     /// The hub announcing changes of these mounts to subscribers.
@@ -376,31 +402,73 @@ impl MountTable {
         workspace: &str,
         account: Arc<MemoryAccount>,
     ) -> CompositeBackend {
+        self.granted_backend(workspace, account, None)
+    }
+
+    /// [`Self::accounted_backend`] seen through `view` (see [`Self::new_granted_session`]).
+    pub fn granted_backend(
+        &self,
+        workspace: &str,
+        account: Arc<MemoryAccount>,
+        view: Option<&View>,
+    ) -> CompositeBackend {
         let memory = || Arc::new(MemoryBackend::accounted(account.clone()));
         let mut overlays = Vec::new();
+        let mut hidden = BTreeSet::new();
+        let mut read_only = BTreeMap::new();
+        if let Some(view) = view {
+            // The root is routed to even when no mount is there: hidden unless granted.
+            if view.mount(&VirtualPath::root()).is_none() {
+                hidden.insert(VirtualPath::root());
+            }
+        }
         let mounts = self
             .mounts
             .iter()
-            .map(|(spec, opened)| Mount {
-                prefix: spec.prefix.clone(),
-                backend: match opened {
-                    Opened::PerSession => memory() as Arc<dyn Backend>,
-                    Opened::Shared(backend) => backend.clone(),
-                    Opened::Overlay {
-                        base,
-                        layers,
-                        no_ignore,
-                    } => {
-                        let overlay =
-                            layers.overlay(base, &spec.prefix, workspace, *no_ignore, &account);
-                        overlays.push((spec.prefix.clone(), overlay.clone()));
-                        overlay as Arc<dyn Backend>
+            .map(|(spec, opened)| {
+                let access = view.map(|view| view.mount(&spec.prefix));
+                match access {
+                    // Hidden: an empty backend of its own, nothing of the mount's reachable.
+                    Some(None) => {
+                        hidden.insert(spec.prefix.clone());
+                        return Mount {
+                            prefix: spec.prefix.clone(),
+                            backend: Arc::new(MemoryBackend::new()),
+                            read_only: true,
+                        };
                     }
-                },
-                read_only: spec.read_only,
+                    Some(Some((Mode::ReadOnly, grant))) if !spec.read_only => {
+                        read_only.insert(spec.prefix.clone(), grant.to_owned());
+                    }
+                    _ => {}
+                }
+                let granted_read_only = read_only.contains_key(&spec.prefix);
+                Mount {
+                    prefix: spec.prefix.clone(),
+                    backend: match opened {
+                        Opened::PerSession => memory() as Arc<dyn Backend>,
+                        Opened::Shared(backend) => backend.clone(),
+                        Opened::Overlay {
+                            base,
+                            layers,
+                            no_ignore,
+                        } => {
+                            let overlay =
+                                layers.overlay(base, &spec.prefix, workspace, *no_ignore, &account);
+                            // A read-only grant leaves nothing to review or commit.
+                            if !granted_read_only {
+                                overlays.push((spec.prefix.clone(), overlay.clone()));
+                            }
+                            overlay as Arc<dyn Backend>
+                        }
+                    },
+                    read_only: spec.read_only || granted_read_only,
+                }
             })
             .collect();
-        CompositeBackend::new(mounts, || memory() as Arc<dyn Backend>).with_overlays(overlays)
+        CompositeBackend::new(mounts, || memory() as Arc<dyn Backend>)
+            .with_overlays(overlays)
+            .with_grants(hidden, read_only)
     }
 
     /// Whether any mount is an overlay (the review tools are served then).
@@ -410,18 +478,42 @@ impl MountTable {
             .any(|(_, opened)| matches!(opened, Opened::Overlay { .. }))
     }
 
+    /// The server's instructions through a principal's grants (`None`: every mount): the
+    /// mounts it sees and the start-up note.
+    pub fn instructions_seen(&self, view: Option<&View>) -> String {
+        let note = STARTUP_NOTE
+            .get()
+            .map(|note| format!("\n{note}"))
+            .unwrap_or_default();
+        format!(
+            "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.{note}",
+            self.describe_seen(view)
+        )
+    }
+
     /// One line per mount, for the server's instructions and the start-up log.
     pub fn describe(&self) -> String {
+        self.describe_seen(None)
+    }
+
+    /// [`Self::describe`] through a principal's grants: only the mounts it sees, a read-only
+    /// grant said so.
+    pub fn describe_seen(&self, view: Option<&View>) -> String {
         let mut lines: Vec<String> = self
             .mounts
             .iter()
-            .map(|(spec, _)| {
-                format!(
+            .filter_map(|(spec, _)| {
+                let granted = match view {
+                    None => None,
+                    Some(view) => Some(view.mount(&spec.prefix)?),
+                };
+                let read_only = spec.read_only || matches!(granted, Some((Mode::ReadOnly, _)));
+                Some(format!(
                     "{} = {}{}",
                     display_prefix(&spec.prefix),
                     kind(&spec.backend),
-                    if spec.read_only { " (read-only)" } else { "" }
-                )
+                    if read_only { " (read-only)" } else { "" }
+                ))
             })
             .collect();
         lines.sort();

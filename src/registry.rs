@@ -440,6 +440,13 @@ impl Registry {
         })
     }
 
+    /// Only the tools that change nothing (`readOnlyHint`): what a principal whose grants let
+    /// it change no mount is offered (issue 43).
+    pub fn reading_tools(mut self) -> Self {
+        self.tools.retain(ToolDefinition::reads_only);
+        self
+    }
+
     /// The tools, in schema-file order.
     pub fn tools(&self) -> impl Iterator<Item = &ToolDefinition> {
         self.tools.iter()
@@ -634,6 +641,16 @@ impl ToolDefinition {
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.tool.name
+    }
+
+    /// Whether the tool only reads (its `readOnlyHint`): the tools offered to a principal
+    /// whose grants let it change nothing (issue 43).
+    pub fn reads_only(&self) -> bool {
+        self.tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false)
     }
 
     /// Checks a `structuredContent` against the tool's output schema: every violation, each as

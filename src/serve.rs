@@ -69,23 +69,12 @@ where
 /// The server's instructions to the client: what is mounted where, and the start-up note if
 /// one was set ([`set_startup_note`]).
 pub fn instructions(table: &MountTable) -> String {
-    let note = STARTUP_NOTE
-        .get()
-        .map(|note| format!("\n{note}"))
-        .unwrap_or_default();
-    format!(
-        "mountfs: one file system made of several stores. Paths are absolute virtual paths with '/' separators. Mounts:\n{}\nRead a file before editing or overwriting it.{note}",
-        table.describe()
-    )
+    table.instructions_seen(None)
 }
-
-/// A sentence the server's instructions end with, set once at start-up (the default table left
-/// the working directory out, see [`unmounted_cwd_warning`]).
-static STARTUP_NOTE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Ends every session's instructions with `note` from now on; only the first note is kept.
 pub fn set_startup_note(note: String) {
-    let _ = STARTUP_NOTE.set(note);
+    let _ = crate::mounts::STARTUP_NOTE.set(note);
 }
 
 /// Why the default table has no `/` disk mount, and how to add one: printed on stderr and told

@@ -139,6 +139,19 @@ impl MountfsServer {
         }
     }
 
+    /// The instructions of a principal whose grants hide mounts (issue 43): only the mounts
+    /// it sees; `None` for everyone else (the table's own).
+    fn seen_instructions(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
+        let WorkspaceSource::PerRequest(workspaces) = &self.workspace else {
+            return None;
+        };
+        let principal = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())?;
+        let view = workspaces.view_of(principal)?;
+        Some(workspaces.table().instructions_seen(Some(&view)))
+    }
+
     /// The session a call with these request `extensions` runs in.
     fn session_for(&self, extensions: &rmcp::model::Extensions) -> Result<Arc<Session>, McpError> {
         let workspaces = match &self.workspace {
@@ -562,8 +575,30 @@ impl ServerHandler for MountfsServer {
             // Calls wait until the roots asked for after `initialized` are mounted.
             self.roots.expect_first_update();
         }
+        let instructions = self
+            .seen_instructions(&context.extensions)
+            .unwrap_or_else(|| self.instructions.clone());
         if let Some(note) = self.roots.client_note(Some(&request.capabilities)) {
-            result.instructions = Some(format!("{}\n{note}", self.instructions));
+            result.instructions = Some(format!("{instructions}\n{note}"));
+        } else if result.instructions.as_deref() != Some(instructions.as_str()) {
+            result.instructions = Some(instructions);
+        }
+        Ok(result)
+    }
+
+    /// `server/discover` (MCP 2026-07-28): the instructions name only the mounts the
+    /// principal's grants let it see, and are then its own to cache.
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let mut result = rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        );
+        if let Some(instructions) = self.seen_instructions(&context.extensions) {
+            result.instructions = Some(instructions);
+            result.cache_scope = rmcp::model::CacheScope::Private;
         }
         Ok(result)
     }
@@ -579,10 +614,22 @@ impl ServerHandler for MountfsServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // A principal whose grants let it change nothing is offered the reading tools only.
+        let reads_only = match &self.workspace {
+            WorkspaceSource::Fixed(_) => false,
+            WorkspaceSource::PerRequest(_) => self
+                .session_for(&context.extensions)?
+                .view()
+                .is_some_and(|view| !view.writes_anywhere()),
+        };
         Ok(ListToolsResult::with_all_items(
-            self.registry.tools().map(|t| t.tool.clone()).collect(),
+            self.registry
+                .tools()
+                .filter(|t| !reads_only || t.reads_only())
+                .map(|t| t.tool.clone())
+                .collect(),
         ))
     }
 
@@ -686,11 +733,14 @@ impl ServerHandler for MountfsServer {
         }
         let hub = self.changes.clone();
         let peer = context.peer.clone();
-        self.legacy
-            .ensure_running(session_origin(&session), move |subscriber, stop| {
+        self.legacy.ensure_running(
+            session_origin(&session),
+            session.view().cloned(),
+            move |subscriber, stop| {
                 let changes = hub.receiver();
                 tokio::spawn(subscriber.run(hub, changes, PeerNotifier(peer), stop));
-            });
+            },
+        );
         // Answered once the file watchers see changes: nothing after the answer is missed.
         self.changes.ready().await;
         Ok(())
@@ -757,6 +807,7 @@ impl ServerHandler for MountfsServer {
             exact: true,
             list_changed: context.accepted().resources_list_changed == Some(true),
             origin: session_origin(&session),
+            view: session.view().cloned(),
         };
         let stop = CancellationToken::new();
         let early = self

@@ -466,6 +466,8 @@ pub struct Session {
     locks: Arc<Mutex<HashMap<VirtualPath, Arc<tokio::sync::Mutex<()>>>>>,
     /// The report of the call this handle runs, when it runs one (see [`Session::with_trail`]).
     trail: Option<Arc<CallTrail>>,
+    /// What the workspace's principal is granted (issue 43); `None`: no grants, everything.
+    view: Option<Arc<crate::grants::View>>,
 }
 
 impl Session {
@@ -495,7 +497,21 @@ impl Session {
             audit: None,
             locks: Arc::default(),
             trail: None,
+            view: None,
         }
+    }
+
+    /// This session seeing through a principal's grants: its backend was built with `view`
+    /// (see `MountTable::new_granted_session`), and the observers (history, notifications,
+    /// the tool list) filter by it.
+    pub fn with_view(mut self, view: Option<Arc<crate::grants::View>>) -> Self {
+        self.view = view;
+        self
+    }
+
+    /// What this workspace's principal is granted; `None`: no grants were given.
+    pub fn view(&self) -> Option<&Arc<crate::grants::View>> {
+        self.view.as_ref()
     }
 
     /// This session with its changes logged to `audit` (none: not logged).
@@ -539,6 +555,7 @@ impl Session {
             audit: self.audit.clone(),
             locks: self.locks.clone(),
             trail: None,
+            view: self.view.clone(),
         }
     }
 

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::grants::{Grants, View};
 use crate::mounts::MountTable;
 use crate::session::{Session, WriteOptions};
 
@@ -108,6 +109,14 @@ struct Entry {
     last_used: Instant,
 }
 
+impl Entry {
+    /// Whether `view` is what this workspace was built to see (a principal whose OAuth scopes
+    /// changed may be granted other mounts: its old workspace is not its own any more).
+    fn sees_as(&self, view: Option<&Arc<View>>) -> bool {
+        self.session.view().map(|v| &**v) == view.map(|v| &**v)
+    }
+}
+
 /// Limits of a [`Workspaces`] map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkspaceLimits {
@@ -123,6 +132,10 @@ pub struct Workspaces {
     table: MountTable,
     write_options: WriteOptions,
     limits: WorkspaceLimits,
+    /// Who sees which mounts (issue 43); empty: everybody everything.
+    grants: Grants,
+    /// The table's mount prefixes, for [`Grants::view`].
+    prefixes: Vec<crate::path::VirtualPath>,
     // One short-held std lock: every operation is a hash-map lookup or insert, never awaited.
     entries: Mutex<HashMap<WorkspaceKey, Entry>>,
 }
@@ -131,11 +144,30 @@ impl Workspaces {
     /// An empty map whose workspaces see `table` (fresh memory mounts each, shared others).
     pub fn new(table: MountTable, write_options: WriteOptions, limits: WorkspaceLimits) -> Self {
         Self {
+            prefixes: table.prefixes(),
             table,
             write_options,
             limits,
+            grants: Grants::default(),
             entries: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same map, each workspace seeing only what `grants` give its principal.
+    pub fn with_grants(mut self, grants: Grants) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// The grants every workspace is built with.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    /// What `principal` (with the scopes of the request at hand) is granted; `None`: no grants.
+    pub fn view_of(&self, principal: &Principal) -> Option<Arc<View>> {
+        self.grants
+            .view(&principal.0, principal.scopes(), &self.prefixes)
     }
 
     /// The mount table every workspace starts from.
@@ -154,10 +186,10 @@ impl Workspaces {
     ///
     /// Overlay mounts with persistent layers give it the layer named after `owner`: sessions
     /// of one principal share it, and it outlives them (and the server).
-    fn fresh_session(&self, owner: &Principal) -> Arc<Session> {
+    fn fresh_session(&self, owner: &Principal, view: Option<Arc<View>>) -> Arc<Session> {
         Arc::new(
             self.table
-                .new_workspace_session(&owner.0, self.write_options.clone()),
+                .new_granted_session(&owner.0, self.write_options.clone(), view),
         )
     }
 
@@ -191,7 +223,7 @@ impl Workspaces {
     /// refused when the limit was reached meanwhile (initializations racing past
     /// [`Workspaces::check_session_room`]), and the caller closes the session again.
     pub fn open_session(&self, id: &str, owner: &Principal) -> Result<(), WorkspaceError> {
-        let session = self.fresh_session(owner);
+        let session = self.fresh_session(owner, self.view_of(owner));
         let mut entries = self.lock();
         let sessions = entries
             .keys()
@@ -211,9 +243,10 @@ impl Workspaces {
 
     /// The workspace of session `id` used by `principal`; marks it used.
     pub fn session(&self, id: &str, principal: &Principal) -> Result<Arc<Session>, WorkspaceError> {
+        let view = self.view_of(principal);
         let mut entries = self.lock();
         match entries.get_mut(&WorkspaceKey::Session(Arc::from(id))) {
-            Some(entry) if entry.owner == *principal => {
+            Some(entry) if entry.owner == *principal && entry.sees_as(view.as_ref()) => {
                 entry.last_used = Instant::now();
                 Ok(entry.session.clone())
             }
@@ -223,16 +256,24 @@ impl Workspaces {
 
     /// The stateless workspace of `principal`, made on first use; marks it used.
     pub fn principal(&self, principal: &Principal) -> Arc<Session> {
+        let view = self.view_of(principal);
         let mut entries = self.lock();
-        let entry = entries
-            .entry(WorkspaceKey::Principal(principal.clone()))
-            .or_insert_with(|| Entry {
-                session: self.fresh_session(principal),
-                owner: principal.clone(),
-                last_used: Instant::now(),
-            });
+        let key = WorkspaceKey::Principal(principal.clone());
+        // Granted other mounts now (its token's scopes changed): a new workspace.
+        let replaced = match entries.get(&key) {
+            Some(entry) if !entry.sees_as(view.as_ref()) => entries.remove(&key),
+            _ => None,
+        };
+        let entry = entries.entry(key).or_insert_with(|| Entry {
+            session: self.fresh_session(principal, view),
+            owner: principal.clone(),
+            last_used: Instant::now(),
+        });
         entry.last_used = Instant::now();
-        entry.session.clone()
+        let session = entry.session.clone();
+        drop(entries);
+        drop(replaced);
+        session
     }
 
     /// Drops the workspace of session `id` (the client closed it); its memory goes back to

@@ -22,6 +22,7 @@ pub mod sqlite;
 pub mod time;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -228,10 +229,13 @@ pub enum Reader {
     Operator,
     /// An agent (`history`): the entries of shared mounts, and its own workspace's.
     Workspace {
-        /// Its principal (kept for grants, which will narrow the shared mounts per principal).
+        /// Its principal.
         principal: String,
         /// Its workspace, as entries name it ([`Origin::workspace`]).
         workspace: String,
+        /// What its principal is granted (issue 43): only entries whose every file lies in a
+        /// granted mount. `None`: no grants.
+        view: Option<Arc<crate::grants::View>>,
     },
 }
 
@@ -241,6 +245,31 @@ impl Reader {
         Self::Workspace {
             principal: origin.principal.clone(),
             workspace: origin.workspace.clone(),
+            view: None,
+        }
+    }
+
+    /// This reader seeing only what `view` grants (issue 43; `None`: no grants).
+    pub fn seeing(self, granted: Option<Arc<crate::grants::View>>) -> Self {
+        match self {
+            Self::Operator => Self::Operator,
+            Self::Workspace {
+                principal,
+                workspace,
+                ..
+            } => Self::Workspace {
+                principal,
+                workspace,
+                view: granted,
+            },
+        }
+    }
+
+    /// The grants this reader sees through, if any.
+    fn view(&self) -> Option<&crate::grants::View> {
+        match self {
+            Self::Operator => None,
+            Self::Workspace { view, .. } => view.as_deref(),
         }
     }
 
@@ -250,7 +279,14 @@ impl Reader {
     pub fn may_see(&self, change: &Change) -> bool {
         match self {
             Self::Operator => true,
-            Self::Workspace { workspace, .. } => !change.private || change.workspace == *workspace,
+            Self::Workspace {
+                workspace, view, ..
+            } => {
+                // Its own entries were made through its grants; another's only when every
+                // file it names is granted.
+                change.workspace == *workspace
+                    || (!change.private && view.as_ref().is_none_or(|view| granted(view, change)))
+            }
         }
     }
 
@@ -262,6 +298,16 @@ impl Reader {
             Self::Workspace { workspace, .. } => Some(workspace.clone()),
         }
     }
+}
+
+/// Whether every file of `change` lies in a mount `view` grants; a change naming files beyond
+/// those it lists (`more_files`) or none at all (an `execute`) is not shown through grants.
+fn granted(view: &crate::grants::View, change: &Change) -> bool {
+    change.more_files == 0
+        && !change.files.is_empty()
+        && change.files.iter().all(|file| {
+            crate::path::VirtualPath::parse(&file.path).is_ok_and(|path| view.sees(&path))
+        })
 }
 
 /// A recorded change with its place in the log.
@@ -599,11 +645,29 @@ impl AuditLog {
     /// Entries matching `query`, newest first.
     pub async fn query(&self, query: &Query) -> Result<Vec<Entry>, AuditError> {
         self.flush().await;
-        let found = match self.engine.as_ref() {
-            Engine::Sqlite(log) => log.query(query).await,
-            Engine::Postgres(log) => log.query(query).await,
+        // Through grants: the newest MAX_LIMIT entries the engine finds, then those granted
+        // (the engines' SQL knows workspaces, not mounts).
+        let widened;
+        let asked = match query.reader.view() {
+            Some(_) => {
+                widened = Query {
+                    limit: MAX_LIMIT,
+                    ..query.clone()
+                };
+                &widened
+            }
+            None => query,
         };
-        found.map_err(|error| self.error(error))
+        let found = match self.engine.as_ref() {
+            Engine::Sqlite(log) => log.query(asked).await,
+            Engine::Postgres(log) => log.query(asked).await,
+        };
+        let mut found = found.map_err(|error| self.error(error))?;
+        if query.reader.view().is_some() {
+            found.retain(|entry| query.reader.may_see(&entry.change));
+            found.truncate(query.limit.clamp(1, MAX_LIMIT));
+        }
+        Ok(found)
     }
 
     /// The entry with this id.

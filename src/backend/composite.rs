@@ -11,7 +11,7 @@
 //! may not read) is skipped and reported ([`SkippedMount`]; for `grep`, as a skipped entry named
 //! by the mount's prefix), and the other mounts' results are returned (issue 17).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -59,12 +59,20 @@ impl SkippedMount {
 /// The router (see the module doc).
 #[derive(Debug, Clone)]
 pub struct CompositeBackend {
-    /// Sorted longest prefix first; the last one is `/`.
-    mounts: Vec<Mount>,
+    /// Every mount, hidden ones included, sorted longest prefix first; the last one is `/`.
+    routed: Vec<Mount>,
     /// The mount at `/` (also the last of `mounts`), which claims every path.
     root: Mount,
     /// The overlay mounts among `mounts` (prefix, overlay), for `changes`/`commit`/`discard`.
     overlays: Vec<(VirtualPath, Arc<OverlayBackend>)>,
+    /// The mounts a principal's grants hide (issue 43): still routed to, so that their paths
+    /// are nobody else's, but every path under them answers as one that does not exist, and
+    /// they are never listed, searched or offered to `execute`.
+    hidden: BTreeSet<VirtualPath>,
+    /// `routed` without the hidden ones ([`Router::mounts`]).
+    mounts: Vec<Mount>,
+    /// The mounts read-only through a principal's grant, with the grant (named in refusals).
+    read_only_grants: BTreeMap<VirtualPath, String>,
 }
 
 impl CompositeBackend {
@@ -88,16 +96,56 @@ impl CompositeBackend {
         };
         mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.as_str().len()));
         Self {
-            mounts,
+            mounts: mounts.clone(),
+            routed: mounts,
             root,
             overlays: Vec::new(),
+            hidden: BTreeSet::new(),
+            read_only_grants: BTreeMap::new(),
         }
+    }
+
+    /// The same router seen through a principal's grants (issue 43): the mounts at `hidden`
+    /// answer as if nothing were there, and those of `read_only` (prefix → grant) refuse
+    /// changes naming the grant. Their backends should already be harmless (the mount table
+    /// gives a hidden mount an empty one): this keeps even their names out of every answer.
+    pub fn with_grants(
+        mut self,
+        hidden: BTreeSet<VirtualPath>,
+        read_only: BTreeMap<VirtualPath, String>,
+    ) -> Self {
+        self.mounts = self
+            .routed
+            .iter()
+            .filter(|m| !hidden.contains(&m.prefix))
+            .cloned()
+            .collect();
+        self.overlays.retain(|(prefix, _)| !hidden.contains(prefix));
+        self.hidden = hidden;
+        self.read_only_grants = read_only;
+        self
+    }
+
+    /// Whether `mount` is hidden by the grants.
+    fn is_hidden(&self, mount: &Mount) -> bool {
+        !self.hidden.is_empty() && self.hidden.contains(&mount.prefix)
+    }
+
+    /// [`Router::route`] for a path that must exist: one under a hidden mount is not found.
+    fn visible_route<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
+        let (mount, inner) = self.route(path);
+        if self.is_hidden(mount) {
+            return Err(Error::NotFound { path: path.clone() });
+        }
+        Ok((mount, inner))
     }
 
     /// The same router, told which of its mounts are overlays (each also given as a mount's
     /// backend), so that the review tools can reach their layers.
     pub fn with_overlays(mut self, overlays: Vec<(VirtualPath, Arc<OverlayBackend>)>) -> Self {
         self.overlays = overlays;
+        self.overlays
+            .retain(|(prefix, _)| !self.hidden.contains(prefix));
         self
     }
 
@@ -110,14 +158,14 @@ impl CompositeBackend {
 
     /// Whether a path reported by `owner` is really served by a deeper mount.
     fn shadowed(&self, owner: &Mount, path: &VirtualPath) -> bool {
-        self.mounts.iter().any(|m| {
+        self.routed.iter().any(|m| {
             m.prefix.as_str().len() > owner.prefix.as_str().len() && path.starts_with(&m.prefix)
         })
     }
 
     /// [`Router::route`] for a file: a mount root is a directory, never a file.
     fn file_route<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
-        let (mount, inner) = self.route(path);
+        let (mount, inner) = self.visible_route(path)?;
         if inner.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
         }
@@ -134,7 +182,13 @@ impl CompositeBackend {
     }
 
     fn writable<'a>(&'a self, path: &VirtualPath) -> Result<(&'a Mount, VirtualPath)> {
-        let (mount, inner) = self.route(path);
+        let (mount, inner) = self.visible_route(path)?;
+        if let Some(grant) = self.read_only_grants.get(&mount.prefix) {
+            return Err(Error::GrantReadOnly {
+                path: path.clone(),
+                grant: grant.clone(),
+            });
+        }
         if mount.read_only {
             return Err(Error::ReadOnly { path: path.clone() });
         }
@@ -168,29 +222,42 @@ impl Router for CompositeBackend {
     }
 
     fn route(&self, path: &VirtualPath) -> (&Mount, VirtualPath) {
-        self.mounts
+        self.routed
             .iter()
             .find_map(|m| path.strip_prefix(&m.prefix).map(|inner| (m, inner)))
             .unwrap_or((&self.root, path.clone()))
     }
 
+    fn check_writable(&self, path: &VirtualPath) -> Result<()> {
+        self.writable(path).map(|_| ())
+    }
+
     fn holds_mount_root(&self, path: &VirtualPath) -> bool {
-        self.mounts.iter().any(|m| m.prefix.starts_with(path))
+        self.routed.iter().any(|m| m.prefix.starts_with(path))
     }
 
     async fn glob_noting(&self, query: &GlobQuery) -> Result<(Vec<Entry>, Vec<SkippedMount>)> {
         let (owner, inner) = self.route(&query.dir);
         let mut out = Vec::new();
         let mut skipped = Vec::new();
-        let own = owner
-            .backend
-            .glob(&GlobQuery {
-                dir: inner,
-                matcher: query.matcher.clone(),
-                control: query.control.within_mount(&owner.prefix),
-            })
-            .await
-            .map_err(|e| e.map_path(outward(&owner.prefix)))?;
+        let own = if self.is_hidden(owner) {
+            if self.mounts_below(&query.dir).next().is_none() {
+                return Err(Error::NotFound {
+                    path: query.dir.clone(),
+                });
+            }
+            Vec::new()
+        } else {
+            owner
+                .backend
+                .glob(&GlobQuery {
+                    dir: inner,
+                    matcher: query.matcher.clone(),
+                    control: query.control.within_mount(&owner.prefix),
+                })
+                .await
+                .map_err(|e| e.map_path(outward(&owner.prefix)))?
+        };
         for mut entry in own {
             entry.path = entry.path.under(&owner.prefix);
             if !self.shadowed(owner, &entry.path) {
@@ -260,6 +327,12 @@ impl Upload for RoutedUpload<'_> {
 impl Backend for CompositeBackend {
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
         let (mount, inner) = self.route(path);
+        if self.is_hidden(mount) {
+            return Ok(self
+                .mounts_below(path)
+                .next()
+                .map(|_| Entry::directory(path.clone())));
+        }
         let found = mount
             .backend
             .stat(&inner)
@@ -278,7 +351,13 @@ impl Backend for CompositeBackend {
 
     async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
         let (mount, inner) = self.route(dir);
-        let listed = mount.backend.ls(&inner).await;
+        let listed = if self.is_hidden(mount) {
+            Err(Error::NotFound {
+                path: inner.clone(),
+            })
+        } else {
+            mount.backend.ls(&inner).await
+        };
         let mut entries: Vec<Entry> = match listed {
             Ok(entries) => entries
                 .into_iter()
@@ -499,7 +578,7 @@ impl Backend for CompositeBackend {
     }
 
     async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
-        let (mount, inner) = self.route(path);
+        let (mount, inner) = self.visible_route(path)?;
         mount
             .backend
             .permissions(&inner)
@@ -518,7 +597,7 @@ impl Backend for CompositeBackend {
 
     async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
         let ((mount_a, inner_a), (mount_b, inner_b)) = (self.route(a), self.route(b));
-        if mount_a.prefix != mount_b.prefix {
+        if mount_a.prefix != mount_b.prefix || self.is_hidden(mount_a) {
             return Ok(false);
         }
         mount_a
@@ -530,6 +609,9 @@ impl Backend for CompositeBackend {
 
     async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
         let (mount, inner) = self.route(path);
+        if self.is_hidden(mount) {
+            return Ok(false);
+        }
         mount
             .backend
             .is_symlink(&inner)
@@ -570,15 +652,24 @@ impl Backend for CompositeBackend {
         } else {
             query.control.every_file()
         };
-        let own = owner
-            .backend
-            .grep(&GrepQuery {
-                dir: inner,
-                control: control.within_mount(&owner.prefix),
-                ..query.clone()
-            })
-            .await
-            .map_err(|e| e.map_path(outward(&owner.prefix)))?;
+        let own = if self.is_hidden(owner) {
+            if below.is_empty() {
+                return Err(Error::NotFound {
+                    path: query.dir.clone(),
+                });
+            }
+            Vec::new()
+        } else {
+            owner
+                .backend
+                .grep(&GrepQuery {
+                    dir: inner,
+                    control: control.within_mount(&owner.prefix),
+                    ..query.clone()
+                })
+                .await
+                .map_err(|e| e.map_path(outward(&owner.prefix)))?
+        };
         for mut file in own {
             file.path = file.path.under(&owner.prefix);
             if !self.shadowed(owner, &file.path) {

@@ -797,6 +797,16 @@ pub enum Error {
         /// The path.
         path: VirtualPath,
     },
+    /// A change under a mount the principal's grant makes read-only (issue 43).
+    #[error(
+        "Error: {path} cannot be changed: your grant {grant} is read-only. Read it freely; ask the server's operator for a :rw grant to change it"
+    )]
+    GrantReadOnly {
+        /// The path.
+        path: VirtualPath,
+        /// The grant, as written (`bob=/docs/:ro`).
+        grant: String,
+    },
     /// Deleting, moving or overwriting a mount root (or a directory holding one).
     #[error(
         "Error: {path} is (or contains) a mount point; mount roots cannot be deleted, moved or overwritten"
@@ -863,6 +873,10 @@ impl Error {
             Self::VersionMismatch { path } => Self::VersionMismatch { path: f(&path) },
             Self::DirectoryNotEmpty { path } => Self::DirectoryNotEmpty { path: f(&path) },
             Self::ReadOnly { path } => Self::ReadOnly { path: f(&path) },
+            Self::GrantReadOnly { path, grant } => Self::GrantReadOnly {
+                path: f(&path),
+                grant,
+            },
             Self::MountRoot { path } => Self::MountRoot { path: f(&path) },
             Self::OutsideMount { path } => Self::OutsideMount { path: f(&path) },
             Self::Unsupported { path, reason } => Self::Unsupported {
@@ -1070,6 +1084,10 @@ pub trait Router: Backend {
 
     /// Whether `path` is a mount root or an ancestor of one (and so cannot be removed).
     fn holds_mount_root(&self, path: &VirtualPath) -> bool;
+
+    /// Whether a file at `path` may be changed: not on a read-only mount (nor one a grant
+    /// makes read-only), not under a mount the grants hide (that one is not found).
+    fn check_writable(&self, path: &VirtualPath) -> Result<()>;
 
     /// The overlay mounts among the mounts (prefix, overlay), for `changes`/`commit`/`discard`.
     fn overlays(&self) -> &[(VirtualPath, Arc<OverlayBackend>)];

@@ -41,6 +41,9 @@ pub struct CheckRequest<'a> {
     /// covers one is warned about (they are hidden from every tool, see
     /// `backend::disk::own_files`).
     pub own_files: &'a [PathBuf],
+    /// The grants of `--grant`, `--grant-file` and the token file (issue 43), or why they do
+    /// not parse.
+    pub grants: Result<crate::grants::Grants, String>,
 }
 
 /// What an [`Item`] that only warns starts with: it passes, its line says `WARN`.
@@ -95,7 +98,18 @@ pub async fn check(request: &CheckRequest<'_>, mut report: impl FnMut(&Item)) ->
     if passed(&items) && request.http {
         items.push(Item {
             what: "token file".to_owned(),
-            outcome: check_token_file(request.token_file),
+            outcome: match (request.token_file, request.oauth_issuer) {
+                (None, Some(_)) => Ok(
+                    "none: OAuth access tokens only (--oauth-issuer); no static token is accepted unless MOUNTFS_TOKEN is set".to_owned(),
+                ),
+                (file, _) => check_token_file(file),
+            },
+        });
+    }
+    if passed(&items) && request.http {
+        items.push(Item {
+            what: "grants".to_owned(),
+            outcome: check_grants(request),
         });
     }
     if passed(&items)
@@ -415,6 +429,57 @@ fn check_token_file(file: Option<&Path>) -> Result<String, String> {
     Ok(format!(
         "{shown}, private, {} principal(s)",
         tokens.principal_count()
+    ))
+}
+
+/// The grants: each names a mount, and a principal some token can be (a token-file name,
+/// `default` for MOUNTFS_TOKEN, `oauth:…` with an issuer, `*`, `scope:…`).
+fn check_grants(request: &CheckRequest<'_>) -> Result<String, String> {
+    use crate::grants::Grantee;
+    let grants = request.grants.as_ref().map_err(Clone::clone)?;
+    if grants.is_empty() {
+        return Ok("none: every principal sees every mount (give --grant to restrict)".to_owned());
+    }
+    let prefixes: Vec<_> = request.mounts.iter().map(|m| m.prefix.clone()).collect();
+    let names = match request.token_file {
+        Some(file) => crate::http::auth::Tokens::from_file(file)
+            .map(|tokens| tokens.names())
+            .unwrap_or_default(),
+        None => vec![crate::http::auth::DEFAULT_PRINCIPAL.to_owned()],
+    };
+    for grant in grants.all() {
+        if !prefixes.contains(&grant.prefix) {
+            return Err(format!(
+                "{} names no mount: a grant's PREFIX is a mount's prefix exactly (mounts: {}); mount the directory to grant it",
+                grant.written(),
+                request
+                    .mounts
+                    .iter()
+                    .map(MountSpec::display_prefix)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if let Grantee::Principal(name) = &grant.grantee {
+            let oauth = name.starts_with(crate::http::oauth::OAUTH_PRINCIPAL_PREFIX);
+            if oauth && request.oauth_issuer.is_none() {
+                return Err(format!(
+                    "{} names an OAuth principal but no --oauth-issuer is given",
+                    grant.written()
+                ));
+            }
+            if !oauth && !names.contains(name) {
+                return Err(format!(
+                    "{} names a principal no token names (token file principals: {}); OAuth principals are written oauth:NAME",
+                    grant.written(),
+                    names.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(format!(
+        "{} grant(s); each principal sees only its granted mounts",
+        grants.all().len()
     ))
 }
 

@@ -119,7 +119,9 @@ impl Tokens {
         let mut entries: Vec<([u8; 32], Principal)> = Vec::new();
         for (index, raw) in text.lines().enumerate() {
             let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
+            // A grant (issue 43): read by `crate::grants::parse_lines`.
+            if line.is_empty() || line.starts_with('#') || crate::grants::grant_line(line).is_some()
+            {
                 continue;
             }
             let problem = |problem: String| TokenError::Line {
@@ -190,6 +192,14 @@ impl Tokens {
         names.sort_unstable();
         names.dedup();
         names.len()
+    }
+
+    /// The principals the tokens name.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.entries.iter().map(|(_, p)| p.0.to_string()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// How many tokens are configured.

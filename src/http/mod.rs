@@ -31,6 +31,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::grants::{GrantError, Grants};
 use crate::mounts::MountTable;
 use crate::registry::Registry;
 use crate::server::MountfsServer;
@@ -121,9 +122,57 @@ pub struct HttpArgs {
     #[arg(global = true, long, value_name = "DIR", requires = "http")]
     pub http_roots_under: Option<PathBuf>,
 
+    /// With --http: grant principal NAME the mounts at PREFIX... (`:rw` when no mode is
+    /// given; NAME `*` is everyone, `scope:SCOPE` every OAuth token with that scope);
+    /// repeatable. Once any grant is given (here, in --grant-file or as `grant` lines of the
+    /// token file), each principal sees only its granted mounts.
+    #[arg(
+        global = true,
+        long = "grant",
+        value_name = "NAME=PREFIX[:ro|:rw][,PREFIX...]",
+        requires = "http"
+    )]
+    pub grants: Vec<String>,
+
+    /// With --http: a policy file of grants, one `grant NAME=PREFIX[:ro|:rw][,...]` per line
+    /// (# starts a comment), read with --grant's.
+    #[arg(global = true, long, value_name = "FILE", requires = "http")]
+    pub grant_file: Option<PathBuf>,
+
     /// The OAuth 2.1 resource server's flags.
     #[command(flatten)]
     pub oauth: oauth::OAuthArgs,
+}
+
+impl HttpArgs {
+    /// Every grant given: `--grant`, `--grant-file`, and the token file's `grant` lines.
+    pub fn grants(&self) -> Result<Grants, GrantError> {
+        let mut all = Vec::new();
+        for grant in &self.grants {
+            all.extend(crate::grants::parse(grant)?);
+        }
+        for (file, only_grants) in [(&self.grant_file, true), (&self.token_file, false)] {
+            let Some(file) = file else { continue };
+            let shown = file.display().to_string();
+            let text = std::fs::read_to_string(file).map_err(|error| GrantError {
+                text: shown.clone(),
+                problem: format!("cannot read it: {error}"),
+            })?;
+            all.extend(crate::grants::parse_lines(&text, &shown, only_grants)?);
+        }
+        Ok(Grants::new(all))
+    }
+}
+
+/// The grants of `grants` naming a prefix that is no mount of `table` (as written).
+pub fn grants_without_mount(grants: &Grants, table: &MountTable) -> Vec<String> {
+    let prefixes = table.prefixes();
+    grants
+        .all()
+        .iter()
+        .filter(|g| !prefixes.contains(&g.prefix))
+        .map(crate::grants::Grant::written)
+        .collect()
 }
 
 /// A count above zero.
@@ -170,6 +219,14 @@ pub enum HttpError {
         /// Why.
         reason: String,
     },
+    /// A grant does not parse, or names no mount.
+    #[error(transparent)]
+    Grants(#[from] GrantError),
+    /// A grant names a prefix that is no mount.
+    #[error(
+        "grant {0} names no mount: a grant's PREFIX is a mount's prefix exactly (see --mount); mount the directory to grant it"
+    )]
+    GrantWithoutMount(String),
     /// `--max-body-total` below `--max-body`.
     #[error(
         "--max-body-total {total} is below --max-body {max}: one largest body could never be read. Raise --max-body-total or lower --max-body"
@@ -335,9 +392,20 @@ impl HttpServer {
             idle_timeout: self.args.idle_timeout,
             max_sessions: self.args.max_sessions,
         };
+        let grants = self.args.grants()?;
+        if let Some(first) = grants_without_mount(&grants, &table).into_iter().next() {
+            return Err(HttpError::GrantWithoutMount(first));
+        }
+        if !grants.is_empty() {
+            tracing::info!(
+                grants = grants.all().len(),
+                "grants given: each principal sees only its granted mounts"
+            );
+        }
         let changes = table.changes().clone();
         let table_follows_roots = table.follows_client_roots();
-        let workspaces = Arc::new(Workspaces::new(table, write_options, limits));
+        let workspaces =
+            Arc::new(Workspaces::new(table, write_options, limits).with_grants(grants));
         let local = self.local_addr()?;
         let stop_streams = CancellationToken::new();
 

@@ -258,7 +258,7 @@ fn backend_kind(error: &backend::Error) -> ErrorKind {
         E::AlreadyExists { .. } => ErrorKind::AlreadyExists,
         E::VersionMismatch { .. } => ErrorKind::VersionMismatch,
         E::DirectoryNotEmpty { .. } => ErrorKind::DirectoryNotEmpty,
-        E::ReadOnly { .. } => ErrorKind::ReadOnly,
+        E::ReadOnly { .. } | E::GrantReadOnly { .. } => ErrorKind::ReadOnly,
         E::MountRoot { .. } => ErrorKind::MountRoot,
         E::OutsideMount { .. } => ErrorKind::OutsideMount,
         E::Unsupported { .. } => ErrorKind::Unsupported,

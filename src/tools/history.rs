@@ -40,7 +40,7 @@ pub async fn run(
     let Some(log) = session.audit() else {
         return Err(ToolError::AuditOff);
     };
-    let reader = Reader::of(&context.origin);
+    let reader = Reader::of(&context.origin).seeing(session.view().cloned());
     if let Some(id) = args.id {
         let Some(entry) = log
             .get(id)

@@ -68,9 +68,7 @@ pub async fn run(
             destination,
         });
     }
-    if session.backend().route(&source).0.read_only {
-        return Err(backend::Error::ReadOnly { path: source }.into());
-    }
+    session.backend().check_writable(&source)?;
     let Some(entry) = session.backend().stat(&source).await? else {
         return Err(backend::Error::NotFound { path: source }.into());
     };

@@ -196,6 +196,46 @@ fn a_token_file_missing_or_readable_by_others_fails() {
 }
 
 #[test]
+fn grants_naming_no_mount_or_no_principal_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "alice 0123456789abcdef0123456789abcdef\ngrant alice=/:ro\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, lines) = check(&http_args(dir.path(), &tokens));
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("ok    grants: 1 grant(s)")),
+        "{lines:?}"
+    );
+
+    let with = |grant: &str| {
+        let mut args = http_args(dir.path(), &tokens);
+        args.extend(["--grant".to_owned(), grant.to_owned()]);
+        check(&args)
+    };
+    assert_fails(
+        &with("alice=/docs/"),
+        "grants:",
+        "alice=/docs/:rw names no mount",
+    );
+    assert_fails(
+        &with("bob=/"),
+        "grants:",
+        "bob=/:rw names a principal no token names",
+    );
+    assert_fails(&with("oauth:bob=/"), "grants:", "no --oauth-issuer");
+    assert_fails(&with("alice=/:rx"), "grants:", "is no mode");
+    let (code, lines) = with("*=/:ro");
+    assert_eq!(code, 0, "{lines:?}");
+}
+
+#[test]
 fn a_shell_mount_is_reached_and_its_directory_checked_writable() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();

@@ -106,3 +106,47 @@ fn unknown_format_is_refused_with_the_valid_ones() {
     let stderr = String::from_utf8_lossy(&printed.stderr);
     assert!(stderr.contains("[possible values: json, xml]"), "{stderr}");
 }
+
+/// Issue 43: with grants, `--principal NAME` prints what NAME is offered — the reading tools
+/// only when its grants let it change no mount.
+#[test]
+fn a_principal_with_only_read_only_grants_is_printed_the_reading_tools() {
+    let names = |grant: &str| -> Vec<String> {
+        let printed = run_tools(&[
+            "tools",
+            "--http",
+            "127.0.0.1:0",
+            "--mount",
+            "/d/=memory",
+            "--grant",
+            grant,
+            "--principal",
+            "carol",
+        ]);
+        assert!(printed.status.success(), "{printed:?}");
+        let value: Value = serde_json::from_slice(&printed.stdout).unwrap();
+        value["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let reader = names("carol=/d/:ro");
+    assert!(reader.contains(&"read_file".to_owned()), "{reader:?}");
+    for changing in [
+        "write_file",
+        "edit_file",
+        "delete",
+        "move",
+        "apply_patch",
+        "undo_edit",
+    ] {
+        assert!(
+            !reader.contains(&changing.to_owned()),
+            "{changing}: {reader:?}"
+        );
+    }
+    let writer = names("carol=/d/");
+    assert!(writer.contains(&"write_file".to_owned()), "{writer:?}");
+}

@@ -40,6 +40,9 @@ pub const LEEWAY_SECONDS: u64 = 60;
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 /// Longest principal name taken from a token, bytes.
 const MAX_PRINCIPAL_BYTES: usize = 256;
+/// What an OAuth principal's name starts with (`oauth:` then the claim's value): the token
+/// file's names hold no `:`, so the two namespaces never meet (issue 43's attack review).
+pub const OAUTH_PRINCIPAL_PREFIX: &str = "oauth:";
 
 /// The signature algorithms accepted: asymmetric only.
 const ALGORITHMS: &[(&str, Algorithm)] = &[
@@ -156,6 +159,9 @@ pub enum Refusal {
     /// A required claim is missing or malformed.
     #[error("the token lacks a valid {0} claim")]
     Claim(String),
+    /// The principal claim is `email` and the token does not say it was verified.
+    #[error("the token's email is not verified (email_verified is not true)")]
+    UnverifiedEmail,
     /// The principal claim is unusable.
     #[error("the token's {0} claim is not a usable principal name")]
     Principal(String),
@@ -335,11 +341,23 @@ impl ResourceServer {
         {
             return Err(Refusal::Principal(self.principal_claim.clone()));
         }
+        // An address the provider did not verify names whoever typed it.
+        if self.principal_claim == "email"
+            && !matches!(claims.get("email_verified"), Some(Value::Bool(true)))
+            && !matches!(claims.get("email_verified"), Some(Value::String(v)) if v == "true")
+        {
+            return Err(Refusal::UnverifiedEmail);
+        }
         let scopes = scopes_of(&claims);
         if !scopes.contains(&self.scope) {
             return Err(Refusal::InsufficientScope(self.scope.clone()));
         }
-        Ok(Principal::with_scopes(Arc::from(name), scopes))
+        // In a namespace of their own: a token-file name (never holding `:`) is never an
+        // OAuth principal, whatever the provider's claim says.
+        Ok(Principal::with_scopes(
+            Arc::from(format!("{OAUTH_PRINCIPAL_PREFIX}{name}")),
+            scopes,
+        ))
     }
 }
 

@@ -8,6 +8,7 @@ mod confirm;
 mod conformance;
 mod connections;
 mod corpus;
+mod grants;
 mod oauth;
 mod principals;
 mod quota;

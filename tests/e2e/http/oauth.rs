@@ -215,7 +215,7 @@ async fn a_token_from_the_issuer_opens_the_server_and_the_audit_log_names_its_su
 
     let entry = newest_audit_entry(dir.path()).await;
     assert_eq!(entry["tool"], "write_file");
-    assert_eq!(entry["principal"], "carol@example.com");
+    assert_eq!(entry["principal"], "oauth:carol@example.com");
     // No token reaches the server's log.
     let stderr = server.stderr();
     assert!(!stderr.contains(&token), "a token was logged");
@@ -510,7 +510,7 @@ async fn the_official_python_sdk_runs_the_oauth_flow_from_a_401_to_a_tool_call()
     assert!(stdout.ends_with("done\n"), "{stdout}");
     // The provider's authorization-code tokens name alice: the audit log says so.
     let entry = newest_audit_entry(dir.path()).await;
-    assert_eq!(entry["principal"], "alice");
+    assert_eq!(entry["principal"], "oauth:alice");
 }
 
 /// `mountfs check ARGS`: exit status and stdout.
@@ -625,5 +625,109 @@ async fn mcp_remote_signs_in_through_the_provider_and_calls_tools() {
         texts[0]
     );
     assert!(texts[1].contains("via mcp-remote"), "{}", texts[1]);
-    assert_eq!(newest_audit_entry(dir.path()).await["principal"], "alice");
+    assert_eq!(
+        newest_audit_entry(dir.path()).await["principal"],
+        "oauth:alice"
+    );
+}
+
+/// OAuth principals live in a namespace of their own (issue 43's attack review): a provider
+/// whose email claim says `alice` is `oauth:alice`, never the token file's `alice`, so it gets
+/// `oauth:alice`'s grants; an unverified email is refused; a scope grant adds a mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_principals_are_namespaced_verified_and_granted_by_name_or_scope() {
+    let Some(idp) = Idp::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for side in ["a", "b"] {
+        std::fs::create_dir(dir.path().join(side)).unwrap();
+        std::fs::write(
+            dir.path().join(side).join("f.txt"),
+            format!("{side}-file\n"),
+        )
+        .unwrap();
+    }
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice static-alice-token-0123456789\n").unwrap();
+    let a = format!("/a/=disk:{}", dir.path().join("a").display());
+    let b = format!("/b/=disk:{}", dir.path().join("b").display());
+    let tokens = tokens.display().to_string();
+    let server = server(
+        &idp,
+        dir.path(),
+        &[
+            "--token-file",
+            &tokens,
+            "--oauth-principal-claim",
+            "email",
+            "--mount",
+            &a,
+            "--mount",
+            &b,
+            "--grant",
+            "alice=/a/",
+            "--grant",
+            "oauth:alice=/b/",
+            "--grant",
+            "scope:auditors=/a/:ro",
+        ],
+    )
+    .await;
+    let claims = |verified: Value, scope: &str| json!({"sub": "x1", "email": "alice", "email_verified": verified, "aud": server.url, "scope": scope});
+
+    let unverified = idp.mint(claims(json!(false), "mountfs")).await;
+    let (status, challenge, _) = try_token(&server, Some(&unverified)).await;
+    assert_eq!(status, 401, "{challenge}");
+    assert!(challenge.contains("email is not verified"), "{challenge}");
+
+    let token = idp.mint(claims(json!(true), "mountfs")).await;
+    let mut oauth = Client::new(&server.url, Some(&token), Protocol::Session);
+    assert_eq!(oauth.initialize().await.status, 200);
+    let theirs = oauth
+        .call("read_file", json!({"file_path": "/b/f.txt"}))
+        .await;
+    assert!(theirs.text.contains("b-file"), "{}", theirs.text);
+    let not_theirs = oauth
+        .call("read_file", json!({"file_path": "/a/f.txt"}))
+        .await;
+    assert!(
+        not_theirs.is_error,
+        "the static alice's mount: {}",
+        not_theirs.text
+    );
+    assert!(!not_theirs.text.contains("a-file"), "{}", not_theirs.text);
+
+    let auditor = idp.mint(claims(json!(true), "mountfs auditors")).await;
+    let mut auditor = Client::new(&server.url, Some(&auditor), Protocol::Stateless);
+    let read = auditor
+        .call("read_file", json!({"file_path": "/a/f.txt"}))
+        .await;
+    assert!(read.text.contains("a-file"), "{}", read.text);
+    let write = auditor
+        .call(
+            "write_file",
+            json!({"file_path": "/a/f.txt", "content": "x\n"}),
+        )
+        .await;
+    assert!(
+        write.text.contains("scope:auditors=/a/:ro"),
+        "{}",
+        write.text
+    );
+
+    let mut static_alice = Client::new(
+        &server.url,
+        Some("static-alice-token-0123456789"),
+        Protocol::Session,
+    );
+    assert_eq!(static_alice.initialize().await.status, 200);
+    let mine = static_alice
+        .call("read_file", json!({"file_path": "/a/f.txt"}))
+        .await;
+    assert!(mine.text.contains("a-file"), "{}", mine.text);
+    let b_side = static_alice
+        .call("read_file", json!({"file_path": "/b/f.txt"}))
+        .await;
+    assert!(b_side.is_error, "{}", b_side.text);
 }

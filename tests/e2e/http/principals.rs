@@ -156,7 +156,7 @@ async fn history_shows_another_principal_only_its_shared_changes() {
 }
 
 /// Opens `session`'s GET event stream as `token`; every message on it goes to the receiver.
-async fn event_stream(
+pub(super) async fn event_stream(
     server: &Server,
     token: &str,
     session: &str,
