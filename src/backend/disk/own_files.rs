@@ -64,12 +64,7 @@ pub fn is_own(dev: u64, ino: u64) -> bool {
     let Some(own) = OWN.get() else {
         return false;
     };
-    own.refresh();
-    own.ids
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .own
-        .contains(&(dev, ino))
+    own.confirmed(|ids| ids.own.contains(&(dev, ino)))
 }
 
 /// Whether the directory of device `dev` and inode `ino` holds one of the server's own files
@@ -78,12 +73,7 @@ pub fn holds_own(dev: u64, ino: u64) -> bool {
     let Some(own) = OWN.get() else {
         return false;
     };
-    own.refresh();
-    own.ids
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .above
-        .contains(&(dev, ino))
+    own.confirmed(|ids| ids.above.contains(&(dev, ino)))
 }
 
 /// [`is_own`] of `meta`.
@@ -102,7 +92,39 @@ pub fn paths() -> &'static [PathBuf] {
     OWN.get().map_or(&[], |own| own.paths.as_slice())
 }
 
+/// A hit on a look older than this is looked at again before it is believed.
+const CONFIRM_AFTER: Duration = Duration::from_millis(20);
+
 impl OwnFiles {
+    /// `test` on what is known; a hit is confirmed by a look taken now (unless the last one is
+    /// younger than [`CONFIRM_AFTER`]): an own file deleted since the last look (a SQLite
+    /// `-journal`, a spool) may have given its inode to a file or directory an agent made
+    /// since, which must not be hidden (seen: `mkdir /archive` then a move into it answered
+    /// "not found"). A miss needs no look: a file made since the last look is found at the
+    /// next one (within [`REFRESH`]).
+    fn confirmed(&self, test: impl Fn(&Ids) -> bool) -> bool {
+        self.refresh();
+        if !test(&self.ids.read().unwrap_or_else(|e| e.into_inner())) {
+            return false;
+        }
+        let _guard = self.looking.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.now_ms();
+        if now.saturating_sub(self.looked.load(Ordering::Relaxed))
+            < CONFIRM_AFTER.as_millis() as u64
+        {
+            return test(&self.ids.read().unwrap_or_else(|e| e.into_inner()));
+        }
+        let ids = Ids::of(&self.paths);
+        let hit = test(&ids);
+        self.looked.store(now, Ordering::Relaxed);
+        *self.ids.write().unwrap_or_else(|e| e.into_inner()) = ids;
+        hit
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn refresh(&self) {
         let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let looked = self.looked.load(Ordering::Relaxed);
@@ -213,5 +235,35 @@ mod tests {
         // A hard link elsewhere is the same file.
         std::fs::hard_link(data.join("recovery.key"), dir.path().join("alias")).unwrap();
         assert!(ids.contains(&id(&dir.path().join("alias"))));
+    }
+
+    /// An identity left from an own file deleted since the last look (its inode now another
+    /// file's) is not believed: a hit is looked at again. (The e2e move test saw a directory
+    /// an agent made answer "not found" before this.)
+    #[test]
+    fn a_stale_identity_is_looked_at_again_before_it_hides_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("recovery.key");
+        let reused = dir.path().join("archive");
+        std::fs::write(&key, "k").unwrap();
+        std::fs::create_dir(&reused).unwrap();
+        let id = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.dev(), m.ino())
+        };
+        let own = OwnFiles {
+            paths: vec![key.clone()],
+            ids: RwLock::new(Ids {
+                own: HashSet::from([id(&key), id(&reused)]),
+                above: HashSet::from([id(&reused)]),
+            }),
+            looked: AtomicU64::new(0),
+            start: Instant::now(),
+            looking: Mutex::new(()),
+        };
+        std::thread::sleep(CONFIRM_AFTER * 2);
+        assert!(!own.confirmed(|ids| ids.own.contains(&id(&reused))));
+        assert!(!own.confirmed(|ids| ids.above.contains(&id(&reused))));
+        assert!(own.confirmed(|ids| ids.own.contains(&id(&key))));
     }
 }
