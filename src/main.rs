@@ -843,6 +843,9 @@ async fn serve_http(
     exec_read: Vec<std::path::PathBuf>,
 ) -> ExitCode {
     let env_token = std::env::var(mountfs::http::auth::TOKEN_ENV).ok();
+    // With grants even one principal must not read, through a command, the host directories of
+    // mounts it is not granted (attack review of issue 43); a grant error stops `bind` below.
+    let granted = args.grants().is_ok_and(|grants| !grants.is_empty());
     let server = match mountfs::http::HttpServer::bind(args, env_token).await {
         Ok(server) => server,
         Err(error) => {
@@ -850,12 +853,13 @@ async fn serve_http(
             return ExitCode::from(2);
         }
     };
-    if server.principal_count() > 1 {
-        // Commands of one principal must not read another's files: only what a build needs.
+    if server.principal_count() > 1 || granted {
+        // Commands of one principal must not read another's files, nor of ungranted mounts:
+        // only what a build needs.
         options.sandbox.reads = Some(std::sync::Arc::new(exec_read));
         if options.exec == Some(mountfs::exec::ExecMode::Sandboxed) {
             tracing::info!(
-                "several principals: execute's commands may read only the system directories, the mounts and --exec-read directories"
+                "several principals or grants: execute's commands may read only the system directories, the granted mounts and --exec-read directories"
             );
         }
     }

@@ -27,7 +27,9 @@ struct Team {
 /// everyone, `/o/` an overlay mount of alice's, `/scratch/` memory for alice and bob. carol
 /// holds only the read-only docs.
 async fn team(extra: &[&str]) -> Team {
-    let root = tempfile::tempdir().unwrap();
+    // Not under /tmp, which execute's sandbox replaces with its own: the mounts' host
+    // directories must be where a command could otherwise read them.
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let logs = tempfile::tempdir().unwrap();
     let dir = |name: &str| {
         let dir = root.path().join(name);
@@ -507,4 +509,54 @@ async fn a_grant_naming_no_mount_stops_start_up() {
         stderr.contains("alice=/nope/:rw names no mount"),
         "{stderr}"
     );
+}
+
+/// One principal with a grant (attack review of issue 43): its commands read neither the host
+/// directory of a mount it is not granted nor anything else outside the narrowed sandbox, as
+/// with several principals. Before, one principal kept the whole host readable to `execute`.
+#[tokio::test]
+async fn one_principal_with_a_grant_cannot_read_an_ungranted_mount_through_execute() {
+    if mountfs::exec::sandbox::probe().is_err() {
+        crate::skips::record("the execute sandbox (Landlock)", "probe failed");
+        return;
+    }
+    // Not under /tmp, which the sandbox replaces with its own.
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    std::fs::write(a.join("secret.txt"), "ungranted-secret\n").unwrap();
+    std::fs::write(b.join("plan.txt"), "granted-plan\n").unwrap();
+    let tokens = root.path().join("tokens");
+    std::fs::write(&tokens, format!("bob {BOB}\ngrant bob=/b/\n")).unwrap();
+    let (mount_a, mount_b) = (
+        format!("/a/=disk:{}", a.display()),
+        format!("/b/=disk:{}", b.display()),
+    );
+    let token_file = tokens.display().to_string();
+    let server = Server::start(
+        &[
+            "--token-file",
+            &token_file,
+            "--mount",
+            &mount_a,
+            "--mount",
+            &mount_b,
+            "--allow-exec",
+        ],
+        &[],
+    )
+    .await;
+    let mut bob = session(&server, BOB).await;
+    let command = format!(
+        "cat {}/secret.txt; cat {}/plan.txt",
+        a.display(),
+        b.display()
+    );
+    let run = bob
+        .call("execute", json!({"command": command, "cwd": "/b"}))
+        .await;
+    let stdout = run.structured["stdout"].as_str().unwrap_or_default();
+    assert!(stdout.contains("granted-plan"), "{}", run.text);
+    assert!(!stdout.contains("ungranted-secret"), "{}", run.text);
 }
