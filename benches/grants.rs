@@ -2,13 +2,14 @@
 //!
 //! - **grants per call**: a `read_file` of a small disk file through a principal's stateless
 //!   workspace (`Workspaces::principal`, as each HTTP request finds its workspace, then the tool
-//!   through the session's mount table), with no grant vs with grants (the principal's view is
-//!   computed on every request and every path is routed through it). Rounds alternate the two
+//!   through the session's mount table), with no grant vs with grants (the principal's view found in
+//!   the map's cache on every request, and every path routed through it). Rounds alternate the two
 //!   so that both see the same machine; medians are compared.
 //! - **token check per request**: an OAuth access token (RS256, JWKS cached after the first
 //!   fetch from an issuer served in this process on 127.0.0.1) checked by
-//!   `ResourceServer::principal_of`, and a static token by `Tokens::principal_of`, each against
-//!   the `read_file` call above.
+//!   `ResourceServer::principal_of` on every request of a client (verified once, then found by
+//!   digest), the same check for 200 tokens each seen once (the signature verified), and a
+//!   static token by `Tokens::principal_of`, each against the `read_file` call above.
 //!
 //! Run: `cargo bench --bench grants` (`-- --calls N` per round; default 20000).
 
@@ -235,12 +236,34 @@ async fn run(calls: usize) {
         }
         fixed.push(started.elapsed());
     }
+    // A token seen for the first time: the full check (RS256 signature), once per token.
+    let fresh: Vec<String> = (0..200)
+        .map(|n| {
+            let mut claims = claims.clone();
+            claims["jti"] = json!(format!("t{n}"));
+            jsonwebtoken::encode(&header, &claims, &key).expect("sign")
+        })
+        .collect();
+    let started = Instant::now();
+    for token in &fresh {
+        std::hint::black_box(
+            resource
+                .principal_of(token.as_bytes())
+                .await
+                .expect("valid"),
+        );
+    }
+    let first = started.elapsed().as_secs_f64() * 1e6 / fresh.len() as f64;
     let (oauth, fixed) = (median(oauth), median(fixed));
     let per_check = |d: Duration| d.as_secs_f64() * 1e6 / checks as f64;
     println!(
         "OAuth token check (RS256, cached JWKS): {:.2} µs/request = {:.1}% of a read_file call",
         per_check(oauth),
         100.0 * per_check(oauth) / per(plain)
+    );
+    println!(
+        "OAuth token seen first (RS256 signature verified): {first:.2} µs/request = {:.1}% of a read_file call",
+        100.0 * first / per(plain)
     );
     println!(
         "static token check: {:.2} µs/request = {:.1}% of a read_file call",

@@ -113,7 +113,10 @@ impl Entry {
     /// Whether `view` is what this workspace was built to see (a principal whose OAuth scopes
     /// changed may be granted other mounts: its old workspace is not its own any more).
     fn sees_as(&self, view: Option<&Arc<View>>) -> bool {
-        self.session.view().map(|v| &**v) == view.map(|v| &**v)
+        match (self.session.view(), view) {
+            (Some(held), Some(wanted)) => Arc::ptr_eq(held, wanted) || **held == **wanted,
+            (held, wanted) => held.is_none() && wanted.is_none(),
+        }
     }
 }
 
@@ -138,7 +141,17 @@ pub struct Workspaces {
     prefixes: Vec<crate::path::VirtualPath>,
     // One short-held std lock: every operation is a hash-map lookup or insert, never awaited.
     entries: Mutex<HashMap<WorkspaceKey, Entry>>,
+    /// Each principal's view, computed once per name and scopes (grants are fixed at start), so
+    /// a request finds it with one lookup instead of building it anew (issue 43's cost target).
+    views: Mutex<HashMap<ViewKey, Arc<View>>>,
 }
+
+/// Who a cached view is for: the principal's name and its token's scopes.
+type ViewKey = (Arc<str>, Option<Arc<[String]>>);
+
+/// At most this many views are cached; past it the cache starts over (a flood of new OAuth
+/// principals costs each a view computed again, never unbounded memory).
+const MAX_CACHED_VIEWS: usize = 4096;
 
 impl Workspaces {
     /// An empty map whose workspaces see `table` (fresh memory mounts each, shared others).
@@ -150,12 +163,14 @@ impl Workspaces {
             limits,
             grants: Grants::default(),
             entries: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::new()),
         }
     }
 
     /// The same map, each workspace seeing only what `grants` give its principal.
     pub fn with_grants(mut self, grants: Grants) -> Self {
         self.grants = grants;
+        self.views = Mutex::new(HashMap::new());
         self
     }
 
@@ -166,8 +181,22 @@ impl Workspaces {
 
     /// What `principal` (with the scopes of the request at hand) is granted; `None`: no grants.
     pub fn view_of(&self, principal: &Principal) -> Option<Arc<View>> {
-        self.grants
-            .view(&principal.0, principal.scopes(), &self.prefixes)
+        if self.grants.is_empty() {
+            return None;
+        }
+        let key: ViewKey = (principal.0.clone(), principal.1.clone());
+        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(view) = views.get(&key) {
+            return Some(view.clone());
+        }
+        let view = self
+            .grants
+            .view(&principal.0, principal.scopes(), &self.prefixes)?;
+        if views.len() >= MAX_CACHED_VIEWS {
+            views.clear();
+        }
+        views.insert(key, view.clone());
+        Some(view)
     }
 
     /// The mount table every workspace starts from.

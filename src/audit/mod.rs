@@ -43,6 +43,9 @@ pub const MAX_SUMMARY_CHARS: usize = 1000;
 pub const DEFAULT_LIMIT: usize = 20;
 /// The most entries one query returns.
 pub const MAX_LIMIT: usize = 1000;
+/// Through grants, `history` reads at most this many pages of [`MAX_LIMIT`] entries looking for
+/// those the principal may see.
+pub const GRANTED_SCAN_PAGES: usize = 20;
 /// Starts the line that ends a diff cut at [`MAX_DIFF_BYTES`].
 pub const DIFF_CUT_NOTE: &str = "... [diff cut at 64 KiB:";
 /// How often a log with `--audit-keep` prunes while the server runs.
@@ -645,29 +648,49 @@ impl AuditLog {
     /// Entries matching `query`, newest first.
     pub async fn query(&self, query: &Query) -> Result<Vec<Entry>, AuditError> {
         self.flush().await;
-        // Through grants: the newest MAX_LIMIT entries the engine finds, then those granted
-        // (the engines' SQL knows workspaces, not mounts).
-        let widened;
-        let asked = match query.reader.view() {
-            Some(_) => {
-                widened = Query {
-                    limit: MAX_LIMIT,
-                    ..query.clone()
-                };
-                &widened
-            }
-            None => query,
-        };
-        let found = match self.engine.as_ref() {
-            Engine::Sqlite(log) => log.query(asked).await,
-            Engine::Postgres(log) => log.query(asked).await,
-        };
-        let mut found = found.map_err(|error| self.error(error))?;
-        if query.reader.view().is_some() {
-            found.retain(|entry| query.reader.may_see(&entry.change));
-            found.truncate(query.limit.clamp(1, MAX_LIMIT));
+        let wanted = query.limit.clamp(1, MAX_LIMIT);
+        if query.reader.view().is_none() {
+            return self.page(query, None).await;
         }
+        // Through grants: the engines' SQL knows workspaces, not mounts, so pages of the newest
+        // entries are read one after the other and those granted kept, until `limit` are found
+        // or the log ends — at most GRANTED_SCAN_PAGES pages, so that one call's cost stays
+        // bounded in a log where almost nothing is granted (then fewer are shown).
+        let paged = Query {
+            limit: MAX_LIMIT,
+            ..query.clone()
+        };
+        let mut found = Vec::new();
+        let mut before = None;
+        for _ in 0..GRANTED_SCAN_PAGES {
+            let page = self.page(&paged, before).await?;
+            let full = page.len() >= MAX_LIMIT;
+            before = page
+                .last()
+                .map(|entry| (crate::store::to_micros(entry.change.time), entry.id));
+            found.extend(
+                page.into_iter()
+                    .filter(|entry| query.reader.may_see(&entry.change)),
+            );
+            if found.len() >= wanted || !full {
+                break;
+            }
+        }
+        found.truncate(wanted);
         Ok(found)
+    }
+
+    /// One page of entries from the engine (see [`AuditLog::query`]).
+    async fn page(
+        &self,
+        query: &Query,
+        before: Option<(i64, i64)>,
+    ) -> Result<Vec<Entry>, AuditError> {
+        let found = match self.engine.as_ref() {
+            Engine::Sqlite(log) => log.query(query, before).await,
+            Engine::Postgres(log) => log.query(query, before).await,
+        };
+        found.map_err(|error| self.error(error))
     }
 
     /// The entry with this id.

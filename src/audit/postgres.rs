@@ -228,9 +228,16 @@ impl PostgresAudit {
         row.try_get(0).map_err(map)
     }
 
-    pub(crate) async fn query(&self, query: &Query) -> Result<Vec<Entry>> {
+    /// Entries matching `query`, newest first; with `before` (a listed entry's time in
+    /// microseconds and id), only those listed after it: the next page.
+    pub(crate) async fn query(
+        &self,
+        query: &Query,
+        before: Option<(i64, i64)>,
+    ) -> Result<Vec<Entry>> {
         let map = |e| self.store.map_error(e);
         let since = query.since.map(to_micros);
+        let (before_at, before_id) = before.unzip();
         let (exact, lower, upper) = match query.path_range() {
             Some((exact, lower, upper)) => (Some(exact), Some(lower), upper),
             None => (None, None, None),
@@ -245,13 +252,16 @@ impl PostgresAudit {
                    SELECT entry_id FROM mountfs_audit_paths
                    WHERE path = $2 OR (path >= $3::TEXT AND ($4::TEXT IS NULL OR path < $4))))
                AND ($6::TEXT IS NULL OR NOT private OR workspace = $6)
+               AND ($7::BIGINT IS NULL OR at < $7 OR (at = $7 AND id < $8::BIGINT))
              ORDER BY at DESC, id DESC LIMIT $5"
         );
         let statement = client.prepare_cached(&sql).await.map_err(map)?;
         let rows = client
             .query(
                 &statement,
-                &[&since, &exact, &lower, &upper, &limit, &workspace],
+                &[
+                    &since, &exact, &lower, &upper, &limit, &workspace, &before_at, &before_id,
+                ],
             )
             .await
             .map_err(map)?;

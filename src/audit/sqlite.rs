@@ -239,8 +239,15 @@ impl SqliteAudit {
         Ok(())
     }
 
-    pub(crate) async fn query(&self, query: &Query) -> Result<Vec<Entry>> {
+    /// Entries matching `query`, newest first; with `before` (a listed entry's time in
+    /// microseconds and id), only those listed after it: the next page.
+    pub(crate) async fn query(
+        &self,
+        query: &Query,
+        before: Option<(i64, i64)>,
+    ) -> Result<Vec<Entry>> {
         let since = query.since.map(to_micros);
+        let (before_at, before_id) = before.unzip();
         let range = query.path_range();
         let limit = query.sql_limit();
         let workspace = query.reader.workspace();
@@ -265,11 +272,14 @@ impl SqliteAudit {
                 };
                 // What the reader may see (`Reader::may_see`): shared entries and its own.
                 sql.push_str(" AND (?6 IS NULL OR private = 0 OR workspace = ?6)");
+                sql.push_str(" AND (?7 IS NULL OR at < ?7 OR (at = ?7 AND id < ?8))");
                 sql.push_str(" ORDER BY at DESC, id DESC LIMIT ?5");
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_error)?;
                 let rows = stmt
                     .query_map(
-                        params![since, exact, lower, upper, limit, workspace],
+                        params![
+                            since, exact, lower, upper, limit, workspace, before_at, before_id
+                        ],
                         entry_of_row,
                     )
                     .map_err(map_error)?;

@@ -1347,3 +1347,61 @@ async fn mountfs_log_escapes_control_characters_an_agent_wrote() {
         "{entry}"
     );
 }
+
+/// Through grants, `history` finds a granted entry behind more than a page of entries the
+/// principal may not see (issue 43): the log is read page after page (keyset paging by time
+/// and id), not only the newest 1,000 entries.
+async fn granted_history_pages_past_hidden_entries(target: AuditTarget, root: &str) {
+    let log = AuditLog::open(&target, None).await.unwrap().unwrap();
+    let visible = log
+        .append(&change_at(SystemTime::now(), &format!("{root}/b/plan.md")))
+        .await
+        .unwrap();
+    for i in 0..2_500 {
+        log.append(&change_at(SystemTime::now(), &format!("{root}/a/f{i}.md")))
+            .await
+            .unwrap();
+    }
+    let grants =
+        mountfs::grants::Grants::new(mountfs::grants::parse(&format!("bob={root}/b/")).unwrap());
+    let prefixes = [format!("{root}/a/"), format!("{root}/b/")]
+        .iter()
+        .map(|p| mountfs::path::VirtualPath::parse(p).unwrap())
+        .collect::<Vec<_>>();
+    let view = grants.view("bob", None, &prefixes);
+    assert!(view.is_some());
+    let entries = log
+        .query(&Query {
+            under: root.to_owned(),
+            since: None,
+            limit: 5,
+            reader: mountfs::audit::Reader::Workspace {
+                principal: "bob".into(),
+                workspace: "bob".into(),
+                view,
+            },
+        })
+        .await
+        .unwrap();
+    let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [visible]);
+}
+
+#[tokio::test]
+async fn sqlite_granted_history_pages_past_hidden_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    granted_history_pages_past_hidden_entries(
+        AuditTarget::Sqlite(dir.path().join("audit.db")),
+        "/r",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_granted_history_pages_past_hidden_entries() {
+    let Some(url) = postgres_url("audit: granted history paging on PostgreSQL") else {
+        return;
+    };
+    let root = format!("/{}", unique("auditpage"));
+    granted_history_pages_past_hidden_entries(AuditTarget::Postgres(url), &root).await;
+}

@@ -308,6 +308,16 @@ impl KeyCache {
         }
     }
 
+    /// The keys held now when they are fresh (fetched within [`KEYS_MAX_AGE`]), without waiting:
+    /// a verified token is taken from the cache only while the keys that verified it are still
+    /// the ones held (see `verified.rs`).
+    pub fn fresh_keys(&self) -> Option<Arc<Vec<Jwk>>> {
+        let held = self.held();
+        held.fetched
+            .is_some_and(|at| at.elapsed() < KEYS_MAX_AGE)
+            .then(|| held.keys.clone())
+    }
+
     /// The keys, refreshed first when `wanted` (a key id, or any key when `None`) is not held
     /// or the keys are stale, within the refresh interval.
     pub async fn lookup(&self, wanted: Option<&str>) -> Lookup {

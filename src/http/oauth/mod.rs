@@ -15,6 +15,7 @@
 //! client finds the issuer from a refusal. Tokens are never logged; a refusal logs its reason.
 
 pub mod keys;
+pub mod verified;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,7 @@ use serde_json::{Map, Value, json};
 use crate::workspace::Principal;
 
 use self::keys::{FetchError, Fetcher, KeyCache};
+use self::verified::VerifiedTokens;
 
 /// Default `--oauth-scope`.
 pub const DEFAULT_SCOPE: &str = "mountfs";
@@ -182,6 +184,8 @@ pub struct ResourceServer {
     scope: String,
     principal_claim: String,
     keys: KeyCache,
+    /// Tokens already verified against the keys held (`verified.rs`).
+    verified: VerifiedTokens,
 }
 
 impl ResourceServer {
@@ -247,6 +251,7 @@ impl ResourceServer {
         let fetcher = Fetcher::new().map_err(OAuthError::Client)?;
         Ok(Some(Self {
             keys: KeyCache::new(issuer.clone(), fetcher, args.oauth_jwks_min_interval),
+            verified: VerifiedTokens::default(),
             issuer,
             audience,
             resource,
@@ -308,6 +313,12 @@ impl ResourceServer {
 
     /// The principal of a bearer token, or why it is refused.
     pub async fn principal_of(&self, token: &[u8]) -> Result<Principal, Refusal> {
+        let digest = verified::digest(token);
+        if let Some(keys) = self.keys.fresh_keys()
+            && let Some(principal) = self.verified.get(&digest, &keys)
+        {
+            return Ok(principal);
+        }
         let token = std::str::from_utf8(token).map_err(|_| Refusal::Malformed)?;
         let header = parse_header(token)?;
         let algorithm = ALGORITHMS
@@ -354,10 +365,17 @@ impl ResourceServer {
         }
         // In a namespace of their own: a token-file name (never holding `:`) is never an
         // OAuth principal, whatever the provider's claim says.
-        Ok(Principal::with_scopes(
-            Arc::from(format!("{OAUTH_PRINCIPAL_PREFIX}{name}")),
-            scopes,
-        ))
+        let principal =
+            Principal::with_scopes(Arc::from(format!("{OAUTH_PRINCIPAL_PREFIX}{name}")), scopes);
+        // `exp` is a required claim the checks above read as a number of seconds.
+        if let Some(expires) = claims.get("exp").and_then(|exp| {
+            exp.as_u64()
+                .or_else(|| exp.as_f64().filter(|e| *e >= 0.0).map(|e| e as u64))
+        }) {
+            self.verified
+                .insert(digest, principal.clone(), expires, lookup.keys.clone());
+        }
+        Ok(principal)
     }
 }
 
