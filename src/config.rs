@@ -723,3 +723,18 @@ mod tests {
         assert!(err.reason.contains("two mounts at prefix /x/"));
     }
 }
+
+/// The host directories of the disk mounts of `specs` (overlays included: they read theirs),
+/// made canonical where they exist, for [`crate::grants::Grants::nested_conflict`].
+pub fn host_dirs(specs: &[MountSpec]) -> Vec<(VirtualPath, PathBuf)> {
+    specs
+        .iter()
+        .filter_map(|spec| match &spec.backend {
+            BackendSpec::Disk { dir, .. } => {
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+                Some((spec.prefix.clone(), dir))
+            }
+            _ => None,
+        })
+        .collect()
+}

@@ -243,6 +243,65 @@ impl Grants {
         mounts.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_str().len()));
         Some(Arc::new(View { mounts }))
     }
+
+    /// The first place where one mount's host directory holds another's and some principal
+    /// is granted the outer more than the inner (attack review of issue 43, F3): through the
+    /// outer mount, and `execute`'s sandbox binding its directory, that principal would read
+    /// (or change) the files of a mount it is not granted (or granted read-only). `mounts` are
+    /// the mounts that have a host directory, canonical. `None`: no such place.
+    ///
+    /// A principal's access is the widest grant of its name, its scopes and `*`; so checking
+    /// each grantee together with `*`, and `*` alone, covers every principal: whatever makes a
+    /// principal's outer access exceed its inner one, that one grantee with `*` does too.
+    pub fn nested_conflict(&self, mounts: &[(VirtualPath, std::path::PathBuf)]) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut holders: Vec<Option<&Grantee>> = vec![None];
+        for grant in &self.grants {
+            if grant.grantee != Grantee::Everyone && !holders.contains(&Some(&grant.grantee)) {
+                holders.push(Some(&grant.grantee));
+            }
+        }
+        let access = |holder: Option<&Grantee>, prefix: &VirtualPath| {
+            self.grants
+                .iter()
+                .filter(|g| {
+                    g.prefix == *prefix
+                        && (g.grantee == Grantee::Everyone || Some(&g.grantee) == holder)
+                })
+                .map(|g| g.mode)
+                .max()
+        };
+        for (outer, outer_dir) in mounts {
+            for (inner, inner_dir) in mounts {
+                if outer == inner || !inner_dir.starts_with(outer_dir) {
+                    continue;
+                }
+                for holder in &holders {
+                    let (wide, narrow) = (access(*holder, outer), access(*holder, inner));
+                    if wide <= narrow {
+                        continue;
+                    }
+                    let who = holder.map_or_else(|| EVERYONE.to_owned(), ToString::to_string);
+                    let (outer_shown, inner_shown) = (
+                        crate::config::display_prefix(outer),
+                        crate::config::display_prefix(inner),
+                    );
+                    let (held, doing) = match narrow {
+                        None => ("is not granted", "read"),
+                        Some(_) => ("is granted read-only", "change"),
+                    };
+                    return Some(format!(
+                        "mount {outer_shown} ({}) holds the directory of mount {inner_shown} ({}): {who} is granted {outer_shown} but {held} {inner_shown}, and could {doing} its files through {outer_shown} or execute. Grant {inner_shown} to {who} alike, or mount directories that do not lie inside one another",
+                        outer_dir.display(),
+                        inner_dir.display(),
+                    ));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// What one principal sees of the mount table: per mount, hidden or granted (how, and by which
@@ -301,6 +360,55 @@ mod tests {
 
     fn p(text: &str) -> VirtualPath {
         VirtualPath::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_granted_directory_holding_a_mount_granted_less_is_found() {
+        let grants =
+            |texts: &[&str]| Grants::new(texts.iter().flat_map(|t| parse(t).unwrap()).collect());
+        let dirs = [
+            (p("/all/"), std::path::PathBuf::from("/srv")),
+            (p("/secret/"), std::path::PathBuf::from("/srv/secret")),
+            (p("/other/"), std::path::PathBuf::from("/srv-other")),
+        ];
+        // bob reads /all/, which holds /secret/'s directory, and is not granted /secret/.
+        let found = grants(&["bob=/all/:ro", "alice=/secret/"])
+            .nested_conflict(&dirs)
+            .unwrap();
+        assert!(
+            found.contains("bob is granted /all/ but is not granted /secret/"),
+            "{found}"
+        );
+        // Read-only inside, read-write outside: the outer mount would change it.
+        let found = grants(&["bob=/all/,/secret/:ro"])
+            .nested_conflict(&dirs)
+            .unwrap();
+        assert!(found.contains("is granted read-only /secret/"), "{found}");
+        // Through `*` and a scope too.
+        assert!(grants(&["*=/all/:ro"]).nested_conflict(&dirs).is_some());
+        assert!(
+            grants(&["scope:team=/all/", "*=/secret/:ro"])
+                .nested_conflict(&dirs)
+                .is_some()
+        );
+        // Granted alike (or more inside), or not nested: nothing to say. `/srv-other` is not
+        // inside `/srv` (components, not text).
+        assert!(
+            grants(&["bob=/all/:ro,/secret/:ro", "alice=/secret/"])
+                .nested_conflict(&dirs)
+                .is_none()
+        );
+        assert!(
+            grants(&["bob=/secret/,/other/"])
+                .nested_conflict(&dirs)
+                .is_none()
+        );
+        assert!(
+            grants(&["*=/all/,/secret/"])
+                .nested_conflict(&dirs)
+                .is_none()
+        );
+        assert!(Grants::default().nested_conflict(&dirs).is_none());
     }
 
     #[test]

@@ -378,6 +378,13 @@ impl MountTable {
             .collect()
     }
 
+    /// The disk mounts' (and overlays') host directories, canonical, for
+    /// [`crate::grants::Grants::nested_conflict`].
+    pub fn host_dirs(&self) -> Vec<(VirtualPath, std::path::PathBuf)> {
+        let specs: Vec<MountSpec> = self.mounts.iter().map(|(spec, _)| spec.clone()).collect();
+        crate::config::host_dirs(&specs)
+    }
+
     /// The hub announcing changes of these mounts to subscribers.
     pub fn changes(&self) -> &Arc<ChangeHub> {
         &self.changes

@@ -477,6 +477,9 @@ fn check_grants(request: &CheckRequest<'_>) -> Result<String, String> {
             }
         }
     }
+    if let Some(conflict) = grants.nested_conflict(&crate::config::host_dirs(request.mounts)) {
+        return Err(conflict);
+    }
     Ok(format!(
         "{} grant(s); each principal sees only its granted mounts",
         grants.all().len()

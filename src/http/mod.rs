@@ -227,6 +227,9 @@ pub enum HttpError {
         "grant {0} names no mount: a grant's PREFIX is a mount's prefix exactly (see --mount); mount the directory to grant it"
     )]
     GrantWithoutMount(String),
+    /// A granted mount's directory holds the directory of a mount granted less.
+    #[error("grants: {0}")]
+    NestedGrant(String),
     /// `--max-body-total` below `--max-body`.
     #[error(
         "--max-body-total {total} is below --max-body {max}: one largest body could never be read. Raise --max-body-total or lower --max-body"
@@ -395,6 +398,9 @@ impl HttpServer {
         let grants = self.args.grants()?;
         if let Some(first) = grants_without_mount(&grants, &table).into_iter().next() {
             return Err(HttpError::GrantWithoutMount(first));
+        }
+        if let Some(conflict) = grants.nested_conflict(&table.host_dirs()) {
+            return Err(HttpError::NestedGrant(conflict));
         }
         if !grants.is_empty() {
             tracing::info!(

@@ -82,6 +82,7 @@ pub(super) fn set_aside(
     let lock = DirLock::take(root, &parent).map_err(io)?;
     let stat = rustix::fs::statat(&lock.dir, &name, AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| io(e.into()))?;
+    super::write::refuse_own_place(&lock.dir, Some(&stat), path)?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Ok(None);
     }

@@ -517,7 +517,9 @@ impl Journal {
         };
         let lock = DirLock::take(root, &parent).map_err(&io)?;
         match rustix::fs::statat(&lock.dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {}
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {
+                super::write::refuse_own_place(&lock.dir, Some(&stat), path)?;
+            }
             Ok(_) | Err(rustix::io::Errno::NOENT) => return Ok(false),
             Err(errno) => return Err(io(errno.into())),
         }

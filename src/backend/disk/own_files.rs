@@ -87,6 +87,12 @@ pub fn is_own_stat(stat: &rustix::fs::Stat) -> bool {
     is_own(stat.st_dev as u64, stat.st_ino as u64)
 }
 
+/// [`holds_own`] of a `stat`.
+pub fn holds_own_stat(stat: &rustix::fs::Stat) -> bool {
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    holds_own(stat.st_dev as u64, stat.st_ino as u64)
+}
+
 /// The installed paths (for `mountfs check`).
 pub fn paths() -> &'static [PathBuf] {
     OWN.get().map_or(&[], |own| own.paths.as_slice())

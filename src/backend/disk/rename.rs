@@ -27,6 +27,7 @@ use super::resolve::{canonicalize, map_io};
 use super::temp::refuse_temp_name;
 use super::write::{
     DirLock, check_replaceable, create_parent_dirs, current_version, refuse_inside_git,
+    refuse_own_place,
 };
 use crate::backend::{EntryKind, Error, RenameOptions, Renamed, Result, Version};
 use crate::path::VirtualPath;
@@ -69,6 +70,7 @@ pub(super) fn rename(
     let (source_dir, target_dir) = (locks.source(), locks.target());
     let stat = rustix::fs::statat(source_dir, &source_name, AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| map_io(e.into(), from))?;
+    refuse_own_place(source_dir, Some(&stat), from)?;
     let file_type = FileType::from_raw_mode(stat.st_mode);
     let kind = match file_type {
         FileType::Directory => EntryKind::Directory,
@@ -92,6 +94,7 @@ pub(super) fn rename(
         Err(rustix::io::Errno::NOENT) => None,
         Err(errno) => return Err(map_io(errno.into(), to)),
     };
+    refuse_own_place(target_dir, existing.as_ref(), to)?;
     match (&existing, &options.replacing) {
         (None, None) => {}
         (None, Some(_)) => return Err(Error::VersionMismatch { path: to.clone() }),

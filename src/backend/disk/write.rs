@@ -28,7 +28,7 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, S
 
 use super::resolve::{self, Canonical, canonicalize, map_io};
 use super::temp::{InFlight, refuse_temp_name, temp_name};
-use super::version;
+use super::{own_files, version};
 use crate::backend::{DeleteOptions, Error, Result, Version, WriteMode, WriteOutcome};
 use crate::path::VirtualPath;
 
@@ -70,6 +70,28 @@ pub(super) fn refuse_inside_git(canonical: &Canonical, path: &VirtualPath) -> Re
             path: path.clone(),
             reason: "it is inside .git/, which mountfs does not change (git runs hooks and config from there outside the mount); use git itself".into(),
         });
+    }
+    Ok(())
+}
+
+/// Refuses a change in directory `dir` (an open descriptor, whatever path led to it) when that
+/// directory is one of the server's own files, or when `entry` (what is at the changed name in
+/// it, from `statat` without following links) is one, or a directory above one
+/// ([`super::own_files`]). The by-path checks made before (`Inner::writable`) looked at names
+/// that an agent's command could swap for a symbolic link before the change opened them
+/// (attack review of issue 43, F2); these look at what was opened.
+pub(super) fn refuse_own_place(dir: &Dir, entry: Option<&Stat>, path: &VirtualPath) -> Result<()> {
+    if !own_files::active() {
+        return Ok(());
+    }
+    let dir_is_own = rustix::fs::fstat(dir).is_ok_and(|stat| own_files::is_own_stat(&stat));
+    let entry_is_own = entry.is_some_and(|stat| {
+        own_files::is_own_stat(stat)
+            || (FileType::from_raw_mode(stat.st_mode) == FileType::Directory
+                && own_files::holds_own_stat(stat))
+    });
+    if dir_is_own || entry_is_own {
+        return Err(super::own_refused(path));
     }
     Ok(())
 }
@@ -145,6 +167,7 @@ pub(super) fn check_existing(
         Err(rustix::io::Errno::NOENT) => None,
         Err(errno) => return Err(map_io(errno.into(), path)),
     };
+    refuse_own_place(dir, existing.as_ref(), path)?;
     let kept = match &existing {
         Some(stat) => {
             check_replaceable_links(stat, path, links)?;
@@ -348,6 +371,7 @@ pub(super) fn delete(root: &Dir, path: &VirtualPath, options: &DeleteOptions) ->
     let dir = &lock.dir;
     let stat =
         rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| io(e.into()))?;
+    refuse_own_place(dir, Some(&stat), path)?;
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::Directory => {
             if options.recursive {
@@ -365,5 +389,124 @@ pub(super) fn delete(root: &Dir, path: &VirtualPath, options: &DeleteOptions) ->
             }
             dir.remove_file(&name).map_err(io)
         }
+    }
+}
+
+#[cfg(test)]
+mod own_place_tests {
+    use std::sync::Arc;
+
+    use cap_std::ambient_authority;
+
+    use super::super::trust::{RecoveryKey, Seal};
+    use super::*;
+    use crate::backend::RenameOptions;
+
+    /// The changes themselves refuse the server's own files by what they opened, not by a path
+    /// looked at before (attack review of issue 43, F2): these calls skip the by-path checks
+    /// the backend makes first, as a symbolic link swapped in between would, and are still
+    /// refused. (Installs own files for this test process: a directory no other test uses.)
+    #[test]
+    fn writes_deletes_and_moves_at_own_files_are_refused_by_what_they_opened() {
+        let root_dir = tempfile::tempdir().unwrap();
+        let data = root_dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("recovery.key"), "key").unwrap();
+        std::fs::write(root_dir.path().join("tokens"), "alice t\n").unwrap();
+        std::fs::write(root_dir.path().join("mine.txt"), "mine\n").unwrap();
+        own_files::install(vec![data.clone(), root_dir.path().join("tokens")]);
+        let root = Dir::open_ambient_dir(root_dir.path(), ambient_authority()).unwrap();
+        let seal = Seal::new(
+            Arc::new(RecoveryKey::ephemeral()),
+            &std::fs::canonicalize(root_dir.path()).unwrap(),
+        );
+        let temps = InFlight::new(seal);
+        let p = |s: &str| VirtualPath::parse(s).unwrap();
+        let refused = |result: Result<()>, what: &str| {
+            let error = result.expect_err(what).to_string();
+            assert!(
+                error.contains("kept for the server's own files"),
+                "{what}: {error}"
+            );
+        };
+        refused(
+            write(
+                &root,
+                &temps,
+                &p("/data/recovery.key"),
+                b"forged",
+                WriteMode::Overwrite,
+            )
+            .map(drop),
+            "overwrite inside the data directory",
+        );
+        refused(
+            write(&root, &temps, &p("/data/new"), b"x", WriteMode::CreateOnly).map(drop),
+            "create inside the data directory",
+        );
+        refused(
+            write(
+                &root,
+                &temps,
+                &p("/tokens"),
+                b"eve t\n",
+                WriteMode::Overwrite,
+            )
+            .map(drop),
+            "overwrite the token file",
+        );
+        let options = DeleteOptions {
+            recursive: true,
+            if_version: None,
+        };
+        refused(
+            delete(&root, &p("/tokens"), &options),
+            "delete the token file",
+        );
+        refused(
+            delete(&root, &p("/data"), &options),
+            "delete the data directory",
+        );
+        let rename = |from: &str, to: &str, replacing: Option<Version>| {
+            super::super::rename::rename(
+                &root,
+                &p(from),
+                &p(to),
+                &RenameOptions {
+                    if_version: None,
+                    replacing,
+                },
+            )
+            .map(drop)
+        };
+        refused(
+            rename("/data", "/elsewhere", None),
+            "move the data directory",
+        );
+        refused(rename("/tokens", "/t2", None), "move the token file away");
+        let mine = Version::of_content(b"alice t\n");
+        refused(
+            rename("/mine.txt", "/tokens", Some(mine)),
+            "move over the token file",
+        );
+        refused(
+            rename("/mine.txt", "/data/x", None),
+            "move into the data directory",
+        );
+        assert_eq!(std::fs::read(data.join("recovery.key")).unwrap(), b"key");
+        assert_eq!(
+            std::fs::read(root_dir.path().join("tokens")).unwrap(),
+            b"alice t\n"
+        );
+        // Elsewhere in the same root, changes go on.
+        write(
+            &root,
+            &temps,
+            &p("/other.txt"),
+            b"ok",
+            WriteMode::CreateOnly,
+        )
+        .unwrap();
+        delete(&root, &p("/other.txt"), &options).unwrap();
     }
 }

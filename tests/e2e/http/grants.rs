@@ -560,3 +560,67 @@ async fn one_principal_with_a_grant_cannot_read_an_ungranted_mount_through_execu
     assert!(stdout.contains("granted-plan"), "{}", run.text);
     assert!(!stdout.contains("ungranted-secret"), "{}", run.text);
 }
+
+/// A granted mount whose directory holds the directory of a mount granted less (attack review
+/// of issue 43, F3): bob, granted `/all/`, would read `/secret/`'s files through it (and
+/// through `execute`, which binds `/all/`'s directory). The server refuses to start with that
+/// table and `mountfs check` says why; granted alike, both start.
+#[tokio::test]
+async fn a_granted_mount_holding_a_mount_granted_less_stops_start_up() {
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("secret");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::write(secret.join("key.txt"), "alice-only\n").unwrap();
+    let tokens = root.path().join("tokens");
+    std::fs::write(&tokens, format!("alice {ALICE}\nbob {BOB}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
+    let args = |bob: &str| {
+        vec![
+            "--token-file".to_owned(),
+            tokens.display().to_string(),
+            "--mount".to_owned(),
+            format!("/all/=disk:{}", root.path().display()),
+            "--mount".to_owned(),
+            format!("/secret/=disk:{}", secret.display()),
+            "--grant".to_owned(),
+            "alice=/all/,/secret/".to_owned(),
+            "--grant".to_owned(),
+            bob.to_owned(),
+            "--audit".to_owned(),
+            "off".to_owned(),
+        ]
+    };
+    let run = |check: bool, bob: &str| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mountfs"));
+        if check {
+            command.arg("check");
+        }
+        command
+            .args(["--http", "127.0.0.1:0"])
+            .args(args(bob))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = run(false, "bob=/all/:ro");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("mount /all/ (")
+            && stderr.contains("holds the directory of mount /secret/")
+            && stderr.contains("bob is granted /all/ but is not granted /secret/"),
+        "{stderr}"
+    );
+    let checked = run(true, "bob=/all/:ro");
+    assert!(!checked.status.success());
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains("bob is granted /all/ but is not granted /secret/"),
+        "{stdout}"
+    );
+    // Granted alike: the check passes (and so would the start).
+    let alike = run(true, "bob=/all/:ro,/secret/:ro");
+    let stdout = String::from_utf8_lossy(&alike.stdout);
+    assert!(alike.status.success(), "{stdout}");
+}
