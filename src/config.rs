@@ -545,6 +545,21 @@ pub fn parse_table<S: AsRef<str>>(texts: &[S]) -> Result<Vec<MountSpec>, MountEr
     Ok(specs)
 }
 
+/// The host directories of the disk mounts of `specs` (overlays included: they read theirs),
+/// made canonical where they exist, for [`crate::grants::Grants::nested_conflict`].
+pub fn host_dirs(specs: &[MountSpec]) -> Vec<(VirtualPath, PathBuf)> {
+    specs
+        .iter()
+        .filter_map(|spec| match &spec.backend {
+            BackendSpec::Disk { dir, .. } => {
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+                Some((spec.prefix.clone(), dir))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,19 +737,4 @@ mod tests {
         let err = parse_table(&["/x=memory", "/x/=memory"]).unwrap_err();
         assert!(err.reason.contains("two mounts at prefix /x/"));
     }
-}
-
-/// The host directories of the disk mounts of `specs` (overlays included: they read theirs),
-/// made canonical where they exist, for [`crate::grants::Grants::nested_conflict`].
-pub fn host_dirs(specs: &[MountSpec]) -> Vec<(VirtualPath, PathBuf)> {
-    specs
-        .iter()
-        .filter_map(|spec| match &spec.backend {
-            BackendSpec::Disk { dir, .. } => {
-                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-                Some((spec.prefix.clone(), dir))
-            }
-            _ => None,
-        })
-        .collect()
 }

@@ -573,8 +573,7 @@ async fn a_granted_mount_holding_a_mount_granted_less_stops_start_up() {
     std::fs::write(secret.join("key.txt"), "alice-only\n").unwrap();
     let tokens = root.path().join("tokens");
     std::fs::write(&tokens, format!("alice {ALICE}\nbob {BOB}\n")).unwrap();
-    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let args = |bob: &str| {
         vec![
             "--token-file".to_owned(),
