@@ -425,6 +425,8 @@ fn main() -> ExitCode {
         if let Some(policy) = &options.confirm {
             tracing::info!(asks = %policy.describe(), "--confirm: a person confirms changes");
         }
+        // Start-up is over once the server serves: its code need not stay resident.
+        mountfs::cli::code_pages::forget_start_up_code_after(mountfs::cli::code_pages::AFTER_START);
         let served = if cli.http.http.is_some() {
             serve_http(cli.http, table, options, cli.exec_read).await
         } else {

@@ -1,4 +1,5 @@
 //! The subcommands of the `mountfs` binary beside serving, as library code `main.rs` calls.
 
 pub mod check;
+pub mod code_pages;
 pub mod cp;

@@ -313,9 +313,9 @@ impl ResourceServer {
 
     /// The principal of a bearer token, or why it is refused.
     pub async fn principal_of(&self, token: &[u8]) -> Result<Principal, Refusal> {
-        let digest = verified::digest(token);
+        let found_by = self.verified.key(token);
         if let Some(keys) = self.keys.fresh_keys()
-            && let Some(principal) = self.verified.get(&digest, &keys)
+            && let Some(principal) = self.verified.get(found_by, token, &keys)
         {
             return Ok(principal);
         }
@@ -372,8 +372,13 @@ impl ResourceServer {
             exp.as_u64()
                 .or_else(|| exp.as_f64().filter(|e| *e >= 0.0).map(|e| e as u64))
         }) {
-            self.verified
-                .insert(digest, principal.clone(), expires, lookup.keys.clone());
+            self.verified.insert(
+                found_by,
+                token.as_bytes(),
+                principal.clone(),
+                expires,
+                lookup.keys.clone(),
+            );
         }
         Ok(principal)
     }
