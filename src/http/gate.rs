@@ -305,6 +305,9 @@ async fn authenticate(
         );
         return Err(Box::new(oauth_refusal(oauth, None)));
     };
+    if let Some(principal) = oauth.cached_principal(token) {
+        return Ok(principal);
+    }
     match oauth.principal_of(token).await {
         Ok(principal) => Ok(principal),
         Err(refusal) => {
