@@ -21,6 +21,7 @@
 pub mod env;
 pub mod namespace;
 pub mod remote;
+pub mod restrict;
 pub mod sandbox;
 
 use std::os::unix::process::ExitStatusExt;

@@ -803,7 +803,7 @@ impl Plan {
                         return Err(self.fail(Fixed::Landlock as u32));
                     }
                 }
-                if super::sandbox::restrict_child(ruleset).is_err() {
+                if super::restrict::restrict_child(ruleset).is_err() {
                     return Err(self.fail(Fixed::Landlock as u32));
                 }
             }

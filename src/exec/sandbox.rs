@@ -6,7 +6,7 @@
 //!
 //! The ruleset is built in the server, before the fork, with the `landlock` crate (which does
 //! the allocation and the error handling); inside the namespaces init adds the rules of the
-//! directories made there and makes two raw system calls ([`restrict_child`]), all
+//! directories made there and makes two raw system calls ([`super::restrict::restrict_child`]), all
 //! async-signal-safe. Landlock confines init and everything it starts, and the confinement
 //! cannot be undone from inside.
 //!
@@ -63,7 +63,7 @@ pub struct PreparedSandbox {
 }
 
 impl PreparedSandbox {
-    /// The ruleset's descriptor, for [`restrict_child`]. It is close-on-exec, so the command
+    /// The ruleset's descriptor, for [`super::restrict::restrict_child`]. It is close-on-exec, so the command
     /// never holds it.
     pub fn raw_fd(&self) -> RawFd {
         self.ruleset.as_raw_fd()
@@ -138,21 +138,3 @@ pub fn prepare(writable: &[&Path]) -> Result<PreparedSandbox, SandboxError> {
     }
 }
 
-/// Confines the calling process with the ruleset `ruleset_fd` (from [`PreparedSandbox`]).
-///
-/// # Safety
-/// Meant for the child between fork and exec (`pre_exec`): it only makes two system calls
-/// (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`), which allocate nothing and take no
-/// lock, so it is async-signal-safe. `ruleset_fd` must be a Landlock ruleset descriptor.
-pub unsafe fn restrict_child(ruleset_fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: plain system calls on integers; see the function's doc.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset_fd, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
