@@ -137,4 +137,3 @@ pub fn prepare(writable: &[&Path]) -> Result<PreparedSandbox, SandboxError> {
         None => Err(unsupported("no ruleset was created".into())),
     }
 }
-

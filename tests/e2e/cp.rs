@@ -1105,16 +1105,7 @@ fn a_destination_that_is_the_source_by_identity_is_refused() {
     outcome.assert_fails_with(&["lies inside, --from"]);
     assert!(!source.join("copy").exists());
 
-    let unshare_works = rustix::process::geteuid().is_root()
-        && std::process::Command::new("unshare")
-            .args(["--mount", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !unshare_works {
-        crate::skips::record(
-            "cp into a bind mount of its source",
-            "needs root and unshare --mount",
-        );
+    if !crate::skips::private_mounts_or_skip("cp into a bind mount of its source") {
         return;
     }
     let bound = work.path().join("bound");
@@ -1148,16 +1139,8 @@ fn a_destination_that_is_the_source_by_identity_is_refused() {
 /// refused, whatever its path; found by device and inode of every directory of the source.
 #[test]
 fn a_destination_in_a_bind_mount_of_a_source_subdirectory_is_refused() {
-    let unshare_works = rustix::process::geteuid().is_root()
-        && std::process::Command::new("unshare")
-            .args(["--mount", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !unshare_works {
-        crate::skips::record(
-            "cp into a bind mount of a subdirectory of its source",
-            "needs root and unshare --mount",
-        );
+    if !crate::skips::private_mounts_or_skip("cp into a bind mount of a subdirectory of its source")
+    {
         return;
     }
     let work = tempfile::tempdir().unwrap();

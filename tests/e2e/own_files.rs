@@ -124,16 +124,7 @@ fn the_servers_own_files_are_not_found_by_any_path_nor_listed_nor_written() {
 /// namespace, as root) is the same directory: not found, not listed.
 #[test]
 fn a_bind_mount_of_the_data_directory_is_not_found_either() {
-    let unshare_works = rustix::process::geteuid().is_root()
-        && std::process::Command::new("unshare")
-            .args(["--mount", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !unshare_works {
-        crate::skips::record(
-            "own files behind a bind mount",
-            "needs root and unshare --mount",
-        );
+    if !crate::skips::private_mounts_or_skip("own files behind a bind mount") {
         return;
     }
     let (work, data) = work();

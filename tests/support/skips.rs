@@ -69,3 +69,17 @@ extern "C" fn report() {
     }
     let _ = stderr.flush();
 }
+
+/// Whether this process may make private mount namespaces (root, and `unshare --mount` runs);
+/// if not, records `group` as skipped with what it needs and returns `false`.
+pub fn private_mounts_or_skip(group: &str) -> bool {
+    let works = rustix::process::geteuid().is_root()
+        && std::process::Command::new("unshare")
+            .args(["--mount", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !works {
+        record(group, "needs root and unshare --mount");
+    }
+    works
+}
