@@ -426,7 +426,12 @@ fn main() -> ExitCode {
             tracing::info!(asks = %policy.describe(), "--confirm: a person confirms changes");
         }
         // Start-up is over once the server serves: its code need not stay resident.
-        mountfs::cli::code_pages::forget_start_up_code_after(mountfs::cli::code_pages::AFTER_START);
+        // (MOUNTFS_KEEP_CODE_PAGES=1 keeps it, to measure the difference: BENCHMARKS.md.)
+        if std::env::var_os("MOUNTFS_KEEP_CODE_PAGES").is_none() {
+            mountfs::cli::code_pages::forget_start_up_code_after(
+                mountfs::cli::code_pages::AFTER_START,
+            );
+        }
         let served = if cli.http.http.is_some() {
             serve_http(cli.http, table, options, cli.exec_read).await
         } else {
