@@ -84,6 +84,13 @@ pub enum WorkspaceError {
         "Session not found: it expired after being idle, was closed, or was never opened by this token. Start a new session (send initialize again)"
     )]
     UnknownSession,
+    /// The session's principal now holds other grants (a token with other scopes): the
+    /// session was closed, with its subscriptions (review of issue 43: a subscription kept
+    /// the grants it was opened under). Told as [`WorkspaceError::UnknownSession`] is.
+    #[error(
+        "Session not found: it was opened under other grants than this token holds, and is closed. Start a new session (send initialize again)"
+    )]
+    Regranted,
     /// `--max-sessions` are open.
     #[error(
         "Too many sessions: this server holds at most {0} (--max-sessions). Close an unused session (HTTP DELETE with its Mcp-Session-Id) or retry when an idle one has expired"
@@ -274,10 +281,18 @@ impl Workspaces {
     pub fn session(&self, id: &str, principal: &Principal) -> Result<Arc<Session>, WorkspaceError> {
         let view = self.view_of(principal);
         let mut entries = self.lock();
-        match entries.get_mut(&WorkspaceKey::Session(Arc::from(id))) {
+        let key = WorkspaceKey::Session(Arc::from(id));
+        match entries.get_mut(&key) {
             Some(entry) if entry.owner == *principal && entry.sees_as(view.as_ref()) => {
                 entry.last_used = Instant::now();
                 Ok(entry.session.clone())
+            }
+            Some(entry) if entry.owner == *principal => {
+                // Its grants changed: nothing may go on under the old ones.
+                let removed = entries.remove(&key);
+                drop(entries);
+                drop(removed);
+                Err(WorkspaceError::Regranted)
             }
             _ => Err(WorkspaceError::UnknownSession),
         }
@@ -387,6 +402,28 @@ mod tests {
         assert_eq!(scoped.scopes(), Some(&["mountfs".to_owned()][..]));
         assert_eq!(who("alice").scopes(), None);
         assert_ne!(scoped, who("bob"));
+    }
+
+    /// A session used with a token whose scopes grant other mounts is closed, not only
+    /// refused: its workspace (and, over HTTP, its MCP session and subscriptions) goes, so
+    /// nothing keeps serving under the grants it was opened with.
+    #[tokio::test]
+    async fn a_session_whose_grants_changed_is_closed() {
+        let grants = crate::grants::Grants::new(crate::grants::parse("scope:team=/").unwrap());
+        let map = workspaces(4).await.with_grants(grants);
+        let team = Principal::with_scopes("oauth:alice", vec!["team".to_owned()]);
+        let plain = Principal::with_scopes("oauth:alice", vec!["mountfs".to_owned()]);
+        map.open_session("s1", &team).unwrap();
+        assert!(map.session("s1", &team).is_ok());
+        assert_eq!(
+            map.session("s1", &plain).unwrap_err(),
+            WorkspaceError::Regranted
+        );
+        assert_eq!(map.session_count(), 0);
+        assert_eq!(
+            map.session("s1", &team).unwrap_err(),
+            WorkspaceError::UnknownSession
+        );
     }
 
     #[tokio::test]

@@ -274,6 +274,13 @@ async fn admit(
     let workspace = match &session_id {
         Some(id) => match gate.workspaces.session(id, &principal) {
             Ok(workspace) => Some(workspace),
+            Err(crate::workspace::WorkspaceError::Regranted) => {
+                // The MCP session goes too, and with it any subscription (and its stream)
+                // still following what the old grants showed.
+                tracing::info!(%principal, "closed a session opened under other grants");
+                close_sessions(&gate.sessions, vec![Arc::from(id.as_str())]).await;
+                return Err(Box::new(unknown_session()));
+            }
             Err(_) => return Err(Box::new(unknown_session())),
         },
         None => None,
