@@ -233,6 +233,10 @@ fn graph(src: &Path) -> Graph {
     let comment = Regex::new(r"//[^\n]*").unwrap();
     let uses = Regex::new(r"(?s)\buse\s+([^;]+);").unwrap();
     let inline = Regex::new(&format!(r"\b{root}((?:::[A-Za-z_][A-Za-z0-9_]*)+)")).unwrap();
+    // `super::x::f()` and `self::x::f()` written inline name modules too (the circle in
+    // `exec/` went unseen while only `use` lines were read for them, issue 42).
+    let relative_inline =
+        Regex::new(r"(?:^|[^A-Za-z0-9_:])((?:super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+)").unwrap();
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let mut graph = Graph::new();
@@ -252,6 +256,11 @@ fn graph(src: &Path) -> Graph {
             inline
                 .captures_iter(&text)
                 .map(|c| format!("{root}{}", &c[1])),
+        );
+        paths.extend(
+            relative_inline
+                .captures_iter(&text)
+                .map(|c| c[1].to_owned()),
         );
         let edges = graph.entry(rel.clone()).or_default();
         for path in paths {
@@ -438,6 +447,10 @@ fn the_checks_find_an_upward_import_and_a_circle() {
         format!("pub struct Session;\nfn f() {{ {root}::text::wrap::go(); }}\n"),
     );
     write("text/wrap.rs", "pub fn go() {}\n".into());
+    // A circle through inline `super::` paths only, no `use` line.
+    std::fs::create_dir_all(src.join("exec")).unwrap();
+    write("exec/a.rs", "pub fn go() { super::b::go(); }\n".into());
+    write("exec/b.rs", "pub fn go() { super::a::go(); }\n".into());
     write(
         "tools/mod.rs",
         format!("use {root}::{{path, tools::change::{{self, Change}}}};\n"),
@@ -453,12 +466,20 @@ fn the_checks_find_an_upward_import_and_a_circle() {
         ["path.rs (ground) imports session.rs (state): Session"]
     );
     let circles = circles(&graph);
-    assert_eq!(circles.len(), 1, "{circles:?}");
+    assert_eq!(circles.len(), 2, "{circles:?}");
     assert!(
-        circles[0].contains("tools/change/mod.rs -> tools/mod.rs: ToolError")
-            && circles[0].contains("tools/mod.rs -> tools/change/mod.rs: Change, change"),
-        "{}",
-        circles[0]
+        circles.iter().any(
+            |c| c.contains("tools/change/mod.rs -> tools/mod.rs: ToolError")
+                && c.contains("tools/mod.rs -> tools/change/mod.rs: Change, change")
+        ),
+        "{circles:?}"
+    );
+    assert!(
+        circles
+            .iter()
+            .any(|c| c.contains("exec/a.rs -> exec/b.rs: go")
+                && c.contains("exec/b.rs -> exec/a.rs: go")),
+        "{circles:?}"
     );
     assert!(graph["session.rs"].contains_key("text/wrap.rs"));
     assert!(
