@@ -409,6 +409,16 @@ mod tests {
                 .is_none()
         );
         assert!(Grants::default().nested_conflict(&dirs).is_none());
+        // The same directory under two prefixes, granted differently: found both ways.
+        let twice = [
+            (p("/a/"), std::path::PathBuf::from("/srv/x")),
+            (p("/b/"), std::path::PathBuf::from("/srv/x")),
+        ];
+        let found = grants(&["bob=/b/:ro"]).nested_conflict(&twice).unwrap();
+        assert!(
+            found.contains("bob is granted /b/ but is not granted /a/"),
+            "{found}"
+        );
     }
 
     #[test]
