@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use mountfs::grants::{Grants, parse};
-use mountfs::session::WriteOptions;
-use mountfs::workspace::{Principal, WorkspaceLimits, Workspaces};
+use mountfs::ground::grants::{Grants, parse};
+use mountfs::server::workspace::{Principal, WorkspaceLimits, Workspaces};
+use mountfs::state::session::WriteOptions;
 use serde_json::json;
 
 const ROUNDS: usize = 7;
@@ -50,8 +50,8 @@ async fn workspaces(dirs: &[std::path::PathBuf], grants: Grants) -> Workspaces {
         .map(|(i, dir)| format!("/m{i}/=disk:{}", dir.display()))
         .collect();
     texts.push("/scratch/=memory".to_owned());
-    let specs = mountfs::config::parse_table(&texts).expect("table");
-    let table = mountfs::mounts::MountTable::open(specs)
+    let specs = mountfs::ground::config::parse_table(&texts).expect("table");
+    let table = mountfs::server::mounts::MountTable::open(specs)
         .await
         .expect("open");
     Workspaces::new(
@@ -179,7 +179,7 @@ async fn run(calls: usize) {
         );
     tokio::spawn(async move { axum::serve(listener, app).await });
     let server_addr: std::net::SocketAddr = "127.0.0.1:8765".parse().expect("addr");
-    let args = mountfs::http::oauth::OAuthArgs {
+    let args = mountfs::server::http::oauth::OAuthArgs {
         oauth_issuer: Some(issuer.clone()),
         oauth_audience: None,
         oauth_principal_claim: "sub".to_owned(),
@@ -188,7 +188,7 @@ async fn run(calls: usize) {
         public_url: None,
     };
     let resource = Arc::new(
-        mountfs::http::oauth::ResourceServer::new(&args, server_addr)
+        mountfs::server::http::oauth::ResourceServer::new(&args, server_addr)
             .expect("oauth")
             .expect("issuer"),
     );
@@ -228,7 +228,7 @@ async fn run(calls: usize) {
     let tokens_dir = tempfile::tempdir().expect("tempdir");
     let file = tokens_dir.path().join("tokens");
     std::fs::write(&file, "alice static-token-0123456789abcdef\n").expect("tokens");
-    let tokens = mountfs::http::auth::Tokens::from_file(&file).expect("tokens");
+    let tokens = mountfs::server::http::auth::Tokens::from_file(&file).expect("tokens");
     let mut fixed = Vec::new();
     for _ in 0..ROUNDS {
         let started = Instant::now();

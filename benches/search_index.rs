@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::{Backend, DiskBackend, DiskOptions, StoreBackend, WriteMode};
-use mountfs::path::VirtualPath;
-use mountfs::search::{GrepCollect, GrepPattern, GrepQuery, SearchControl};
-use mountfs::store::postgres::INDEX_LOCK;
-use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::{GrepCollect, GrepPattern, GrepQuery, SearchControl};
+use mountfs::storage::backend::{Backend, DiskBackend, DiskOptions, StoreBackend, WriteMode};
+use mountfs::storage::store::postgres::INDEX_LOCK;
+use mountfs::storage::store::{Namespace, PostgresStore, SqliteStore, Store};
 
 /// Searches timed per query and backend; the best is kept.
 const ROUNDS: usize = 3;

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::{Backend, DiskBackend, DiskOptions, StoreBackend, WriteMode};
-use mountfs::path::VirtualPath;
-use mountfs::search::{GrepCollect, GrepPattern, GrepQuery, SearchControl};
-use mountfs::store::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::{GrepCollect, GrepPattern, GrepQuery, SearchControl};
+use mountfs::storage::backend::{Backend, DiskBackend, DiskOptions, StoreBackend, WriteMode};
+use mountfs::storage::store::{
     CandidateQuery, ItemMeta, ListQuery, ListStart, Namespace, PostgresStore, SqliteStore, Store,
 };
 
@@ -142,7 +142,7 @@ async fn best<T, F: std::future::Future<Output = T>>(
 }
 
 async fn all_candidates(store: &Arc<dyn Store>, ns: &Namespace, q: &GrepQuery) -> Vec<ItemMeta> {
-    let plan = mountfs::store::plan::plan(&q.pattern).expect("an indexable pattern");
+    let plan = mountfs::storage::store::plan::plan(&q.pattern).expect("an indexable pattern");
     let mut cq = CandidateQuery {
         list: ListQuery::first("/", 2048),
         plan,

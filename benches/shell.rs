@@ -22,9 +22,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::{Backend, GrepCollect, GrepQuery, LineWindow, SearchControl, ShellBackend};
-use mountfs::path::VirtualPath;
-use mountfs::search::GrepPattern;
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::GrepPattern;
+use mountfs::storage::backend::{
+    Backend, GrepCollect, GrepQuery, LineWindow, SearchControl, ShellBackend,
+};
 use support::shells::SshServer;
 
 const SMALL_RUNS: usize = 40;
@@ -166,7 +168,7 @@ fn main() {
                 )
                 .await
                 .unwrap();
-            let mountfs::backend::FileView::Text(text) = view else {
+            let mountfs::storage::backend::FileView::Text(text) = view else {
                 panic!("text")
             };
             assert_eq!(text.lines.len(), 100);
@@ -184,7 +186,7 @@ fn main() {
                 .read_window(&p("/big.log"), LineWindow { offset, limit: 100 })
                 .await
                 .unwrap();
-            let mountfs::backend::FileView::Text(text) = view else {
+            let mountfs::storage::backend::FileView::Text(text) = view else {
                 panic!("text")
             };
             assert_eq!(text.lines.len(), 100);
@@ -208,7 +210,7 @@ fn main() {
                     ))
                     .unwrap();
                 let elapsed = start.elapsed();
-                assert!(matches!(view, mountfs::backend::FileView::Text(_)));
+                assert!(matches!(view, mountfs::storage::backend::FileView::Text(_)));
                 assert_eq!(fresh.window_counters().lines_passed, mid as u64);
                 elapsed
             })

@@ -15,7 +15,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::store::{PostgresStore, SqliteStore};
+use mountfs::storage::store::{PostgresStore, SqliteStore};
 use serde_json::json;
 use support::McpServer;
 

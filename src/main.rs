@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mountfs::config::{self, MOUNT_GRAMMAR};
-use mountfs::mounts::MountTable;
-use mountfs::session::WriteOptions;
+use mountfs::ground::config::{self, MOUNT_GRAMMAR};
+use mountfs::server::mounts::MountTable;
+use mountfs::state::session::WriteOptions;
 
 /// The mount table used when no --mount is given (CONTRACT §2); `{data}` is the user's data
 /// directory.
@@ -81,7 +81,7 @@ struct Cli {
 
     /// The largest JSON-RPC message read from stdin, in bytes; a longer line is skipped and
     /// answered with error -32600.
-    #[arg(long, value_name = "BYTES", default_value_t = mountfs::transport::DEFAULT_MAX_MESSAGE_BYTES, global = true)]
+    #[arg(long, value_name = "BYTES", default_value_t = mountfs::server::transport::DEFAULT_MAX_MESSAGE_BYTES, global = true)]
     max_message_bytes: usize,
 
     /// Serve only these tools (comma-separated, e.g. ls,read_file,glob,grep); with ,ro
@@ -98,7 +98,7 @@ struct Cli {
     /// command with its cwd in a shell mount runs on that target with the rights of the user
     /// --shell logs in as, never in this sandbox.
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "sandboxed", require_equals = true, global = true)]
-    allow_exec: Option<mountfs::exec::ExecMode>,
+    allow_exec: Option<mountfs::storage::exec::ExecMode>,
 
     /// With --allow-exec: a variable commands get beside their minimal environment (PATH, HOME,
     /// USER, LOGNAME, LANG, LC_*, TZ, TMPDIR and the non-interactive ones; never the rest of
@@ -106,7 +106,7 @@ struct Cli {
     /// server's value, NAME=VALUE sets one; repeatable. Also given to the --shell commands
     /// that reach shell mounts' targets.
     #[arg(long = "exec-env", value_name = "NAME[=VALUE]", global = true)]
-    exec_env: Vec<mountfs::exec::env::ExtraVar>,
+    exec_env: Vec<mountfs::storage::exec::env::ExtraVar>,
 
     /// With --allow-exec on an --http server of several principals (a token file naming more
     /// than one NAME), where commands may read only the system directories (/usr /bin /lib
@@ -143,17 +143,17 @@ struct Cli {
     confirm: Option<String>,
 
     /// How long a --confirm question waits for the person; unanswered, it counts as declined.
-    #[arg(long, value_name = "SECS", default_value_t = mountfs::confirm_policy::DEFAULT_CONFIRM_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..=86400), global = true)]
+    #[arg(long, value_name = "SECS", default_value_t = mountfs::ground::confirm_policy::DEFAULT_CONFIRM_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..=86400), global = true)]
     confirm_timeout: u64,
 
     #[command(subcommand)]
     command: Option<Command>,
 
     #[command(flatten)]
-    limits: mountfs::limits::Limits,
+    limits: mountfs::ground::limits::Limits,
 
     #[command(flatten)]
-    http: mountfs::http::HttpArgs,
+    http: mountfs::server::http::HttpArgs,
 }
 
 /// What to do instead of serving.
@@ -164,7 +164,7 @@ enum Command {
     Tools {
         /// json: the `tools` array of a tools/list answer; xml: a system-prompt section.
         #[arg(long, value_enum, default_value = "json")]
-        format: mountfs::prompt::PromptFormat,
+        format: mountfs::server::prompt::PromptFormat,
         /// With grants (--grant, --grant-file, the token file's): the tools offered to this
         /// principal (an OAuth one as oauth:NAME) — only the reading tools when it may change
         /// no mount.
@@ -241,7 +241,7 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
     }
     let cli = Cli::parse();
-    mountfs::exec::env::set_extra(cli.exec_env.clone());
+    mountfs::storage::exec::env::set_extra(cli.exec_env.clone());
     // `cp` speaks to a person at a terminal and says itself what failed: only errors among its
     // logs, so that a failure is the one message it prints (a database's notices, or a
     // warning about the same unwritable directory, would bury it).
@@ -260,8 +260,8 @@ fn main() -> ExitCode {
         .init();
     refuse_inspection();
     if let Some(text) = &cli.tools {
-        match mountfs::registry::parse_allow_list(text) {
-            Ok(names) => mountfs::registry::allow_only(names),
+        match mountfs::server::registry::parse_allow_list(text) {
+            Ok(names) => mountfs::server::registry::allow_only(names),
             Err(error) => {
                 eprintln!("mountfs: {error}");
                 return ExitCode::from(2);
@@ -307,7 +307,7 @@ fn main() -> ExitCode {
             id,
             json,
         }) => {
-            let request = mountfs::audit::cli::LogRequest {
+            let request = mountfs::storage::audit::cli::LogRequest {
                 path,
                 since,
                 limit,
@@ -325,12 +325,12 @@ fn main() -> ExitCode {
             overwrite,
         }) => {
             install_recovery_key();
-            mountfs::backend::disk::own_files::install(server_files(
+            mountfs::storage::backend::disk::own_files::install(server_files(
                 &[],
                 audit_target.as_ref(),
                 cli.http.token_file.as_deref(),
             ));
-            return run_cp(&mountfs::cli::cp::CopyRequest {
+            return run_cp(&mountfs::server::cli::cp::CopyRequest {
                 from: &from,
                 to: &to,
                 overwrite,
@@ -339,8 +339,8 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    if cli.allow_exec == Some(mountfs::exec::ExecMode::Sandboxed)
-        && let Err(error) = mountfs::exec::sandbox::probe()
+    if cli.allow_exec == Some(mountfs::storage::exec::ExecMode::Sandboxed)
+        && let Err(error) = mountfs::storage::exec::sandbox::probe()
     {
         eprintln!(
             "mountfs: --allow-exec: cannot sandbox commands: {error}. Start without --allow-exec, or pass --allow-exec=unsandboxed to let commands run with the server's full rights"
@@ -387,7 +387,7 @@ fn main() -> ExitCode {
         };
         if let Some(log) = &audit {
             tracing::info!(log = %log.describe(), "audit log on");
-            mountfs::audit::spawn_pruning(log);
+            mountfs::storage::audit::spawn_pruning(log);
         }
         let audit_log = audit.clone();
         let memory_budget = cli.limits.memory_budget;
@@ -411,12 +411,12 @@ fn main() -> ExitCode {
             cli.http.token_file.as_deref(),
         );
         // No tool reaches them through a disk mount either (by device and inode).
-        mountfs::backend::disk::own_files::install(hidden.clone());
+        mountfs::storage::backend::disk::own_files::install(hidden.clone());
         let options = WriteOptions {
             ensure_final_newline: cli.ensure_final_newline,
             limits: cli.limits,
             exec: cli.allow_exec,
-            sandbox: mountfs::exec::namespace::SandboxPolicy {
+            sandbox: mountfs::storage::exec::namespace::SandboxPolicy {
                 hidden: std::sync::Arc::new(hidden),
                 reads: None,
             },
@@ -428,8 +428,8 @@ fn main() -> ExitCode {
         // Start-up is over once the server serves: its code need not stay resident.
         // (MOUNTFS_KEEP_CODE_PAGES=1 keeps it, to measure the difference: BENCHMARKS.md.)
         if std::env::var_os("MOUNTFS_KEEP_CODE_PAGES").is_none() {
-            mountfs::cli::code_pages::forget_start_up_code_after(
-                mountfs::cli::code_pages::AFTER_START,
+            mountfs::server::cli::code_pages::forget_start_up_code_after(
+                mountfs::server::cli::code_pages::AFTER_START,
             );
         }
         let served = if cli.http.http.is_some() {
@@ -470,7 +470,7 @@ fn refuse_inspection() {
 /// the key cannot be used, the mounts use a key of this process only: a change a crash cuts
 /// short is then left for the operator rather than resolved (the log says so).
 fn install_recovery_key() {
-    use mountfs::backend::disk::trust::RecoveryKey;
+    use mountfs::storage::backend::disk::trust::RecoveryKey;
     let Some(data) = dirs::data_dir() else {
         tracing::warn!(
             "no user data directory found; changes of several files cut short by a crash will be left for you to resolve at the next start"
@@ -479,7 +479,7 @@ fn install_recovery_key() {
     };
     match RecoveryKey::in_dir(&data.join("mountfs")) {
         Ok(key) => {
-            mountfs::backend::disk::trust::install(key);
+            mountfs::storage::backend::disk::trust::install(key);
         }
         Err(error) => {
             tracing::warn!(%error, "changes of several files cut short by a crash will be left for you to resolve at the next start");
@@ -493,10 +493,10 @@ fn install_recovery_key() {
 /// and of the audit log (with their journals), the audit spool, the token file.
 fn server_files(
     specs: &[config::MountSpec],
-    audit: Option<&mountfs::audit::AuditTarget>,
+    audit: Option<&mountfs::storage::audit::AuditTarget>,
     token_file: Option<&std::path::Path>,
 ) -> Vec<std::path::PathBuf> {
-    use mountfs::audit::AuditTarget;
+    use mountfs::storage::audit::AuditTarget;
     use std::path::PathBuf;
     let data = dirs::data_dir();
     let mut files: Vec<PathBuf> = Vec::new();
@@ -521,7 +521,10 @@ fn server_files(
         if let AuditTarget::Sqlite(file) = target {
             sqlite(file);
         }
-        files.extend(mountfs::audit::spool::dir_for(target, data.as_deref()));
+        files.extend(mountfs::storage::audit::spool::dir_for(
+            target,
+            data.as_deref(),
+        ));
     }
     files.extend(data.map(|dir| dir.join("mountfs")));
     files.extend(token_file.map(std::path::Path::to_owned));
@@ -533,8 +536,8 @@ fn confirm_policy(
     text: Option<&str>,
     timeout_secs: u64,
 ) -> Result<
-    Option<std::sync::Arc<mountfs::confirm_policy::ConfirmPolicy>>,
-    mountfs::confirm_policy::ConfirmListError,
+    Option<std::sync::Arc<mountfs::ground::confirm_policy::ConfirmPolicy>>,
+    mountfs::ground::confirm_policy::ConfirmListError,
 > {
     let Some(text) = text else {
         return Ok(None);
@@ -545,15 +548,15 @@ fn confirm_policy(
         .map(|row| row.name)
         .collect();
     let timeout = std::time::Duration::from_secs(timeout_secs);
-    mountfs::confirm_policy::ConfirmPolicy::parse(text, timeout, &change_tools)
+    mountfs::ground::confirm_policy::ConfirmPolicy::parse(text, timeout, &change_tools)
         .map(|policy| Some(std::sync::Arc::new(policy)))
 }
 
 /// `mountfs check`: the same mount table and flags a start would use, checked item by item.
 fn run_check(
     cli: &Cli,
-    audit: Option<&mountfs::audit::AuditTarget>,
-    confirm: Option<&mountfs::confirm_policy::ConfirmPolicy>,
+    audit: Option<&mountfs::storage::audit::AuditTarget>,
+    confirm: Option<&mountfs::ground::confirm_policy::ConfirmPolicy>,
 ) -> ExitCode {
     let texts: Vec<String> = if cli.mounts.is_empty() {
         default_mounts()
@@ -580,7 +583,7 @@ fn run_check(
         }
     };
     let own_files = server_files(&specs, audit, cli.http.token_file.as_deref());
-    let request = mountfs::cli::check::CheckRequest {
+    let request = mountfs::server::cli::check::CheckRequest {
         mounts: &specs,
         http: cli.http.http.is_some(),
         token_file: cli.http.token_file.as_deref(),
@@ -592,7 +595,7 @@ fn run_check(
         own_files: &own_files,
         grants: cli.http.grants().map_err(|error| error.to_string()),
     };
-    let passed = runtime.block_on(mountfs::cli::check::check(&request, |item| {
+    let passed = runtime.block_on(mountfs::server::cli::check::check(&request, |item| {
         println!("{}", item.line());
     }));
     if passed {
@@ -604,7 +607,7 @@ fn run_check(
 
 /// `mountfs cp`: the copy, with a progress line on stderr when it is a terminal and a summary
 /// on stdout.
-fn run_cp(request: &mountfs::cli::cp::CopyRequest<'_>) -> ExitCode {
+fn run_cp(request: &mountfs::server::cli::cp::CopyRequest<'_>) -> ExitCode {
     use std::io::IsTerminal as _;
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -615,12 +618,12 @@ fn run_cp(request: &mountfs::cli::cp::CopyRequest<'_>) -> ExitCode {
     };
     let mut line = std::io::stderr()
         .is_terminal()
-        .then(|| mountfs::cli::cp::ProgressLine::new(std::io::stderr(), terminal_width()));
+        .then(|| mountfs::server::cli::cp::ProgressLine::new(std::io::stderr(), terminal_width()));
     // SIGINT/SIGTERM stop the copy between two chunks, so the upload in flight is aborted (its
     // temporary file removed); a second one exits at once.
     let stop = tokio_util::sync::CancellationToken::new();
     runtime.spawn(stop_on_signals(stop.clone()));
-    let copied = runtime.block_on(mountfs::cli::cp::copy_until(
+    let copied = runtime.block_on(mountfs::server::cli::cp::copy_until(
         request,
         |progress| {
             if let Some(line) = &mut line {
@@ -684,9 +687,9 @@ fn terminal_width() -> usize {
 /// Records in the audit log each change a crash cut short that opening the mounts resolved
 /// (rolled back, or completed when it had been decided): its call never answered, so this is
 /// the only entry it gets.
-async fn record_recoveries(log: &mountfs::audit::AuditLog) {
-    for one in mountfs::mounts::take_recoveries() {
-        let change = mountfs::audit::record::recovery_change(
+async fn record_recoveries(log: &mountfs::storage::audit::AuditLog) {
+    for one in mountfs::server::mounts::take_recoveries() {
+        let change = mountfs::observers::audit_record::recovery_change(
             one.tool,
             &one.prefix,
             &one.paths,
@@ -702,16 +705,17 @@ async fn record_recoveries(log: &mountfs::audit::AuditLog) {
 /// (what does not, stays in the spool for the next server).
 const AUDIT_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Opens the audit log with its spool (`mountfs::audit::spool`).
+/// Opens the audit log with its spool (`mountfs::storage::audit::spool`).
 async fn open_audit(
-    target: &mountfs::audit::AuditTarget,
+    target: &mountfs::storage::audit::AuditTarget,
     keep_days: Option<u32>,
     spool_max_mib: u64,
-) -> Result<Option<mountfs::audit::AuditLog>, mountfs::audit::AuditError> {
-    let Some(log) = mountfs::audit::AuditLog::open(target, keep_days).await? else {
+) -> Result<Option<mountfs::storage::audit::AuditLog>, mountfs::storage::audit::AuditError> {
+    let Some(log) = mountfs::storage::audit::AuditLog::open(target, keep_days).await? else {
         return Ok(None);
     };
-    let Some(dir) = mountfs::audit::spool::dir_for(target, dirs::data_dir().as_deref()) else {
+    let Some(dir) = mountfs::storage::audit::spool::dir_for(target, dirs::data_dir().as_deref())
+    else {
         return Ok(Some(log));
     };
     log.with_spool(&dir, spool_max_mib * 1024 * 1024).map(Some)
@@ -721,8 +725,8 @@ async fn open_audit(
 /// off. Without a data directory the default log is left out with a warning.
 fn audit_target(
     flag: Option<&str>,
-) -> Result<Option<mountfs::audit::AuditTarget>, mountfs::audit::AuditError> {
-    use mountfs::audit::{AuditError, AuditTarget};
+) -> Result<Option<mountfs::storage::audit::AuditTarget>, mountfs::storage::audit::AuditError> {
+    use mountfs::storage::audit::{AuditError, AuditTarget};
     let target = match flag {
         Some(text) => AuditTarget::parse(text)?,
         None => match AuditTarget::default_in(dirs::data_dir().as_deref()) {
@@ -755,15 +759,17 @@ fn serving_runtime(http: bool) -> std::io::Result<tokio::runtime::Runtime> {
 
 /// `mountfs log`: the audit log on stdout.
 fn print_log(
-    target: Option<mountfs::audit::AuditTarget>,
+    target: Option<mountfs::storage::audit::AuditTarget>,
     keep_days: Option<u32>,
-    request: &mountfs::audit::cli::LogRequest,
+    request: &mountfs::storage::audit::cli::LogRequest,
 ) -> ExitCode {
     let output = tokio::runtime::Runtime::new()
         .map_err(|e| format!("cannot start the async runtime: {e}"))
         .and_then(|runtime| {
             runtime
-                .block_on(mountfs::audit::cli::log_output(target, keep_days, request))
+                .block_on(mountfs::storage::audit::cli::log_output(
+                    target, keep_days, request,
+                ))
                 .map_err(|e| e.to_string())
         });
     match output {
@@ -806,12 +812,12 @@ fn reads_only_for(cli: &Cli, name: &str, scopes: &[String]) -> Result<bool, Stri
 }
 
 fn print_tools(
-    exec: Option<mountfs::exec::ExecMode>,
+    exec: Option<mountfs::storage::exec::ExecMode>,
     audit: bool,
-    format: mountfs::prompt::PromptFormat,
+    format: mountfs::server::prompt::PromptFormat,
     reads_only: bool,
 ) -> ExitCode {
-    let printed = mountfs::registry::Registry::load_for(exec, audit)
+    let printed = mountfs::server::registry::Registry::load_for(exec, audit)
         .map(|registry| {
             if reads_only {
                 registry.reading_tools()
@@ -821,7 +827,7 @@ fn print_tools(
         })
         .map_err(|e| e.to_string())
         .and_then(|registry| {
-            mountfs::prompt::tools_prompt(&registry, format).map_err(|e| e.to_string())
+            mountfs::server::prompt::tools_prompt(&registry, format).map_err(|e| e.to_string())
         });
     match printed {
         Ok(text) => {
@@ -844,16 +850,16 @@ fn print_tools(
 /// `--http`: binds, shows a generated token's client configuration once, serves until SIGTERM
 /// or Ctrl-C.
 async fn serve_http(
-    args: mountfs::http::HttpArgs,
+    args: mountfs::server::http::HttpArgs,
     table: MountTable,
     mut options: WriteOptions,
     exec_read: Vec<std::path::PathBuf>,
 ) -> ExitCode {
-    let env_token = std::env::var(mountfs::http::auth::TOKEN_ENV).ok();
+    let env_token = std::env::var(mountfs::server::http::auth::TOKEN_ENV).ok();
     // With grants even one principal must not read, through a command, the host directories of
     // mounts it is not granted (attack review of issue 43); a grant error stops `bind` below.
     let granted = args.grants().is_ok_and(|grants| !grants.is_empty());
-    let server = match mountfs::http::HttpServer::bind(args, env_token).await {
+    let server = match mountfs::server::http::HttpServer::bind(args, env_token).await {
         Ok(server) => server,
         Err(error) => {
             eprintln!("mountfs: {error}");
@@ -864,7 +870,7 @@ async fn serve_http(
         // Commands of one principal must not read another's files, nor of ungranted mounts:
         // only what a build needs.
         options.sandbox.reads = Some(std::sync::Arc::new(exec_read));
-        if options.exec == Some(mountfs::exec::ExecMode::Sandboxed) {
+        if options.exec == Some(mountfs::storage::exec::ExecMode::Sandboxed) {
             tracing::info!(
                 "several principals or grants: execute's commands may read only the system directories, the granted mounts and --exec-read directories"
             );
@@ -874,7 +880,7 @@ async fn serve_http(
         // Printed once, for the operator's eyes, never through the log.
         eprintln!(
             "mountfs: no --token-file or {} given; generated a token for this run (loopback only).\nmountfs: client configuration (mcp.json):\n{config}",
-            mountfs::http::auth::TOKEN_ENV
+            mountfs::server::http::auth::TOKEN_ENV
         );
     }
     match server.url() {

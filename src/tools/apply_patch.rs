@@ -15,21 +15,21 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::confirm::ask_first;
-use super::change::report::report_change;
-use super::change::{ApplyAllFailure, Before, Change, apply_all};
-use super::editing::{
+use super::{CallContext, ToolError, ToolReply};
+use crate::change::confirm::ask_first;
+use crate::change::editing::{
     check_edit_size, decode_for_edit, decode_text, encode_for_file, load_checked, lock_files,
 };
-use super::steps::ChangeSteps;
-use super::{CallContext, ToolError, ToolReply};
-use crate::backend::Version;
-use crate::content;
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::line_endings::LineEnding;
-use crate::text::patch::{self, FilePatch, Hunk, RowKind};
-use crate::text::truncate;
+use crate::change::report::report_change;
+use crate::change::steps::ChangeSteps;
+use crate::change::{ApplyAllFailure, Before, Change, apply_all};
+use crate::ground::content;
+use crate::ground::path::VirtualPath;
+use crate::ground::text::line_endings::LineEnding;
+use crate::ground::text::patch::{self, FilePatch, Hunk, RowKind};
+use crate::ground::text::truncate;
+use crate::state::session::Session;
+use crate::storage::backend::Version;
 
 /// Arguments of `apply_patch` (schemas/apply_patch.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -214,7 +214,7 @@ async fn plan(
                 reason: "the patch creates it (its '---' line is /dev/null) but it already exists; read it and make the patch against its content".into(),
             });
         }
-        super::editing::refuse_new_control_names(session, &path).await?;
+        crate::change::editing::refuse_new_control_names(session, &path).await?;
         let new_raw =
             patch::apply_hunks("", hunks, false).map_err(|mismatch| ToolError::PatchMismatch {
                 path: path.clone(),

@@ -11,12 +11,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ToolError, ToolReply};
-use crate::backend::overlay::{ChangeKind, LayerChange};
-use crate::backend::{BoundedRead, OverlayBackend};
-use crate::content;
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::{diff, encoding, truncate};
+use crate::ground::content;
+use crate::ground::path::VirtualPath;
+use crate::ground::text::{diff, encoding, truncate};
+use crate::state::session::Session;
+use crate::storage::backend::overlay::{ChangeKind, LayerChange};
+use crate::storage::backend::{BoundedRead, OverlayBackend};
 
 /// Largest file (each side) whose diff `changes` shows; bigger ones are listed with sizes only.
 pub const DIFF_MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -159,7 +159,7 @@ async fn show(
             .await
         {
             Ok(read) => Some(read),
-            Err(crate::backend::Error::NotFound { .. }) => None,
+            Err(crate::storage::backend::Error::NotFound { .. }) => None,
             Err(error) => return Err(error.map_path(|p| p.under(&reached.prefix)).into()),
         },
     };

@@ -7,14 +7,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::confirm::ask_first;
 use super::changes::{Reached, layer_question, overlays_at};
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::JournalRole;
-use crate::backend::disk::journal::change_id;
-use crate::backend::overlay::{Staged, StagedCommit};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::change::confirm::ask_first;
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
+use crate::storage::backend::JournalRole;
+use crate::storage::backend::disk::journal::change_id;
+use crate::storage::backend::overlay::{Staged, StagedCommit};
 
 /// Arguments of `commit` (schemas/commit.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -186,7 +186,7 @@ pub async fn run(
         structured: Some(
             json!({ "files": files, "total": written.len(), "kept_directories": kept.iter().map(|d| d.as_str()).collect::<Vec<_>>() }),
         ),
-        ..ToolReply::text(crate::text::truncate::cap_result(text))
+        ..ToolReply::text(crate::ground::text::truncate::cap_result(text))
     })
 }
 
@@ -241,7 +241,7 @@ async fn undo_stages(
 fn failure_message(
     path: &VirtualPath,
     failed: &VirtualPath,
-    error: &crate::backend::Error,
+    error: &crate::storage::backend::Error,
     restored: &[VirtualPath],
     not_restored: &[(VirtualPath, String)],
 ) -> String {
@@ -277,5 +277,5 @@ fn failure_message(
     text.push_str(&format!(
         "Fix the cause in the base directory (e.g. remove what is in the way of {failed}, free space, or give write permission), then run commit again; or run discard on {failed} and commit the rest."
     ));
-    crate::text::truncate::cap_result(text)
+    crate::ground::text::truncate::cap_result(text)
 }

@@ -11,14 +11,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::confirm::ask_first;
-use super::change::{Applied, Before, Change, fits_undo, record_removed};
-use super::editing::{check_not_stale, lock_files};
-use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, DeleteOptions, FileBytes};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::change::confirm::ask_first;
+use crate::change::editing::{check_not_stale, lock_files};
+use crate::change::steps::ChangeSteps;
+use crate::change::{Applied, Before, Change, fits_undo, record_removed};
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
+use crate::storage::backend::{self, BoundedRead, DeleteOptions, FileBytes};
 
 /// Most files of a recursive delete whose contents are kept for `undo_edit`; past this the
 /// directory is deleted without undo steps (and the answer says so).
@@ -155,7 +155,7 @@ async fn delete_tree(
     dir: &VirtualPath,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let entries = super::editing::files_under(session, dir).await?;
+    let entries = crate::change::editing::files_under(session, dir).await?;
     let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
     ask_first(context, "delete", true, || {
         format!(

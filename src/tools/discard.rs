@@ -5,11 +5,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::confirm::ask_first;
 use super::changes::{layer_question, overlays_at};
 use super::{CallContext, ToolError, ToolReply};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::change::confirm::ask_first;
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
 
 /// Arguments of `discard` (schemas/discard.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -75,5 +75,5 @@ pub async fn run(
 }
 
 fn truncate(text: String) -> String {
-    crate::text::truncate::cap_result(text)
+    crate::ground::text::truncate::cap_result(text)
 }

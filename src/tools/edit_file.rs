@@ -1,15 +1,15 @@
 //! `edit_file`: one exact, literal replacement (or all of them) in a text file (CONTRACT §4).
 //! The replacement rules and their error texts are `text::replace`; the read/check/write cycle is
-//! [`super::editing`].
+//! [`crate::change::editing`].
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{edit_limit_bytes, edit_text};
 use super::{CallContext, ToolError, ToolReply, counted};
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::replace::{EditSpec, apply_edit_matching};
+use crate::change::editing::{edit_limit_bytes, edit_text};
+use crate::ground::path::VirtualPath;
+use crate::ground::text::replace::{EditSpec, apply_edit_matching};
+use crate::state::session::Session;
 
 /// Arguments of `edit_file` (schemas/edit_file.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -36,7 +36,7 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    super::change::confirm::ask_first(context, "edit_file", false, || {
+    crate::change::confirm::ask_first(context, "edit_file", false, || {
         format!("Edit the file {path}?")
     })
     .await?;

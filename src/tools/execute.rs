@@ -1,6 +1,6 @@
 //! `execute`'s tool face (issues 11, 25): its arguments, the real directory behind `cwd`, the
 //! disk mounts the command sees, and the answer. The process and sandbox machinery that runs
-//! the command is `crate::exec`, a floor below, which imports no tool type.
+//! the command is `crate::storage::exec`, a floor below, which imports no tool type.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,11 +9,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::RemoteStartError;
-use crate::config::display_prefix;
-use crate::exec::{self, DEFAULT_TIMEOUT_SECS, ExecError, namespace};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::ground::config::display_prefix;
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
+use crate::storage::backend::RemoteStartError;
+use crate::storage::exec::{self, DEFAULT_TIMEOUT_SECS, ExecError, namespace};
 
 /// `execute`'s arguments (see `schemas/execute.json`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -39,7 +39,7 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
-    super::change::confirm::ask_first(context, "execute", true, || {
+    crate::change::confirm::ask_first(context, "execute", true, || {
         // Quoted and escaped: a command's newlines cannot forge lines of the question.
         let cwd = args.cwd.as_deref().map_or_else(
             || "/".to_owned(),

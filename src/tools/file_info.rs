@@ -15,14 +15,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, FileView, LineWindow};
-use crate::content;
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::encoding;
-use crate::text::language::language_of;
-use crate::text::numbered::split_lines;
-use crate::time::format_time;
+use crate::ground::content;
+use crate::ground::path::VirtualPath;
+use crate::ground::text::encoding;
+use crate::ground::text::language::language_of;
+use crate::ground::text::numbered::split_lines;
+use crate::ground::time::format_time;
+use crate::state::session::Session;
+use crate::storage::backend::{self, BoundedRead, FileView, LineWindow};
 
 /// Largest file read whole to count its lines when the backend does not report the count.
 pub const COUNT_LINES_MAX_BYTES: u64 = 16 * 1024 * 1024;

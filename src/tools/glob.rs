@@ -6,10 +6,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, GlobQuery};
-use crate::path::VirtualPath;
-use crate::search::GlobMatcher;
-use crate::session::Session;
+use crate::ground::path::VirtualPath;
+use crate::ground::search::GlobMatcher;
+use crate::state::session::Session;
+use crate::storage::backend::{self, GlobQuery};
 
 /// Most files returned.
 pub const MAX_RESULTS: usize = 1000;

@@ -10,13 +10,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{
+use crate::ground::path::VirtualPath;
+use crate::ground::search::{GlobMatcher, GrepPattern};
+use crate::ground::text::truncate::{RESULT_CHAR_LIMIT, cap_result};
+use crate::state::session::Session;
+use crate::storage::backend::{
     self, GrepCollect, GrepFile, GrepQuery, LineWindowBudget, entry_chars, trim_to_window,
 };
-use crate::path::VirtualPath;
-use crate::search::{GlobMatcher, GrepPattern};
-use crate::session::Session;
-use crate::text::truncate::{RESULT_CHAR_LIMIT, cap_result};
 
 /// Longest line shown in content mode; longer ones are cut with a marker.
 pub const MAX_SHOWN_LINE_CHARS: usize = 2000;

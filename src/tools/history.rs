@@ -1,6 +1,6 @@
 //! `history`: the audit log read back (issue 14) — the entries under a path, newest first, one
 //! line each, or one entry with its diff. Offered only while the log is on; the log itself and
-//! how entries are shown live in `crate::audit` (shared with `mountfs log`). A caller sees the
+//! how entries are shown live in `crate::storage::audit` (shared with `mountfs log`). A caller sees the
 //! entries of shared mounts and its own workspace's, never another workspace's private ones
 //! (issue 41, [`Reader::may_see`]): another's entry answers as one that does not exist.
 
@@ -9,10 +9,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{CallContext, ToolError, ToolReply};
-use crate::audit::{DEFAULT_LIMIT, Entry, Query, Reader, listing_text};
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::truncate;
+use crate::ground::path::VirtualPath;
+use crate::ground::text::truncate;
+use crate::state::session::Session;
+use crate::storage::audit::{DEFAULT_LIMIT, Entry, Query, Reader, listing_text};
 
 /// Arguments of `history` (schemas/history.json).
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -6,10 +6,10 @@
 //! `offset`/`head_limit` cap their own answers. Without a writable `/scratch/` mount the answer is cut with the usual
 //! notice (`text::truncate`).
 
-use crate::backend::{Error as BackendError, WriteMode};
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::truncate::{RESULT_CHAR_LIMIT, cap_result};
+use crate::ground::path::VirtualPath;
+use crate::ground::text::truncate::{RESULT_CHAR_LIMIT, cap_result};
+use crate::state::session::Session;
+use crate::storage::backend::{Error as BackendError, WriteMode};
 use crate::tools::CallContext;
 
 /// The mount large results are saved on.

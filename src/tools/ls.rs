@@ -8,10 +8,10 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value, json};
 
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::Entry;
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::time::unix_seconds;
+use crate::ground::path::VirtualPath;
+use crate::ground::time::unix_seconds;
+use crate::state::session::Session;
+use crate::storage::backend::Entry;
 
 fn default_path() -> String {
     "/".to_owned()

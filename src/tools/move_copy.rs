@@ -13,14 +13,14 @@
 
 use serde_json::json;
 
-use super::change::{Before, Change, record_move};
-use super::editing::{check_not_stale, read_for_copy};
 use super::moved::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
-use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, DeleteOptions, Version};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::change::editing::{check_not_stale, read_for_copy};
+use crate::change::steps::ChangeSteps;
+use crate::change::{Before, Change, record_move};
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
+use crate::storage::backend::{self, BoundedRead, DeleteOptions, Version};
 
 /// Moves one file by copy-then-delete (locks held by the caller).
 pub(super) async fn move_one(
@@ -198,7 +198,7 @@ pub(super) async fn move_tree(
     destination: &VirtualPath,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let entries = super::editing::files_under(session, source).await?;
+    let entries = crate::change::editing::files_under(session, source).await?;
     if entries.is_empty() {
         return Err(ToolError::PartialFailure {
             message: format!(
@@ -217,7 +217,7 @@ pub(super) async fn move_tree(
         .flat_map(|(s, d)| [s.clone(), d.clone()])
         .collect();
     // A move names no `file_path`, so it holds no place in a file's arrival order.
-    let _guards = super::editing::lock_files(session, paths, None).await;
+    let _guards = crate::change::editing::lock_files(session, paths, None).await;
     // A file this session read and that changed since stops the move before anything is done.
     for (from, _) in &pairs {
         if session.ledger.seen(from).is_some() {

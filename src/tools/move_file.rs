@@ -19,16 +19,16 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::change::confirm::ask_first;
-use super::change::{record_move, stale_or};
-use super::editing::{check_not_stale, lock_files};
 use super::move_copy;
 use super::moved::{Moved, Replaced, destination_taken};
-use super::steps::ChangeSteps;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, FileBytes, RenameOptions, Renamed, Version};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::change::confirm::ask_first;
+use crate::change::editing::{check_not_stale, lock_files};
+use crate::change::steps::ChangeSteps;
+use crate::change::{record_move, stale_or};
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
+use crate::storage::backend::{self, BoundedRead, FileBytes, RenameOptions, Renamed, Version};
 
 /// Arguments of `move` (schemas/move.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -75,7 +75,7 @@ pub async fn run(
     if session.backend().same_file(&source, &destination).await? {
         return Err(ToolError::SamePath { path: source });
     }
-    super::editing::refuse_new_control_names(session, &destination).await?;
+    crate::change::editing::refuse_new_control_names(session, &destination).await?;
     if entry.is_dir() {
         if session.backend().stat(&destination).await?.is_some() {
             return Err(ToolError::DestinationExists {

@@ -3,11 +3,11 @@
 //! parts.
 
 use super::ToolError;
-use super::change::{After, Applied, Before, Change};
-use super::editing::check_not_stale;
-use crate::backend::{AsideFile, BoundedRead, FileBytes, Version};
-use crate::path::VirtualPath;
-use crate::session::Session;
+use crate::change::editing::check_not_stale;
+use crate::change::{After, Applied, Before, Change};
+use crate::ground::path::VirtualPath;
+use crate::state::session::Session;
+use crate::storage::backend::{AsideFile, BoundedRead, FileBytes, Version};
 
 /// What one file move did.
 #[derive(Debug)]

@@ -5,11 +5,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::editing::{edit_limit_bytes, edit_text};
 use super::{CallContext, ToolError, ToolReply, counted};
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::replace::{EditSpec, apply_edits_matching};
+use crate::change::editing::{edit_limit_bytes, edit_text};
+use crate::ground::path::VirtualPath;
+use crate::ground::text::replace::{EditSpec, apply_edits_matching};
+use crate::state::session::Session;
 
 /// One edit of a `multi_edit` call.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -41,7 +41,7 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    super::change::confirm::ask_first(context, "multi_edit", false, || {
+    crate::change::confirm::ask_first(context, "multi_edit", false, || {
         format!(
             "Edit the file {path} ({})?",
             super::counted(args.edits.len(), "edit")

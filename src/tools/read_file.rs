@@ -8,12 +8,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ToolError, ToolReply};
-use crate::backend::{self, BoundedRead, FileView, LineWindow, TextWindow};
-use crate::content;
-use crate::path::VirtualPath;
-use crate::session::{LEDGER_TEXT_MAX_FILE_BYTES, Session};
-use crate::text::numbered::{EMPTY_CONTENT_WARNING, format_numbered, is_blank};
-use crate::text::truncate::RESULT_CHAR_LIMIT;
+use crate::ground::content;
+use crate::ground::path::VirtualPath;
+use crate::ground::text::numbered::{EMPTY_CONTENT_WARNING, format_numbered, is_blank};
+use crate::ground::text::truncate::RESULT_CHAR_LIMIT;
+use crate::state::session::{LEDGER_TEXT_MAX_FILE_BYTES, Session};
+use crate::storage::backend::{self, BoundedRead, FileView, LineWindow, TextWindow};
 
 /// Default number of lines returned.
 pub const DEFAULT_LIMIT: usize = 2000;
@@ -188,7 +188,7 @@ fn render_text(
             break;
         }
     }
-    let body = crate::text::truncate::cap_result(body);
+    let body = crate::ground::text::truncate::cap_result(body);
     let next = asked.offset + shown;
     let more_in_window = shown < lines.len();
     if more_in_window || window.has_more {

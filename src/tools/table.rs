@@ -18,7 +18,7 @@ use super::{
     execute, file_info, glob, grep, history, ls, move_file, multi_edit, read_file,
     release_freed_memory_soon, undo_edit, write_file,
 };
-use crate::session::Session;
+use crate::state::session::Session;
 
 /// When a tool is listed (and callable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

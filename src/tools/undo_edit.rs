@@ -3,7 +3,7 @@
 //! history stack). A move is undone by moving the file or directory back: renamed back in place
 //! within one mount (mode, times, inode kept), copied back across mounts.
 //!
-//! Steps come from the session's bounded [`crate::session::UndoHistory`]. Every restore is
+//! Steps come from the session's bounded [`crate::state::session::UndoHistory`]. Every restore is
 //! conditional on the file still being what this session left it as: a write `IfVersion` the
 //! step's `after`, a delete conditional on it, and re-creating a deleted file create-only. So an
 //! undo never overwrites someone else's later change; it is refused instead, the step stays in the
@@ -13,15 +13,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::change::report::{describe_change, report_change};
-use super::change::{Applied, Change, record_move_undone};
-use super::editing::{decode_text, lock_files};
 use super::move_copy;
 use super::{CallContext, ToolError, ToolReply};
-use crate::backend::{self, AsideFile, BoundedRead, FileBytes, RenameOptions};
-use crate::content;
-use crate::path::VirtualPath;
-use crate::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
+use crate::change::editing::{decode_text, lock_files};
+use crate::change::report::{describe_change, report_change};
+use crate::change::{Applied, Change, record_move_undone};
+use crate::ground::content;
+use crate::ground::path::VirtualPath;
+use crate::state::session::{Session, UNDO_STEPS_PER_FILE, UndoStep};
+use crate::storage::backend::{self, AsideFile, BoundedRead, FileBytes, RenameOptions};
 
 /// Arguments of `undo_edit` (schemas/undo_edit.json).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,7 +38,7 @@ pub async fn run(
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
     let path = VirtualPath::parse(&args.file_path)?;
-    super::change::confirm::ask_first(context, "undo_edit", false, || {
+    crate::change::confirm::ask_first(context, "undo_edit", false, || {
         format!("Undo this session's last change to {path}?")
     })
     .await?;

@@ -5,19 +5,19 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::change::confirm::ask_first;
-use super::change::report::describe_change;
-use super::editing::{
+use super::{CallContext, ToolError, ToolReply, counted};
+use crate::change::confirm::ask_first;
+use crate::change::editing::{
     check_edit_size, commit, commit_large, decode_for_edit, encode_for_file, load_checked_at_most,
     refuse_new_control_names,
 };
-use super::{CallContext, ToolError, ToolReply, counted};
-use crate::backend::{self, BoundedRead, Version};
-use crate::content;
-use crate::path::VirtualPath;
-use crate::session::Session;
-use crate::text::line_endings::{self, TextFormat};
-use crate::text::numbered::split_lines;
+use crate::change::report::describe_change;
+use crate::ground::content;
+use crate::ground::path::VirtualPath;
+use crate::ground::text::line_endings::{self, TextFormat};
+use crate::ground::text::numbered::split_lines;
+use crate::state::session::Session;
+use crate::storage::backend::{self, BoundedRead, Version};
 
 /// Arguments of `write_file` (schemas/write_file.json).
 #[derive(Debug, Deserialize, JsonSchema)]

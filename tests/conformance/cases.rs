@@ -1,15 +1,15 @@
-//! The conformance cases: the rules of the `Backend` trait (src/backend/mod.rs), each checked the
+//! The conformance cases: the rules of the `Backend` trait (src/storage/backend/mod.rs), each checked the
 //! same way on every backend. A case gets a fresh, empty fixture and works under `fx.base`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::{GlobMatcher, GrepPattern};
+use mountfs::storage::backend::{
     DeleteOptions, EntryKind, Error, FileView, GlobQuery, GrepCollect, GrepQuery, LineWindow,
     RenameOptions, Renamed, Version, WriteMode,
 };
-use mountfs::path::VirtualPath;
-use mountfs::search::{GlobMatcher, GrepPattern};
 
 use crate::fixtures::Fixture;
 
@@ -428,7 +428,7 @@ pub async fn delete_if_version_refuses_other_versions(fx: &Fixture) {
     );
 }
 
-fn text_window(view: FileView) -> mountfs::backend::TextWindow {
+fn text_window(view: FileView) -> mountfs::storage::backend::TextWindow {
     match view {
         FileView::Text(window) => window,
         FileView::Binary(_) => panic!("expected text"),
@@ -549,7 +549,7 @@ pub async fn read_window_of_binary_gives_a_sample(fx: &Fixture) {
         FileView::Binary(sample) => {
             assert_eq!(sample.size, png.len() as u64);
             assert!(sample.head.starts_with(b"\x89PNG"));
-            assert!(sample.head.len() <= mountfs::content::SNIFF_BYTES);
+            assert!(sample.head.len() <= mountfs::ground::content::SNIFF_BYTES);
         }
         FileView::Text(_) => panic!("a PNG is binary"),
     }
@@ -1241,7 +1241,7 @@ pub async fn reserved_names_are_refused_in_every_component(fx: &Fixture) {
     match fx.backend.ls(&fx.path("dir/a/b")).await {
         Ok(entries) => assert!(entries.is_empty(), "ls dir/a/b: {entries:?}"),
         Err(error) => assert!(
-            matches!(error, mountfs::backend::Error::NotFound { .. }),
+            matches!(error, mountfs::storage::backend::Error::NotFound { .. }),
             "{error}"
         ),
     }

@@ -3,9 +3,9 @@
 //! store. The test also holds the backend, so it can change a file behind the session's back (as
 //! another program or another server would) and compare bytes exactly.
 
-use mountfs::backend::WriteMode;
-use mountfs::session::{Session, WriteOptions};
-use mountfs::tools::ToolReply;
+use mountfs::change::ToolReply;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::WriteMode;
 
 use crate::support::backends;
 use serde_json::{Value, json};

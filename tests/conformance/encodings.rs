@@ -4,9 +4,9 @@
 //! against bytes built here independently (encoding_rs for legacy encodings, code units for
 //! UTF-16), so any byte changed outside an edit fails the case.
 
-use mountfs::backend::WriteMode;
-use mountfs::path::VirtualPath;
-use mountfs::session::{Session, WriteOptions};
+use mountfs::ground::path::VirtualPath;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::WriteMode;
 use mountfs::tools::{ToolError, ToolReply};
 
 use crate::support::backends;

@@ -6,8 +6,8 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::Backend;
-use mountfs::path::VirtualPath;
+use mountfs::ground::path::VirtualPath;
+use mountfs::storage::backend::Backend;
 
 use crate::support::backends::{self, memory_mount, mount};
 
@@ -53,17 +53,17 @@ fn host_planter(root: std::path::PathBuf) -> Planter {
 
 /// Plants items through a second handle on the store (as another program or an older server
 /// writing the same table would), under the namespace the mount serves.
-fn store_planter(store: Arc<dyn mountfs::store::Store>, namespace: String) -> Planter {
+fn store_planter(store: Arc<dyn mountfs::storage::store::Store>, namespace: String) -> Planter {
     Arc::new(move |rel: String, bytes: Vec<u8>| {
         let (store, namespace) = (store.clone(), namespace.clone());
         Box::pin(async move {
-            let namespace = mountfs::store::Namespace::new(&namespace).expect("namespace");
+            let namespace = mountfs::storage::store::Namespace::new(&namespace).expect("namespace");
             store
                 .put(
                     &namespace,
                     &format!("/{rel}"),
                     &bytes,
-                    mountfs::store::PutCondition::Overwrite,
+                    mountfs::storage::store::PutCondition::Overwrite,
                 )
                 .await
                 .expect("plant an item");
@@ -140,7 +140,7 @@ pub async fn composite_nested() -> Option<Fixture> {
 /// The SQLite store backend on its own.
 pub async fn sqlite() -> Option<Fixture> {
     let (backend, dir) = backends::sqlite().await;
-    let second = mountfs::store::SqliteStore::open(dir.path().join("store/test.db"))
+    let second = mountfs::storage::store::SqliteStore::open(dir.path().join("store/test.db"))
         .await
         .expect("a second handle on the SQLite store");
     Some(Fixture {
@@ -155,7 +155,7 @@ pub async fn sqlite() -> Option<Fixture> {
 /// The PostgreSQL store backend on its own (skipped without `MOUNTFS_TEST_POSTGRES`).
 pub async fn postgres() -> Option<Fixture> {
     let (backend, guard) = backends::postgres("postgres conformance case", "t-conf").await?;
-    let second = mountfs::store::PostgresStore::connect(&guard.url)
+    let second = mountfs::storage::store::PostgresStore::connect(&guard.url)
         .await
         .expect("a second connection to the PostgreSQL store");
     let plant = store_planter(Arc::new(second), guard.name.clone());

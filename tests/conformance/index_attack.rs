@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::{Backend, GrepFile, StoreBackend};
-use mountfs::search::{GrepCollect, GrepPattern, GrepQuery};
-use mountfs::store::plan::{self, Terms};
-use mountfs::store::{Namespace, PostgresStore, PutCondition, SqliteStore, Store};
+use mountfs::ground::search::{GrepCollect, GrepPattern, GrepQuery};
+use mountfs::storage::backend::{Backend, GrepFile, StoreBackend};
+use mountfs::storage::store::plan::{self, Terms};
+use mountfs::storage::store::{Namespace, PostgresStore, PutCondition, SqliteStore, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -878,13 +878,14 @@ async fn two_servers(writer: Arc<dyn Store>, reader: Arc<dyn Store>, ns: Namespa
 async fn many_items(store: &dyn Store, ns: &Namespace, count: usize) {
     let mut rng = Lcg(count as u64);
     for chunk in 0..count.div_ceil(5_000) {
-        let ops: Vec<mountfs::store::BatchOp> = (chunk * 5_000..((chunk + 1) * 5_000).min(count))
+        let ops: Vec<mountfs::storage::store::BatchOp> = (chunk * 5_000
+            ..((chunk + 1) * 5_000).min(count))
             .map(|i| {
                 let rare = if i == count / 2 { " okapizebra" } else { "" };
                 let words: String = (0..20)
                     .map(|_| format!("w{} ", rng.next(100_000)))
                     .collect();
-                mountfs::store::BatchOp::Put {
+                mountfs::storage::store::BatchOp::Put {
                     key: format!("/m/{:02}/{i:07}.md", i % 50),
                     content: format!("common {words}{rare}\n").into_bytes(),
                     condition: PutCondition::Overwrite,

@@ -12,14 +12,14 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::text::diff::unified_diff;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::{
     Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, Router,
     StoreBackend, WriteMode,
 };
-use mountfs::path::VirtualPath;
-use mountfs::session::{Session, WriteOptions};
-use mountfs::store::{Namespace, SqliteStore};
-use mountfs::text::diff::unified_diff;
+use mountfs::storage::store::{Namespace, SqliteStore};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};

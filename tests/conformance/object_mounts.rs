@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, DeleteOptions, Error, FileView, LineWindow, WriteMode};
-use mountfs::path::VirtualPath;
+use mountfs::ground::path::VirtualPath;
+use mountfs::storage::backend::{Backend, DeleteOptions, Error, FileView, LineWindow, WriteMode};
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::json;

@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{
+use mountfs::ground::config::parse_table;
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::{GlobMatcher, GrepPattern};
+use mountfs::server::mounts::MountTable;
+use mountfs::storage::backend::{
     AsideFile, Backend, BoundedRead, CompositeBackend, DeleteOptions, EntryKind, Error, FileView,
     GlobQuery, GrepCollect, GrepQuery, LineWindow, MemoryBackend, Mount, RenameOptions, Renamed,
     Router, Version, WriteMode,
 };
-use mountfs::config::parse_table;
-use mountfs::mounts::MountTable;
-use mountfs::path::VirtualPath;
-use mountfs::search::{GlobMatcher, GrepPattern};
 
 fn p(s: &str) -> VirtualPath {
     VirtualPath::parse(s).unwrap()
@@ -392,13 +392,19 @@ impl Unreadable {
 
 #[async_trait::async_trait]
 impl Backend for Unreadable {
-    async fn stat(&self, path: &VirtualPath) -> Result<Option<mountfs::backend::Entry>, Error> {
+    async fn stat(
+        &self,
+        path: &VirtualPath,
+    ) -> Result<Option<mountfs::storage::backend::Entry>, Error> {
         Err(Self::denied(path))
     }
-    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<mountfs::backend::Entry>, Error> {
+    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<mountfs::storage::backend::Entry>, Error> {
         Err(Self::denied(dir))
     }
-    async fn read(&self, path: &VirtualPath) -> Result<mountfs::backend::FileBytes, Error> {
+    async fn read(
+        &self,
+        path: &VirtualPath,
+    ) -> Result<mountfs::storage::backend::FileBytes, Error> {
         Err(Self::denied(path))
     }
     async fn read_at_most(&self, path: &VirtualPath, _max: u64) -> Result<BoundedRead, Error> {
@@ -412,7 +418,7 @@ impl Backend for Unreadable {
         path: &VirtualPath,
         _offset: u64,
         _len: usize,
-        _version: &mountfs::backend::Version,
+        _version: &mountfs::storage::backend::Version,
     ) -> Result<Vec<u8>, Error> {
         Err(Self::denied(path))
     }
@@ -420,7 +426,7 @@ impl Backend for Unreadable {
         &self,
         path: &VirtualPath,
         _mode: WriteMode,
-    ) -> Result<Box<dyn mountfs::backend::Upload + '_>, Error> {
+    ) -> Result<Box<dyn mountfs::storage::backend::Upload + '_>, Error> {
         Err(Self::denied(path))
     }
     async fn write(
@@ -428,7 +434,7 @@ impl Backend for Unreadable {
         path: &VirtualPath,
         _content: &[u8],
         _mode: WriteMode,
-    ) -> Result<mountfs::backend::WriteOutcome, Error> {
+    ) -> Result<mountfs::storage::backend::WriteOutcome, Error> {
         Err(Self::denied(path))
     }
     async fn delete(&self, path: &VirtualPath, _options: &DeleteOptions) -> Result<(), Error> {
@@ -442,14 +448,15 @@ impl Backend for Unreadable {
         _path: &VirtualPath,
         _content: &[u8],
         _version: &Version,
-    ) -> Result<Option<(mountfs::backend::WriteOutcome, AsideFile)>, Error> {
+    ) -> Result<Option<(mountfs::storage::backend::WriteOutcome, AsideFile)>, Error> {
         Ok(None)
     }
     async fn begin_changes(
         &self,
-        _files: &[mountfs::backend::PlannedFile],
-        _role: &mountfs::backend::JournalRole,
-    ) -> mountfs::backend::Result<Option<Box<dyn mountfs::backend::ChangeJournal>>> {
+        _files: &[mountfs::storage::backend::PlannedFile],
+        _role: &mountfs::storage::backend::JournalRole,
+    ) -> mountfs::storage::backend::Result<Option<Box<dyn mountfs::storage::backend::ChangeJournal>>>
+    {
         Ok(None)
     }
 
@@ -476,13 +483,19 @@ impl Backend for Unreadable {
     fn host_dir(&self) -> Option<&std::path::Path> {
         None
     }
-    fn shell(&self) -> Option<&mountfs::backend::ShellBackend> {
+    fn shell(&self) -> Option<&mountfs::storage::backend::ShellBackend> {
         None
     }
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<mountfs::backend::Entry>, Error> {
+    async fn glob(
+        &self,
+        query: &GlobQuery,
+    ) -> Result<Vec<mountfs::storage::backend::Entry>, Error> {
         Err(Self::denied(&query.dir))
     }
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<mountfs::backend::GrepFile>, Error> {
+    async fn grep(
+        &self,
+        query: &GrepQuery,
+    ) -> Result<Vec<mountfs::storage::backend::GrepFile>, Error> {
         Err(Self::denied(&query.dir))
     }
 }

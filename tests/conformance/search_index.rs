@@ -19,10 +19,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::{Backend, GrepFile, StoreBackend};
-use mountfs::path::VirtualPath;
-use mountfs::search::{GlobMatcher, GrepCollect, GrepPattern, GrepQuery, SearchControl};
-use mountfs::store::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::{GlobMatcher, GrepCollect, GrepPattern, GrepQuery, SearchControl};
+use mountfs::storage::backend::{Backend, GrepFile, StoreBackend};
+use mountfs::storage::store::{
     BatchOp, ListQuery, Namespace, PostgresStore, PutCondition, SqliteStore, Store, plan,
 };
 use proptest::prelude::*;
@@ -489,7 +489,10 @@ fn grep_arguments(search: &Search, page: &Page) -> serde_json::Value {
 /// A `grep` tool answer as the agent gets it: its text and structured content, or the error.
 type Answer = Result<(String, Option<serde_json::Value>), String>;
 
-async fn grep_answer(session: &mountfs::session::Session, args: &serde_json::Value) -> Answer {
+async fn grep_answer(
+    session: &mountfs::state::session::Session,
+    args: &serde_json::Value,
+) -> Answer {
     crate::support::backends::call("grep", args.clone(), session)
         .await
         .map(|reply| (reply.text, reply.structured))
@@ -591,8 +594,8 @@ fn same_answers(
     ns: Namespace,
     behind: u64,
 ) {
-    let sessions = |limits: mountfs::limits::Limits| {
-        let options = mountfs::session::WriteOptions {
+    let sessions = |limits: mountfs::ground::limits::Limits| {
+        let options = mountfs::state::session::WriteOptions {
             limits,
             ..Default::default()
         };
@@ -604,8 +607,8 @@ fn same_answers(
             over(StoreBackend::new(store.clone(), ns.clone()).without_index()),
         )
     };
-    let default_lines = sessions(mountfs::limits::Limits::default());
-    let short_lines = sessions(mountfs::limits::Limits {
+    let default_lines = sessions(mountfs::ground::limits::Limits::default());
+    let short_lines = sessions(mountfs::ground::limits::Limits {
         grep_max_line_bytes: 4_096,
         ..Default::default()
     });
@@ -871,7 +874,7 @@ fn sqlite_index_answers_as_a_scan_does() {
 
 /// PostgreSQL: the 2,000-file store written, changed and indexed by the pass, then about
 /// half its items changed again while the pass is held off: the first
-/// [`MAX_BEHIND`](mountfs::store::postgres::MAX_BEHIND) writes leave their items behind
+/// [`MAX_BEHIND`](mountfs::storage::store::postgres::MAX_BEHIND) writes leave their items behind
 /// (trigrams `NULL`, read by every search), spread over the key space; the later ones index
 /// their item themselves, so what every search reads in full stays bounded. Once released,
 /// the pass catches up and every item's trigrams are those of its content.
@@ -896,7 +899,7 @@ fn postgres_index_answers_as_a_scan_does() {
         let paused = PassPaused::new(&db).await;
         let changed = churn(&store, &ns).await as i64;
         let behind = behind(&client).await;
-        let bound = mountfs::store::postgres::MAX_BEHIND;
+        let bound = mountfs::storage::store::postgres::MAX_BEHIND;
         assert!(changed > bound * 2, "{changed} items changed");
         assert!(
             (bound / 2..=bound + 16).contains(&behind),
@@ -1029,7 +1032,7 @@ fn index_is_exact(file: &std::path::Path) -> bool {
         .collect();
     for (rowid, content) in items {
         let squeezed = plan::squeeze(std::str::from_utf8(&content).unwrap()).into_owned();
-        let words = mountfs::store::sqlite::join_words(&squeezed).join(" ");
+        let words = mountfs::storage::store::sqlite::join_words(&squeezed).join(" ");
         conn.execute(
             "INSERT INTO temp.fresh (rowid, content) VALUES (?1, ?2)",
             rusqlite::params![rowid, squeezed],
@@ -1335,7 +1338,10 @@ async fn a_server_killed_during_the_build_loses_nothing_and_the_next_start_resum
     let ns = Namespace::new("default").unwrap();
     let shared: Arc<dyn Store> = Arc::new(store.clone());
     let all = shared
-        .list(&ns, &mountfs::store::ListQuery::first("/", ITEMS + 1))
+        .list(
+            &ns,
+            &mountfs::storage::store::ListQuery::first("/", ITEMS + 1),
+        )
         .await
         .unwrap();
     assert_eq!(all.len(), ITEMS, "no item lost");
@@ -1834,14 +1840,14 @@ async fn a_postgres_store_filled_through_its_writes_keeps_its_statistics_current
             .write(
                 &VirtualPath::parse(&format!("/crate{:02}/src/m{i:04}.rs", i % 40)).unwrap(),
                 text.as_bytes(),
-                mountfs::backend::WriteMode::Overwrite,
+                mountfs::storage::backend::WriteMode::Overwrite,
             )
             .await
             .unwrap();
     }
     // The server's background pass analyses the table once the fill is indexed, and the
     // candidates query's trigram arm is then planned on the trigram index.
-    let keys = mountfs::store::postgres::text_keys(b"deprecated_api_call");
+    let keys = mountfs::storage::store::postgres::text_keys(b"deprecated_api_call");
     let started = Instant::now();
     let (rows, analyzed, plan) = loop {
         let (rows, analyzed) = table_statistics(&client).await;
@@ -2160,7 +2166,7 @@ async fn a_postgres_index_left_invalid_is_dropped_and_built_again() {
 /// condition, so a grep finds it through the index and skips it when the text is not there
 /// (before, an upload's trigrams stayed behind until the next start: a candidate of every
 /// search, read each time). Uploads count toward
-/// [`MAX_BEHIND`](mountfs::store::postgres::MAX_BEHIND) as puts do: past it an upload indexes
+/// [`MAX_BEHIND`](mountfs::storage::store::postgres::MAX_BEHIND) as puts do: past it an upload indexes
 /// its item itself. One bigger than the index holds is never behind, and found through its
 /// size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2183,7 +2189,7 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
                 staged.append(chunk).await.unwrap();
             }
             staged
-                .finish(condition, mountfs::store::Encoding::Utf8)
+                .finish(condition, mountfs::storage::store::Encoding::Utf8)
                 .await
                 .unwrap()
         }
@@ -2244,7 +2250,7 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
     assert_eq!(found("zebra").await, (vec![], 0));
     assert_eq!(found("giraffe").await, (vec!["/up/small.md".to_owned()], 1));
     // Over the index's size: no trigrams, yet never behind, and found through its size.
-    let mut big = vec![b'a'; (mountfs::store::postgres::MAX_INDEXED_BYTES + 10) as usize];
+    let mut big = vec![b'a'; (mountfs::storage::store::postgres::MAX_INDEXED_BYTES + 10) as usize];
     big.extend_from_slice(b"\nneedle\n");
     upload(
         "/up/big.md",
@@ -2260,7 +2266,7 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
     assert_eq!(found("needle").await.0, vec!["/up/big.md".to_owned()]);
     // With MAX_BEHIND items behind (a batch's puts), an upload indexes its item itself.
     let paused = PassPaused::new(&db).await;
-    let bound = mountfs::store::postgres::MAX_BEHIND;
+    let bound = mountfs::storage::store::postgres::MAX_BEHIND;
     let ops = (0..bound)
         .map(|i| BatchOp::Put {
             key: format!("/many/{i}.md"),
@@ -2298,7 +2304,7 @@ async fn a_postgres_upload_is_held_by_the_index_as_a_put_is() {
     db.drop().await;
 }
 
-/// Holds [`mountfs::store::postgres::INDEX_LOCK`] from a connection of its own: every
+/// Holds [`mountfs::storage::store::postgres::INDEX_LOCK`] from a connection of its own: every
 /// server's background pass finds it taken (as when another server is indexing) and leaves
 /// the items behind until it is released.
 struct PassPaused(tokio_postgres::Client);
@@ -2309,7 +2315,7 @@ impl PassPaused {
         client
             .execute(
                 "SELECT pg_advisory_lock($1)",
-                &[&mountfs::store::postgres::INDEX_LOCK],
+                &[&mountfs::storage::store::postgres::INDEX_LOCK],
             )
             .await
             .unwrap();
@@ -2320,7 +2326,7 @@ impl PassPaused {
         self.0
             .execute(
                 "SELECT pg_advisory_unlock($1)",
-                &[&mountfs::store::postgres::INDEX_LOCK],
+                &[&mountfs::storage::store::postgres::INDEX_LOCK],
             )
             .await
             .unwrap();
@@ -2361,8 +2367,8 @@ async fn trigrams_are_exact(client: &tokio_postgres::Client) {
         let trigrams: Option<Vec<i32>> = row.get(3);
         let (stamp, version): (Option<i64>, i64) = (row.get(4), row.get(5));
         assert_eq!(stamp, Some(version), "{key}");
-        let expected = mountfs::store::postgres::text_keys_of(
-            mountfs::store::Encoding::parse(&encoding),
+        let expected = mountfs::storage::store::postgres::text_keys_of(
+            mountfs::storage::store::Encoding::parse(&encoding),
             &content,
         );
         assert_eq!(trigrams, expected, "{key}");
@@ -2485,8 +2491,8 @@ async fn a_page_says_only_the_files_skipped_up_to_its_end() {
     let (store, _dir) = crate::support::backends::sqlite().await;
     let session = crate::support::backends::session_over(
         store,
-        mountfs::session::WriteOptions {
-            limits: mountfs::limits::Limits {
+        mountfs::state::session::WriteOptions {
+            limits: mountfs::ground::limits::Limits {
                 grep_max_line_bytes: 4_096,
                 ..Default::default()
             },
@@ -2508,7 +2514,7 @@ async fn a_page_says_only_the_files_skipped_up_to_its_end() {
             .write(
                 &VirtualPath::parse(&path).unwrap(),
                 content.as_bytes(),
-                mountfs::backend::WriteMode::Overwrite,
+                mountfs::storage::backend::WriteMode::Overwrite,
             )
             .await
             .unwrap();

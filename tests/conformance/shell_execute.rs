@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::Backend;
-use mountfs::exec::ExecMode;
-use mountfs::session::{Session, WriteOptions};
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::Backend;
+use mountfs::storage::exec::ExecMode;
 use mountfs::tools::{CallContext, ToolError, ToolReply};
 use serde_json::{Value, json};
 
@@ -355,7 +355,7 @@ async fn output_of_a_process_left_behind_never_reaches_a_later_call() {
         let mut reads = 0;
         while Instant::now() < until {
             let read = backend
-                .read(&mountfs::path::VirtualPath::parse("/f.txt").unwrap())
+                .read(&mountfs::ground::path::VirtualPath::parse("/f.txt").unwrap())
                 .await
                 .unwrap_or_else(|e| panic!("{label}: read {reads} failed: {e}"));
             assert!(

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::ground::search::{GlobMatcher, GrepPattern};
+use mountfs::state::session::WriteOptions;
+use mountfs::storage::backend::{
     Backend, DeleteOptions, EntryKind, GlobQuery, GrepCollect, GrepQuery, RenameOptions,
     SearchControl, ShellBackend, WriteMode,
 };
-use mountfs::path::VirtualPath;
-use mountfs::search::{GlobMatcher, GrepPattern};
-use mountfs::session::WriteOptions;
 use serde_json::json;
 
 use crate::support::backends;

@@ -8,9 +8,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, Error, FileView, LineWindow, ShellBackend, Version, WriteMode};
-use mountfs::path::VirtualPath;
-use mountfs::session::WriteOptions;
+use mountfs::ground::path::VirtualPath;
+use mountfs::state::session::WriteOptions;
+use mountfs::storage::backend::{
+    Backend, Error, FileView, LineWindow, ShellBackend, Version, WriteMode,
+};
 use serde_json::json;
 
 use crate::support::backends;
@@ -564,9 +566,9 @@ async fn the_nonce_never_appears_on_a_command_line() {
         })
     };
     for _ in 0..3 {
-        let query = mountfs::backend::GlobQuery {
+        let query = mountfs::storage::backend::GlobQuery {
             dir: p("/"),
-            matcher: mountfs::search::GlobMatcher::new("**/*").unwrap(),
+            matcher: mountfs::ground::search::GlobMatcher::new("**/*").unwrap(),
             control: Default::default(),
         };
         assert_eq!(backend.glob(&query).await.unwrap().len(), 6000);
@@ -642,11 +644,13 @@ async fn a_failing_rg_on_the_target_means_every_file_is_searched() {
         ],
         dir.path().to_str().unwrap(),
     );
-    let query = mountfs::backend::GrepQuery {
+    let query = mountfs::storage::backend::GrepQuery {
         dir: p("/"),
-        pattern: Arc::new(mountfs::search::GrepPattern::new("nee+dle", false, false).unwrap()),
+        pattern: Arc::new(
+            mountfs::ground::search::GrepPattern::new("nee+dle", false, false).unwrap(),
+        ),
         file_filter: None,
-        collect: mountfs::backend::GrepCollect::Files,
+        collect: mountfs::storage::backend::GrepCollect::Files,
         control: Default::default(),
     };
     let found = backend.grep(&query).await.unwrap();
@@ -657,10 +661,10 @@ async fn a_failing_rg_on_the_target_means_every_file_is_searched() {
 /// The grep answer of `backend` for `pattern` under `/`, sorted by path.
 async fn grep_sorted(
     backend: &dyn Backend,
-    pattern: &mountfs::search::GrepPattern,
-    collect: mountfs::backend::GrepCollect,
-) -> Vec<mountfs::backend::GrepFile> {
-    let query = mountfs::backend::GrepQuery {
+    pattern: &mountfs::ground::search::GrepPattern,
+    collect: mountfs::storage::backend::GrepCollect,
+) -> Vec<mountfs::storage::backend::GrepFile> {
+    let query = mountfs::storage::backend::GrepQuery {
         dir: p("/"),
         pattern: Arc::new(pattern.clone()),
         file_filter: None,
@@ -713,19 +717,24 @@ async fn big_grep_candidates_are_streamed_and_answer_as_a_disk_mount_does() {
         let shell = target.backend();
         std::fs::write(root.join("utf16.txt"), &utf16).unwrap();
         let disk = backends::disk_at(root, Default::default());
-        let pattern = mountfs::search::GrepPattern::new("nee+dle", false, false)
+        let pattern = mountfs::ground::search::GrepPattern::new("nee+dle", false, false)
             .unwrap()
             .with_max_line_bytes(256 * 1024);
         for collect in [
-            mountfs::backend::GrepCollect::Files,
-            mountfs::backend::GrepCollect::Count,
-            mountfs::backend::GrepCollect::lines(2),
+            mountfs::storage::backend::GrepCollect::Files,
+            mountfs::storage::backend::GrepCollect::Count,
+            mountfs::storage::backend::GrepCollect::lines(2),
         ] {
             let want = grep_sorted(&*disk, &pattern, collect).await;
             let got = grep_sorted(&*shell, &pattern, collect).await;
             assert_eq!(got, want, "{label}: {collect:?}");
         }
-        let want = grep_sorted(&*disk, &pattern, mountfs::backend::GrepCollect::Count).await;
+        let want = grep_sorted(
+            &*disk,
+            &pattern,
+            mountfs::storage::backend::GrepCollect::Count,
+        )
+        .await;
         let paths: Vec<&str> = want.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(
             paths,
@@ -762,7 +771,7 @@ async fn links_leading_outside_are_not_listed_as_on_a_disk_mount() {
         let disk = backends::disk_at(root, Default::default());
         let shell = target.backend();
         for dir in ["/", "/sub"] {
-            let entries = |mut list: Vec<mountfs::backend::Entry>| {
+            let entries = |mut list: Vec<mountfs::storage::backend::Entry>| {
                 list.sort_by(|a, b| a.path.cmp(&b.path));
                 list.into_iter()
                     .map(|e| (e.path.as_str().to_owned(), e.kind, e.size))
@@ -777,9 +786,9 @@ async fn links_leading_outside_are_not_listed_as_on_a_disk_mount() {
                 "{label}: {got:?}"
             );
         }
-        let query = mountfs::backend::GlobQuery {
+        let query = mountfs::storage::backend::GlobQuery {
             dir: p("/"),
-            matcher: mountfs::search::GlobMatcher::new("**/*").unwrap(),
+            matcher: mountfs::ground::search::GlobMatcher::new("**/*").unwrap(),
             control: Default::default(),
         };
         let mut globbed: Vec<String> = shell
@@ -903,7 +912,7 @@ async fn a_destination_swapped_for_a_link_to_a_directory_receives_nothing() {
         std::fs::write(root.join("b.txt"), "old b").unwrap();
         let b_version = backend.read(&p("/b.txt")).await.unwrap().version;
         std::fs::write(&trigger, "").unwrap();
-        let options = mountfs::backend::RenameOptions {
+        let options = mountfs::storage::backend::RenameOptions {
             replacing: Some(b_version),
             ..Default::default()
         };
@@ -1008,10 +1017,10 @@ async fn grep_finds_what_a_disk_mount_finds_in_every_encoding() {
             ("日本語", true, false, &["/sjis.txt"]),
         ];
         for (text, literal, ci, some_of_want) in cases {
-            let pattern = mountfs::search::GrepPattern::new(text, literal, ci).unwrap();
+            let pattern = mountfs::ground::search::GrepPattern::new(text, literal, ci).unwrap();
             for collect in [
-                mountfs::backend::GrepCollect::Count,
-                mountfs::backend::GrepCollect::lines(0),
+                mountfs::storage::backend::GrepCollect::Count,
+                mountfs::storage::backend::GrepCollect::lines(0),
             ] {
                 let want = grep_sorted(&*disk, &pattern, collect).await;
                 let paths: Vec<&str> = want.iter().map(|f| f.path.as_str()).collect();
@@ -1126,17 +1135,17 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         let shell = target.backend();
         let disk = backends::disk_at(root, Default::default());
         for (text, ci) in patterns {
-            let pattern = mountfs::search::GrepPattern::new(text, false, *ci)
+            let pattern = mountfs::ground::search::GrepPattern::new(text, false, *ci)
                 .unwrap()
                 .with_max_line_bytes(100 * 1024);
             for collect in [
-                mountfs::backend::GrepCollect::Files,
-                mountfs::backend::GrepCollect::Count,
-                mountfs::backend::GrepCollect::lines(1),
+                mountfs::storage::backend::GrepCollect::Files,
+                mountfs::storage::backend::GrepCollect::Count,
+                mountfs::storage::backend::GrepCollect::lines(1),
                 // A page (offset, head_limit) of the entries.
-                mountfs::backend::GrepCollect::Lines {
+                mountfs::storage::backend::GrepCollect::Lines {
                     context: 0,
-                    window: mountfs::search::LineWindowBudget {
+                    window: mountfs::ground::search::LineWindowBudget {
                         skip: 0,
                         offset: 2,
                         limit: 3,
@@ -1153,14 +1162,18 @@ async fn literal_free_regexes_answer_as_a_disk_mount_on_every_target() {
         let found = |text: &'static str| {
             let disk = disk.clone();
             async move {
-                let pattern = mountfs::search::GrepPattern::new(text, false, false)
+                let pattern = mountfs::ground::search::GrepPattern::new(text, false, false)
                     .unwrap()
                     .with_max_line_bytes(100 * 1024);
-                grep_sorted(&*disk, &pattern, mountfs::backend::GrepCollect::Files)
-                    .await
-                    .into_iter()
-                    .map(|f| f.path.as_str().to_owned())
-                    .collect::<Vec<_>>()
+                grep_sorted(
+                    &*disk,
+                    &pattern,
+                    mountfs::storage::backend::GrepCollect::Files,
+                )
+                .await
+                .into_iter()
+                .map(|f| f.path.as_str().to_owned())
+                .collect::<Vec<_>>()
             }
         };
         assert_eq!(
@@ -1228,12 +1241,13 @@ async fn a_literal_free_regex_reads_only_the_files_the_target_found() {
             std::fs::write(root.join(format!("f{i:03}.txt")), body).unwrap();
         }
         let shell = target.backend();
-        let pattern = mountfs::search::GrepPattern::new(r"\d{4}-\d{2}", false, false).unwrap();
-        let query = mountfs::backend::GrepQuery {
+        let pattern =
+            mountfs::ground::search::GrepPattern::new(r"\d{4}-\d{2}", false, false).unwrap();
+        let query = mountfs::storage::backend::GrepQuery {
             dir: p("/"),
             pattern: Arc::new(pattern),
             file_filter: None,
-            collect: mountfs::backend::GrepCollect::Files,
+            collect: mountfs::storage::backend::GrepCollect::Files,
             control: Default::default(),
         };
         let mut found: Vec<String> = shell
@@ -1290,13 +1304,13 @@ async fn rg_judges_utf8_files_with_non_ascii_text_on_the_target() {
         let disk = backends::disk_at(root, Default::default());
         let rg = matches!(label, "sh" | "ssh");
         for text in [r"\d{4}-\d{2}", r"\w+ing\b"] {
-            let pattern = mountfs::search::GrepPattern::new(text, false, false).unwrap();
+            let pattern = mountfs::ground::search::GrepPattern::new(text, false, false).unwrap();
             for collect in [
-                mountfs::backend::GrepCollect::Files,
-                mountfs::backend::GrepCollect::Count,
-                mountfs::backend::GrepCollect::lines(0),
+                mountfs::storage::backend::GrepCollect::Files,
+                mountfs::storage::backend::GrepCollect::Count,
+                mountfs::storage::backend::GrepCollect::lines(0),
             ] {
-                let query = mountfs::backend::GrepQuery {
+                let query = mountfs::storage::backend::GrepQuery {
                     dir: p("/"),
                     pattern: Arc::new(pattern.clone()),
                     file_filter: None,
@@ -1347,9 +1361,9 @@ async fn files_that_are_not_plain_are_narrowed_by_the_patterns_text() {
         let shell = target.backend();
         let disk = backends::disk_at(root, Default::default());
         let pattern =
-            mountfs::search::GrepPattern::new(r"fn\s+[a-z_]{24,}\(", false, false).unwrap();
-        let collect = mountfs::backend::GrepCollect::lines(0);
-        let query = mountfs::backend::GrepQuery {
+            mountfs::ground::search::GrepPattern::new(r"fn\s+[a-z_]{24,}\(", false, false).unwrap();
+        let collect = mountfs::storage::backend::GrepCollect::lines(0);
+        let query = mountfs::storage::backend::GrepQuery {
             dir: p("/"),
             pattern: Arc::new(pattern.clone()),
             file_filter: None,
@@ -1406,7 +1420,7 @@ async fn read_range_refuses_a_file_changed_in_place_within_a_second() {
             start_of_a_second();
             let second = second_now();
             std::fs::write(&file, vec![b'A'; size]).unwrap();
-            let mountfs::backend::BoundedRead::TooLarge { version, .. } = backend
+            let mountfs::storage::backend::BoundedRead::TooLarge { version, .. } = backend
                 .read_at_most(&p("/big"), 4 * MIB as u64)
                 .await
                 .unwrap()
@@ -1476,14 +1490,14 @@ async fn cp_from_a_shell_refuses_a_change_its_stamps_cannot_see() {
     let from = format!("shell:t:{}", source.display());
     let to = format!("disk:{}", destination.display());
     let shells = [shell];
-    let request = mountfs::cli::cp::CopyRequest {
+    let request = mountfs::server::cli::cp::CopyRequest {
         from: &from,
         to: &to,
         overwrite: false,
         shells: &shells,
     };
     let mut changed = false;
-    let outcome = mountfs::cli::cp::copy(&request, |progress| {
+    let outcome = mountfs::server::cli::cp::copy(&request, |progress| {
         if !changed && progress.bytes_done > 0 {
             changed = true;
             // Another program rewrites the file in place, same size.
@@ -1493,7 +1507,10 @@ async fn cp_from_a_shell_refuses_a_change_its_stamps_cannot_see() {
     .await;
     assert!(changed, "the copy never reported a chunk");
     assert!(
-        matches!(outcome, Err(mountfs::cli::cp::CopyError::Changed { .. })),
+        matches!(
+            outcome,
+            Err(mountfs::server::cli::cp::CopyError::Changed { .. })
+        ),
         "a torn copy: {outcome:?}"
     );
     let landed: Vec<_> = std::fs::read_dir(&destination)
@@ -1574,7 +1591,7 @@ async fn the_temporary_names_of_uploads_are_refused() {
     refused(backend.read(&name).await.map(drop), "read");
     refused(
         backend
-            .delete(&name, &mountfs::backend::DeleteOptions::default())
+            .delete(&name, &mountfs::storage::backend::DeleteOptions::default())
             .await,
         "delete",
     );
@@ -1749,7 +1766,7 @@ async fn a_file_growing_between_the_size_check_and_the_read_is_not_read_whole() 
         grew < 64 * 1024 * 1024,
         "read_at_most(1 MiB) of a file that grew to 256 MiB raised the peak memory by {} MiB ({:?})",
         grew / (1024 * 1024),
-        bounded.map(|b| matches!(b, mountfs::backend::BoundedRead::Whole(_)))
+        bounded.map(|b| matches!(b, mountfs::storage::backend::BoundedRead::Whole(_)))
     );
 
     // A window of a file stat saw small: it is read whole only up to the hashing limit.
@@ -1852,7 +1869,7 @@ async fn odd_names_and_contents_search_as_a_disk_mount_does() {
         for list in [&mut want, &mut got] {
             list.sort_by(|a, b| a.path.cmp(&b.path));
         }
-        let names = |l: &[mountfs::backend::Entry]| -> Vec<(String, u64)> {
+        let names = |l: &[mountfs::storage::backend::Entry]| -> Vec<(String, u64)> {
             l.iter()
                 .map(|e| (e.path.as_str().to_owned(), e.size))
                 .collect()
@@ -1860,9 +1877,9 @@ async fn odd_names_and_contents_search_as_a_disk_mount_does() {
         assert_eq!(names(&got), names(&want), "{label}: ls");
 
         for glob in ["**", "*.txt", "**/*.txt", "-*", "\\*.txt"] {
-            let query = mountfs::backend::GlobQuery {
+            let query = mountfs::storage::backend::GlobQuery {
                 dir: p("/"),
-                matcher: mountfs::search::GlobMatcher::new(glob).unwrap(),
+                matcher: mountfs::ground::search::GlobMatcher::new(glob).unwrap(),
                 control: Default::default(),
             };
             let mut want = disk.glob(&query).await.unwrap();
@@ -1880,10 +1897,11 @@ async fn odd_names_and_contents_search_as_a_disk_mount_does() {
         for text in patterns {
             for case_insensitive in [false, true] {
                 let pattern =
-                    mountfs::search::GrepPattern::new(text, false, case_insensitive).unwrap();
+                    mountfs::ground::search::GrepPattern::new(text, false, case_insensitive)
+                        .unwrap();
                 for collect in [
-                    mountfs::backend::GrepCollect::Files,
-                    mountfs::backend::GrepCollect::lines(1),
+                    mountfs::storage::backend::GrepCollect::Files,
+                    mountfs::storage::backend::GrepCollect::lines(1),
                 ] {
                     let want = grep_sorted(&*disk, &pattern, collect).await;
                     let got = tokio::time::timeout(
@@ -1932,11 +1950,11 @@ async fn a_final_lone_cr_greps_alike_on_disk_and_in_memory() {
         }
     }
     for pattern in ["^$", r"\s$", "e$", r"\r", r"^\r$", ".", "needle$", "^"] {
-        let pattern = mountfs::search::GrepPattern::new(pattern, false, false).unwrap();
+        let pattern = mountfs::ground::search::GrepPattern::new(pattern, false, false).unwrap();
         for collect in [
-            mountfs::backend::GrepCollect::Files,
-            mountfs::backend::GrepCollect::Count,
-            mountfs::backend::GrepCollect::lines(1),
+            mountfs::storage::backend::GrepCollect::Files,
+            mountfs::storage::backend::GrepCollect::Count,
+            mountfs::storage::backend::GrepCollect::lines(1),
         ] {
             assert_eq!(
                 grep_sorted(&*memory, &pattern, collect).await,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mountfs::store::{
+use mountfs::storage::store::{
     self, BatchOp, Encoding, ListQuery, ListStart, Namespace, PostgresStore, PutCondition,
     SqliteStore, Store,
 };
@@ -64,7 +64,7 @@ mod cases {
         text: &str,
         larger_than: u64,
     ) -> Vec<String> {
-        let pattern = mountfs::search::GrepPattern::new(text, true, false).unwrap();
+        let pattern = mountfs::ground::search::GrepPattern::new(text, true, false).unwrap();
         let mut query = store::CandidateQuery {
             list: ListQuery::first(prefix, 2),
             plan: store::plan::plan(&pattern).unwrap(),
@@ -877,7 +877,7 @@ async fn postgres_large_contents_leave_content_null_so_older_servers_fail_loudly
         .unwrap()
         .get(0);
     assert!(!not_null, "schema version 4 lets content be NULL");
-    let big: Vec<u8> = (0..(mountfs::store::postgres::LARGE_CONTENT_BYTES as usize + 5))
+    let big: Vec<u8> = (0..(mountfs::storage::store::postgres::LARGE_CONTENT_BYTES as usize + 5))
         .map(|i| b"abcdefgh\n"[i % 9])
         .collect();
     store
@@ -931,7 +931,7 @@ async fn postgres_large_contents_leave_content_null_so_older_servers_fail_loudly
         assert!(item.content == big, "{key}: read right by this release");
     }
     let scanned = store
-        .scan(&ns, &mountfs::store::ListQuery::first("/", 10))
+        .scan(&ns, &mountfs::storage::store::ListQuery::first("/", 10))
         .await
         .unwrap();
     assert_eq!(scanned.len(), 3);

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::support::{self, McpServer, PostgresNamespace, postgres_url, unique};
-use mountfs::audit::{
+use mountfs::storage::audit::{
     AuditLog, AuditTarget, Change, ClientInfo, DIFF_CUT_NOTE, FileChange, MAX_DIFF_BYTES, Query,
 };
 use serde_json::{Value, json};
@@ -778,10 +778,11 @@ async fn engine_keeps_entries_and_prunes_old_ones(target: AuditTarget, root: &st
         under,
         since,
         limit: 100,
-        reader: mountfs::audit::Reader::Operator,
+        reader: mountfs::storage::audit::Reader::Operator,
     };
-    let ids =
-        |entries: Vec<mountfs::audit::Entry>| entries.iter().map(|e| e.id).collect::<Vec<_>>();
+    let ids = |entries: Vec<mountfs::storage::audit::Entry>| {
+        entries.iter().map(|e| e.id).collect::<Vec<_>>()
+    };
     assert_eq!(
         ids(log
             .query(&query(format!("{root}/src"), None))
@@ -872,7 +873,7 @@ async fn sqlite_log_wal_stays_bounded() {
             under: "/".to_owned(),
             since: None,
             limit: 1,
-            reader: mountfs::audit::Reader::Operator,
+            reader: mountfs::storage::audit::Reader::Operator,
         })
         .await
         .unwrap();
@@ -1126,10 +1127,10 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_the_waiting_changes_ar
 /// (replaced) and `new/b.txt` (created) leaves: both written through the change's journal,
 /// decided (`decided`) or not, the journal never finished.
 async fn cut_short_change(root: &Path, decided: bool) {
-    use mountfs::backend::{
+    use mountfs::ground::path::VirtualPath;
+    use mountfs::storage::backend::{
         Backend, DiskBackend, DiskOptions, JournalRole, PlannedFile, WriteMode,
     };
-    use mountfs::path::VirtualPath;
     std::fs::write(root.join("a.txt"), "old\n").unwrap();
     // Sealed with the key the server process will trust: the one in its data directory
     // (XDG_DATA_HOME, which .cargo/config.toml sets for test runs), as a crashed server's
@@ -1137,7 +1138,8 @@ async fn cut_short_change(root: &Path, decided: bool) {
     let data = std::env::var_os("XDG_DATA_HOME")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").unwrap()).join(".local/share"));
-    let key = mountfs::backend::disk::trust::RecoveryKey::in_dir(&data.join("mountfs")).unwrap();
+    let key =
+        mountfs::storage::backend::disk::trust::RecoveryKey::in_dir(&data.join("mountfs")).unwrap();
     let options = DiskOptions {
         recovery: Some(std::sync::Arc::new(key)),
         ..DiskOptions::default()
@@ -1362,11 +1364,12 @@ async fn granted_history_pages_past_hidden_entries(target: AuditTarget, root: &s
             .await
             .unwrap();
     }
-    let grants =
-        mountfs::grants::Grants::new(mountfs::grants::parse(&format!("bob={root}/b/")).unwrap());
+    let grants = mountfs::ground::grants::Grants::new(
+        mountfs::ground::grants::parse(&format!("bob={root}/b/")).unwrap(),
+    );
     let prefixes = [format!("{root}/a/"), format!("{root}/b/")]
         .iter()
-        .map(|p| mountfs::path::VirtualPath::parse(p).unwrap())
+        .map(|p| mountfs::ground::path::VirtualPath::parse(p).unwrap())
         .collect::<Vec<_>>();
     let view = grants.view("bob", None, &prefixes);
     assert!(view.is_some());
@@ -1375,7 +1378,7 @@ async fn granted_history_pages_past_hidden_entries(target: AuditTarget, root: &s
             under: root.to_owned(),
             since: None,
             limit: 5,
-            reader: mountfs::audit::Reader::Workspace {
+            reader: mountfs::storage::audit::Reader::Workspace {
                 principal: "bob".into(),
                 workspace: "bob".into(),
                 view,

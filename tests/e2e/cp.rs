@@ -1256,15 +1256,17 @@ fn a_reserved_name_in_the_source_is_not_copied() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         // Written in the table as another program would: the store backend refuses the name.
-        let store = mountfs::store::SqliteStore::open(&db).await.unwrap();
-        let namespace = mountfs::store::Namespace::new("default").unwrap();
+        let store = mountfs::storage::store::SqliteStore::open(&db)
+            .await
+            .unwrap();
+        let namespace = mountfs::storage::store::Namespace::new("default").unwrap();
         for key in ["/a.txt", "/d/.mountfs-tmp-journal-1-1/journal"] {
-            mountfs::store::Store::put(
+            mountfs::storage::store::Store::put(
                 &store,
                 &namespace,
                 key,
                 b"x",
-                mountfs::store::PutCondition::CreateOnly,
+                mountfs::storage::store::PutCondition::CreateOnly,
             )
             .await
             .unwrap();

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, MemoryBackend, WriteMode};
-use mountfs::path::VirtualPath;
-use mountfs::session::{Session, WriteOptions};
-use mountfs::tools::ToolReply;
+use mountfs::change::ToolReply;
+use mountfs::ground::path::VirtualPath;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::{Backend, MemoryBackend, WriteMode};
 
 use crate::support::backends;
 use serde_json::{Value, json};

@@ -45,7 +45,7 @@ impl Exec {
 }
 
 fn landlock() -> bool {
-    match mountfs::exec::sandbox::probe() {
+    match mountfs::storage::exec::sandbox::probe() {
         Ok(()) => true,
         Err(error) => {
             crate::skips::record("the execute sandbox (Landlock)", &error.to_string());

@@ -129,7 +129,7 @@ fn a_journal_planted_by_an_overlay_commit_is_not_acted_on() {
 
 #[test]
 fn a_journal_planted_by_a_sandboxed_execute_is_not_acted_on() {
-    if let Err(error) = mountfs::exec::sandbox::probe() {
+    if let Err(error) = mountfs::storage::exec::sandbox::probe() {
         crate::skips::record("the execute sandbox (Landlock)", &error.to_string());
         return;
     }
@@ -188,18 +188,21 @@ fn a_journal_copied_in_by_cp_from_a_store_is_not_acted_on() {
 fn plant_in_store_directly(store: &Path, attack: &Attack) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let opened = mountfs::store::SqliteStore::open(store).await.unwrap();
-        let namespace = mountfs::store::Namespace::new("default").unwrap();
-        let backend = mountfs::backend::StoreBackend::new(std::sync::Arc::new(opened), namespace);
+        let opened = mountfs::storage::store::SqliteStore::open(store)
+            .await
+            .unwrap();
+        let namespace = mountfs::storage::store::Namespace::new("default").unwrap();
+        let backend =
+            mountfs::storage::backend::StoreBackend::new(std::sync::Arc::new(opened), namespace);
         for (name, content) in attack.files() {
             // As a backend reads a key back: no tool could give this path.
-            let path =
-                mountfs::path::VirtualPath::parse_raw(&format!("/{JOURNAL}/{name}")).unwrap();
-            let _ = mountfs::backend::Backend::write(
+            let path = mountfs::ground::path::VirtualPath::parse_raw(&format!("/{JOURNAL}/{name}"))
+                .unwrap();
+            let _ = mountfs::storage::backend::Backend::write(
                 &backend,
                 &path,
                 content.as_bytes(),
-                mountfs::backend::WriteMode::Overwrite,
+                mountfs::storage::backend::WriteMode::Overwrite,
             )
             .await;
         }

@@ -288,9 +288,9 @@ fn pages_over_trimmed_results_equal_slices_of_the_whole_answer() {
 
 #[tokio::test]
 async fn a_store_is_searched_a_few_megabytes_of_items_at_a_time() {
-    use mountfs::backend::{Backend, StoreBackend, WriteMode};
-    use mountfs::path::VirtualPath;
-    use mountfs::store::{Namespace, SqliteStore};
+    use mountfs::ground::path::VirtualPath;
+    use mountfs::storage::backend::{Backend, StoreBackend, WriteMode};
+    use mountfs::storage::store::{Namespace, SqliteStore};
     // 40 items of 2 MiB (at most 64 were fetched in one page: 80 MiB at once).
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("store.db");

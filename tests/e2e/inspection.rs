@@ -123,7 +123,7 @@ fn the_execute_sandbox_works_for_a_non_dumpable_unprivileged_server() {
             ])
             .status()
             .is_ok_and(|s| s.success());
-    if !nobody_namespaces || mountfs::exec::sandbox::probe().is_err() {
+    if !nobody_namespaces || mountfs::storage::exec::sandbox::probe().is_err() {
         crate::skips::record(
             "the execute sandbox of a non-dumpable server",
             "needs unprivileged user namespaces and Landlock",

@@ -86,14 +86,14 @@ fn tools_list_serves_exactly_the_schema_files() {
         let name = tool["name"].as_str().unwrap();
         let file = &files[name];
         let mut input = file.clone();
-        for key in mountfs::registry::DEFINITION_KEYS {
+        for key in mountfs::server::registry::DEFINITION_KEYS {
             input.as_object_mut().unwrap().remove(key);
         }
         assert_eq!(
             tool["inputSchema"], input,
             "{name}: inputSchema is not schemas/{name}.json less its definition keys"
         );
-        let output = mountfs::registry::served_output_schema(
+        let output = mountfs::server::registry::served_output_schema(
             output_schema_file(name).as_object().unwrap().clone(),
         );
         assert_eq!(

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::support::{McpServer, PostgresNamespace, postgres_url};
-use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
+use mountfs::storage::store::{Namespace, PostgresStore, SqliteStore, Store};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;

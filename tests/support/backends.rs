@@ -9,15 +9,15 @@
 
 use std::sync::{Arc, OnceLock};
 
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::server::handler::MountfsServer;
+use mountfs::server::registry::Registry;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::{
     Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, OverlayBackend,
     StoreBackend,
 };
-use mountfs::path::VirtualPath;
-use mountfs::registry::Registry;
-use mountfs::server::MountfsServer;
-use mountfs::session::{Session, WriteOptions};
-use mountfs::store::{Namespace, PostgresStore, SqliteStore, Store};
+use mountfs::storage::store::{Namespace, PostgresStore, SqliteStore, Store};
 use mountfs::tools::{ToolError, ToolReply};
 use serde_json::Value;
 
@@ -128,7 +128,7 @@ pub fn server(session: Arc<Session>) -> MountfsServer {
         registry(),
         session,
         String::new(),
-        Arc::new(mountfs::changes::ChangeHub::new(&[])),
+        Arc::new(mountfs::observers::changes::ChangeHub::new(&[])),
     )
 }
 

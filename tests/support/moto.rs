@@ -22,9 +22,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use mountfs::backend::ObjectBackend;
-use mountfs::backend::object::KeyPrefix;
-use mountfs::config::{ObjectCloud, ObjectSpec};
+use mountfs::ground::config::{ObjectCloud, ObjectSpec};
+use mountfs::storage::backend::ObjectBackend;
+use mountfs::storage::backend::object::KeyPrefix;
 use object_store::aws::AmazonS3Builder;
 
 /// The switch that turns a missing server into a failure (CI sets `CI`).
@@ -337,7 +337,7 @@ impl Bucket {
     /// server's back.
     pub fn client(&self) -> Arc<dyn object_store::ObjectStore> {
         Arc::new(
-            mountfs::backend::object::s3_builder(
+            mountfs::storage::backend::object::s3_builder(
                 AmazonS3Builder::new()
                     .with_access_key_id(ACCESS_KEY)
                     .with_secret_access_key(SECRET_KEY),
@@ -351,7 +351,7 @@ impl Bucket {
     /// An object backend over this bucket under `key_prefix`.
     pub fn backend(&self, key_prefix: &str) -> ObjectBackend {
         let spec = self.spec(key_prefix);
-        let store = mountfs::backend::object::s3_builder(
+        let store = mountfs::storage::backend::object::s3_builder(
             AmazonS3Builder::new()
                 .with_access_key_id(ACCESS_KEY)
                 .with_secret_access_key(SECRET_KEY),

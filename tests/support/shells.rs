@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use mountfs::backend::ShellBackend;
+use mountfs::storage::backend::ShellBackend;
 
 /// Where busybox is expected (the Debian package's path).
 pub const BUSYBOX: &str = "/usr/bin/busybox";

@@ -193,7 +193,7 @@ pub async fn undo_of_a_create_is_refused_when_the_file_was_deleted(fx: &Fixture)
     fx.session
         .backend()
         .delete(
-            &mountfs::path::VirtualPath::parse(&f).unwrap(),
+            &mountfs::ground::path::VirtualPath::parse(&f).unwrap(),
             &Default::default(),
         )
         .await
@@ -603,7 +603,7 @@ pub async fn delete_removes_a_file_and_undo_restores_it(fx: &Fixture) {
     fx.session
         .backend()
         .delete(
-            &mountfs::path::VirtualPath::parse(&f).unwrap(),
+            &mountfs::ground::path::VirtualPath::parse(&f).unwrap(),
             &Default::default(),
         )
         .await
@@ -703,7 +703,9 @@ pub async fn delete_refuses_missing_paths_and_mount_roots(fx: &Fixture) {
             .await;
         assert!(err.contains("mount roots cannot be deleted"), "{err}");
         // A directory holding a mount point cannot go either.
-        if let Some(parent) = mountfs::path::VirtualPath::parse(root).unwrap().parent()
+        if let Some(parent) = mountfs::ground::path::VirtualPath::parse(root)
+            .unwrap()
+            .parent()
             && !parent.is_root()
         {
             fx.refused(

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use mountfs::backend::{Backend, DiskBackend, DiskOptions, WriteMode};
-use mountfs::path::VirtualPath;
+use mountfs::ground::path::VirtualPath;
+use mountfs::storage::backend::{Backend, DiskBackend, DiskOptions, WriteMode};
 
 const FILES: usize = 8;
 const KILLS: usize = 12;
@@ -21,7 +21,7 @@ const DIR_VAR: &str = "MOUNTFS_CRASH_DIR";
 const KEYS_VAR: &str = "MOUNTFS_CRASH_KEYS";
 
 fn options(keys: &Path) -> DiskOptions {
-    let key = mountfs::backend::disk::trust::RecoveryKey::in_dir(keys).unwrap();
+    let key = mountfs::storage::backend::disk::trust::RecoveryKey::in_dir(keys).unwrap();
     DiskOptions {
         recovery: Some(std::sync::Arc::new(key)),
         ..DiskOptions::default()
@@ -121,7 +121,7 @@ fn temp_files(dir: &Path) -> Vec<PathBuf> {
             } else if path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(mountfs::backend::disk::TEMP_PREFIX))
+                .is_some_and(|n| n.starts_with(mountfs::storage::backend::disk::TEMP_PREFIX))
             {
                 found.push(path);
             }

@@ -146,7 +146,7 @@ fn store_tree(db: &Path) -> Tree {
 
 /// Names our journal and temporary files take (hidden from listings).
 fn is_ours(name: &str) -> bool {
-    name.contains(mountfs::backend::disk::TEMP_PREFIX)
+    name.contains(mountfs::storage::backend::disk::TEMP_PREFIX)
 }
 
 /// The two sides a patch moves the tree between: `moved` files exist only on side A (`/a*/`)
@@ -290,7 +290,7 @@ impl PatchMount {
                     e.unwrap()
                         .file_name()
                         .to_string_lossy()
-                        .starts_with(mountfs::backend::disk::journal::JOURNAL_PREFIX)
+                        .starts_with(mountfs::storage::backend::disk::journal::JOURNAL_PREFIX)
                 });
                 if seen {
                     return started.elapsed();
@@ -428,7 +428,7 @@ fn patch_survives_sigkill(mount: PatchMount, kills: usize) {
         assert!(
             !listing
                 .to_string()
-                .contains(mountfs::backend::disk::TEMP_PREFIX),
+                .contains(mountfs::storage::backend::disk::TEMP_PREFIX),
             "seed {seed}, round {round}: ls shows our files: {listing}"
         );
         match now {
@@ -476,7 +476,7 @@ fn patch_survives_sigkill(mount: PatchMount, kills: usize) {
         assert!(
             !glob
                 .to_string()
-                .contains(mountfs::backend::disk::TEMP_PREFIX),
+                .contains(mountfs::storage::backend::disk::TEMP_PREFIX),
             "seed {seed}, round {round}: glob shows our files"
         );
     }
@@ -778,7 +778,7 @@ fn commit_survives_sigkill(bases: usize, sqlite: bool) {
         assert!(
             !listing
                 .to_string()
-                .contains(mountfs::backend::disk::TEMP_PREFIX),
+                .contains(mountfs::storage::backend::disk::TEMP_PREFIX),
             "{what}, seed {seed}, round {round}: ls shows our files: {listing}"
         );
         let old = now == before;
@@ -795,7 +795,7 @@ fn commit_survives_sigkill(bases: usize, sqlite: bool) {
         assert!(
             !glob
                 .to_string()
-                .contains(mountfs::backend::disk::TEMP_PREFIX),
+                .contains(mountfs::storage::backend::disk::TEMP_PREFIX),
             "{what}, seed {seed}, round {round}: glob shows our files"
         );
         if sqlite {
@@ -858,13 +858,13 @@ fn a_commit_over_two_sqlite_layers_is_whole_or_absent_after_sigkill() {
 /// change from the layer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_cut_short_while_its_sqlite_layer_lets_go_commits_again() {
-    use mountfs::backend::overlay::Staged;
-    use mountfs::backend::{
+    use mountfs::ground::path::VirtualPath;
+    use mountfs::storage::backend::overlay::Staged;
+    use mountfs::storage::backend::{
         Backend, DeleteOptions, DiskBackend, DiskOptions, JournalRole, OverlayBackend,
         StoreBackend, WriteMode,
     };
-    use mountfs::path::VirtualPath;
-    use mountfs::store::{Namespace, SqliteStore, Store};
+    use mountfs::storage::store::{Namespace, SqliteStore, Store};
     use std::sync::Arc;
 
     let base_dir = scratch();

@@ -9,11 +9,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::{
     Backend, CompositeBackend, DiskBackend, DiskOptions, MemoryBackend, Mount, WriteMode,
 };
-use mountfs::path::VirtualPath;
-use mountfs::session::{Session, WriteOptions};
 use serde_json::{Value, json};
 
 fn p(s: &str) -> VirtualPath {
@@ -485,7 +485,7 @@ async fn an_in_place_change_to_a_big_file_is_detected() {
     use std::os::unix::fs::FileExt;
     let d = Disk::new();
     let line = "0123456789 abcdefghij 0123456789 abcdefghij 0123456789\n";
-    let big = line.repeat((mountfs::backend::disk::HASHED_SIZE_LIMIT as usize) / 50);
+    let big = line.repeat((mountfs::storage::backend::disk::HASHED_SIZE_LIMIT as usize) / 50);
     d.put("big.log", &big);
     let text = d
         .ok(

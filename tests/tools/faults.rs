@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::storage::backend::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
     GrepFile, GrepQuery, LineWindow, MemoryBackend, RenameOptions, Renamed, Result, Version,
     WriteMode, WriteOutcome,
 };
-use mountfs::path::VirtualPath;
 use serde_json::json;
 
 use crate::fixtures::{Fixture, memory_mount, mount};
@@ -68,7 +68,7 @@ impl Backend for FaultyBackend {
         path: &VirtualPath,
         offset: u64,
         len: usize,
-        version: &mountfs::backend::Version,
+        version: &mountfs::storage::backend::Version,
     ) -> Result<Vec<u8>> {
         if self.panic_reads.load(Ordering::SeqCst) && self.trapped(path) {
             panic!("injected panic while reading {path}");
@@ -78,7 +78,7 @@ impl Backend for FaultyBackend {
     async fn content_sha256(
         &self,
         path: &VirtualPath,
-        version: &mountfs::backend::Version,
+        version: &mountfs::storage::backend::Version,
     ) -> Result<Option<String>> {
         self.inner.content_sha256(path, version).await
     }
@@ -89,7 +89,7 @@ impl Backend for FaultyBackend {
         &self,
         path: &VirtualPath,
         mode: WriteMode,
-    ) -> Result<Box<dyn mountfs::backend::Upload + '_>> {
+    ) -> Result<Box<dyn mountfs::storage::backend::Upload + '_>> {
         if self.fail_writes.load(Ordering::SeqCst) && self.trapped(path) {
             return Err(self.failure(path));
         }
@@ -131,9 +131,10 @@ impl Backend for FaultyBackend {
     }
     async fn begin_changes(
         &self,
-        _files: &[mountfs::backend::PlannedFile],
-        _role: &mountfs::backend::JournalRole,
-    ) -> mountfs::backend::Result<Option<Box<dyn mountfs::backend::ChangeJournal>>> {
+        _files: &[mountfs::storage::backend::PlannedFile],
+        _role: &mountfs::storage::backend::JournalRole,
+    ) -> mountfs::storage::backend::Result<Option<Box<dyn mountfs::storage::backend::ChangeJournal>>>
+    {
         Ok(None)
     }
 
@@ -161,7 +162,7 @@ impl Backend for FaultyBackend {
     fn host_dir(&self) -> Option<&std::path::Path> {
         None
     }
-    fn shell(&self) -> Option<&mountfs::backend::ShellBackend> {
+    fn shell(&self) -> Option<&mountfs::storage::backend::ShellBackend> {
         None
     }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {

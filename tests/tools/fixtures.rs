@@ -8,10 +8,10 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, Mount, WriteMode};
-use mountfs::path::VirtualPath;
-use mountfs::server::MountfsServer;
-use mountfs::session::Session;
+use mountfs::ground::path::VirtualPath;
+use mountfs::server::handler::MountfsServer;
+use mountfs::state::session::Session;
+use mountfs::storage::backend::{Backend, Mount, WriteMode};
 use serde_json::Value;
 
 pub use crate::support::backends::{self, memory_mount, mount};

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::storage::backend::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, FileBytes, FileView, GlobQuery,
     GrepFile, GrepQuery, LineWindow, MemoryBackend, RenameOptions, Renamed, Result, Version,
     WriteMode, WriteOutcome,
 };
-use mountfs::path::VirtualPath;
 use serde_json::json;
 
 use crate::fixtures::{Fixture, memory_mount, mount};
@@ -71,14 +71,14 @@ impl Backend for GrowingBackend {
         path: &VirtualPath,
         offset: u64,
         len: usize,
-        version: &mountfs::backend::Version,
+        version: &mountfs::storage::backend::Version,
     ) -> Result<Vec<u8>> {
         self.inner.read_range(path, offset, len, version).await
     }
     async fn content_sha256(
         &self,
         path: &VirtualPath,
-        version: &mountfs::backend::Version,
+        version: &mountfs::storage::backend::Version,
     ) -> Result<Option<String>> {
         self.inner.content_sha256(path, version).await
     }
@@ -89,7 +89,7 @@ impl Backend for GrowingBackend {
         &self,
         path: &VirtualPath,
         mode: WriteMode,
-    ) -> Result<Box<dyn mountfs::backend::Upload + '_>> {
+    ) -> Result<Box<dyn mountfs::storage::backend::Upload + '_>> {
         self.inner.begin_upload(path, mode).await
     }
     async fn write(
@@ -122,9 +122,10 @@ impl Backend for GrowingBackend {
     }
     async fn begin_changes(
         &self,
-        _files: &[mountfs::backend::PlannedFile],
-        _role: &mountfs::backend::JournalRole,
-    ) -> mountfs::backend::Result<Option<Box<dyn mountfs::backend::ChangeJournal>>> {
+        _files: &[mountfs::storage::backend::PlannedFile],
+        _role: &mountfs::storage::backend::JournalRole,
+    ) -> mountfs::storage::backend::Result<Option<Box<dyn mountfs::storage::backend::ChangeJournal>>>
+    {
         Ok(None)
     }
 
@@ -152,7 +153,7 @@ impl Backend for GrowingBackend {
     fn host_dir(&self) -> Option<&std::path::Path> {
         None
     }
-    fn shell(&self) -> Option<&mountfs::backend::ShellBackend> {
+    fn shell(&self) -> Option<&mountfs::storage::backend::ShellBackend> {
         None
     }
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {

@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use mountfs::backend::{Backend, DiskBackend, DiskOptions, WriteMode};
-use mountfs::path::{VirtualPath, is_hidden_or_control};
-use mountfs::server::MountfsServer;
-use mountfs::session::Session;
+use mountfs::ground::path::{VirtualPath, is_hidden_or_control};
+use mountfs::server::handler::MountfsServer;
+use mountfs::state::session::Session;
+use mountfs::storage::backend::{Backend, DiskBackend, DiskOptions, WriteMode};
 use serde_json::{Value, json};
 
 use crate::support::backends;

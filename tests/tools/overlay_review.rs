@@ -11,9 +11,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use mountfs::config::parse_table;
-use mountfs::mounts::MountTable;
-use mountfs::session::{Session, WriteOptions};
+use mountfs::ground::config::parse_table;
+use mountfs::server::mounts::MountTable;
+use mountfs::state::session::{Session, WriteOptions};
 use serde_json::{Value, json};
 
 /// Every file and directory below `dir` with its bytes and mode: equal digests mean the tree
@@ -125,7 +125,7 @@ fn check_output(tool: &str, structured: Option<&Value>) {
     if !["changes", "commit", "discard"].contains(&tool) {
         return;
     }
-    let registry = mountfs::registry::Registry::load()
+    let registry = mountfs::server::registry::Registry::load()
         .unwrap()
         .with_review_tools()
         .unwrap();
@@ -300,7 +300,7 @@ async fn reading_a_big_base_file_copies_nothing_into_the_layer() {
         .await;
     assert!(text.contains("100001\t"), "{text}");
     let overlay = o.session.backend().overlays()[0].1.clone();
-    let root = mountfs::path::VirtualPath::root();
+    let root = mountfs::ground::path::VirtualPath::root();
     assert!(overlay.changes(&root).await.unwrap().is_empty());
 }
 
@@ -326,9 +326,9 @@ async fn listed(o: &Overlay, path: &str) -> Vec<(String, String)> {
 /// The view of the whole tree: every file the overlay shows and its bytes.
 async fn view(o: &Overlay) -> BTreeMap<String, Vec<u8>> {
     let backend = o.session.backend();
-    let query = mountfs::backend::GlobQuery {
-        dir: mountfs::path::VirtualPath::root(),
-        matcher: mountfs::search::GlobMatcher::new("*").unwrap(),
+    let query = mountfs::storage::backend::GlobQuery {
+        dir: mountfs::ground::path::VirtualPath::root(),
+        matcher: mountfs::ground::search::GlobMatcher::new("*").unwrap(),
         control: Default::default(),
     };
     let mut out = BTreeMap::new();
@@ -772,7 +772,7 @@ async fn discard_below_a_deleted_directory_brings_back_only_that_part() {
 
 #[tokio::test]
 async fn review_tools_are_listed_only_with_an_overlay_mount() {
-    let plain = mountfs::registry::Registry::load().unwrap();
+    let plain = mountfs::server::registry::Registry::load().unwrap();
     assert!(plain.get("changes").is_none());
     let with = plain.with_review_tools().unwrap();
     for name in ["changes", "commit", "discard"] {
@@ -844,7 +844,7 @@ fn new_content(i: usize) -> String {
 #[test]
 #[ignore = "child process of a_commit_killed_midway_leaves_each_base_file_old_or_new"]
 fn commit_crash_child() {
-    use mountfs::backend::{Backend, DiskBackend, DiskOptions, OverlayBackend, WriteMode};
+    use mountfs::storage::backend::{Backend, DiskBackend, DiskOptions, OverlayBackend, WriteMode};
     let Some(dir) = std::env::var_os(COMMIT_DIR_VAR) else {
         return;
     };
@@ -854,7 +854,8 @@ fn commit_crash_child() {
     let overlay = OverlayBackend::in_memory(Arc::new(disk));
     runtime.block_on(async {
         for i in 0..COMMIT_FILES {
-            let path = mountfs::path::VirtualPath::parse(&format!("/d{}/f{i}.txt", i % 7)).unwrap();
+            let path = mountfs::ground::path::VirtualPath::parse(&format!("/d{}/f{i}.txt", i % 7))
+                .unwrap();
             overlay
                 .write(&path, new_content(i).as_bytes(), WriteMode::Overwrite)
                 .await
@@ -863,13 +864,13 @@ fn commit_crash_child() {
         std::fs::write(Path::new(&dir).join("ready"), "").unwrap();
         match overlay
             .stage_commit(
-                &mountfs::path::VirtualPath::root(),
-                &mountfs::backend::JournalRole::Alone,
+                &mountfs::ground::path::VirtualPath::root(),
+                &mountfs::storage::backend::JournalRole::Alone,
             )
             .await
             .unwrap()
         {
-            mountfs::backend::overlay::Staged::Written(stage) => {
+            mountfs::storage::backend::overlay::Staged::Written(stage) => {
                 stage.finish().await.unwrap();
             }
             other => panic!("the commit wrote nothing: {other:?}"),
@@ -937,13 +938,13 @@ struct Person {
 }
 
 #[async_trait::async_trait]
-impl mountfs::tools::change::confirm::Asker for Person {
-    async fn ask(&self, question: &str) -> mountfs::tools::change::confirm::Answer {
+impl mountfs::change::confirm::Asker for Person {
+    async fn ask(&self, question: &str) -> mountfs::change::confirm::Answer {
         self.asked.lock().unwrap().push(question.to_owned());
         if self.yes {
-            mountfs::tools::change::confirm::Answer::Accepted
+            mountfs::change::confirm::Answer::Accepted
         } else {
-            mountfs::tools::change::confirm::Answer::Declined
+            mountfs::change::confirm::Answer::Declined
         }
     }
 }
@@ -960,9 +961,9 @@ async fn confirmed_call(
         yes,
         asked: Default::default(),
     });
-    let context = mountfs::tools::CallContext {
-        confirm: Some(mountfs::tools::change::confirm::Confirmer {
-            scope: mountfs::confirm_policy::ConfirmScope::Destructive,
+    let context = mountfs::change::CallContext {
+        confirm: Some(mountfs::change::confirm::Confirmer {
+            scope: mountfs::ground::confirm_policy::ConfirmScope::Destructive,
             timeout: std::time::Duration::from_secs(5),
             asker: person.clone(),
         }),

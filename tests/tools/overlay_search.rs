@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use mountfs::config::parse_table;
-use mountfs::mounts::MountTable;
-use mountfs::session::{Session, WriteOptions};
+use mountfs::ground::config::parse_table;
+use mountfs::server::mounts::MountTable;
+use mountfs::state::session::{Session, WriteOptions};
 use serde_json::{Value, json};
 
 /// The same tree in two directories, one mounted as an overlay, one as a plain disk mount.

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mountfs::backend::{
+use mountfs::ground::path::VirtualPath;
+use mountfs::state::session::{Session, WriteOptions};
+use mountfs::storage::backend::{
     Backend, CompositeBackend, DeleteOptions, DiskBackend, DiskOptions, MemoryBackend, Mount,
 };
-use mountfs::path::VirtualPath;
-use mountfs::session::{Session, WriteOptions};
 use serde_json::{Value, json};
 
 /// Marks every byte of secret content; no answer may contain it.
@@ -513,7 +513,7 @@ attack!(move_directory_with_dotdot, h => {
     h.refused("move", json!({"source": "/a", "destination": "/a/../../outside/a"}), DOTDOT).await;
 });
 attack!(rename_on_the_backend_refuses_outward_paths, h => {
-    use mountfs::backend::{Error, RenameOptions};
+    use mountfs::storage::backend::{Error, RenameOptions};
     let p = |s: &str| VirtualPath::parse(s).unwrap();
     for (from, to) in [
         ("/readme.md", "/rel_dir_up/planted.md"),
@@ -527,7 +527,7 @@ attack!(rename_on_the_backend_refuses_outward_paths, h => {
         assert!(matches!(err, Error::OutsideMount { .. }), "rename {from} -> {to}: {err:?}");
     }
     // Over an outside file, even when told its version.
-    let replacing = RenameOptions { if_version: None, replacing: Some(mountfs::backend::Version::of_content(format!("{SECRET}\nline two {SECRET}\n").as_bytes())) };
+    let replacing = RenameOptions { if_version: None, replacing: Some(mountfs::storage::backend::Version::of_content(format!("{SECRET}\nline two {SECRET}\n").as_bytes())) };
     let err = h.backend.rename(&p("/readme.md"), &p("/rel_up"), &replacing).await.unwrap_err();
     assert!(matches!(err, Error::OutsideMount { .. }), "{err:?}");
     assert!(h.root().join("readme.md").is_file());

@@ -439,7 +439,7 @@ async fn change_notifications_of_hidden_mounts_never_reach_a_principal() {
 
 #[tokio::test]
 async fn execute_binds_only_the_granted_disk_mounts_and_large_results_stay_in_scratch() {
-    if mountfs::exec::sandbox::probe().is_err() {
+    if mountfs::storage::exec::sandbox::probe().is_err() {
         crate::skips::record("the execute sandbox (Landlock)", "probe failed");
         return;
     }
@@ -516,7 +516,7 @@ async fn a_grant_naming_no_mount_stops_start_up() {
 /// with several principals. Before, one principal kept the whole host readable to `execute`.
 #[tokio::test]
 async fn one_principal_with_a_grant_cannot_read_an_ungranted_mount_through_execute() {
-    if mountfs::exec::sandbox::probe().is_err() {
+    if mountfs::storage::exec::sandbox::probe().is_err() {
         crate::skips::record("the execute sandbox (Landlock)", "probe failed");
         return;
     }

@@ -716,10 +716,12 @@ async fn two_instances_eight_sessions_each_edit_distinct_lines_without_stale_err
         stale += s;
         retries += r;
     }
-    let store = mountfs::store::PostgresStore::connect(&url).await.unwrap();
-    let item = mountfs::store::Store::get(
+    let store = mountfs::storage::store::PostgresStore::connect(&url)
+        .await
+        .unwrap();
+    let item = mountfs::storage::store::Store::get(
         &store,
-        &mountfs::store::Namespace::new(&namespace.name).unwrap(),
+        &mountfs::storage::store::Namespace::new(&namespace.name).unwrap(),
         "/shared.txt",
     )
     .await
@@ -1021,7 +1023,7 @@ async fn bob_tries_alice_files(token_lines: &str) -> (String, tempfile::TempDir)
 
 #[tokio::test]
 async fn with_two_principals_a_command_cannot_read_another_principals_files_or_tokens() {
-    if let Err(error) = mountfs::exec::sandbox::probe() {
+    if let Err(error) = mountfs::storage::exec::sandbox::probe() {
         crate::skips::record("the execute sandbox", &error.to_string());
         return;
     }
