@@ -63,7 +63,8 @@ pub(super) const OLD_INDEXES: &[&str] = &[
 /// columns (`trigrams`, `trigrams_version`) stay: a server of that build sharing the database
 /// keeps writing them (dropping them would make its writes fail); docs/mounts.md says how to
 /// drop them once every server is upgraded.
-pub(super) const OLD_STATISTICS: &str = "DROP STATISTICS IF EXISTS mountfs_items_trigrams_behind_stats";
+pub(super) const OLD_STATISTICS: &str =
+    "DROP STATISTICS IF EXISTS mountfs_items_trigrams_behind_stats";
 /// What lets the planner know how few items are behind (else it guesses nearly all, and reads
 /// the whole table rather than the partial index `mountfs_items_text_keys_behind`); the
 /// queries and the index say `(… IS DISTINCT FROM …) IS TRUE`, the form these statistics are
@@ -312,7 +313,10 @@ pub(super) async fn index_behind(
 /// The condition of `terms` over the `trigrams` column, the arrays pushed onto `params`: a
 /// substring is there when all its trigrams are ([`text_keys_of`] of its bytes, folded as the
 /// column is, whether or not the search ignores case: the matcher confirms).
-pub(super) fn trigram_terms(terms: &Terms, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) -> String {
+pub(super) fn trigram_terms(
+    terms: &Terms,
+    params: &mut Vec<Box<dyn ToSql + Sync + Send>>,
+) -> String {
     match terms {
         Terms::Substring(text) => {
             params.push(Box::new(text_keys(text.as_bytes())));
@@ -785,5 +789,82 @@ impl PostgresStore {
     /// [`MAX_BEHIND`] items are (`uncommitted`: those its own transaction left behind).
     pub(super) fn defer_indexing(&self, uncommitted: i64) -> bool {
         !self.index_ready.load(Ordering::Acquire) || self.pass.may_defer(uncommitted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(text: &[u8; 3]) -> i32 {
+        i32::from(text[0]) << 16 | i32::from(text[1]) << 8 | i32::from(text[2])
+    }
+
+    #[test]
+    fn trigrams_are_distinct_folded_and_sorted() {
+        let keys = text_keys(b"AbcABC");
+        assert_eq!(keys, {
+            let mut k = vec![key(b"abc"), key(b"bca"), key(b"cab")];
+            k.sort_unstable();
+            k
+        });
+        assert!(text_keys(b"ab").is_empty());
+        // Bytes, not characters: a non-ASCII character is left as it is.
+        assert_eq!(text_keys("é".as_bytes()).len(), 0);
+        assert_eq!(text_keys("Éa".as_bytes()), vec![key(&[0xc3, 0x89, b'a'])]);
+    }
+
+    #[test]
+    fn a_substring_has_no_trigram_its_container_lacks() {
+        let content = "fn Main() {\n    unsafe impl Drop for X {}\n}\n";
+        let all = text_keys(content.as_bytes());
+        for needle in ["unsafe impl", "IMPL DROP", "main()", " {}\n"] {
+            let wanted = text_keys(needle.as_bytes());
+            assert!(wanted.iter().all(|k| all.contains(k)), "{needle}");
+        }
+    }
+
+    #[test]
+    fn whitespace_is_squeezed_and_the_joins_kept() {
+        let keys = text_keys(b"fn x() {\n    unsafe\t\timpl Drop for X {}\n}\n");
+        let wanted = text_keys(b"unsafe impl");
+        assert!(wanted.iter().all(|k| keys.contains(k)));
+        // `fe im`, the join, is one negative key; its absence tells apart a file that has
+        // `unsafe` and `impl` apart, which holds every trigram of `unsafe impl`.
+        let joins: Vec<i32> = wanted.iter().copied().filter(|k| *k < 0).collect();
+        assert_eq!(joins.len(), 1);
+        let apart = text_keys(b"unsafe fn f() {}\ntype impl X {}\n");
+        assert!(
+            wanted
+                .iter()
+                .filter(|k| **k >= 0)
+                .all(|k| apart.contains(k))
+        );
+        assert!(!apart.contains(&joins[0]));
+        // Folded as the trigrams are.
+        assert!(text_keys(b"UNSAFE IMPL").contains(&joins[0]));
+    }
+
+    #[test]
+    fn statistics_are_due_after_a_tenth_of_the_rows_and_at_least_the_minimum_changed() {
+        // A table analysed nearly empty, then filled: due once the minimum is reached.
+        assert!(!analyze_due(ANALYZE_MIN_CHANGES - 1, 0));
+        assert!(analyze_due(ANALYZE_MIN_CHANGES, 0));
+        // A large table: a tenth of its rows.
+        assert!(!analyze_due(1_999, 20_000));
+        assert!(analyze_due(2_000, 20_000));
+    }
+
+    #[test]
+    fn items_not_held_by_the_index_have_no_trigrams() {
+        assert_eq!(text_keys_of(Encoding::Binary, b"abcdef"), None);
+        let big = vec![b'a'; usize::try_from(MAX_INDEXED_BYTES).unwrap() + 1];
+        assert_eq!(text_keys_of(Encoding::Utf8, &big), None);
+        assert_eq!(
+            text_keys_of(Encoding::Utf8, b"aaaa"),
+            Some(vec![key(b"aaa")])
+        );
+        assert_eq!(array_text(&[1, 22, 333]), "{1,22,333}");
+        assert_eq!(array_text(&[]), "{}");
     }
 }

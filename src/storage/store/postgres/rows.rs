@@ -11,7 +11,8 @@ pub const LARGE_CONTENT_BYTES: u64 = 4 << 20;
 
 /// An item's content, wherever it is kept (see schema versions 3 and 4 in [`MIGRATIONS`]):
 /// every query reading a content reads this, never `content` alone (`NULL` for a large one).
-pub(super) const CONTENT: &str = "CASE WHEN large_version = version THEN large_content ELSE content END";
+pub(super) const CONTENT: &str =
+    "CASE WHEN large_version = version THEN large_content ELSE content END";
 
 pub(super) const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
@@ -35,16 +36,17 @@ pub(super) enum ContentSource {
 }
 
 /// The three writes, by condition, for `put`/batches and for uploads, made once.
-pub(super) static WRITE_STATEMENTS: std::sync::LazyLock<[[String; 3]; 2]> = std::sync::LazyLock::new(|| {
-    [ContentSource::Parameter, ContentSource::Staged].map(|source| {
-        [
-            WriteKind::CreateOnly,
-            WriteKind::IfVersion,
-            WriteKind::Overwrite,
-        ]
-        .map(|kind| write_sql(kind, source))
-    })
-});
+pub(super) static WRITE_STATEMENTS: std::sync::LazyLock<[[String; 3]; 2]> =
+    std::sync::LazyLock::new(|| {
+        [ContentSource::Parameter, ContentSource::Staged].map(|source| {
+            [
+                WriteKind::CreateOnly,
+                WriteKind::IfVersion,
+                WriteKind::Overwrite,
+            ]
+            .map(|kind| write_sql(kind, source))
+        })
+    });
 
 /// A write's condition, without its expected version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,15 +181,15 @@ pub(super) fn write_params<'a>(
 /// The columns a write sets besides the content.
 #[derive(Debug)]
 pub(super) struct WriteFields<'a> {
-    namespace: &'a str,
-    key: &'a str,
-    encoding: &'static str,
-    size: i64,
-    now: i64,
-    trigrams: Option<Vec<i32>>,
+    pub(super) namespace: &'a str,
+    pub(super) key: &'a str,
+    pub(super) encoding: &'static str,
+    pub(super) size: i64,
+    pub(super) now: i64,
+    pub(super) trigrams: Option<Vec<i32>>,
     /// Whether `trigrams` are those of this content (`false`: the item is left behind for
     /// the pass, see [`INDEXES`]).
-    stamped: bool,
+    pub(super) stamped: bool,
 }
 
 impl<'a> WriteFields<'a> {
@@ -196,7 +198,7 @@ impl<'a> WriteFields<'a> {
     /// enough to be indexed). An item the index does not hold is stamped with no trigrams
     /// (nothing to compute); one it holds is left behind when `defer`, else given its
     /// trigrams now.
-    fn new(
+    pub(super) fn new(
         (namespace, key): (&'a str, &'a str),
         encoding: Encoding,
         size: u64,
@@ -221,10 +223,11 @@ impl<'a> WriteFields<'a> {
     }
 }
 
-/// The PostgreSQL store (see the module doc).
-
 /// One column of a row, with a store error (not a panic) on a type mismatch.
-pub(super) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Result<T> {
+pub(super) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+) -> Result<T> {
     row.try_get(index)
         .map_err(|e| Error::Query(format!("PostgreSQL row: {e}")))
 }

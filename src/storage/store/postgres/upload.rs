@@ -13,18 +13,18 @@ pub(super) const STAGED_CONTENT: &str =
 /// server, in the statement that puts the item, and commits.
 #[derive(Debug)]
 pub(super) struct PostgresUpload {
-    store: PostgresStore,
+    pub(super) store: PostgresStore,
     /// `None` once finished or aborted; a connection dropped with its transaction still open
     /// is closed, not given back to the pool (the server then rolls it back).
-    client: Option<deadpool_postgres::Client>,
-    namespace: String,
-    key: String,
-    chunks: i64,
-    size: u64,
+    pub(super) client: Option<deadpool_postgres::Client>,
+    pub(super) namespace: String,
+    pub(super) key: String,
+    pub(super) chunks: i64,
+    pub(super) size: u64,
     /// Every byte staged so far while they are few enough to be indexed
     /// ([`MAX_INDEXED_BYTES`]): the item's trigrams are computed from them at `finish`, as
     /// `put` computes them; `None` once the content is larger (it is not indexed).
-    indexed: Option<Vec<u8>>,
+    pub(super) indexed: Option<Vec<u8>>,
 }
 
 impl Drop for PostgresUpload {
