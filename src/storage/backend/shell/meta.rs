@@ -10,15 +10,15 @@ use super::*;
 /// (`D2026-11-26T03:59:24.123+0000`) and 0 for ctime and device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Meta {
-    mode: u32,
-    size: u64,
+    pub(super) mode: u32,
+    pub(super) size: u64,
     /// Seconds since the epoch, when known.
-    mtime: Option<i64>,
+    pub(super) mtime: Option<i64>,
     /// `dev:ino:size:mtime:ctime`, and `:` and the rest of the line when there is one, as the
     /// target printed them: what identity versions hash.
-    stamp: String,
-    ino: u64,
-    dev: u64,
+    pub(super) stamp: String,
+    pub(super) ino: u64,
+    pub(super) dev: u64,
 }
 
 impl Meta {
@@ -137,7 +137,10 @@ pub(super) fn target_version(text: &[u8]) -> Option<Version> {
 
 /// Pairs the NUL-separated `names` with the `metas` lines of one listing batch; `None` when
 /// their counts differ.
-pub(super) fn pair_batch<'a>(names: &'a [u8], metas: &'a [u8]) -> Option<Vec<(&'a [u8], Option<Meta>)>> {
+pub(super) fn pair_batch<'a>(
+    names: &'a [u8],
+    metas: &'a [u8],
+) -> Option<Vec<(&'a [u8], Option<Meta>)>> {
     let names: Vec<&[u8]> = names.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
     let lines: Vec<&[u8]> = metas
         .split(|b| *b == b'\n')

@@ -77,11 +77,11 @@ pub(super) fn glob_batches(mut stream: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
 /// What one `rm_` batch answered (see [`split_batch`]).
 pub(super) struct Batch<'a> {
     /// The files read whole, with their bytes.
-    whole: Vec<(&'a VirtualPath, &'a [u8])>,
+    pub(super) whole: Vec<(&'a VirtualPath, &'a [u8])>,
     /// Files over [`GREP_WHOLE_LIMIT`], to stream in chunks.
-    big: Vec<&'a VirtualPath>,
+    pub(super) big: Vec<&'a VirtualPath>,
     /// Files left for a later batch (this one's bytes reached [`GREP_BATCH_BYTES`]).
-    deferred: Vec<&'a VirtualPath>,
+    pub(super) deferred: Vec<&'a VirtualPath>,
 }
 
 /// The answer of one `rm_` batch: a flag per path (`0` not a regular file, `1` read, `2` big,
@@ -138,9 +138,9 @@ pub(super) fn split_batch<'a>(batch: &'a [VirtualPath], reply: &'a Reply) -> Opt
 /// Hands the chunks of a streamed grep candidate to the searcher on its blocking thread: the
 /// end of the channel is the end of the file.
 pub(super) struct ChunkReader {
-    chunks: tokio::sync::mpsc::Receiver<Vec<u8>>,
-    current: Vec<u8>,
-    at: usize,
+    pub(super) chunks: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    pub(super) current: Vec<u8>,
+    pub(super) at: usize,
 }
 
 impl std::io::Read for ChunkReader {
@@ -278,7 +278,11 @@ impl ShellBackend {
     }
 
     /// Every file below `dir` (or `dir` itself when it is a file), with `.git/` skipped.
-    pub(super) async fn files_under(&self, dir: &VirtualPath, control: &SearchControl) -> Result<Vec<Entry>> {
+    pub(super) async fn files_under(
+        &self,
+        dir: &VirtualPath,
+        control: &SearchControl,
+    ) -> Result<Vec<Entry>> {
         let Some(reply) = self
             .bounded(Frame::call("gl").path(relative(dir)), dir, control, "walk")
             .await?
@@ -485,7 +489,11 @@ impl ShellBackend {
     /// One chunk of a streamed grep candidate: its metadata and up to
     /// `GREP_CHUNK_BLOCKS * GREP_BLOCK` bytes from block `skip`; `None` when it is gone or no
     /// longer a regular file.
-    pub(super) async fn grep_chunk(&self, path: &VirtualPath, skip: u64) -> Result<Option<(Meta, Vec<u8>)>> {
+    pub(super) async fn grep_chunk(
+        &self,
+        path: &VirtualPath,
+        skip: u64,
+    ) -> Result<Option<(Meta, Vec<u8>)>> {
         let frame = Frame::call("gk")
             .path(relative(path))
             .arg(skip)
@@ -574,6 +582,4 @@ impl ShellBackend {
         query.control.count_file(found.is_some());
         Ok(found)
     }
-}
-
 }

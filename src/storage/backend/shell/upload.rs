@@ -19,15 +19,15 @@ pub(super) fn mode_flag(mode: &WriteMode) -> (&'static str, Option<&Version>) {
 /// `abort` (the process killed), the hidden temporary file stays on the target.
 #[derive(Debug)]
 pub(super) struct ShellUpload<'a> {
-    backend: &'a ShellBackend,
-    path: VirtualPath,
-    mode: WriteMode,
+    pub(super) backend: &'a ShellBackend,
+    pub(super) path: VirtualPath,
+    pub(super) mode: WriteMode,
     /// The temporary file's path on the target, as `ub` printed it; `None` once ended.
-    temp: Option<String>,
+    pub(super) temp: Option<String>,
     /// Bytes appended.
-    size: u64,
+    pub(super) size: u64,
     /// The content hash of what was appended, while it is no more than [`HASHED_SIZE_LIMIT`].
-    hasher: Option<ContentHasher>,
+    pub(super) hasher: Option<ContentHasher>,
 }
 
 impl ShellUpload<'_> {

@@ -10,23 +10,23 @@ use super::*;
 pub(super) struct WindowFound {
     /// The target's clock (seconds) just after the stamp was taken; `None` when not read (the
     /// file still had the identity its marks are filed under) or not known.
-    now: Option<i64>,
+    pub(super) now: Option<i64>,
     /// The file's ctime as the target shows it: seconds, or `D` and `ls --full-time`'s time.
-    ctime: String,
+    pub(super) ctime: String,
     /// Line feeds before `byte`: the window's line feeds before it when it starts there, fewer
     /// when the file ended first (then all of the file's).
-    lines: u64,
+    pub(super) lines: u64,
     /// Where the window starts (a line start), or the end of the file.
-    byte: u64,
+    pub(super) byte: u64,
     /// The line start the server sent was not one: the file changed under its stamp.
-    stale: bool,
+    pub(super) stale: bool,
     /// The line start the target began at (0: the file's start).
-    from: u64,
+    pub(super) from: u64,
     /// Lines the target read through to find the window's start.
-    passed: u64,
+    pub(super) passed: u64,
     /// The file ended before the window, and its last line has no line feed (a line more
     /// than `lines`).
-    partial_last: bool,
+    pub(super) partial_last: bool,
 }
 
 impl WindowFound {
@@ -111,7 +111,11 @@ pub(super) fn window_lines(
 impl ShellBackend {
     /// [`Backend::read_window`] on the target: the window's lines read there, the line starts
     /// learned on the way remembered for the next window of the same file version.
-    pub(super) async fn window_of(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
+    pub(super) async fn window_of(
+        &self,
+        path: &VirtualPath,
+        window: LineWindow,
+    ) -> Result<FileView> {
         refuse_temp_name(path)?;
         // The window's first line and one past its last (to see more), counted from 1.
         let first = window.offset.saturating_add(1).min(1 << 60);
