@@ -35,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 use crate::ground::config::{BackendSpec, MountSpec};
 use crate::ground::path::VirtualPath;
 use crate::ground::uri::uri_of;
+use crate::storage::backend::disk::watch::watch;
+use crate::storage::store::postgres::listen::listen;
 
 /// The shortest time between two notifications about one resource (and between two
 /// `list_changed`) of one subscription.
@@ -49,10 +51,8 @@ const CHANNEL_CAPACITY: usize = 4096;
 const MAX_PENDING: usize = 1024;
 /// Resources (files or directories) one session may subscribe to.
 pub const MAX_INTERESTS: usize = 1024;
-/// The PostgreSQL channel the items table's trigger notifies (see `store::postgres`).
-pub const POSTGRES_CHANNEL: &str = "mountfs_changes";
-/// Names of files that are the disk backend's own temporary files, never reported.
-const TEMP_FILE_PREFIX: &str = ".mountfs-tmp";
+/// The PostgreSQL channel the items table's trigger notifies (see `store::postgres::listen`).
+pub use crate::storage::store::postgres::listen::POSTGRES_CHANNEL;
 
 /// One file or directory that changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -521,12 +521,16 @@ impl ChangeHub {
                     _ => None,
                 })
                 .collect();
-            tokio::spawn(listen_postgres(
-                url.to_owned(),
-                targets,
-                self.sender.clone(),
-                stop.clone(),
-            ));
+            let sender = self.sender.clone();
+            let changed = move |path, listing| {
+                let _ = sender.send(Change {
+                    path,
+                    listing,
+                    origin: None,
+                    private: false,
+                });
+            };
+            tokio::spawn(listen(url.to_owned(), targets, changed, stop.clone()));
             watching.push(Watching::Postgres(stop));
         }
         *started = Some(watching);
@@ -544,150 +548,24 @@ impl ChangeHub {
     }
 }
 
-/// A recursive watcher of a disk mount's directory, publishing its changes under `prefix`; for
-/// the session `session` only when it is one of that session's root directories.
+/// A recursive watcher of a disk mount's directory (see `disk::watch`), publishing its changes
+/// under `prefix`; for the session `session` only when it is one of that session's root
+/// directories.
 fn watch_disk(
     prefix: &VirtualPath,
     dir: &Path,
     sender: &broadcast::Sender<Change>,
     session: Option<usize>,
 ) -> notify::Result<notify::RecommendedWatcher> {
-    use notify::{EventKind, RecursiveMode, Watcher};
-    let prefix = prefix.clone();
-    let root = dir.to_path_buf();
     let sender = sender.clone();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::debug!(%error, "file watcher error");
-                return;
-            }
-        };
-        let listing = matches!(
-            event.kind,
-            EventKind::Create(_)
-                | EventKind::Remove(_)
-                | EventKind::Modify(notify::event::ModifyKind::Name(_))
-        );
-        if matches!(event.kind, EventKind::Access(_)) {
-            return;
-        }
-        for host in &event.paths {
-            if let Some(path) = virtual_of(&prefix, &root, host) {
-                let _ = sender.send(Change {
-                    path,
-                    listing,
-                    origin: session,
-                    private: session.is_some(),
-                });
-            }
-        }
-    })?;
-    watcher.watch(dir, RecursiveMode::Recursive)?;
-    Ok(watcher)
-}
-
-/// The virtual path of a host path inside a disk mount's `root`; `None` for paths outside it,
-/// names that are not UTF-8, version-control internals and the backend's temporary files.
-fn virtual_of(prefix: &VirtualPath, root: &Path, host: &Path) -> Option<VirtualPath> {
-    let relative = host.strip_prefix(root).ok()?;
-    let text = relative.to_str()?;
-    if text
-        .split('/')
-        .any(|name| name == ".git" || name.starts_with(TEMP_FILE_PREFIX))
-    {
-        return None;
-    }
-    let inner = VirtualPath::parse_raw(&format!("/{text}")).ok()?;
-    Some(inner.under(prefix))
-}
-
-/// Listens on [`POSTGRES_CHANNEL`] of the server at `url` until `stop`, publishing the changes
-/// of the namespaces in `targets` under their mount prefixes; reconnects after failures.
-async fn listen_postgres(
-    url: String,
-    targets: Vec<(VirtualPath, String)>,
-    sender: broadcast::Sender<Change>,
-    stop: CancellationToken,
-) {
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        let session = listen_once(&url, &targets, &sender);
-        tokio::select! {
-            () = stop.cancelled() => return,
-            outcome = session => {
-                if let Err(error) = outcome {
-                    tracing::warn!(%error, "PostgreSQL change listener failed; reconnecting");
-                }
-            }
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
-    }
-}
-
-async fn listen_once(
-    url: &str,
-    targets: &[(VirtualPath, String)],
-    sender: &broadcast::Sender<Change>,
-) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    let (messages, mut incoming) = tokio::sync::mpsc::unbounded_channel();
-    // The connection must be polled for the LISTEN to run and for notifications to arrive.
-    let driver = tokio::spawn(async move {
-        loop {
-            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                Some(Ok(message)) => {
-                    if messages.send(message).is_err() {
-                        return;
-                    }
-                }
-                Some(Err(error)) => {
-                    tracing::warn!(%error, "PostgreSQL change listener connection failed");
-                    return;
-                }
-                None => return,
-            }
-        }
-    });
-    client
-        .batch_execute(&format!("LISTEN {POSTGRES_CHANNEL}"))
-        .await?;
-    tracing::debug!("listening for PostgreSQL changes");
-    while let Some(message) = incoming.recv().await {
-        if let tokio_postgres::AsyncMessage::Notification(notification) = message
-            && let Some(change) = change_of_payload(notification.payload(), targets)
-        {
-            for change in change {
-                let _ = sender.send(change);
-            }
-        }
-    }
-    driver.abort();
-    Ok(())
-}
-
-/// The changes a trigger payload `namespace\tkind\tkey` stands for, one per mount of that
-/// namespace.
-fn change_of_payload(payload: &str, targets: &[(VirtualPath, String)]) -> Option<Vec<Change>> {
-    let mut parts = payload.splitn(3, '\t');
-    let (namespace, kind, key) = (parts.next()?, parts.next()?, parts.next()?);
-    let inner = VirtualPath::parse_raw(key).ok()?;
-    let changes = targets
-        .iter()
-        .filter(|(_, ns)| ns == namespace)
-        .map(|(prefix, _)| Change {
-            path: inner.under(prefix),
-            listing: kind != "modified",
-            origin: None,
-            private: false,
-        })
-        .collect();
-    Some(changes)
+    watch(prefix, dir, move |path, listing| {
+        let _ = sender.send(Change {
+            path,
+            listing,
+            origin: session,
+            private: session.is_some(),
+        });
+    })
 }
 
 /// The files and directories one subscription follows.
@@ -952,25 +830,6 @@ mod tests {
     }
 
     #[test]
-    fn disk_events_map_to_virtual_paths_without_git_or_temp_files() {
-        let root = Path::new("/srv/repo");
-        let prefix = path("/work");
-        assert_eq!(
-            virtual_of(&prefix, root, Path::new("/srv/repo/src/a.rs")),
-            Some(path("/work/src/a.rs"))
-        );
-        assert_eq!(
-            virtual_of(&prefix, root, Path::new("/srv/repo/.git/index")),
-            None
-        );
-        assert_eq!(
-            virtual_of(&prefix, root, Path::new("/srv/repo/src/.mountfs-tmp-12-3")),
-            None
-        );
-        assert_eq!(virtual_of(&prefix, root, Path::new("/elsewhere/a")), None);
-    }
-
-    #[test]
     fn a_session_owns_the_paths_its_roots_serve_not_the_table_mounts_kept() {
         // One root at `/`: everything but the kept table mounts.
         let one = SessionView {
@@ -1046,21 +905,5 @@ mod tests {
         // Once the guard is gone the session is an ordinary one again.
         drop(watch);
         assert!(hub.visible_to(&table, roots_session));
-    }
-
-    #[test]
-    fn postgres_payloads_map_to_every_mount_of_the_namespace() {
-        let targets = vec![
-            (path("/shared"), "team".to_owned()),
-            (path("/mirror"), "team".to_owned()),
-            (path("/other"), "solo".to_owned()),
-        ];
-        let changes = change_of_payload("team\tmodified\t/a/b.md", &targets).expect("parses");
-        let paths: Vec<&VirtualPath> = changes.iter().map(|c| &c.path).collect();
-        assert_eq!(paths, [&path("/shared/a/b.md"), &path("/mirror/a/b.md")]);
-        assert!(!changes[0].listing);
-        let created = change_of_payload("team\tcreated\t/n.md", &targets).expect("parses");
-        assert!(created[0].listing);
-        assert_eq!(change_of_payload("garbage", &targets), None);
     }
 }

@@ -58,6 +58,7 @@ pub mod trust;
 mod upload;
 mod version;
 mod walk;
+pub mod watch;
 mod window;
 mod write;
 
