@@ -389,12 +389,7 @@ impl Registry {
             file: file.to_owned(),
             reason,
         };
-        let Value::Object(schema) = value else {
-            return Err(invalid("the top level must be an object".into()));
-        };
-        if schema.get("type") != Some(&Value::String("object".into())) {
-            return Err(invalid("the top-level \"type\" must be \"object\"".into()));
-        }
+        let schema = object_schema(value).map_err(|reason| invalid(reason.into()))?;
         let name = schema
             .get("title")
             .and_then(Value::as_str)
@@ -545,6 +540,18 @@ fn strip_documentation(schema: &mut JsonObject) {
     }
 }
 
+/// A schema file's top level: an object whose `"type"` is `"object"`, as MCP requires of
+/// input and output schemas alike; else what is wrong with it.
+fn object_schema(value: Value) -> Result<JsonObject, &'static str> {
+    let Value::Object(schema) = value else {
+        return Err("the top level must be an object");
+    };
+    if schema.get("type") != Some(&Value::String("object".into())) {
+        return Err("the top-level \"type\" must be \"object\"");
+    }
+    Ok(schema)
+}
+
 /// Checks an output schema (a valid JSON Schema whose top level is `"type": "object"`, as MCP
 /// requires of `outputSchema`) and, with [`Check::Now`], compiles it into `validator`; returns
 /// the schema as served ([`served_output_schema`]).
@@ -558,12 +565,7 @@ fn output_schema(
         file: file.to_owned(),
         reason,
     };
-    let Value::Object(schema) = value else {
-        return Err(invalid("the top level must be an object".into()));
-    };
-    if schema.get("type") != Some(&Value::String("object".into())) {
-        return Err(invalid("the top-level \"type\" must be \"object\"".into()));
-    }
+    let schema = object_schema(value).map_err(|reason| invalid(reason.into()))?;
     if check == Check::Now {
         check_required_defined(file, &Value::Object(schema.clone()), "")?;
     }

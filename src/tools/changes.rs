@@ -174,52 +174,36 @@ async fn show(
     };
     let (base_size, old) = side(base);
     let (size, new) = side(layer);
+    let outer = reached.outer(&change.path);
+    // The change shown without its diff, and why (`None`: none was asked).
+    let undiffed = |note: Option<&'static str>| Shown {
+        path: outer.clone(),
+        kind: change.kind,
+        base_size,
+        size,
+        diff: None,
+        added: 0,
+        removed: 0,
+        note,
+    };
     if !with_diff {
-        return Ok(Some(Shown {
-            path: reached.outer(&change.path),
-            kind: change.kind,
-            base_size,
-            size,
-            diff: None,
-            added: 0,
-            removed: 0,
-            note: None,
-        }));
+        return Ok(Some(undiffed(None)));
     }
     if change.kind == ChangeKind::Modified && old.is_some() && old == new {
         // Changed, then changed back: nothing to review.
         return Ok(None);
     }
-    let outer = reached.outer(&change.path);
     let empty = Vec::new();
     let (old_bytes, new_bytes) = match (&change.kind, &old, &new) {
         (ChangeKind::Added, _, Some(new)) => (&empty, new),
         (ChangeKind::Deleted, Some(old), _) => (old, &empty),
         (_, Some(old), Some(new)) => (old, new),
         _ => {
-            return Ok(Some(Shown {
-                path: outer,
-                kind: change.kind,
-                base_size,
-                size,
-                diff: None,
-                added: 0,
-                removed: 0,
-                note: Some("over 1 MiB: no diff shown"),
-            }));
+            return Ok(Some(undiffed(Some("over 1 MiB: no diff shown"))));
         }
     };
     if content::looks_binary(old_bytes) || content::looks_binary(new_bytes) {
-        return Ok(Some(Shown {
-            path: outer,
-            kind: change.kind,
-            base_size,
-            size,
-            diff: None,
-            added: 0,
-            removed: 0,
-            note: Some("binary: no diff shown"),
-        }));
+        return Ok(Some(undiffed(Some("binary: no diff shown"))));
     }
     let (old_text, new_text) = (
         encoding::decode_lossy(old_bytes),
