@@ -94,6 +94,20 @@ pub(super) async fn layer_question(
     Ok(text)
 }
 
+/// The path a commit or discard names, noted in the call's trail as what it touches, and the
+/// overlays it reaches (see [`overlays_at`]).
+pub(super) fn changing_scope(
+    session: &Session,
+    path: &str,
+) -> Result<(VirtualPath, Vec<Reached>), ToolError> {
+    let path = VirtualPath::parse(path)?;
+    if let Some(trail) = session.trail() {
+        trail.note_scope(&path);
+    }
+    let reached = overlays_at(session, &path)?;
+    Ok((path, reached))
+}
+
 /// The overlay mounts at or below `path`: the one owning it, and those mounted under it.
 pub(super) fn overlays_at(
     session: &Session,

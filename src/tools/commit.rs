@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::{Reached, layer_question, overlays_at};
+use super::changes::{Reached, changing_scope, layer_question};
 use super::{CallContext, ToolError, ToolReply};
 use crate::change::confirm::ask_first;
 use crate::ground::path::VirtualPath;
@@ -31,11 +31,7 @@ pub async fn run(
     session: &Session,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let path = VirtualPath::parse(&args.path)?;
-    if let Some(trail) = session.trail() {
-        trail.note_scope(&path);
-    }
-    let reached = overlays_at(session, &path)?;
+    let (path, reached) = changing_scope(session, &args.path)?;
     // Every overlay is checked before any is written: a conflict anywhere writes nothing.
     let mut conflicts = Vec::new();
     for one in &reached {

@@ -5,10 +5,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::{layer_question, overlays_at};
+use super::changes::{changing_scope, layer_question};
 use super::{CallContext, ToolError, ToolReply};
 use crate::change::confirm::ask_first;
-use crate::ground::path::VirtualPath;
 use crate::state::session::Session;
 
 /// Arguments of `discard` (schemas/discard.json).
@@ -26,11 +25,7 @@ pub async fn run(
     session: &Session,
     context: &CallContext,
 ) -> Result<ToolReply, ToolError> {
-    let path = VirtualPath::parse(&args.path)?;
-    if let Some(trail) = session.trail() {
-        trail.note_scope(&path);
-    }
-    let reached = overlays_at(session, &path)?;
+    let (path, reached) = changing_scope(session, &args.path)?;
     if context.confirm.is_some() {
         let question = layer_question("Discard (lose for good)", &path, &reached).await?;
         ask_first(context, "discard", true, || question).await?;
