@@ -11,7 +11,8 @@ means. This script runs, alternating within each round, for every search:
   - lean: the same server binary, one JSON-RPC line written and one read and `json.loads`ed,
   - rg:   one `rg` process with the peers bench's arguments (our ignore semantics), stdout read,
 
-and prints the medians (wall time, request written -> answer parsed; process start -> exit for
+and, per answer, how long checking its `structuredContent` against the served output schema
+takes (`jsonschema`, the validator compiled once, as the SDK does), and prints the medians (wall time, request written -> answer parsed; process start -> exit for
 `rg`), their ratios to `rg`, and the answer's sizes. Both servers stay up for the whole run.
 
     python3 scripts/sdk-grep.py MOUNTFS RG WORKSPACE [--rounds N] [--calls N]
@@ -113,7 +114,11 @@ async def main():
             await session.initialize()
             # What a program does first, and what arms the SDK's output-schema validation.
             tools = await session.list_tools()
-            assert next(t for t in tools.tools if t.name == "grep").output_schema
+            grep_schema = next(t for t in tools.tools if t.name == "grep").output_schema
+            assert grep_schema
+            from jsonschema.validators import validator_for
+            validator = validator_for(grep_schema)(grep_schema)
+            checks = {}
 
             async def sdk_call(args):
                 result = await session.call_tool("grep", args)
@@ -129,6 +134,13 @@ async def main():
                 text = sum(len(c["text"].encode()) for c in answer["content"] if c["type"] == "text")
                 structured = len(json.dumps(answer["structuredContent"], separators=(",", ":")).encode())
                 sizes[name] = (text, structured, len(out))
+                spent = []
+                for _ in range(9):
+                    start = time.perf_counter()
+                    errors = list(validator.iter_errors(answer["structuredContent"]))
+                    spent.append((time.perf_counter() - start) * 1000)
+                    assert not errors, errors[0]
+                checks[name] = statistics.median(spent)
 
             for round_ in range(options.rounds):
                 for name, tree, args, flags in all_cases:
@@ -157,13 +169,13 @@ async def main():
     print(f"mcp (Python SDK) {importlib.metadata.version('mcp')}, {rg_version}, "
           f"{options.rounds} rounds x {options.calls} calls, load average (1 min) per round: {' '.join(loads)}")
     print()
-    print("| search | sdk ms | lean ms | rg ms | sdk/rg | lean/rg | text B | structured B | structured/text |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| search | sdk ms | lean ms | rg ms | sdk/rg | lean/rg | schema check ms | text B | structured B | structured/text |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, *_ in all_cases:
         sdk, lean_ms, rg = (statistics.median(times[(name, who)]) for who in ("sdk", "lean", "rg"))
         text, structured, _ = sizes[name]
         print(f"| {name} | {sdk:.1f} | {lean_ms:.1f} | {rg:.1f} | {sdk / rg:.2f}× | {lean_ms / rg:.2f}× "
-              f"| {text:,} | {structured:,} | {structured / max(text, 1):.2f}× |")
+              f"| {checks[name]:.2f} | {text:,} | {structured:,} | {structured / max(text, 1):.2f}× |")
 
 
 if __name__ == "__main__":
