@@ -1,7 +1,6 @@
 //! What the target says of a file: its `stat` line parsed into kind, size, times and
 //! identity, and the versions made of it or of the content.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// One `stat -c '%f %s %Y %Z %i %d'` line: raw mode (hex), size, mtime, ctime, inode, device,

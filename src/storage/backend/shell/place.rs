@@ -1,7 +1,6 @@
 //! The mount's place on the target: what the target offers (the probe), its directory made
 //! or found, and the sweep of temporary files left by shells that no longer run.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Name prefix of the temporary files of writes in flight (hidden from every answer).

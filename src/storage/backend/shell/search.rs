@@ -2,7 +2,6 @@
 //! there (its own `rg` or `grep -E`, bounded in time) to candidates read back in batches or
 //! streamed in chunks, and searched here with the one line matcher every engine uses.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Candidate files of a grep read back per call.

@@ -1,7 +1,6 @@
 //! Writes on the target piece by piece: the write's mode as the script's flag, and an upload
 //! appended to a hidden temporary file beside its destination, renamed into place at the end.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// The `WriteMode` as the script's flag, and the version a conditional write carries.

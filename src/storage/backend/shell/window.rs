@@ -1,7 +1,6 @@
 //! Windows of lines read on the target: what the window call found (its last line), the
 //! window's whole lines, and the line starts remembered for the next window.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// What the target's `rw` says after a window of a big file (its last line): how it found

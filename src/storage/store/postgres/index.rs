@@ -2,7 +2,6 @@
 //! partial GIN index, built in the background, kept up by a pass over the items left behind,
 //! the planner's statistics kept current after large changes, and the candidates' condition.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// The search index (issue 28), made by the server that finds it missing, in the background

@@ -1,7 +1,6 @@
 //! The PostgreSQL store's schema: its migrations, one per version, applied on connect under
 //! an advisory lock so that servers sharing the database migrate it one after the other.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Key of the advisory lock taken while migrating ("mountfs" in ASCII).

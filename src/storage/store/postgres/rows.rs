@@ -1,7 +1,6 @@
 //! Items as PostgreSQL rows: where an item's content is kept, the write statements of each
 //! condition, their parameters and what they report, and the columns read into items.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// The size over which a content is kept in the column `large_content`, uncompressed, and

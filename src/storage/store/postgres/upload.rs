@@ -1,7 +1,6 @@
 //! Uploads: a content staged chunk by chunk in a temporary table of the upload's own
 //! connection, then put into the item's row in one statement.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// What an upload's `finish` puts as the content: the staged chunks joined on the server.

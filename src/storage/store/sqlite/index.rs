@@ -2,7 +2,6 @@
 //! for a store made before it, kept up by folding pending writes in batches that give way to
 //! this process's writers, and the candidates query a grep asks it.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// `built_upto` once every item is in the search index.

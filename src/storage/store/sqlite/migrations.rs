@@ -1,7 +1,6 @@
 //! The SQLite store's schema: its migrations, one per version (`PRAGMA user_version`),
 //! applied on open.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.

@@ -1,7 +1,6 @@
 //! Range reads of large items: through incremental blob I/O on a pooled connection, or a
 //! sequential reader that keeps one snapshot open while a copy walks an item from start to end.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// Items larger than this get a [`SequentialReader`] once a range of them was read and more

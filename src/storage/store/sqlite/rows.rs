@@ -1,7 +1,6 @@
 //! Items as SQLite rows: the columns read into items, the key ranges of a listing, an item
 //! found at its version, and the writes of a row.
 
-#[allow(unused_imports)]
 use super::*;
 
 pub(super) const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";

@@ -1,7 +1,6 @@
 //! Uploads: a content staged chunk by chunk in a temporary table of its own connection, then
 //! written into the item's row in one write transaction.
 
-#[allow(unused_imports)]
 use super::*;
 
 /// The most content one item holds: SQLite refuses a string, blob or row longer than
