@@ -75,10 +75,10 @@ use self::utf8_regex::Utf8Regex;
 use super::disk::{Searchers, search_reader};
 use super::whole_file::{grep_file, view_of_bytes};
 use super::{
-    AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, ContentHasher, DeleteOptions,
-    Entry, EntryKind, Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults,
-    JournalRole, LineWindow, PlannedFile, RenameOptions, Renamed, Result, SearchControl,
-    TextWindow, Upload, Version, WriteMode, WriteOutcome,
+    Backend, BinarySample, BoundedRead, ContentHasher, DeleteOptions, Entry, EntryKind, Error,
+    FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults, HostDir, KeepAside,
+    LineWindow, Posix, Rename, RenameOptions, Renamed, Result, SearchControl, TextWindow, Upload,
+    Uploads, Version, WriteMode, WriteOutcome,
 };
 use crate::ground::content;
 use crate::ground::path::VirtualPath;
@@ -1506,6 +1506,7 @@ impl Backend for ShellBackend {
             version,
         })
     }
+
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         refuse_temp_name(path)?;
         // The window's first line and one past its last (to see more), counted from 1.
@@ -1657,76 +1658,6 @@ impl Backend for ShellBackend {
         Ok(bytes.to_vec())
     }
 
-    async fn content_sha256(
-        &self,
-        path: &VirtualPath,
-        version: &Version,
-    ) -> Result<Option<String>> {
-        let frame = Frame::call("hs")
-            .path(relative(path))
-            .version(version.as_str());
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
-        let parts = reply.parts(2);
-        let (Some(digest), Some(after)) = (parts.first(), parts.get(1)) else {
-            return Err(self.malformed(path, "a content digest"));
-        };
-        // Changed while it was hashed.
-        if trimmed(after) != version.as_str().as_bytes() {
-            return Err(Error::VersionMismatch { path: path.clone() });
-        }
-        let digest = trimmed(digest);
-        if digest.len() != 64
-            || !digest
-                .iter()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
-            return Err(self.malformed(path, "a content digest"));
-        }
-        Ok(Some(String::from_utf8_lossy(digest).into_owned()))
-    }
-
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>> {
-        refuse_temp_name(path)?;
-        let (flag, expected) = mode_flag(&mode);
-        let mut frame = Frame::call("ub").path(relative(path)).arg(flag);
-        if let Some(version) = expected {
-            frame = frame.version(version.as_str());
-        }
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
-        // The whole answer is the path (a directory's name may hold a newline: the path goes
-        // back by its length). Anything not in our form is refused; a file it names in our form
-        // is removed (`ux` checks the form again on the target).
-        let answer = String::from_utf8_lossy(&reply.stdout).into_owned();
-        let ours = answer
-            .rsplit_once('/')
-            .is_some_and(|(_, name)| name.starts_with(TEMP_PREFIX) && !name.contains('\n'));
-        if !ours || answer.contains('\0') || String::from_utf8(reply.stdout.clone()).is_err() {
-            if ours {
-                let _ = self.call(Frame::call("ux").path(&answer)).await;
-            }
-            return Err(self.malformed(path, "the start of a write"));
-        }
-        let temp = answer;
-        Ok(Box::new(ShellUpload {
-            backend: self,
-            path: path.clone(),
-            mode,
-            temp: Some(temp),
-            size: 0,
-            hasher: Some(ContentHasher::default()),
-        }))
-    }
-
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
         refuse_temp_name(path)?;
         let mut frame = Frame::call("dl")
@@ -1746,150 +1677,6 @@ impl Backend for ShellBackend {
             return Err(self.failure(path, &reply));
         }
         Ok(())
-    }
-
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        // Content kept aside would have to live on the target; not offered (module doc).
-        Ok(None)
-    }
-
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
-    }
-
-    async fn begin_changes(
-        &self,
-        _files: &[PlannedFile],
-        _role: &JournalRole,
-    ) -> Result<Option<Box<dyn ChangeJournal>>> {
-        // No journal on the target: a multi-file change is made one file at a time.
-        Ok(None)
-    }
-
-    async fn rename(
-        &self,
-        from: &VirtualPath,
-        to: &VirtualPath,
-        options: &RenameOptions,
-    ) -> Result<Option<Renamed>> {
-        refuse_temp_name(from)?;
-        refuse_temp_name(to)?;
-        if to != from && to.starts_with(from) {
-            return Err(Error::Unsupported {
-                path: to.clone(),
-                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
-            });
-        }
-        let mut frame = Frame::call("mv_")
-            .path(relative(from))
-            .path(relative(to))
-            .arg(if options.if_version.is_some() {
-                "v"
-            } else {
-                "0"
-            })
-            .arg(if options.replacing.is_some() {
-                "v"
-            } else {
-                "0"
-            });
-        for version in [&options.if_version, &options.replacing]
-            .into_iter()
-            .flatten()
-        {
-            frame = frame.version(version.as_str());
-        }
-        let _locks = self.lock_two(from, to).await;
-        let reply = self.call(frame).await?;
-        match reply.status {
-            0 => {}
-            // Which side a status is about: the source is missing, or the destination is in
-            // the way.
-            status::NOT_FOUND | status::MOUNT_ROOT => return Err(self.failure(from, &reply)),
-            status::VERSION_MISMATCH => return Err(self.failure(from, &reply)),
-            status::DESTINATION_MISMATCH => {
-                return Err(Error::VersionMismatch { path: to.clone() });
-            }
-            _ => return Err(self.failure(to, &reply)),
-        }
-        let mut lines = reply.stdout.split(|b| *b == b'\n');
-        let kind = if lines.next().map(trimmed) == Some(b"d".as_slice()) {
-            EntryKind::Directory
-        } else {
-            EntryKind::File
-        };
-        let version = match kind {
-            EntryKind::Directory => None,
-            EntryKind::File => match lines.next().map(trimmed).filter(|v| !v.is_empty()) {
-                Some(text) => Some(target_version(text).ok_or_else(|| malformed(to))?),
-                None => None,
-            },
-        };
-        Ok(Some(Renamed { kind, version }))
-    }
-
-    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
-        let has_modes = self.pool.caps().is_some_and(|(caps, _)| caps.stat);
-        let Some(meta) = self.meta(path).await? else {
-            return Err(Error::NotFound { path: path.clone() });
-        };
-        Ok(has_modes.then_some(meta.mode & 0o7777))
-    }
-
-    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
-        let frame = Frame::call("cm")
-            .path(relative(path))
-            .arg(format!("{:o}", mode & 0o7777));
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
-        // A mode change moves ctime: the version of a big file changes with it.
-        Ok(Meta::parse(trimmed(&reply.stdout))
-            .filter(|meta| meta.size > HASHED_SIZE_LIMIT)
-            .map(|meta| meta.identity_version()))
-    }
-
-    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
-        let frame = Frame::call("sm").path(relative(a)).path(relative(b));
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Ok(false);
-        }
-        let parts = reply.parts(2);
-        let metas: Vec<Option<Meta>> = parts.iter().map(|p| Meta::parse(trimmed(p))).collect();
-        Ok(match metas.as_slice() {
-            [Some(x), Some(y)] => x.ino == y.ino && x.dev == y.dev,
-            _ => false,
-        })
-    }
-
-    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
-        let reply = self.call(Frame::call("sl").path(relative(path))).await?;
-        match reply.status {
-            0 => Ok(trimmed(&reply.stdout) == b"1"),
-            status::NOT_FOUND => Ok(false),
-            _ => Err(self.failure(path, &reply)),
-        }
-    }
-
-    fn shell(&self) -> Option<&ShellBackend> {
-        Some(self)
-    }
-
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        // The directory is on the target, not on this machine: execute's sandbox has no
-        // place there.
-        None
     }
 
     async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
@@ -1978,6 +1765,204 @@ impl Backend for ShellBackend {
             }
         }
         Ok(out.finish())
+    }
+}
+
+/// Content kept aside would have to live on the target; not offered (module doc). No journal
+/// on the target: a multi-file change is made one file at a time.
+impl KeepAside for ShellBackend {}
+
+#[async_trait]
+impl Rename for ShellBackend {
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        refuse_temp_name(from)?;
+        refuse_temp_name(to)?;
+        if to != from && to.starts_with(from) {
+            return Err(Error::Unsupported {
+                path: to.clone(),
+                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
+            });
+        }
+        let mut frame = Frame::call("mv_")
+            .path(relative(from))
+            .path(relative(to))
+            .arg(if options.if_version.is_some() {
+                "v"
+            } else {
+                "0"
+            })
+            .arg(if options.replacing.is_some() {
+                "v"
+            } else {
+                "0"
+            });
+        for version in [&options.if_version, &options.replacing]
+            .into_iter()
+            .flatten()
+        {
+            frame = frame.version(version.as_str());
+        }
+        let _locks = self.lock_two(from, to).await;
+        let reply = self.call(frame).await?;
+        match reply.status {
+            0 => {}
+            // Which side a status is about: the source is missing, or the destination is in
+            // the way.
+            status::NOT_FOUND | status::MOUNT_ROOT => return Err(self.failure(from, &reply)),
+            status::VERSION_MISMATCH => return Err(self.failure(from, &reply)),
+            status::DESTINATION_MISMATCH => {
+                return Err(Error::VersionMismatch { path: to.clone() });
+            }
+            _ => return Err(self.failure(to, &reply)),
+        }
+        let mut lines = reply.stdout.split(|b| *b == b'\n');
+        let kind = if lines.next().map(trimmed) == Some(b"d".as_slice()) {
+            EntryKind::Directory
+        } else {
+            EntryKind::File
+        };
+        let version = match kind {
+            EntryKind::Directory => None,
+            EntryKind::File => match lines.next().map(trimmed).filter(|v| !v.is_empty()) {
+                Some(text) => Some(target_version(text).ok_or_else(|| malformed(to))?),
+                None => None,
+            },
+        };
+        Ok(Some(Renamed { kind, version }))
+    }
+}
+
+#[async_trait]
+impl Posix for ShellBackend {
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        let has_modes = self.pool.caps().is_some_and(|(caps, _)| caps.stat);
+        let Some(meta) = self.meta(path).await? else {
+            return Err(Error::NotFound { path: path.clone() });
+        };
+        Ok(has_modes.then_some(meta.mode & 0o7777))
+    }
+
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
+        let frame = Frame::call("cm")
+            .path(relative(path))
+            .arg(format!("{:o}", mode & 0o7777));
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        // A mode change moves ctime: the version of a big file changes with it.
+        Ok(Meta::parse(trimmed(&reply.stdout))
+            .filter(|meta| meta.size > HASHED_SIZE_LIMIT)
+            .map(|meta| meta.identity_version()))
+    }
+
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        let frame = Frame::call("sm").path(relative(a)).path(relative(b));
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Ok(false);
+        }
+        let parts = reply.parts(2);
+        let metas: Vec<Option<Meta>> = parts.iter().map(|p| Meta::parse(trimmed(p))).collect();
+        Ok(match metas.as_slice() {
+            [Some(x), Some(y)] => x.ino == y.ino && x.dev == y.dev,
+            _ => false,
+        })
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        let reply = self.call(Frame::call("sl").path(relative(path))).await?;
+        match reply.status {
+            0 => Ok(trimmed(&reply.stdout) == b"1"),
+            status::NOT_FOUND => Ok(false),
+            _ => Err(self.failure(path, &reply)),
+        }
+    }
+}
+
+/// The directory is on the target, not on this machine: `host_dir` is `None`, execute's
+/// sandbox has no place there; commands run on the target instead.
+impl HostDir for ShellBackend {
+    fn shell(&self) -> Option<&ShellBackend> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Uploads for ShellBackend {
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        let frame = Frame::call("hs")
+            .path(relative(path))
+            .version(version.as_str());
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        let parts = reply.parts(2);
+        let (Some(digest), Some(after)) = (parts.first(), parts.get(1)) else {
+            return Err(self.malformed(path, "a content digest"));
+        };
+        // Changed while it was hashed.
+        if trimmed(after) != version.as_str().as_bytes() {
+            return Err(Error::VersionMismatch { path: path.clone() });
+        }
+        let digest = trimmed(digest);
+        if digest.len() != 64
+            || !digest
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err(self.malformed(path, "a content digest"));
+        }
+        Ok(Some(String::from_utf8_lossy(digest).into_owned()))
+    }
+
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        refuse_temp_name(path)?;
+        let (flag, expected) = mode_flag(&mode);
+        let mut frame = Frame::call("ub").path(relative(path)).arg(flag);
+        if let Some(version) = expected {
+            frame = frame.version(version.as_str());
+        }
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        // The whole answer is the path (a directory's name may hold a newline: the path goes
+        // back by its length). Anything not in our form is refused; a file it names in our form
+        // is removed (`ux` checks the form again on the target).
+        let answer = String::from_utf8_lossy(&reply.stdout).into_owned();
+        let ours = answer
+            .rsplit_once('/')
+            .is_some_and(|(_, name)| name.starts_with(TEMP_PREFIX) && !name.contains('\n'));
+        if !ours || answer.contains('\0') || String::from_utf8(reply.stdout.clone()).is_err() {
+            if ours {
+                let _ = self.call(Frame::call("ux").path(&answer)).await;
+            }
+            return Err(self.malformed(path, "the start of a write"));
+        }
+        let temp = answer;
+        Ok(Box::new(ShellUpload {
+            backend: self,
+            path: path.clone(),
+            mode,
+            temp: Some(temp),
+            size: 0,
+            hasher: Some(ContentHasher::default()),
+        }))
     }
 }
 
