@@ -21,8 +21,9 @@
 //!   [`ground::content`] (binary/image sniffing), [`ground::grants`] and
 //!   [`ground::confirm_policy`] (who may see which mount, what a person is asked about),
 //!   [`ground::time`], [`ground::uri`], [`ground::progress`].
-//! - [`storage`]: files and where they are kept. [`storage::backend`]: the `Backend` trait (no
-//!   default methods, so a wrapper states each one) and `Router`, all that sessions and tools
+//! - [`storage`]: files and where they are kept. [`storage::backend`]: the `Backend` trait (a
+//!   small core every store answers, and capability traits whose defaults are the answers of a
+//!   store without them; a wrapper states each method) and `Router`, all that sessions and tools
 //!   see of the mount table; one backend per grammar name: `memory`, `disk` (a real directory:
 //!   `resolve` containment, `version`s, streamed `window`s with their `line_index`, `walk` for
 //!   glob/grep, `write`, `rename`, `aside` for undo, `temp` files, the `journal` of multi-file

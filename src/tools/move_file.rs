@@ -14,6 +14,8 @@
 //! the destination moves it back. A file the move replaced is kept for undo as a deletion of the
 //! destination, one step below: a second `undo_edit` on the destination brings it back. The read
 //! ledger follows the move: content seen at the source is seen at the destination.
+//!
+//! [`Backend::rename`]: crate::storage::backend::Rename::rename
 
 use schemars::JsonSchema;
 use serde::Deserialize;

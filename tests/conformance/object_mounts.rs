@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use mountfs::ground::path::VirtualPath;
-use mountfs::storage::backend::{Backend, DeleteOptions, Error, FileView, LineWindow, WriteMode};
+use mountfs::storage::backend::{
+    Backend, DeleteOptions, Error, FileView, LineWindow, Uploads, WriteMode,
+};
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::json;

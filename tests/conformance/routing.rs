@@ -9,10 +9,12 @@ use mountfs::ground::path::VirtualPath;
 use mountfs::ground::search::{GlobMatcher, GrepPattern};
 use mountfs::server::mounts::MountTable;
 use mountfs::storage::backend::{
-    AsideFile, Backend, BoundedRead, CompositeBackend, DeleteOptions, EntryKind, Error, FileView,
-    GlobQuery, GrepCollect, GrepQuery, LineWindow, MemoryBackend, Mount, RenameOptions, Renamed,
-    Router, Version, WriteMode,
+    Backend, BoundedRead, CompositeBackend, DeleteOptions, Entry, EntryKind, Error, FileBytes,
+    FileView, GlobQuery, GrepCollect, GrepFile, GrepQuery, LineWindow, MemoryBackend, Mount,
+    RenameOptions, Renamed, Router, Upload, Version, WriteMode, WriteOutcome,
 };
+
+use crate::support::forward::{Forward, Intercept};
 
 fn p(s: &str) -> VirtualPath {
     VirtualPath::parse(s).unwrap()
@@ -377,7 +379,8 @@ async fn each_session_gets_its_own_memory_mounts() {
     );
 }
 
-/// A mount whose every call fails, as a directory the server may not read would.
+/// A mount whose every call fails, as a directory the server may not read would (what it
+/// lacks, it answers as a memory mount does; it renames nothing in place).
 #[derive(Debug)]
 struct Unreadable;
 
@@ -388,114 +391,88 @@ impl Unreadable {
             message: "Permission denied (os error 13)".into(),
         }
     }
+
+    /// The mount: [`Unreadable`]'s hooks over an empty memory backend.
+    fn backend() -> Arc<dyn Backend> {
+        Arc::new(Forward::new(Arc::new(MemoryBackend::new()), Unreadable))
+    }
 }
 
 #[async_trait::async_trait]
-impl Backend for Unreadable {
-    async fn stat(
-        &self,
-        path: &VirtualPath,
-    ) -> Result<Option<mountfs::storage::backend::Entry>, Error> {
+impl Intercept for Unreadable {
+    async fn stat(&self, _: &dyn Backend, path: &VirtualPath) -> Result<Option<Entry>, Error> {
         Err(Self::denied(path))
     }
-    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<mountfs::storage::backend::Entry>, Error> {
+    async fn ls(&self, _: &dyn Backend, dir: &VirtualPath) -> Result<Vec<Entry>, Error> {
         Err(Self::denied(dir))
     }
-    async fn read(
+    async fn read(&self, _: &dyn Backend, path: &VirtualPath) -> Result<FileBytes, Error> {
+        Err(Self::denied(path))
+    }
+    async fn read_at_most(
         &self,
+        _: &dyn Backend,
         path: &VirtualPath,
-    ) -> Result<mountfs::storage::backend::FileBytes, Error> {
+        _max: u64,
+    ) -> Result<BoundedRead, Error> {
         Err(Self::denied(path))
     }
-    async fn read_at_most(&self, path: &VirtualPath, _max: u64) -> Result<BoundedRead, Error> {
-        Err(Self::denied(path))
-    }
-    async fn read_window(&self, path: &VirtualPath, _w: LineWindow) -> Result<FileView, Error> {
+    async fn read_window(
+        &self,
+        _: &dyn Backend,
+        path: &VirtualPath,
+        _w: LineWindow,
+    ) -> Result<FileView, Error> {
         Err(Self::denied(path))
     }
     async fn read_range(
         &self,
+        _: &dyn Backend,
         path: &VirtualPath,
         _offset: u64,
         _len: usize,
-        _version: &mountfs::storage::backend::Version,
+        _version: &Version,
     ) -> Result<Vec<u8>, Error> {
         Err(Self::denied(path))
     }
-    async fn begin_upload(
-        &self,
+    async fn begin_upload<'a>(
+        &'a self,
+        _: &'a dyn Backend,
         path: &VirtualPath,
         _mode: WriteMode,
-    ) -> Result<Box<dyn mountfs::storage::backend::Upload + '_>, Error> {
+    ) -> Result<Box<dyn Upload + 'a>, Error> {
         Err(Self::denied(path))
     }
     async fn write(
         &self,
+        _: &dyn Backend,
         path: &VirtualPath,
         _content: &[u8],
         _mode: WriteMode,
-    ) -> Result<mountfs::storage::backend::WriteOutcome, Error> {
+    ) -> Result<WriteOutcome, Error> {
         Err(Self::denied(path))
     }
-    async fn delete(&self, path: &VirtualPath, _options: &DeleteOptions) -> Result<(), Error> {
+    async fn delete(
+        &self,
+        _: &dyn Backend,
+        path: &VirtualPath,
+        _options: &DeleteOptions,
+    ) -> Result<(), Error> {
         Err(Self::denied(path))
     }
-    async fn set_aside(&self, _: &VirtualPath, _: &Version) -> Result<Option<AsideFile>, Error> {
-        Ok(None)
-    }
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(mountfs::storage::backend::WriteOutcome, AsideFile)>, Error> {
-        Ok(None)
-    }
-    async fn begin_changes(
-        &self,
-        _files: &[mountfs::storage::backend::PlannedFile],
-        _role: &mountfs::storage::backend::JournalRole,
-    ) -> mountfs::storage::backend::Result<Option<Box<dyn mountfs::storage::backend::ChangeJournal>>>
-    {
-        Ok(None)
-    }
-
     async fn rename(
         &self,
+        _: &dyn Backend,
         _from: &VirtualPath,
         _to: &VirtualPath,
         _options: &RenameOptions,
     ) -> Result<Option<Renamed>, Error> {
         Ok(None)
     }
-    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>, Error> {
-        Ok(None)
-    }
-    async fn set_permissions(&self, _: &VirtualPath, _: u32) -> Result<Option<Version>, Error> {
-        Ok(None)
-    }
-    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool, Error> {
-        Ok(false)
-    }
-    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool, Error> {
-        Ok(false)
-    }
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
-    fn shell(&self) -> Option<&mountfs::storage::backend::ShellBackend> {
-        None
-    }
-    async fn glob(
-        &self,
-        query: &GlobQuery,
-    ) -> Result<Vec<mountfs::storage::backend::Entry>, Error> {
+    async fn glob(&self, _: &dyn Backend, query: &GlobQuery) -> Result<Vec<Entry>, Error> {
         Err(Self::denied(&query.dir))
     }
-    async fn grep(
-        &self,
-        query: &GrepQuery,
-    ) -> Result<Vec<mountfs::storage::backend::GrepFile>, Error> {
+    async fn grep(&self, _: &dyn Backend, query: &GrepQuery) -> Result<Vec<GrepFile>, Error> {
         Err(Self::denied(&query.dir))
     }
 }
@@ -512,7 +489,7 @@ async fn a_failing_mount_below_a_search_is_skipped_and_named() {
         },
         Mount {
             prefix: p("/locked"),
-            backend: Arc::new(Unreadable),
+            backend: Unreadable::backend(),
             read_only: false,
         },
         Mount {

@@ -13,8 +13,8 @@ use mountfs::ground::path::VirtualPath;
 use mountfs::ground::search::{GlobMatcher, GrepPattern};
 use mountfs::state::session::WriteOptions;
 use mountfs::storage::backend::{
-    Backend, DeleteOptions, EntryKind, GlobQuery, GrepCollect, GrepQuery, RenameOptions,
-    SearchControl, ShellBackend, WriteMode,
+    Backend, DeleteOptions, EntryKind, GlobQuery, GrepCollect, GrepQuery, Rename, RenameOptions,
+    SearchControl, ShellBackend, Uploads, WriteMode,
 };
 use serde_json::json;
 

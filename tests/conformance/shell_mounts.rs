@@ -11,7 +11,7 @@ use std::sync::Arc;
 use mountfs::ground::path::VirtualPath;
 use mountfs::state::session::WriteOptions;
 use mountfs::storage::backend::{
-    Backend, Error, FileView, LineWindow, ShellBackend, Version, WriteMode,
+    Backend, Error, FileView, LineWindow, Rename, ShellBackend, Uploads, Version, WriteMode,
 };
 use serde_json::json;
 

@@ -1129,7 +1129,7 @@ async fn a_postgresql_log_lost_mid_session_warns_once_and_the_waiting_changes_ar
 async fn cut_short_change(root: &Path, decided: bool) {
     use mountfs::ground::path::VirtualPath;
     use mountfs::storage::backend::{
-        Backend, DiskBackend, DiskOptions, JournalRole, PlannedFile, WriteMode,
+        Backend, DiskBackend, DiskOptions, JournalRole, KeepAside, PlannedFile, WriteMode,
     };
     std::fs::write(root.join("a.txt"), "old\n").unwrap();
     // Sealed with the key the server process will trust: the one in its data directory

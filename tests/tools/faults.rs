@@ -8,25 +8,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use mountfs::ground::path::VirtualPath;
 use mountfs::storage::backend::{
-    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, MemoryBackend, RenameOptions, Renamed, Result, Version,
-    WriteMode, WriteOutcome,
+    Backend, BoundedRead, DeleteOptions, Error, FileBytes, FileView, LineWindow, MemoryBackend,
+    RenameOptions, Renamed, Result, Upload, Version, WriteMode, WriteOutcome,
 };
 use serde_json::json;
 
 use crate::fixtures::{Fixture, memory_mount, mount};
+use crate::support::forward::{Forward, Intercept};
 
 /// A memory backend whose deletes and writes of paths containing `trap` fail while armed.
+type FaultyBackend = Forward<Faults>;
+
+/// The switches of a [`FaultyBackend`], and the calls they change.
 #[derive(Debug, Default)]
-struct FaultyBackend {
-    inner: MemoryBackend,
+struct Faults {
     fail_deletes: AtomicBool,
     fail_writes: AtomicBool,
     panic_reads: AtomicBool,
     trap: String,
 }
 
-impl FaultyBackend {
+impl Faults {
     fn failure(&self, path: &VirtualPath) -> Error {
         Error::Io {
             path: path.clone(),
@@ -40,63 +42,64 @@ impl FaultyBackend {
 }
 
 #[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl Backend for FaultyBackend {
-    async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>> {
-        self.inner.stat(path).await
-    }
-    async fn ls(&self, dir: &VirtualPath) -> Result<Vec<Entry>> {
-        self.inner.ls(dir).await
-    }
-    async fn read(&self, path: &VirtualPath) -> Result<FileBytes> {
+impl Intercept for Faults {
+    async fn read(&self, inner: &dyn Backend, path: &VirtualPath) -> Result<FileBytes> {
         if self.panic_reads.load(Ordering::SeqCst) && self.trapped(path) {
             panic!("injected panic while reading {path}");
         }
-        self.inner.read(path).await
+        inner.read(path).await
     }
-    /// Through [`Backend::read`] above, so its trap holds for every read.
-    async fn read_at_most(&self, path: &VirtualPath, max_bytes: u64) -> Result<BoundedRead> {
-        Ok(self.read(path).await?.at_most(max_bytes))
+
+    /// Through [`Intercept::read`] above, so its trap holds for every read.
+    async fn read_at_most(
+        &self,
+        inner: &dyn Backend,
+        path: &VirtualPath,
+        max_bytes: u64,
+    ) -> Result<BoundedRead> {
+        Ok(self.read(inner, path).await?.at_most(max_bytes))
     }
-    /// Through [`Backend::read`] above, so its trap holds for every read.
-    async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
-        Ok(self.read(path).await?.into_view(window))
+
+    /// Through [`Intercept::read`] above, so its trap holds for every read.
+    async fn read_window(
+        &self,
+        inner: &dyn Backend,
+        path: &VirtualPath,
+        window: LineWindow,
+    ) -> Result<FileView> {
+        Ok(self.read(inner, path).await?.into_view(window))
     }
-    /// With [`Backend::read`]'s trap: a trapped file panics every read.
+
+    /// With [`Intercept::read`]'s trap: a trapped file panics every read.
     async fn read_range(
         &self,
+        inner: &dyn Backend,
         path: &VirtualPath,
         offset: u64,
         len: usize,
-        version: &mountfs::storage::backend::Version,
+        version: &Version,
     ) -> Result<Vec<u8>> {
         if self.panic_reads.load(Ordering::SeqCst) && self.trapped(path) {
             panic!("injected panic while reading {path}");
         }
-        self.inner.read_range(path, offset, len, version).await
+        inner.read_range(path, offset, len, version).await
     }
-    async fn content_sha256(
-        &self,
-        path: &VirtualPath,
-        version: &mountfs::storage::backend::Version,
-    ) -> Result<Option<String>> {
-        self.inner.content_sha256(path, version).await
-    }
-    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
-        self.inner.check_upload_size(path, size).await
-    }
-    async fn begin_upload(
-        &self,
+
+    async fn begin_upload<'a>(
+        &'a self,
+        inner: &'a dyn Backend,
         path: &VirtualPath,
         mode: WriteMode,
-    ) -> Result<Box<dyn mountfs::storage::backend::Upload + '_>> {
+    ) -> Result<Box<dyn Upload + 'a>> {
         if self.fail_writes.load(Ordering::SeqCst) && self.trapped(path) {
             return Err(self.failure(path));
         }
-        self.inner.begin_upload(path, mode).await
+        inner.begin_upload(path, mode).await
     }
+
     async fn write(
         &self,
+        inner: &dyn Backend,
         path: &VirtualPath,
         content: &[u8],
         mode: WriteMode,
@@ -104,80 +107,41 @@ impl Backend for FaultyBackend {
         if self.fail_writes.load(Ordering::SeqCst) && self.trapped(path) {
             return Err(self.failure(path));
         }
-        self.inner.write(path, content, mode).await
+        inner.write(path, content, mode).await
     }
-    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+
+    async fn delete(
+        &self,
+        inner: &dyn Backend,
+        path: &VirtualPath,
+        options: &DeleteOptions,
+    ) -> Result<()> {
         if self.fail_deletes.load(Ordering::SeqCst) && self.trapped(path) {
             return Err(self.failure(path));
         }
-        self.inner.delete(path, options).await
-    }
-    // The plain answers below are written out as in `grown.rs`'s test double on purpose: the
-    // Backend trait has no default methods, so each double states every answer it gives.
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        Ok(None)
-    }
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
-    }
-    async fn begin_changes(
-        &self,
-        _files: &[mountfs::storage::backend::PlannedFile],
-        _role: &mountfs::storage::backend::JournalRole,
-    ) -> mountfs::storage::backend::Result<Option<Box<dyn mountfs::storage::backend::ChangeJournal>>>
-    {
-        Ok(None)
+        inner.delete(path, options).await
     }
 
     /// Never in place: a move copies and deletes, through the faults above.
     async fn rename(
         &self,
+        _inner: &dyn Backend,
         _from: &VirtualPath,
         _to: &VirtualPath,
         _options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
         Ok(None)
     }
-    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
-        Ok(None)
-    }
-    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
-        Ok(None)
-    }
-    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
-    fn shell(&self) -> Option<&mountfs::storage::backend::ShellBackend> {
-        None
-    }
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        self.inner.glob(query).await
-    }
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        self.inner.grep(query).await
-    }
 }
 
 fn faulty_world(trap: &str) -> (Fixture, Arc<FaultyBackend>) {
-    let faulty = Arc::new(FaultyBackend {
-        trap: trap.to_owned(),
-        ..FaultyBackend::default()
-    });
+    let faulty: Arc<FaultyBackend> = Arc::new(Forward::new(
+        Arc::new(MemoryBackend::default()),
+        Faults {
+            trap: trap.to_owned(),
+            ..Faults::default()
+        },
+    ));
     let fx = Fixture::over(
         vec![memory_mount("/"), mount("/faulty", faulty.clone(), false)],
         "/faulty",

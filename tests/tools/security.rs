@@ -23,6 +23,7 @@ use mountfs::ground::path::VirtualPath;
 use mountfs::state::session::{Session, WriteOptions};
 use mountfs::storage::backend::{
     Backend, CompositeBackend, DeleteOptions, DiskBackend, DiskOptions, MemoryBackend, Mount,
+    Rename,
 };
 use serde_json::{Value, json};
 

@@ -37,6 +37,8 @@
 //! with `.mountfs-tmp` listed by any source stops it too. A symbolically linked directory is
 //! not followed (it is listed in the summary); a symbolic link to a file is copied as the file
 //! it leads to.
+//!
+//! [`Backend::begin_upload`]: crate::storage::backend::Uploads::begin_upload
 
 mod inside;
 mod plan;
@@ -533,6 +535,8 @@ type Failures<'a> = (
 /// only while the file still has `version`: one chunk in memory at a time. At the end, where
 /// the source can hash the file where it lives ([`Backend::content_sha256`]), the SHA-256 of
 /// what was streamed must be that file's, else the file changed during the copy.
+///
+/// [`Backend::content_sha256`]: crate::storage::backend::Uploads::content_sha256
 async fn stream_ranges(
     source: &dyn Backend,
     upload: &mut dyn Upload,

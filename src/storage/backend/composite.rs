@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use super::overlay::OverlayBackend;
 use super::{
     AsideFile, Backend, BoundedRead, DeleteOptions, Entry, Error, FileBytes, FileView, GlobQuery,
-    GrepFile, GrepQuery, LineWindow, RenameOptions, Renamed, Result, Router, Upload, Version,
-    WriteMode, WriteOutcome,
+    GrepFile, GrepQuery, HostDir, KeepAside, LineWindow, Posix, Rename, RenameOptions, Renamed,
+    Result, Router, Upload, Uploads, Version, WriteMode, WriteOutcome,
 };
 use crate::ground::path::VirtualPath;
 
@@ -418,28 +418,6 @@ impl Backend for CompositeBackend {
             .map_err(|e| e.map_path(outward(&mount.prefix)))
     }
 
-    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
-        let (mount, inner) = self.file_route(path)?;
-        mount
-            .backend
-            .check_upload_size(&inner, size)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    async fn content_sha256(
-        &self,
-        path: &VirtualPath,
-        version: &Version,
-    ) -> Result<Option<String>> {
-        let (mount, inner) = self.file_route(path)?;
-        mount
-            .backend
-            .content_sha256(&inner, version)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
     async fn read_range(
         &self,
         path: &VirtualPath,
@@ -453,23 +431,6 @@ impl Backend for CompositeBackend {
             .read_range(&inner, offset, len, version)
             .await
             .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>> {
-        let (mount, inner) = self.changeable(path)?;
-        let upload = mount
-            .backend
-            .begin_upload(&inner, mode)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))?;
-        Ok(Box::new(RoutedUpload {
-            upload,
-            prefix: &mount.prefix,
-        }))
     }
 
     async fn write(
@@ -493,140 +454,6 @@ impl Backend for CompositeBackend {
             .delete(&inner, options)
             .await
             .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
-        let (mount, inner) = self.changeable(path)?;
-        mount
-            .backend
-            .set_aside(&inner, version)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    async fn write_keeping_aside(
-        &self,
-        path: &VirtualPath,
-        content: &[u8],
-        version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        let (mount, inner) = self.changeable(path)?;
-        mount
-            .backend
-            .write_keeping_aside(&inner, content, version)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    /// Within one mount: that mount's journal, paths in its coordinates; a change over
-    /// several mounts is not journaled here (the change layer begins one per mount).
-    async fn begin_changes(
-        &self,
-        files: &[super::PlannedFile],
-        role: &super::JournalRole,
-    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
-        let Some(first) = files.first() else {
-            return Ok(None);
-        };
-        // A file the mount refuses is left to the change itself, which says why.
-        let Ok((mount, _)) = self.changeable(&first.path) else {
-            return Ok(None);
-        };
-        let mut inner = Vec::with_capacity(files.len());
-        for file in files {
-            let Ok((owner, path)) = self.changeable(&file.path) else {
-                return Ok(None);
-            };
-            if owner.prefix != mount.prefix {
-                return Ok(None);
-            }
-            inner.push(super::PlannedFile {
-                path,
-                before: file.before.clone(),
-            });
-        }
-        let prefix = mount.prefix.clone();
-        mount
-            .backend
-            .begin_changes(&inner, role)
-            .await
-            .map_err(|e| e.map_path(|p| p.under(&prefix)))
-    }
-
-    /// Within one mount: that mount's rename. Across mounts: `Ok(None)` (the caller copies).
-    async fn rename(
-        &self,
-        from: &VirtualPath,
-        to: &VirtualPath,
-        options: &RenameOptions,
-    ) -> Result<Option<Renamed>> {
-        for path in [from, to] {
-            if self.holds_mount_root(path) {
-                return Err(Error::MountRoot { path: path.clone() });
-            }
-        }
-        let (source, inner_from) = self.writable(from)?;
-        let (target, inner_to) = self.writable(to)?;
-        if source.prefix != target.prefix {
-            return Ok(None);
-        }
-        source
-            .backend
-            .rename(&inner_from, &inner_to, options)
-            .await
-            .map_err(|e| e.map_path(outward(&source.prefix)))
-    }
-
-    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
-        let (mount, inner) = self.visible_route(path)?;
-        mount
-            .backend
-            .permissions(&inner)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
-        let (mount, inner) = self.writable(path)?;
-        mount
-            .backend
-            .set_permissions(&inner, mode)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
-        let ((mount_a, inner_a), (mount_b, inner_b)) = (self.route(a), self.route(b));
-        if mount_a.prefix != mount_b.prefix || self.is_hidden(mount_a) {
-            return Ok(false);
-        }
-        mount_a
-            .backend
-            .same_file(&inner_a, &inner_b)
-            .await
-            .map_err(|e| e.map_path(outward(&mount_a.prefix)))
-    }
-
-    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
-        let (mount, inner) = self.route(path);
-        if self.is_hidden(mount) {
-            return Ok(false);
-        }
-        mount
-            .backend
-            .is_symlink(&inner)
-            .await
-            .map_err(|e| e.map_path(outward(&mount.prefix)))
-    }
-
-    /// None: the mounts have their own (`execute` asks each through [`Router::mounts`]).
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
-
-    /// None: a shell mount below is found through [`Router::route`].
-    fn shell(&self) -> Option<&super::ShellBackend> {
-        None
     }
 
     /// Strict: a mount below that fails fails the call (the `glob` tool uses
@@ -707,5 +534,197 @@ impl Backend for CompositeBackend {
             }
         }
         Ok(out)
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl KeepAside for CompositeBackend {
+    async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
+        let (mount, inner) = self.changeable(path)?;
+        mount
+            .backend
+            .set_aside(&inner, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn write_keeping_aside(
+        &self,
+        path: &VirtualPath,
+        content: &[u8],
+        version: &Version,
+    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
+        let (mount, inner) = self.changeable(path)?;
+        mount
+            .backend
+            .write_keeping_aside(&inner, content, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    /// Within one mount: that mount's journal, paths in its coordinates; a change over
+    /// several mounts is not journaled here (the change layer begins one per mount).
+    async fn begin_changes(
+        &self,
+        files: &[super::PlannedFile],
+        role: &super::JournalRole,
+    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
+        let Some(first) = files.first() else {
+            return Ok(None);
+        };
+        // A file the mount refuses is left to the change itself, which says why.
+        let Ok((mount, _)) = self.changeable(&first.path) else {
+            return Ok(None);
+        };
+        let mut inner = Vec::with_capacity(files.len());
+        for file in files {
+            let Ok((owner, path)) = self.changeable(&file.path) else {
+                return Ok(None);
+            };
+            if owner.prefix != mount.prefix {
+                return Ok(None);
+            }
+            inner.push(super::PlannedFile {
+                path,
+                before: file.before.clone(),
+            });
+        }
+        let prefix = mount.prefix.clone();
+        mount
+            .backend
+            .begin_changes(&inner, role)
+            .await
+            .map_err(|e| e.map_path(|p| p.under(&prefix)))
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Rename for CompositeBackend {
+    /// Within one mount: that mount's rename. Across mounts: `Ok(None)` (the caller copies).
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        for path in [from, to] {
+            if self.holds_mount_root(path) {
+                return Err(Error::MountRoot { path: path.clone() });
+            }
+        }
+        let (source, inner_from) = self.writable(from)?;
+        let (target, inner_to) = self.writable(to)?;
+        if source.prefix != target.prefix {
+            return Ok(None);
+        }
+        source
+            .backend
+            .rename(&inner_from, &inner_to, options)
+            .await
+            .map_err(|e| e.map_path(outward(&source.prefix)))
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Posix for CompositeBackend {
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        let (mount, inner) = self.visible_route(path)?;
+        mount
+            .backend
+            .permissions(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
+        let (mount, inner) = self.writable(path)?;
+        mount
+            .backend
+            .set_permissions(&inner, mode)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        let ((mount_a, inner_a), (mount_b, inner_b)) = (self.route(a), self.route(b));
+        if mount_a.prefix != mount_b.prefix || self.is_hidden(mount_a) {
+            return Ok(false);
+        }
+        mount_a
+            .backend
+            .same_file(&inner_a, &inner_b)
+            .await
+            .map_err(|e| e.map_path(outward(&mount_a.prefix)))
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        let (mount, inner) = self.route(path);
+        if self.is_hidden(mount) {
+            return Ok(false);
+        }
+        mount
+            .backend
+            .is_symlink(&inner)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+impl HostDir for CompositeBackend {
+    /// None: the mounts have their own (`execute` asks each through [`Router::mounts`]).
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
+
+    /// None: a shell mount below is found through [`Router::route`].
+    fn shell(&self) -> Option<&super::ShellBackend> {
+        None
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Uploads for CompositeBackend {
+    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
+        let (mount, inner) = self.file_route(path)?;
+        mount
+            .backend
+            .check_upload_size(&inner, size)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        let (mount, inner) = self.file_route(path)?;
+        mount
+            .backend
+            .content_sha256(&inner, version)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))
+    }
+
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        let (mount, inner) = self.changeable(path)?;
+        let upload = mount
+            .backend
+            .begin_upload(&inner, mode)
+            .await
+            .map_err(|e| e.map_path(outward(&mount.prefix)))?;
+        Ok(Box::new(RoutedUpload {
+            upload,
+            prefix: &mount.prefix,
+        }))
     }
 }

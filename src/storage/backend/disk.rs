@@ -72,8 +72,9 @@ use rustix::fs::FileType;
 
 use super::{
     AsideContent, AsideFile, Backend, BoundedRead, ChangeJournal, DeleteOptions, Entry, EntryKind,
-    Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, JournalRole, LineWindow,
-    PlannedFile, RenameOptions, Renamed, Result, Upload, Version, WriteMode, WriteOutcome,
+    Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, HostDir, JournalRole, KeepAside,
+    LineWindow, PlannedFile, Posix, Rename, RenameOptions, Renamed, Result, Upload, Uploads,
+    Version, WriteMode, WriteOutcome,
 };
 use crate::ground::path::VirtualPath;
 use resolve::{map_io, relative};
@@ -677,15 +678,6 @@ impl Backend for DiskBackend {
             .await
     }
 
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>> {
-        self.inner.writable(path)?;
-        Ok(Box::new(upload::DiskUpload::begin(self, path, mode)?))
-    }
-
     async fn write(
         &self,
         path: &VirtualPath,
@@ -711,6 +703,30 @@ impl Backend for DiskBackend {
         .await
     }
 
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let query = query.clone();
+        // The semaphore is never closed; were it, the walk would simply run unqueued.
+        let _turn = self.inner.searches.acquire().await.ok();
+        self.blocking(move |inner| {
+            inner.visible(&query.dir)?;
+            walk::glob(&inner.walk_context(), &query)
+        })
+        .await
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let query = query.clone();
+        let _turn = self.inner.searches.acquire().await.ok();
+        self.blocking(move |inner| {
+            inner.visible(&query.dir)?;
+            walk::grep(&inner.walk_context(), &query)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl KeepAside for DiskBackend {
     async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>> {
         let (path, version) = (path.clone(), version.clone());
         let entry = {
@@ -768,7 +784,10 @@ impl Backend for DiskBackend {
             journal: Arc::new(journal),
         })))
     }
+}
 
+#[async_trait]
+impl Rename for DiskBackend {
     async fn rename(
         &self,
         from: &VirtualPath,
@@ -783,7 +802,10 @@ impl Backend for DiskBackend {
         })
         .await
     }
+}
 
+#[async_trait]
+impl Posix for DiskBackend {
     async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
         let path = path.clone();
         self.blocking(move |inner| {
@@ -818,10 +840,6 @@ impl Backend for DiskBackend {
         .await
     }
 
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        Some(&self.inner.host_root)
-    }
-
     async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
         if path.is_root() {
             return Ok(false);
@@ -838,26 +856,23 @@ impl Backend for DiskBackend {
         })
         .await
     }
+}
 
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let query = query.clone();
-        // The semaphore is never closed; were it, the walk would simply run unqueued.
-        let _turn = self.inner.searches.acquire().await.ok();
-        self.blocking(move |inner| {
-            inner.visible(&query.dir)?;
-            walk::glob(&inner.walk_context(), &query)
-        })
-        .await
+impl HostDir for DiskBackend {
+    fn host_dir(&self) -> Option<&std::path::Path> {
+        Some(&self.inner.host_root)
     }
+}
 
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let query = query.clone();
-        let _turn = self.inner.searches.acquire().await.ok();
-        self.blocking(move |inner| {
-            inner.visible(&query.dir)?;
-            walk::grep(&inner.walk_context(), &query)
-        })
-        .await
+#[async_trait]
+impl Uploads for DiskBackend {
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        self.inner.writable(path)?;
+        Ok(Box::new(upload::DiskUpload::begin(self, path, mode)?))
     }
 }
 

@@ -19,9 +19,10 @@ use async_trait::async_trait;
 
 use super::whole_file::{self, key_prefix};
 use super::{
-    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
-    GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
-    Upload, Version, WriteMode, WriteOutcome, is_reserved_path, refuse_reserved,
+    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, GrepResults, HostDir, KeepAside, LineWindow, Posix, Rename, RenameOptions,
+    Renamed, Result, Upload, Uploads, Version, WriteMode, WriteOutcome, is_reserved_path,
+    refuse_reserved,
 };
 use crate::ground::path::VirtualPath;
 use crate::ground::quota::MemoryAccount;
@@ -240,68 +241,6 @@ impl Backend for MemoryBackend {
         }
     }
 
-    /// Contents live in memory here: a file too large to hold cannot be written piece by piece
-    /// into memory either.
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        _mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>> {
-        refuse_reserved(path)?;
-        Err(Error::Unsupported {
-            path: path.clone(),
-            reason: "a memory mount holds every file whole in memory; it takes whole writes only, not a file streamed piece by piece".to_owned(),
-        })
-    }
-
-    // From here to `host_dir`: the answers of a backend with nothing on disk, written out as in
-    // `backend/store.rs` on purpose, not a shared step: the trait has no default methods, so that every
-    // backend, and above all a wrapping one (overlay), states each answer instead of silently
-    // inheriting one (`#[deny(clippy::missing_trait_methods)]` on wrappers).
-    /// Nothing is kept outside memory here: undo keeps the content itself.
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        Ok(None)
-    }
-
-    /// Nothing is kept outside memory here: undo keeps the content itself.
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
-    }
-
-    /// No permission bits are kept.
-    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
-        Ok(None)
-    }
-
-    /// No permission bits are kept: nothing to set.
-    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
-        Ok(None)
-    }
-
-    /// A path names one file only: no links, no case folding.
-    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// There are no symbolic links here.
-    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// No directory on disk is behind these files.
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
-
     async fn write(
         &self,
         path: &VirtualPath,
@@ -396,15 +335,48 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    /// Nothing in memory survives a crash: no journal (the caller changes file by file).
-    async fn begin_changes(
-        &self,
-        _files: &[super::PlannedFile],
-        _role: &super::JournalRole,
-    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
-        Ok(None)
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        Ok(self
+            .files_under(&query.dir)
+            .into_iter()
+            .filter(|(path, _)| query.matcher.matches_path(path, &query.dir))
+            .map(|(path, data)| data.entry(path))
+            .collect())
     }
 
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let mut out = GrepResults::new(query.collect);
+        for (path, data) in self.files_under(&query.dir) {
+            if query.control.stopped() {
+                break;
+            }
+            if let Some(found) = whole_file::grep_file(&path, &data.content, query) {
+                out.push(found);
+            }
+        }
+        Ok(out.finish())
+    }
+}
+
+#[async_trait]
+impl Uploads for MemoryBackend {
+    /// Contents live in memory here: a file too large to hold cannot be written piece by piece
+    /// into memory either.
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        _mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        refuse_reserved(path)?;
+        Err(Error::Unsupported {
+            path: path.clone(),
+            reason: "a memory mount holds every file whole in memory; it takes whole writes only, not a file streamed piece by piece".to_owned(),
+        })
+    }
+}
+
+#[async_trait]
+impl Rename for MemoryBackend {
     async fn rename(
         &self,
         from: &VirtualPath,
@@ -485,29 +457,17 @@ impl Backend for MemoryBackend {
             version: None,
         }))
     }
-
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        Ok(self
-            .files_under(&query.dir)
-            .into_iter()
-            .filter(|(path, _)| query.matcher.matches_path(path, &query.dir))
-            .map(|(path, data)| data.entry(path))
-            .collect())
-    }
-
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let mut out = GrepResults::new(query.collect);
-        for (path, data) in self.files_under(&query.dir) {
-            if query.control.stopped() {
-                break;
-            }
-            if let Some(found) = whole_file::grep_file(&path, &data.content, query) {
-                out.push(found);
-            }
-        }
-        Ok(out.finish())
-    }
 }
+
+/// Nothing is kept outside memory here: undo keeps the content itself. Nothing in memory
+/// survives a crash: no journal (the caller changes file by file).
+impl KeepAside for MemoryBackend {}
+
+/// No permission bits are kept; a path names one file only: no links, no case folding.
+impl Posix for MemoryBackend {}
+
+/// No directory on disk is behind these files.
+impl HostDir for MemoryBackend {}
 
 #[cfg(test)]
 mod tests {

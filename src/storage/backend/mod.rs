@@ -1,21 +1,33 @@
-//! The `Backend` trait: what every store of files (memory, disk, SQL store, and the composite
-//! router over them) must do, with the rules each method obeys.
+//! The `Backend` trait: what every store of files (memory, disk, SQL store, object store, shell
+//! target, overlay, and the composite router over them) must do, with the rules each method obeys.
 //!
-//! The trait is deliberately small (after arrow-rs `object_store`): stat / ls / read / write /
-//! delete / rename / glob / grep. Every read returns the file's [`Version`]; every write takes a
-//! [`WriteMode`] (create-only, overwrite, or update-if-version). Read-before-edit, staleness and
-//! "no lost update" are built once on top of that in `tools/`, not once per backend.
+//! The trait is a small core (after arrow-rs `object_store`) that every store answers:
+//! stat / ls / read / read_at_most / read_range / read_window / write / delete / glob / grep.
+//! Every read returns the file's [`Version`]; every write takes a [`WriteMode`] (create-only,
+//! overwrite, or update-if-version). Read-before-edit, staleness and "no lost update" are built
+//! once on top of that in `tools/`, not once per backend.
+//!
+//! What only some stores can do is a capability trait (in [`capability`]) that `Backend`
+//! requires as a supertrait, so a `dyn Backend` still offers every method: [`KeepAside`]
+//! (content kept aside for undo, change journals), [`Rename`] (in place), [`Posix`] (modes,
+//! links), [`HostDir`] (where `execute` runs) and [`Uploads`] (streamed writes, digests). Each
+//! default method gives the answer of a store without the capability ("nothing kept aside", "no
+//! rename in place", "no modes", ...), written once; a backend without one writes an empty
+//! `impl Posix for MemoryBackend {}`, and one that has it implements it.
 //!
 //! Paths given to a backend are in its own coordinates (a mount's root is `/`); the
 //! [`composite`] router strips and restores mount prefixes, including in errors.
 //! The shared conformance suite in `tests/conformance` enforces these rules on every backend.
 //!
-//! No method has a default (after `object_store`): a wrapper such as the [`composite`] router
-//! or an overlay states what each one does, and carries `#[deny(clippy::missing_trait_methods)]`
-//! so that a method added later cannot be silently inherited. Backends that hold files whole
-//! answer windows and bounded reads with [`FileBytes::into_view`] and [`FileBytes::at_most`].
-//! Tools see the file system through [`Router`], never the concrete [`CompositeBackend`].
+//! A wrapper that forwards to other backends (the [`composite`] router, an overlay, the
+//! tests' forwarding double) states what each method does, defaults included: each of its
+//! impls, core and capabilities alike, carries `#[deny(clippy::missing_trait_methods)]`, so
+//! that a method added later cannot be silently inherited as "nothing here". Backends that
+//! hold files whole answer windows and bounded reads with [`FileBytes::into_view`] and
+//! [`FileBytes::at_most`]. Tools see the file system through [`Router`], never the concrete
+//! [`CompositeBackend`].
 
+pub mod capability;
 pub mod composite;
 pub mod disk;
 mod ignore_rules;
@@ -37,6 +49,7 @@ use thiserror::Error;
 use crate::ground::path::{PathError, VirtualPath};
 use crate::ground::text::encoding::FileEncoding;
 
+pub use capability::{HostDir, KeepAside, Posix, Rename, Uploads};
 pub use composite::{CompositeBackend, Mount, SkippedMount};
 pub use disk::{DiskBackend, DiskOptions};
 pub use memory::MemoryBackend;
@@ -186,7 +199,7 @@ pub enum BoundedRead {
     },
 }
 
-/// A file being written piece by piece (see [`Backend::begin_upload`]): the chunks go to a
+/// A file being written piece by piece (see [`Uploads::begin_upload`]): the chunks go to a
 /// place no reader sees (a temporary file beside the destination, rows staged in the database),
 /// and [`Upload::finish`] puts the whole content at the path at once, under the upload's
 /// [`WriteMode`], as [`Backend::write`] would have; [`Upload::abort`] (or a failure of any
@@ -310,7 +323,7 @@ impl PartialEq for AsideFile {
 
 impl Eq for AsideFile {}
 
-/// One file of a multi-file change, as [`Backend::begin_changes`] is told it before anything
+/// One file of a multi-file change, as [`KeepAside::begin_changes`] is told it before anything
 /// changes: its path and the version it must have now (`None`: it must be absent, the change
 /// creates it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -343,7 +356,7 @@ pub enum JournalRole {
 }
 
 /// A multi-file change in progress on one mount, kept whole across a crash (see
-/// [`Backend::begin_changes`]). Each file of the plan is changed through it, by its index in
+/// [`KeepAside::begin_changes`]). Each file of the plan is changed through it, by its index in
 /// the plan; then it is [`ChangeJournal::finish`]ed (the change stands), or rolled back.
 #[async_trait]
 pub trait ChangeJournal: Send + Sync + fmt::Debug {
@@ -491,7 +504,7 @@ impl DeleteOptions {
     }
 }
 
-/// The conditions of a [`Backend::rename`].
+/// The conditions of a [`Rename::rename`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RenameOptions {
     /// Rename a file only if it has this version (else [`Error::VersionMismatch`]).
@@ -502,7 +515,7 @@ pub struct RenameOptions {
     pub replacing: Option<Version>,
 }
 
-/// What a successful [`Backend::rename`] moved.
+/// What a successful [`Rename::rename`] moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Renamed {
     /// A file or a whole directory.
@@ -904,9 +917,13 @@ impl Error {
 /// Result of backend calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A store of files addressed by [`VirtualPath`]. See the module doc for the shared rules.
+/// A store of files addressed by [`VirtualPath`]: the core every store answers, and (as
+/// supertraits, each with the answers of a store without it as defaults) the capabilities. See
+/// the module doc for the shared rules.
 #[async_trait]
-pub trait Backend: Send + Sync + fmt::Debug {
+pub trait Backend:
+    KeepAside + Rename + Posix + HostDir + Uploads + Send + Sync + fmt::Debug
+{
     /// The entry at `path`, `None` if nothing is there. The root `/` is always a directory.
     async fn stat(&self, path: &VirtualPath) -> Result<Option<Entry>>;
 
@@ -938,41 +955,6 @@ pub trait Backend: Send + Sync + fmt::Debug {
         version: &Version,
     ) -> Result<Vec<u8>>;
 
-    /// The SHA-256 (64 lowercase hex digits) of the whole file, computed where the file lives,
-    /// only while it has `version` (else [`Error::VersionMismatch`]). A copy that read a file
-    /// in ranges compares it with the digest of the bytes it got: a backend whose versions of
-    /// big files are stamps (a shell target's `stat` times, which a change made in place within
-    /// one timestamp tick keeps) answers it, so such a change is still never copied torn.
-    /// `Ok(None)` (the default): this backend's versions see every change.
-    async fn content_sha256(
-        &self,
-        path: &VirtualPath,
-        version: &Version,
-    ) -> Result<Option<String>> {
-        let _ = (path, version);
-        Ok(None)
-    }
-
-    /// Refuses, before anything is staged, an upload of `size` bytes to `path` that this
-    /// backend could never hold (a store's limit of one value), naming the limit. `Ok(())`
-    /// (the default): no such limit.
-    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
-        let _ = (path, size);
-        Ok(())
-    }
-
-    /// Begins writing the file at `path` piece by piece (see [`Upload`]): what
-    /// [`Backend::write`] does for a content too large to hold in memory. The mode is checked
-    /// when the upload begins (so a copy that cannot land fails before sending anything) and
-    /// again, as the write does, when it finishes. Backends that hold files in memory refuse
-    /// with [`Error::Unsupported`] (they take whole writes only); read-only mounts with
-    /// [`Error::ReadOnly`].
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>>;
-
     /// A window of lines of a text file, or the head of a binary one. Memory proportional to
     /// the window, not the file, where the backend can (disk); a backend that holds files whole
     /// answers with [`FileBytes::into_view`].
@@ -990,74 +972,6 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Deletes a file, or a directory (non-empty only when `recursive`). `NotFound` if absent.
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()>;
 
-    /// Removes the file at `path` if it has `version` (else [`Error::VersionMismatch`]),
-    /// keeping its content aside outside memory for undo. `Ok(None)` when this backend cannot
-    /// keep content aside (or not for this file): then nothing was changed.
-    async fn set_aside(&self, path: &VirtualPath, version: &Version) -> Result<Option<AsideFile>>;
-
-    /// Replaces the file at `path`, which must have `version`, with `content`, keeping the
-    /// replaced content aside outside memory for undo. `Ok(None)` when this backend cannot:
-    /// then nothing was changed.
-    async fn write_keeping_aside(
-        &self,
-        path: &VirtualPath,
-        content: &[u8],
-        version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>>;
-
-    /// Starts a change of several files that a crash of the process cannot cut in half: before
-    /// anything changes, a journal on the backend's own storage records the plan and keeps what
-    /// each replaced or removed file held, so that the next start rolls an unfinished change
-    /// back (disk mounts, see `disk::journal`). `Ok(None)` when this backend keeps no journal
-    /// (in memory: nothing survives a crash anyway): the caller changes the files one by one.
-    /// `VersionMismatch` when a planned file is not at its planned version: nothing changed.
-    async fn begin_changes(
-        &self,
-        files: &[PlannedFile],
-        role: &JournalRole,
-    ) -> Result<Option<Box<dyn ChangeJournal>>>;
-
-    /// Renames the file or directory at `from` to `to` within this backend, in place: contents,
-    /// times and (on disk) mode, owner and inode are kept, a directory moves whole, and memory
-    /// does not grow with the size moved. Parent directories of `to` are created. Conditions
-    /// as [`RenameOptions`] says; `NotFound` if `from` is absent, `IsADirectory` if a directory
-    /// is at `to`, `NotADirectory` if a parent of `to` is a file.
-    ///
-    /// `Ok(None)` when this backend cannot rename in place (the caller then copies and
-    /// deletes): nothing was changed.
-    async fn rename(
-        &self,
-        from: &VirtualPath,
-        to: &VirtualPath,
-        options: &RenameOptions,
-    ) -> Result<Option<Renamed>>;
-
-    /// A file's permission bits (`0o7777`), on backends that keep them (disk); `None` elsewhere.
-    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>>;
-
-    /// Sets a file's permission bits where this backend keeps them (a cross-mount move keeps
-    /// the source's mode); returns the file's version afterwards when setting them changed it.
-    /// Backends without modes do nothing.
-    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>>;
-
-    /// Whether `a` and `b` name one and the same file or directory (a symlink, a hard link, a
-    /// case-insensitive file system). Backends without aliases answer `false`.
-    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool>;
-
-    /// Whether `path` itself is a symbolic link (not what it leads to).
-    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool>;
-
-    /// The real directory behind this backend's root, where `execute` runs commands and what its
-    /// sandbox lets them write: disk backends only. Never shown to agents (answers speak
-    /// virtual paths).
-    fn host_dir(&self) -> Option<&std::path::Path>;
-
-    /// The shell mount behind this backend, where `execute` runs commands on the target
-    /// instead (issue 27); `None` for every other kind.
-    fn shell(&self) -> Option<&ShellBackend> {
-        None
-    }
-
     /// Files (never directories) below `query.dir` whose relative path matches, in any order.
     /// A `query.dir` that does not exist gives an empty answer; a file gives itself if it matches
     /// its own name.
@@ -1072,8 +986,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
 /// which mount owns a path (is it read-only, where is it mounted), whether a path holds a mount
 /// root, and for a `glob` that skips a failing mount with a note instead of failing. Tools and
 /// sessions hold a `dyn Router`, never the concrete [`CompositeBackend`], so that an overlay or a
-/// test double can stand in for it. Like [`Backend`], it has no default methods: a wrapper
-/// states what each one does (`#[deny(clippy::missing_trait_methods)]` on its impls).
+/// test double can stand in for it. It has no default methods: a wrapper states what each one
+/// does (`#[deny(clippy::missing_trait_methods)]` on its impls, as on its `Backend` ones).
 #[async_trait]
 pub trait Router: Backend {
     /// The mounts, longest prefix first; the last one is `/`.

@@ -20,9 +20,10 @@ use async_trait::async_trait;
 
 use super::whole_file::{self, key_prefix};
 use super::{
-    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
-    GlobQuery, GrepFile, GrepQuery, GrepResults, LineWindow, RenameOptions, Renamed, Result,
-    Upload, Utf8Tracker, Version, WriteMode, WriteOutcome, is_reserved_path, refuse_reserved,
+    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, GrepResults, HostDir, KeepAside, LineWindow, Posix, Rename, RenameOptions,
+    Renamed, Result, Upload, Uploads, Utf8Tracker, Version, WriteMode, WriteOutcome,
+    is_reserved_path, refuse_reserved,
 };
 use crate::ground::path::VirtualPath;
 use crate::storage::store::{
@@ -476,54 +477,6 @@ impl Backend for StoreBackend {
         Ok(self.read(path).await?.into_view(window))
     }
 
-    // From here to `host_dir`: the answers of a backend with nothing on disk, written out as in
-    // `backend/memory.rs` on purpose, not a shared step: the trait has no default methods, so that every
-    // backend, and above all a wrapping one (overlay), states each answer instead of silently
-    // inheriting one (`#[deny(clippy::missing_trait_methods)]` on wrappers).
-    /// Nothing is kept outside memory here: undo keeps the content itself.
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        Ok(None)
-    }
-
-    /// Nothing is kept outside memory here: undo keeps the content itself.
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
-    }
-
-    /// No permission bits are kept.
-    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
-        Ok(None)
-    }
-
-    /// No permission bits are kept: nothing to set.
-    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
-        Ok(None)
-    }
-
-    /// A path names one file only: no links, no case folding.
-    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// There are no symbolic links here.
-    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// No directory on disk is behind these files.
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
-
     async fn write(
         &self,
         path: &VirtualPath,
@@ -580,62 +533,6 @@ impl Backend for StoreBackend {
         }
     }
 
-    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
-        match self.store.largest_value() {
-            Some((largest, limit)) if size > largest => Err(Error::Unsupported {
-                path: path.clone(),
-                reason: format!(
-                    "{size} bytes is more than this store holds in one file: {largest} bytes at most ({limit}). Keep the file on a disk mount, or split it"
-                ),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>> {
-        refuse_reserved(path)?;
-        self.check_shape(path).await?;
-        let condition = match mode {
-            WriteMode::CreateOnly => PutCondition::CreateOnly,
-            WriteMode::Overwrite => PutCondition::Overwrite,
-            WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
-                Ok(version) => PutCondition::IfVersion(version),
-                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
-            },
-        };
-        // Checked now so that a copy that cannot land sends nothing; checked again, in the
-        // database, by the statement that puts the content.
-        let current = self.head(path).await?;
-        match (condition, &current) {
-            (PutCondition::CreateOnly, Some(_)) => {
-                return Err(Error::AlreadyExists { path: path.clone() });
-            }
-            (PutCondition::IfVersion(expected), Some(meta)) if meta.version != expected => {
-                return Err(Error::VersionMismatch { path: path.clone() });
-            }
-            (PutCondition::IfVersion(_), None) => {
-                return Err(Error::VersionMismatch { path: path.clone() });
-            }
-            _ => {}
-        }
-        let staged = self
-            .store
-            .begin_upload(&self.namespace, path.as_str())
-            .await
-            .map_err(|e| failure(path, e))?;
-        Ok(Box::new(StoreFileUpload {
-            backend: self,
-            path: path.clone(),
-            condition,
-            staged,
-            utf8: Utf8Tracker::default(),
-        }))
-    }
-
     async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
         refuse_reserved(path)?;
         let if_version = match &options.if_version {
@@ -673,6 +570,114 @@ impl Backend for StoreBackend {
         Ok(())
     }
 
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        if let Some(meta) = self.head(&query.dir).await? {
+            let own = query.matcher.matches_path(&query.dir, &query.dir);
+            return Ok(own
+                .then(|| file_entry(query.dir.clone(), &meta))
+                .into_iter()
+                .collect());
+        }
+        self.list_under(&query.dir, |path, _| {
+            query.matcher.matches_path(path, &query.dir)
+        })
+        .await
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let mut out = GrepResults::new(query.collect);
+        let search = |out: &mut GrepResults, path: &VirtualPath, item: &store::Item| {
+            let found = if item.meta.encoding == store::Encoding::Utf8 {
+                whole_file::grep_utf8_file(path, &item.content, query)
+            } else {
+                whole_file::grep_file(path, &item.content, query)
+            };
+            if let Some(found) = found {
+                out.push(found);
+            }
+        };
+        if !query.dir.is_root()
+            && let Some(item) = self
+                .store
+                .get(&self.namespace, query.dir.as_str())
+                .await
+                .map_err(|e| failure(&query.dir, e))?
+        {
+            search(&mut out, &query.dir, &item);
+            return Ok(out.finish());
+        }
+        if self.use_index
+            && let Some(plan) = store::plan::plan(&query.pattern)
+        {
+            let candidates = CandidateQuery {
+                list: ListQuery::first(key_prefix(&query.dir), CANDIDATE_PAGE),
+                plan,
+                larger_than: query.pattern.max_line_bytes,
+            };
+            if self.grep_candidates(query, candidates, &mut out).await? {
+                return Ok(out.finish());
+            }
+        }
+        // One page of contents at a time, in key order (keyset paging, no OFFSET): the sizes
+        // of the next items are listed first, and only as many as fit SCAN_PAGE_BYTES fetched.
+        let mut page_query = ListQuery::first(key_prefix(&query.dir), SCAN_PAGE);
+        loop {
+            if query.control.stopped() {
+                return Ok(out.finish());
+            }
+            let planned = self
+                .store
+                .list(&self.namespace, &page_query)
+                .await
+                .map_err(|e| failure(&query.dir, e))?;
+            let Some(first) = planned.first() else {
+                return Ok(out.finish());
+            };
+            let mut take = 1usize;
+            let mut bytes = first.size;
+            for meta in &planned[1..] {
+                bytes = bytes.saturating_add(meta.size);
+                if bytes > SCAN_PAGE_BYTES {
+                    break;
+                }
+                take += 1;
+            }
+            let last_planned = planned[take - 1].key.clone();
+            let everything_planned = planned.len() < SCAN_PAGE && take == planned.len();
+            let page = self
+                .store
+                .scan(
+                    &self.namespace,
+                    &ListQuery {
+                        limit: take,
+                        ..page_query.clone()
+                    },
+                )
+                .await
+                .map_err(|e| failure(&query.dir, e))?;
+            let last = page.last().map(|item| item.meta.key.clone());
+            for item in page {
+                if let Ok(path) = VirtualPath::parse_raw(&item.meta.key)
+                    && !is_reserved_path(&path)
+                {
+                    search(&mut out, &path, &item);
+                }
+                if enough(query, &out) {
+                    return Ok(out.finish());
+                }
+            }
+            if everything_planned && last.as_ref().is_none_or(|k| *k >= last_planned) {
+                return Ok(out.finish());
+            }
+            page_query.start = ListStart::After(last.unwrap_or(last_planned));
+        }
+    }
+}
+
+/// Nothing is kept outside memory here (undo keeps the content itself): `set_aside` and
+/// `write_keeping_aside` are the defaults.
+#[async_trait]
+impl KeepAside for StoreBackend {
     /// A change of several files is one database transaction ([`Store::apply_batch`]): a crash
     /// leaves all of it or none, with nothing to resolve at the next start.
     async fn begin_changes(
@@ -685,7 +690,10 @@ impl Backend for StoreBackend {
             paths: files.iter().map(|f| f.path.clone()).collect(),
         })))
     }
+}
 
+#[async_trait]
+impl Rename for StoreBackend {
     async fn rename(
         &self,
         from: &VirtualPath,
@@ -797,108 +805,70 @@ impl Backend for StoreBackend {
             version: None,
         }))
     }
+}
 
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        if let Some(meta) = self.head(&query.dir).await? {
-            let own = query.matcher.matches_path(&query.dir, &query.dir);
-            return Ok(own
-                .then(|| file_entry(query.dir.clone(), &meta))
-                .into_iter()
-                .collect());
+/// No permission bits are kept; a path names one file only: no links, no case folding.
+impl Posix for StoreBackend {}
+
+/// No directory on disk is behind these files.
+impl HostDir for StoreBackend {}
+
+#[async_trait]
+impl Uploads for StoreBackend {
+    async fn check_upload_size(&self, path: &VirtualPath, size: u64) -> Result<()> {
+        match self.store.largest_value() {
+            Some((largest, limit)) if size > largest => Err(Error::Unsupported {
+                path: path.clone(),
+                reason: format!(
+                    "{size} bytes is more than this store holds in one file: {largest} bytes at most ({limit}). Keep the file on a disk mount, or split it"
+                ),
+            }),
+            _ => Ok(()),
         }
-        self.list_under(&query.dir, |path, _| {
-            query.matcher.matches_path(path, &query.dir)
-        })
-        .await
     }
 
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let mut out = GrepResults::new(query.collect);
-        let search = |out: &mut GrepResults, path: &VirtualPath, item: &store::Item| {
-            let found = if item.meta.encoding == store::Encoding::Utf8 {
-                whole_file::grep_utf8_file(path, &item.content, query)
-            } else {
-                whole_file::grep_file(path, &item.content, query)
-            };
-            if let Some(found) = found {
-                out.push(found);
-            }
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        refuse_reserved(path)?;
+        self.check_shape(path).await?;
+        let condition = match mode {
+            WriteMode::CreateOnly => PutCondition::CreateOnly,
+            WriteMode::Overwrite => PutCondition::Overwrite,
+            WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
+                Ok(version) => PutCondition::IfVersion(version),
+                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
+            },
         };
-        if !query.dir.is_root()
-            && let Some(item) = self
-                .store
-                .get(&self.namespace, query.dir.as_str())
-                .await
-                .map_err(|e| failure(&query.dir, e))?
-        {
-            search(&mut out, &query.dir, &item);
-            return Ok(out.finish());
+        // Checked now so that a copy that cannot land sends nothing; checked again, in the
+        // database, by the statement that puts the content.
+        let current = self.head(path).await?;
+        match (condition, &current) {
+            (PutCondition::CreateOnly, Some(_)) => {
+                return Err(Error::AlreadyExists { path: path.clone() });
+            }
+            (PutCondition::IfVersion(expected), Some(meta)) if meta.version != expected => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            (PutCondition::IfVersion(_), None) => {
+                return Err(Error::VersionMismatch { path: path.clone() });
+            }
+            _ => {}
         }
-        if self.use_index
-            && let Some(plan) = store::plan::plan(&query.pattern)
-        {
-            let candidates = CandidateQuery {
-                list: ListQuery::first(key_prefix(&query.dir), CANDIDATE_PAGE),
-                plan,
-                larger_than: query.pattern.max_line_bytes,
-            };
-            if self.grep_candidates(query, candidates, &mut out).await? {
-                return Ok(out.finish());
-            }
-        }
-        // One page of contents at a time, in key order (keyset paging, no OFFSET): the sizes
-        // of the next items are listed first, and only as many as fit SCAN_PAGE_BYTES fetched.
-        let mut page_query = ListQuery::first(key_prefix(&query.dir), SCAN_PAGE);
-        loop {
-            if query.control.stopped() {
-                return Ok(out.finish());
-            }
-            let planned = self
-                .store
-                .list(&self.namespace, &page_query)
-                .await
-                .map_err(|e| failure(&query.dir, e))?;
-            let Some(first) = planned.first() else {
-                return Ok(out.finish());
-            };
-            let mut take = 1usize;
-            let mut bytes = first.size;
-            for meta in &planned[1..] {
-                bytes = bytes.saturating_add(meta.size);
-                if bytes > SCAN_PAGE_BYTES {
-                    break;
-                }
-                take += 1;
-            }
-            let last_planned = planned[take - 1].key.clone();
-            let everything_planned = planned.len() < SCAN_PAGE && take == planned.len();
-            let page = self
-                .store
-                .scan(
-                    &self.namespace,
-                    &ListQuery {
-                        limit: take,
-                        ..page_query.clone()
-                    },
-                )
-                .await
-                .map_err(|e| failure(&query.dir, e))?;
-            let last = page.last().map(|item| item.meta.key.clone());
-            for item in page {
-                if let Ok(path) = VirtualPath::parse_raw(&item.meta.key)
-                    && !is_reserved_path(&path)
-                {
-                    search(&mut out, &path, &item);
-                }
-                if enough(query, &out) {
-                    return Ok(out.finish());
-                }
-            }
-            if everything_planned && last.as_ref().is_none_or(|k| *k >= last_planned) {
-                return Ok(out.finish());
-            }
-            page_query.start = ListStart::After(last.unwrap_or(last_planned));
-        }
+        let staged = self
+            .store
+            .begin_upload(&self.namespace, path.as_str())
+            .await
+            .map_err(|e| failure(path, e))?;
+        Ok(Box::new(StoreFileUpload {
+            backend: self,
+            path: path.clone(),
+            condition,
+            staged,
+            utf8: Utf8Tracker::default(),
+        }))
     }
 }
 

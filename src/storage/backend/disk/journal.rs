@@ -967,7 +967,9 @@ mod tests {
     };
     use crate::ground::path::VirtualPath;
     use crate::storage::backend::disk::{DiskBackend, DiskOptions};
-    use crate::storage::backend::{Backend, JournalRole, PlannedFile, Version, WriteMode};
+    use crate::storage::backend::{
+        Backend, JournalRole, KeepAside, PlannedFile, Version, WriteMode,
+    };
 
     fn p(s: &str) -> VirtualPath {
         VirtualPath::parse(s).unwrap()

@@ -47,9 +47,9 @@ pub use connect::{connect, retry_config, s3_builder};
 pub use keys::{KeyPrefix, KeyPrefixError};
 
 use super::{
-    AsideFile, Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView,
-    GlobQuery, GrepFile, GrepQuery, JournalRole, LineWindow, PlannedFile, RenameOptions, Renamed,
-    Result, Upload, Version, WriteMode, WriteOutcome,
+    Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
+    GrepFile, GrepQuery, HostDir, KeepAside, LineWindow, Posix, Rename, RenameOptions, Renamed,
+    Result, Upload, Uploads, Version, WriteMode, WriteOutcome,
 };
 use crate::ground::config::ObjectSpec;
 use crate::ground::path::VirtualPath;
@@ -383,20 +383,6 @@ impl Backend for ObjectBackend {
         }
     }
 
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        mode: WriteMode,
-    ) -> Result<Box<dyn Upload + '_>> {
-        self.check_shape(path).await?;
-        upload::check_condition(self, path, &mode).await?;
-        Ok(Box::new(upload::ObjectUpload::new(
-            self,
-            path.clone(),
-            mode,
-        )?))
-    }
-
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         if path.is_root() {
             return Err(Error::IsADirectory { path: path.clone() });
@@ -478,35 +464,22 @@ impl Backend for ObjectBackend {
         Ok(())
     }
 
-    /// Nothing is kept outside memory here: undo keeps the content itself.
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        Ok(None)
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        self.glob_keys(query).await
     }
 
-    /// Nothing is kept outside memory here: undo keeps the content itself.
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        self.grep_keys(query).await
     }
+}
 
-    /// No journal: a bucket has no transaction over several keys; the caller changes the
-    /// files one by one, each under its own condition.
-    async fn begin_changes(
-        &self,
-        _files: &[PlannedFile],
-        _role: &JournalRole,
-    ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
-        Ok(None)
-    }
+/// Nothing is kept outside memory here: undo keeps the content itself. No journal: a bucket has
+/// no transaction over several keys; the caller changes the files one by one, each under its
+/// own condition.
+impl KeepAside for ObjectBackend {}
 
+#[async_trait]
+impl Rename for ObjectBackend {
     async fn rename(
         &self,
         from: &VirtualPath,
@@ -572,37 +545,28 @@ impl Backend for ObjectBackend {
             version: None,
         }))
     }
+}
 
-    /// No permission bits are kept.
-    async fn permissions(&self, _path: &VirtualPath) -> Result<Option<u32>> {
-        Ok(None)
-    }
+/// No permission bits are kept; a key names one object only: no links, no case folding, no
+/// symbolic links in a bucket.
+impl Posix for ObjectBackend {}
 
-    /// No permission bits are kept: nothing to set.
-    async fn set_permissions(&self, _path: &VirtualPath, _mode: u32) -> Result<Option<Version>> {
-        Ok(None)
-    }
+/// No directory on disk is behind these files.
+impl HostDir for ObjectBackend {}
 
-    /// A key names one object only: no links, no case folding.
-    async fn same_file(&self, _a: &VirtualPath, _b: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// There are no symbolic links in a bucket.
-    async fn is_symlink(&self, _path: &VirtualPath) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// No directory on disk is behind these files.
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        None
-    }
-
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        self.glob_keys(query).await
-    }
-
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        self.grep_keys(query).await
+#[async_trait]
+impl Uploads for ObjectBackend {
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        mode: WriteMode,
+    ) -> Result<Box<dyn Upload + '_>> {
+        self.check_shape(path).await?;
+        upload::check_condition(self, path, &mode).await?;
+        Ok(Box::new(upload::ObjectUpload::new(
+            self,
+            path.clone(),
+            mode,
+        )?))
     }
 }

@@ -31,6 +31,8 @@
 //! the base through its journal, put back or finished, `discard`); `search.rs` glob and grep
 //! through the view; `moves.rs` rename through the view; this file the view itself (the
 //! `Backend` every read and write goes through) and the overlay's state.
+//!
+//! [`Backend::host_dir`]: super::HostDir::host_dir
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -41,8 +43,9 @@ use tokio::sync::OnceCell;
 
 use super::{
     AsideFile, Backend, BoundedRead, ChangeJournal, DeleteOptions, Entry, Error, FileBytes,
-    FileView, GlobQuery, GrepFile, GrepQuery, JournalRole, LineWindow, PlannedFile, RenameOptions,
-    Renamed, Result, Version, WriteMode, WriteOutcome,
+    FileView, GlobQuery, GrepFile, GrepQuery, HostDir, JournalRole, KeepAside, LineWindow,
+    PlannedFile, Posix, Rename, RenameOptions, Renamed, Result, Uploads, Version, WriteMode,
+    WriteOutcome,
 };
 use crate::ground::path::VirtualPath;
 use crate::ground::search::GlobMatcher;
@@ -407,37 +410,6 @@ impl Backend for OverlayBackend {
         }
     }
 
-    async fn content_sha256(
-        &self,
-        path: &VirtualPath,
-        version: &Version,
-    ) -> Result<Option<String>> {
-        if self.book().await?.routes_to_layer(path) {
-            self.layer.content_sha256(path, version).await
-        } else {
-            self.base.content_sha256(path, version).await
-        }
-    }
-
-    /// No file is streamed into an overlay (see `begin_upload`): no limit to check here.
-    async fn check_upload_size(&self, _path: &VirtualPath, _size: u64) -> Result<()> {
-        Ok(())
-    }
-
-    /// Changes go to the layer whole (the layer may be memory), and are reviewed before a
-    /// commit: no file is streamed into an overlay.
-    async fn begin_upload(
-        &self,
-        path: &VirtualPath,
-        _mode: WriteMode,
-    ) -> Result<Box<dyn super::Upload + '_>> {
-        super::refuse_reserved(path)?;
-        Err(Error::Unsupported {
-            path: path.clone(),
-            reason: "an overlay mount keeps changes in its layer until they are committed; it takes whole writes only, not a file streamed piece by piece".to_owned(),
-        })
-    }
-
     async fn write(
         &self,
         path: &VirtualPath,
@@ -519,6 +491,42 @@ impl Backend for OverlayBackend {
         Ok(())
     }
 
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let search = |backend: &Arc<dyn Backend>, control| -> SearchFuture<'_, Entry> {
+            let backend = backend.clone();
+            Box::pin(async move {
+                backend
+                    .glob(&GlobQuery {
+                        control,
+                        ..query.clone()
+                    })
+                    .await
+            })
+        };
+        self.search_view(&query.dir, &query.control, search, |e| &e.path)
+            .await
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        let search = |backend: &Arc<dyn Backend>, control| -> SearchFuture<'_, GrepFile> {
+            let backend = backend.clone();
+            Box::pin(async move {
+                backend
+                    .grep(&GrepQuery {
+                        control,
+                        ..query.clone()
+                    })
+                    .await
+            })
+        };
+        self.search_view(&query.dir, &query.control, search, |f| &f.path)
+            .await
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl KeepAside for OverlayBackend {
     async fn set_aside(
         &self,
         _path: &VirtualPath,
@@ -545,7 +553,11 @@ impl Backend for OverlayBackend {
     ) -> Result<Option<Box<dyn super::ChangeJournal>>> {
         Ok(None)
     }
+}
 
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Rename for OverlayBackend {
     async fn rename(
         &self,
         from: &VirtualPath,
@@ -633,7 +645,11 @@ impl Backend for OverlayBackend {
             version: None,
         }))
     }
+}
 
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Posix for OverlayBackend {
     async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
         if self.book().await?.routes_to_layer(path) {
             return Ok(None);
@@ -663,7 +679,10 @@ impl Backend for OverlayBackend {
         }
         self.base.is_symlink(path).await
     }
+}
 
+#[deny(clippy::missing_trait_methods)]
+impl HostDir for OverlayBackend {
     /// None: a command run on a shell target would not see the layer's changes.
     fn shell(&self) -> Option<&crate::storage::backend::ShellBackend> {
         None
@@ -673,36 +692,39 @@ impl Backend for OverlayBackend {
         // `execute` runs in the base directory: its commands see the base, not the layer.
         self.base.host_dir()
     }
+}
 
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let search = |backend: &Arc<dyn Backend>, control| -> SearchFuture<'_, Entry> {
-            let backend = backend.clone();
-            Box::pin(async move {
-                backend
-                    .glob(&GlobQuery {
-                        control,
-                        ..query.clone()
-                    })
-                    .await
-            })
-        };
-        self.search_view(&query.dir, &query.control, search, |e| &e.path)
-            .await
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl Uploads for OverlayBackend {
+    async fn content_sha256(
+        &self,
+        path: &VirtualPath,
+        version: &Version,
+    ) -> Result<Option<String>> {
+        if self.book().await?.routes_to_layer(path) {
+            self.layer.content_sha256(path, version).await
+        } else {
+            self.base.content_sha256(path, version).await
+        }
     }
 
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        let search = |backend: &Arc<dyn Backend>, control| -> SearchFuture<'_, GrepFile> {
-            let backend = backend.clone();
-            Box::pin(async move {
-                backend
-                    .grep(&GrepQuery {
-                        control,
-                        ..query.clone()
-                    })
-                    .await
-            })
-        };
-        self.search_view(&query.dir, &query.control, search, |f| &f.path)
-            .await
+    /// No file is streamed into an overlay (see `begin_upload`): no limit to check here.
+    async fn check_upload_size(&self, _path: &VirtualPath, _size: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// Changes go to the layer whole (the layer may be memory), and are reviewed before a
+    /// commit: no file is streamed into an overlay.
+    async fn begin_upload(
+        &self,
+        path: &VirtualPath,
+        _mode: WriteMode,
+    ) -> Result<Box<dyn super::Upload + '_>> {
+        super::refuse_reserved(path)?;
+        Err(Error::Unsupported {
+            path: path.clone(),
+            reason: "an overlay mount keeps changes in its layer until they are committed; it takes whole writes only, not a file streamed piece by piece".to_owned(),
+        })
     }
 }

@@ -88,10 +88,10 @@ use self::utf8_regex::Utf8Regex;
 use super::disk::{Searchers, search_reader};
 use super::whole_file::{grep_file, view_of_bytes};
 use super::{
-    AsideFile, Backend, BinarySample, BoundedRead, ChangeJournal, ContentHasher, DeleteOptions,
-    Entry, EntryKind, Error, FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults,
-    JournalRole, LineWindow, PlannedFile, RenameOptions, Renamed, Result, SearchControl,
-    TextWindow, Upload, Version, WriteMode, WriteOutcome,
+    Backend, BinarySample, BoundedRead, ContentHasher, DeleteOptions, Entry, EntryKind, Error,
+    FileBytes, FileView, GlobQuery, GrepFile, GrepQuery, GrepResults, HostDir, KeepAside,
+    LineWindow, Posix, Rename, RenameOptions, Renamed, Result, SearchControl, TextWindow, Upload,
+    Uploads, Version, WriteMode, WriteOutcome,
 };
 use crate::ground::content;
 use crate::ground::path::VirtualPath;
@@ -528,6 +528,7 @@ impl Backend for ShellBackend {
             version,
         })
     }
+
     async fn read_window(&self, path: &VirtualPath, window: LineWindow) -> Result<FileView> {
         self.window_of(path, window).await
     }
@@ -592,6 +593,167 @@ impl Backend for ShellBackend {
         Ok(bytes.to_vec())
     }
 
+    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
+        refuse_temp_name(path)?;
+        let mut frame = Frame::call("dl")
+            .path(relative(path))
+            .arg(u8::from(options.recursive))
+            .arg(if options.if_version.is_some() {
+                "v"
+            } else {
+                "0"
+            });
+        if let Some(version) = &options.if_version {
+            frame = frame.version(version.as_str());
+        }
+        let _lock = self.lock(path).await;
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        Ok(())
+    }
+
+    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
+        let files = self.files_under(&query.dir, &query.control).await?;
+        Ok(files
+            .into_iter()
+            .filter(|entry| query.matcher.matches_path(&entry.path, &query.dir))
+            .collect())
+    }
+
+    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
+        self.grep_files(query).await
+    }
+}
+
+/// Content kept aside would have to live on the target; not offered (module doc). No journal
+/// on the target: a multi-file change is made one file at a time.
+impl KeepAside for ShellBackend {}
+
+#[async_trait]
+impl Rename for ShellBackend {
+    async fn rename(
+        &self,
+        from: &VirtualPath,
+        to: &VirtualPath,
+        options: &RenameOptions,
+    ) -> Result<Option<Renamed>> {
+        refuse_temp_name(from)?;
+        refuse_temp_name(to)?;
+        if to != from && to.starts_with(from) {
+            return Err(Error::Unsupported {
+                path: to.clone(),
+                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
+            });
+        }
+        let mut frame = Frame::call("mv_")
+            .path(relative(from))
+            .path(relative(to))
+            .arg(if options.if_version.is_some() {
+                "v"
+            } else {
+                "0"
+            })
+            .arg(if options.replacing.is_some() {
+                "v"
+            } else {
+                "0"
+            });
+        for version in [&options.if_version, &options.replacing]
+            .into_iter()
+            .flatten()
+        {
+            frame = frame.version(version.as_str());
+        }
+        let _locks = self.lock_two(from, to).await;
+        let reply = self.call(frame).await?;
+        match reply.status {
+            0 => {}
+            // Which side a status is about: the source is missing, or the destination is in
+            // the way.
+            status::NOT_FOUND | status::MOUNT_ROOT => return Err(self.failure(from, &reply)),
+            status::VERSION_MISMATCH => return Err(self.failure(from, &reply)),
+            status::DESTINATION_MISMATCH => {
+                return Err(Error::VersionMismatch { path: to.clone() });
+            }
+            _ => return Err(self.failure(to, &reply)),
+        }
+        let mut lines = reply.stdout.split(|b| *b == b'\n');
+        let kind = if lines.next().map(trimmed) == Some(b"d".as_slice()) {
+            EntryKind::Directory
+        } else {
+            EntryKind::File
+        };
+        let version = match kind {
+            EntryKind::Directory => None,
+            EntryKind::File => match lines.next().map(trimmed).filter(|v| !v.is_empty()) {
+                Some(text) => Some(target_version(text).ok_or_else(|| malformed(to))?),
+                None => None,
+            },
+        };
+        Ok(Some(Renamed { kind, version }))
+    }
+}
+
+#[async_trait]
+impl Posix for ShellBackend {
+    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
+        let has_modes = self.pool.caps().is_some_and(|(caps, _)| caps.stat);
+        let Some(meta) = self.meta(path).await? else {
+            return Err(Error::NotFound { path: path.clone() });
+        };
+        Ok(has_modes.then_some(meta.mode & 0o7777))
+    }
+
+    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
+        let frame = Frame::call("cm")
+            .path(relative(path))
+            .arg(format!("{:o}", mode & 0o7777));
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        // A mode change moves ctime: the version of a big file changes with it.
+        Ok(Meta::parse(trimmed(&reply.stdout))
+            .filter(|meta| meta.size > HASHED_SIZE_LIMIT)
+            .map(|meta| meta.identity_version()))
+    }
+
+    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
+        let frame = Frame::call("sm").path(relative(a)).path(relative(b));
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Ok(false);
+        }
+        let parts = reply.parts(2);
+        let metas: Vec<Option<Meta>> = parts.iter().map(|p| Meta::parse(trimmed(p))).collect();
+        Ok(match metas.as_slice() {
+            [Some(x), Some(y)] => x.ino == y.ino && x.dev == y.dev,
+            _ => false,
+        })
+    }
+
+    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
+        let reply = self.call(Frame::call("sl").path(relative(path))).await?;
+        match reply.status {
+            0 => Ok(trimmed(&reply.stdout) == b"1"),
+            status::NOT_FOUND => Ok(false),
+            _ => Err(self.failure(path, &reply)),
+        }
+    }
+}
+
+/// The directory is on the target, not on this machine: `host_dir` is `None`, execute's
+/// sandbox has no place there; commands run on the target instead.
+impl HostDir for ShellBackend {
+    fn shell(&self) -> Option<&ShellBackend> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Uploads for ShellBackend {
     async fn content_sha256(
         &self,
         path: &VirtualPath,
@@ -660,183 +822,6 @@ impl Backend for ShellBackend {
             size: 0,
             hasher: Some(ContentHasher::default()),
         }))
-    }
-
-    async fn delete(&self, path: &VirtualPath, options: &DeleteOptions) -> Result<()> {
-        refuse_temp_name(path)?;
-        let mut frame = Frame::call("dl")
-            .path(relative(path))
-            .arg(u8::from(options.recursive))
-            .arg(if options.if_version.is_some() {
-                "v"
-            } else {
-                "0"
-            });
-        if let Some(version) = &options.if_version {
-            frame = frame.version(version.as_str());
-        }
-        let _lock = self.lock(path).await;
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
-        Ok(())
-    }
-
-    async fn set_aside(
-        &self,
-        _path: &VirtualPath,
-        _version: &Version,
-    ) -> Result<Option<AsideFile>> {
-        // Content kept aside would have to live on the target; not offered (module doc).
-        Ok(None)
-    }
-
-    async fn write_keeping_aside(
-        &self,
-        _path: &VirtualPath,
-        _content: &[u8],
-        _version: &Version,
-    ) -> Result<Option<(WriteOutcome, AsideFile)>> {
-        Ok(None)
-    }
-
-    async fn begin_changes(
-        &self,
-        _files: &[PlannedFile],
-        _role: &JournalRole,
-    ) -> Result<Option<Box<dyn ChangeJournal>>> {
-        // No journal on the target: a multi-file change is made one file at a time.
-        Ok(None)
-    }
-
-    async fn rename(
-        &self,
-        from: &VirtualPath,
-        to: &VirtualPath,
-        options: &RenameOptions,
-    ) -> Result<Option<Renamed>> {
-        refuse_temp_name(from)?;
-        refuse_temp_name(to)?;
-        if to != from && to.starts_with(from) {
-            return Err(Error::Unsupported {
-                path: to.clone(),
-                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
-            });
-        }
-        let mut frame = Frame::call("mv_")
-            .path(relative(from))
-            .path(relative(to))
-            .arg(if options.if_version.is_some() {
-                "v"
-            } else {
-                "0"
-            })
-            .arg(if options.replacing.is_some() {
-                "v"
-            } else {
-                "0"
-            });
-        for version in [&options.if_version, &options.replacing]
-            .into_iter()
-            .flatten()
-        {
-            frame = frame.version(version.as_str());
-        }
-        let _locks = self.lock_two(from, to).await;
-        let reply = self.call(frame).await?;
-        match reply.status {
-            0 => {}
-            // Which side a status is about: the source is missing, or the destination is in
-            // the way.
-            status::NOT_FOUND | status::MOUNT_ROOT => return Err(self.failure(from, &reply)),
-            status::VERSION_MISMATCH => return Err(self.failure(from, &reply)),
-            status::DESTINATION_MISMATCH => {
-                return Err(Error::VersionMismatch { path: to.clone() });
-            }
-            _ => return Err(self.failure(to, &reply)),
-        }
-        let mut lines = reply.stdout.split(|b| *b == b'\n');
-        let kind = if lines.next().map(trimmed) == Some(b"d".as_slice()) {
-            EntryKind::Directory
-        } else {
-            EntryKind::File
-        };
-        let version = match kind {
-            EntryKind::Directory => None,
-            EntryKind::File => match lines.next().map(trimmed).filter(|v| !v.is_empty()) {
-                Some(text) => Some(target_version(text).ok_or_else(|| malformed(to))?),
-                None => None,
-            },
-        };
-        Ok(Some(Renamed { kind, version }))
-    }
-
-    async fn permissions(&self, path: &VirtualPath) -> Result<Option<u32>> {
-        let has_modes = self.pool.caps().is_some_and(|(caps, _)| caps.stat);
-        let Some(meta) = self.meta(path).await? else {
-            return Err(Error::NotFound { path: path.clone() });
-        };
-        Ok(has_modes.then_some(meta.mode & 0o7777))
-    }
-
-    async fn set_permissions(&self, path: &VirtualPath, mode: u32) -> Result<Option<Version>> {
-        let frame = Frame::call("cm")
-            .path(relative(path))
-            .arg(format!("{:o}", mode & 0o7777));
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
-        // A mode change moves ctime: the version of a big file changes with it.
-        Ok(Meta::parse(trimmed(&reply.stdout))
-            .filter(|meta| meta.size > HASHED_SIZE_LIMIT)
-            .map(|meta| meta.identity_version()))
-    }
-
-    async fn same_file(&self, a: &VirtualPath, b: &VirtualPath) -> Result<bool> {
-        let frame = Frame::call("sm").path(relative(a)).path(relative(b));
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Ok(false);
-        }
-        let parts = reply.parts(2);
-        let metas: Vec<Option<Meta>> = parts.iter().map(|p| Meta::parse(trimmed(p))).collect();
-        Ok(match metas.as_slice() {
-            [Some(x), Some(y)] => x.ino == y.ino && x.dev == y.dev,
-            _ => false,
-        })
-    }
-
-    async fn is_symlink(&self, path: &VirtualPath) -> Result<bool> {
-        let reply = self.call(Frame::call("sl").path(relative(path))).await?;
-        match reply.status {
-            0 => Ok(trimmed(&reply.stdout) == b"1"),
-            status::NOT_FOUND => Ok(false),
-            _ => Err(self.failure(path, &reply)),
-        }
-    }
-
-    fn shell(&self) -> Option<&ShellBackend> {
-        Some(self)
-    }
-
-    fn host_dir(&self) -> Option<&std::path::Path> {
-        // The directory is on the target, not on this machine: execute's sandbox has no
-        // place there.
-        None
-    }
-
-    async fn glob(&self, query: &GlobQuery) -> Result<Vec<Entry>> {
-        let files = self.files_under(&query.dir, &query.control).await?;
-        Ok(files
-            .into_iter()
-            .filter(|entry| query.matcher.matches_path(&entry.path, &query.dir))
-            .collect())
-    }
-
-    async fn grep(&self, query: &GrepQuery) -> Result<Vec<GrepFile>> {
-        self.grep_files(query).await
     }
 }
 
