@@ -2,7 +2,9 @@
 //! (found by itself on 127.0.0.1:5432, else one visible skip line per group, see [`skips`]),
 //! clean-up of test namespaces, and the one MCP test client ([`stdio::StdioClient`], which
 //! drives a real server process over stdio: the `mountfs` binary, or any other MCP server for
-//! `benches/peers`) with its async face [`McpServer`] (many requests in flight at once).
+//! `benches/peers`) with its async face [`McpServer`] (many requests in flight at once). The
+//! backends every in-process suite runs on are in [`fixtures`] (one registry, one `Fixture`,
+//! and `per_backend!`).
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 pub mod backends;
+pub mod fixtures;
 pub mod moto;
 pub mod python;
 pub mod shells;

@@ -14,7 +14,8 @@ use mountfs::storage::backend::{
 };
 use serde_json::json;
 
-use crate::fixtures::{Fixture, memory_mount, mount};
+use crate::support::backends::{memory_mount, mount};
+use crate::support::fixtures::Fixture;
 
 /// A memory backend whose deletes and writes of paths containing `trap` fail while armed.
 #[derive(Debug, Default)]

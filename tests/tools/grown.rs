@@ -15,7 +15,8 @@ use mountfs::storage::backend::{
 };
 use serde_json::json;
 
-use crate::fixtures::{Fixture, memory_mount, mount};
+use crate::support::backends::{memory_mount, mount};
+use crate::support::fixtures::Fixture;
 
 /// What the trapped files have "grown" to by the time of a second read.
 const GROWN: u64 = 6 * 1024 * 1024 * 1024;
