@@ -11,7 +11,7 @@ use mountfs::storage::backend::{
     RenameOptions, Renamed, Version, WriteMode,
 };
 
-use crate::fixtures::Fixture;
+use crate::support::fixtures::Fixture;
 
 async fn put(fx: &Fixture, rel: &str, content: &[u8]) {
     fx.backend

@@ -10,7 +10,7 @@ use mountfs::storage::backend::WriteMode;
 use crate::support::backends;
 use serde_json::{Value, json};
 
-use crate::fixtures::Fixture;
+use crate::support::fixtures::Fixture;
 
 /// A session over the fixture's backend, mounted at `/` (so `fx.path` names work unchanged).
 fn session(fx: &Fixture) -> Session {

@@ -12,7 +12,7 @@ use mountfs::tools::{ToolError, ToolReply};
 use crate::support::backends;
 use serde_json::{Value, json};
 
-use crate::fixtures::Fixture;
+use crate::support::fixtures::Fixture;
 
 /// How a sample file is written.
 #[derive(Debug, Clone, Copy)]

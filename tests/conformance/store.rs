@@ -462,43 +462,26 @@ mod cases {
     }
 }
 
-macro_rules! store_cases {
-    ($engine:ident: $($case:ident),* $(,)?) => {
-        mod $engine {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let Some(fx) = fixtures::$engine().await else { return };
-                    cases::$case(&fx).await;
-                }
-            )*
-        }
-    };
+// Every case, once per engine: the fixtures are `Store` engines (not backends), from `fixtures`
+// above, so the one per-backend macro runs over them `from fixtures`.
+crate::per_backend! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    fixtures from fixtures: [sqlite, postgres],
+    cases: [
+        cases::binary_and_text_round_trip_byte_for_byte,
+        cases::create_only_refuses_an_existing_key,
+        cases::a_batch_applies_all_or_none,
+        cases::if_version_writes_only_over_the_current_version,
+        cases::overwrite_keeps_created_at_and_gives_a_new_version,
+        cases::versions_are_never_reused_after_delete_and_recreate,
+        cases::delete_with_a_version_checks_it,
+        cases::list_is_ordered_paged_and_bounded_by_the_prefix,
+        cases::namespaces_never_see_each_other,
+        cases::delete_prefix_removes_only_the_subtree,
+        cases::racing_conditional_puts_let_exactly_one_win,
+        cases::candidates_cover_the_matches_in_key_order_page_by_page,
+    ],
 }
-
-macro_rules! every_engine {
-    ($($engine:ident),*) => {
-        $(
-            store_cases!($engine:
-                binary_and_text_round_trip_byte_for_byte,
-                create_only_refuses_an_existing_key,
-                a_batch_applies_all_or_none,
-                if_version_writes_only_over_the_current_version,
-                overwrite_keeps_created_at_and_gives_a_new_version,
-                versions_are_never_reused_after_delete_and_recreate,
-                delete_with_a_version_checks_it,
-                list_is_ordered_paged_and_bounded_by_the_prefix,
-                namespaces_never_see_each_other,
-                delete_prefix_removes_only_the_subtree,
-                racing_conditional_puts_let_exactly_one_win,
-                candidates_cover_the_matches_in_key_order_page_by_page,
-            );
-        )*
-    };
-}
-
-every_engine!(sqlite, postgres);
 
 #[tokio::test]
 async fn sqlite_keeps_items_and_created_times_across_reopening() {

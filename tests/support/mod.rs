@@ -4,6 +4,8 @@
 //! drives a real server process over stdio: the `mountfs` binary, or any other MCP server for
 //! `benches/peers`) with its async face [`McpServer`] (many requests in flight at once), and
 //! the forwarding backend double ([`forward::Forward`]) that a test overrides method by method.
+//! The backends every in-process suite runs on are in [`fixtures`] (one registry, one
+//! `Fixture`, and `per_backend!`).
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 pub mod backends;
+pub mod fixtures;
 pub mod forward;
 pub mod moto;
 pub mod python;

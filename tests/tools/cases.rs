@@ -1,13 +1,13 @@
 //! The toolset cases, each an `async fn(&Fixture)` run on every fixture (see `main.rs`).
-//! Paths are built under `fx.base` / `fx.other`, so the same case works inside any mount.
+//! Paths are built under `fx.work` / `fx.other`, so the same case works inside any mount.
 
 use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::fixtures::Fixture;
+use crate::support::fixtures::Fixture;
 
-fn diff_of(answer: &crate::fixtures::Answer) -> String {
+fn diff_of(answer: &crate::support::fixtures::Answer) -> String {
     answer
         .structured
         .as_ref()
@@ -491,7 +491,7 @@ pub async fn patch_made_by_git_diff_round_trips_with_undo(fx: &Fixture) {
     }
     write_tree(&after);
     git(dir, &["add", "-A"]);
-    let base = fx.base.trim_start_matches('/');
+    let base = fx.work.trim_start_matches('/');
     let src_prefix = format!("--src-prefix=a/{base}/");
     let dst_prefix = format!("--dst-prefix=b/{base}/");
     let patch = git(
@@ -1015,7 +1015,7 @@ pub async fn move_carries_a_directory(fx: &Fixture) {
         );
     }
     // Nothing is left of the source directory.
-    let ls = fx.call("ls", json!({"path": fx.base})).await;
+    let ls = fx.call("ls", json!({"path": fx.work})).await;
     assert!(!ls.text.contains("tree"), "{}", ls.text);
     assert!(fx.call("ls", json!({"path": fx.p("tree")})).await.is_error);
     // Undo moves it back: the directory in one step when it was renamed, else file by file.

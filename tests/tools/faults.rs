@@ -13,7 +13,8 @@ use mountfs::storage::backend::{
 };
 use serde_json::json;
 
-use crate::fixtures::{Fixture, memory_mount, mount};
+use crate::support::backends::{memory_mount, mount};
+use crate::support::fixtures::Fixture;
 use crate::support::forward::{Forward, Intercept};
 
 /// A memory backend whose deletes and writes of paths containing `trap` fail while armed.

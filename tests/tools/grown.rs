@@ -14,7 +14,8 @@ use mountfs::storage::backend::{
 };
 use serde_json::json;
 
-use crate::fixtures::{Fixture, memory_mount, mount};
+use crate::support::backends::{memory_mount, mount};
+use crate::support::fixtures::Fixture;
 use crate::support::forward::{Forward, Intercept};
 
 /// What the trapped files have "grown" to by the time of a second read.

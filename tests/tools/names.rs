@@ -178,7 +178,8 @@ fn assert_clean(text: &str, what: &str) {
     }
 }
 
-async fn listings_show_every_name_escaped_on_one_line(kind: Kind) {
+async fn listings_show_every_name_escaped_on_one_line(kind: &Kind) {
+    let kind = *kind;
     let n = Names::new(kind).await;
     let count = FORGING_NAMES.len();
 
@@ -265,7 +266,8 @@ async fn listings_show_every_name_escaped_on_one_line(kind: Kind) {
     assert_eq!(text.lines().count(), 3, "header, hit, hint:\n{text}");
 }
 
-async fn escaped_names_are_accepted_back(kind: Kind) {
+async fn escaped_names_are_accepted_back(kind: &Kind) {
+    let kind = *kind;
     let n = Names::new(kind).await;
     for (i, name) in FORGING_NAMES.iter().enumerate() {
         let shown = n.shown(name);
@@ -340,7 +342,8 @@ async fn escaped_names_are_accepted_back(kind: Kind) {
     }
 }
 
-async fn new_names_with_control_characters_are_refused(kind: Kind) {
+async fn new_names_with_control_characters_are_refused(kind: &Kind) {
+    let kind = *kind;
     let n = Names::new(kind).await;
     for (raw, expected) in [
         ("/m/new\nname.txt", "U+000A (line feed) at character 7"),
@@ -410,16 +413,30 @@ async fn new_names_with_control_characters_are_refused(kind: Kind) {
     }
 }
 
-macro_rules! per_backend {
-    ($($case:ident),* $(,)?) => {
-        mod memory { $( #[tokio::test] async fn $case() { super::$case(super::Kind::Memory).await } )* }
-        mod sqlite { $( #[tokio::test] async fn $case() { super::$case(super::Kind::Sqlite).await } )* }
-        mod disk { $( #[tokio::test] async fn $case() { super::$case(super::Kind::Disk).await } )* }
-    };
+/// The kinds of mount the names are planted on, as fixtures for `per_backend!`: each case
+/// makes its own session with [`Names::new`], since the names must be in place first.
+mod kinds {
+    use super::Kind;
+
+    pub async fn memory() -> Option<Kind> {
+        Some(Kind::Memory)
+    }
+
+    pub async fn sqlite() -> Option<Kind> {
+        Some(Kind::Sqlite)
+    }
+
+    pub async fn disk() -> Option<Kind> {
+        Some(Kind::Disk)
+    }
 }
 
-per_backend!(
-    listings_show_every_name_escaped_on_one_line,
-    escaped_names_are_accepted_back,
-    new_names_with_control_characters_are_refused,
-);
+crate::per_backend! {
+    #[tokio::test]
+    fixtures from kinds: [memory, sqlite, disk],
+    cases: [
+        super::listings_show_every_name_escaped_on_one_line,
+        super::escaped_names_are_accepted_back,
+        super::new_names_with_control_characters_are_refused,
+    ],
+}
