@@ -71,7 +71,7 @@ async fn read_calls(map: &Workspaces, who: &Principal, calls: usize) -> Duration
     for _ in 0..calls {
         let session = map.principal(who);
         let args = serde_json::from_value(json!({"file_path": "/m1/f.txt"})).expect("args");
-        let reply = mountfs::tools::read_file::run(args, &session.for_call())
+        let reply = mountfs::tools::read_file::run(args, &session.for_call(), &Default::default())
             .await
             .expect("read_file");
         std::hint::black_box(reply);

@@ -15,6 +15,9 @@ use crate::state::arrival::Turn;
 use crate::state::session::Session;
 use crate::storage::backend;
 
+/// What running a tool gives: its answer, or the error the agent reads.
+pub type ToolResult = Result<ToolReply, ToolError>;
+
 /// A failed tool call: the text the agent reads (`isError: true`). Every text starts with
 /// `Error:` (or `Invalid arguments`) and says what to do next.
 #[derive(Debug, Error)]

@@ -161,6 +161,15 @@ mod tests {
         (context, asker)
     }
 
+    /// A call whose person takes a minute to answer every question.
+    fn unanswered() -> (CallContext, Arc<Scripted>) {
+        context(
+            Answer::Accepted,
+            Duration::from_secs(60),
+            ConfirmScope::Every,
+        )
+    }
+
     #[tokio::test]
     async fn accepted_goes_on_and_the_trail_notes_it() {
         let (context, asker) = context(Answer::Accepted, Duration::ZERO, ConfirmScope::Every);
@@ -190,11 +199,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unanswered_question_counts_as_declined() {
-        let (context, _) = context(
-            Answer::Accepted,
-            Duration::from_secs(60),
-            ConfirmScope::Every,
-        );
+        let (context, _) = unanswered();
         let error = ask_first(&context, "execute", true, || "Run `ls`?".into())
             .await
             .unwrap_err();
@@ -209,11 +214,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_call_withdraws_its_question() {
-        let (context, _) = context(
-            Answer::Accepted,
-            Duration::from_secs(60),
-            ConfirmScope::Every,
-        );
+        let (context, _) = unanswered();
         context.cancel.cancel();
         let error = ask_first(&context, "delete", true, || "Delete /a?".into())
             .await

@@ -29,8 +29,8 @@ pub mod report;
 pub mod steps;
 
 pub use call::{
-    CallContext, ProgressReporter, SEARCH_PROGRESS_INTERVAL, ToolError, ToolReply, counted,
-    release_freed_memory_soon, search_control, unread_more_note, watched_search,
+    CallContext, ProgressReporter, SEARCH_PROGRESS_INTERVAL, ToolError, ToolReply, ToolResult,
+    counted, release_freed_memory_soon, search_control, unread_more_note, watched_search,
 };
 
 use std::borrow::Cow;

@@ -390,23 +390,13 @@ impl Registry {
             reason,
         };
         let schema = object_schema(value).map_err(|reason| invalid(reason.into()))?;
-        let name = schema
-            .get("title")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .unwrap_or_default()
-            .to_owned();
+        let name = trimmed_text(&schema, "title");
         if name.is_empty() {
             return Err(DefinitionError::EmptyName {
                 file: file.to_owned(),
             });
         }
-        let description = schema
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .unwrap_or_default()
-            .to_owned();
+        let description = trimmed_text(&schema, "description");
         if description.is_empty() {
             return Err(DefinitionError::EmptyDescription {
                 file: file.to_owned(),
@@ -843,6 +833,16 @@ fn allowed_properties(schema: &JsonObject, keyword_path: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The text of `schema[key]` without surrounding blanks; empty when it is missing.
+fn trimmed_text(schema: &JsonObject, key: &str) -> String {
+    schema
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -880,26 +880,26 @@ mod tests {
         }
     }
 
+    /// The tools every server lists, in order.
+    const LISTED_ALWAYS: [&str; 12] = [
+        "ls",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "multi_edit",
+        "glob",
+        "grep",
+        "delete",
+        "move",
+        "file_info",
+        "undo_edit",
+        "apply_patch",
+    ];
+
     #[test]
     fn every_shipped_schema_loads() {
         let names: Vec<String> = registry().tools().map(|t| t.name().to_owned()).collect();
-        assert_eq!(
-            names,
-            [
-                "ls",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "multi_edit",
-                "glob",
-                "grep",
-                "delete",
-                "move",
-                "file_info",
-                "undo_edit",
-                "apply_patch"
-            ]
-        );
+        assert_eq!(names, LISTED_ALWAYS);
     }
 
     #[test]
@@ -1087,21 +1087,7 @@ mod tests {
         })
         .unwrap();
         let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
-        for name in [
-            "ls",
-            "read_file",
-            "write_file",
-            "edit_file",
-            "multi_edit",
-            "glob",
-            "grep",
-            "delete",
-            "move",
-            "file_info",
-            "undo_edit",
-            "apply_patch",
-            "execute",
-        ] {
+        for &name in LISTED_ALWAYS.iter().chain(&["execute"]) {
             assert!(names.contains(&name), "{name} is not registered");
             assert!(crate::tools::is_known(name), "{name}");
         }

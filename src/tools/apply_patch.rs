@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::change::confirm::ask_first;
 use crate::change::editing::{
     check_edit_size, decode_for_edit, decode_text, encode_for_file, load_checked, lock_files,
@@ -80,11 +80,7 @@ struct Planned {
 /// With a progress token the call reports each file checked, then each file changed; when the
 /// client cancels it, it stops before its next file: while checking, nothing was changed yet;
 /// while changing, the files changed so far are put back (every file as it was before).
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let targets = targets(patch::parse(&args.patch)?)?;
     let paths = targets.iter().map(|(p, _, _)| p.clone()).collect();
     let _guards = lock_files(session, paths, context.turn.as_deref()).await;

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::ground::content;
 use crate::ground::path::VirtualPath;
 use crate::ground::text::{diff, encoding, truncate};
@@ -106,6 +106,31 @@ pub(super) fn changing_scope(
     }
     let reached = overlays_at(session, &path)?;
     Ok((path, reached))
+}
+
+/// What `commit` and `discard` answer with: the changes sorted by path, at most [`MAX_LISTED`]
+/// of them in the structured `files`, and a text that is `nothing` when there are none, else
+/// `heading(count)` followed by one line per change.
+pub(super) fn listed_changes(
+    changes: &mut [(VirtualPath, ChangeKind)],
+    nothing: String,
+    heading: impl FnOnce(usize, &str) -> String,
+) -> (Vec<serde_json::Value>, String) {
+    changes.sort_by(|a, b| a.0.cmp(&b.0));
+    let files = changes
+        .iter()
+        .take(MAX_LISTED)
+        .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
+        .collect();
+    if changes.is_empty() {
+        return (files, nothing);
+    }
+    let plural = if changes.len() == 1 { "" } else { "s" };
+    let mut text = heading(changes.len(), plural);
+    for (p, kind) in changes.iter() {
+        text.push_str(&format!("  {:<8} {p}\n", kind.as_str()));
+    }
+    (files, text)
 }
 
 /// The overlay mounts at or below `path`: the one owning it, and those mounted under it.
@@ -252,7 +277,7 @@ fn sizes(shown: &Shown) -> String {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, _context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.path)?;
     let mut shown = Vec::new();
     let mut diff_chars = 0usize;

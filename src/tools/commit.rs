@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::{Reached, changing_scope, layer_question};
-use super::{CallContext, ToolError, ToolReply};
+use super::changes::{Reached, changing_scope, layer_question, listed_changes};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::change::confirm::ask_first;
 use crate::ground::path::VirtualPath;
 use crate::state::session::Session;
@@ -26,11 +26,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let (path, reached) = changing_scope(session, &args.path)?;
     // Every overlay is checked before any is written: a conflict anywhere writes nothing.
     let mut conflicts = Vec::new();
@@ -154,25 +150,11 @@ pub async fn run(
         );
         kept.extend(kept_dirs.iter().map(|dir| one.outer(dir)));
     }
-    written.sort_by(|a, b| a.0.cmp(&b.0));
-    let files: Vec<_> = written
-        .iter()
-        .take(super::changes::MAX_LISTED)
-        .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
-        .collect();
-    let mut text = if written.is_empty() {
-        format!("Nothing to commit under {path}: the layer holds no changes there.")
-    } else {
-        let mut text = format!(
-            "Committed {} file{} under {path} to the base directory:\n",
-            written.len(),
-            if written.len() == 1 { "" } else { "s" }
-        );
-        for (p, kind) in &written {
-            text.push_str(&format!("  {:<8} {p}\n", kind.as_str()));
-        }
-        text
-    };
+    let (files, mut text) = listed_changes(
+        &mut written,
+        format!("Nothing to commit under {path}: the layer holds no changes there."),
+        |count, s| format!("Committed {count} file{s} under {path} to the base directory:\n"),
+    );
     for dir in &kept {
         text.push_str(&format!(
             "Kept directory {dir} in the base: it holds files created there by someone else since it was deleted here.\n"

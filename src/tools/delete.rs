@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::change::confirm::ask_first;
 use crate::change::editing::{check_not_stale, lock_files};
 use crate::change::steps::ChangeSteps;
@@ -38,11 +38,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.file_path)?;
     if session.backend().holds_mount_root(&path) {
         return Err(backend::Error::MountRoot { path }.into());
@@ -52,54 +48,56 @@ pub async fn run(
     };
     if session.backend().is_symlink(&path).await? {
         // The link goes, never what it leads to (like `rm -r link`).
-        ask_first(context, "delete", true, || {
-            format!("Delete the symbolic link {path} (what it leads to stays)?")
-        })
-        .await?;
-        session
-            .backend()
-            .delete(&path, &DeleteOptions::default())
-            .await?;
-        record_removed(session, &path);
-        let mut reply = ToolReply::text(format!(
-            "Deleted the symbolic link {path}; what it leads to is untouched."
-        ));
-        reply.structured = Some(json!({
-            "deleted": [path.as_str()],
-            "bytes": 0,
-            "undoable": false,
-        }));
-        return Ok(reply);
+        return delete_bare(
+            session,
+            context,
+            &path,
+            format!("Delete the symbolic link {path} (what it leads to stays)?"),
+            format!("Deleted the symbolic link {path}; what it leads to is untouched."),
+        )
+        .await;
     }
     if !entry.is_dir() {
         return delete_file(session, &path, context).await;
     }
     if !args.recursive {
-        ask_first(context, "delete", true, || {
-            format!("Delete the directory {path} (if it is empty)?")
-        })
-        .await?;
-        session
-            .backend()
-            .delete(&path, &DeleteOptions::default())
-            .await?;
-        record_removed(session, &path);
-        let mut reply = ToolReply::text(format!("Deleted empty directory {path}."));
-        reply.structured = Some(json!({
-            "deleted": [path.as_str()],
-            "bytes": 0,
-            "undoable": false,
-        }));
-        return Ok(reply);
+        return delete_bare(
+            session,
+            context,
+            &path,
+            format!("Delete the directory {path} (if it is empty)?"),
+            format!("Deleted empty directory {path}."),
+        )
+        .await;
     }
     delete_tree(session, &path, context).await
 }
 
-async fn delete_file(
+/// Deletes what has no undo content (a symbolic link, an empty directory) once the person
+/// agrees to `question`; `said` is the answer.
+async fn delete_bare(
     session: &Session,
-    path: &VirtualPath,
     context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+    path: &VirtualPath,
+    question: String,
+    said: String,
+) -> ToolResult {
+    ask_first(context, "delete", true, || question).await?;
+    session
+        .backend()
+        .delete(path, &DeleteOptions::default())
+        .await?;
+    record_removed(session, path);
+    let mut reply = ToolReply::text(said);
+    reply.structured = Some(json!({
+        "deleted": [path.as_str()],
+        "bytes": 0,
+        "undoable": false,
+    }));
+    Ok(reply)
+}
+
+async fn delete_file(session: &Session, path: &VirtualPath, context: &CallContext) -> ToolResult {
     let _guard = session.lock_file(path, context.turn.as_deref()).await;
     let bound = session.write_options.limits.max_undo_snapshot_bytes();
     let question = |bytes: u64| move || format!("Delete the file {path} ({bytes} bytes)?");
@@ -150,11 +148,7 @@ async fn delete_file(
 /// read for undo. The files whose content is kept go first; the first file that could not be
 /// written back (no undo content: a directory too large for undo, or a file that grew past the
 /// bound) is the commit point, from which the delete runs to its end.
-async fn delete_tree(
-    session: &Session,
-    dir: &VirtualPath,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+async fn delete_tree(session: &Session, dir: &VirtualPath, context: &CallContext) -> ToolResult {
     let entries = crate::change::editing::files_under(session, dir).await?;
     let total_bytes: u64 = entries.iter().map(|e| e.size).sum();
     ask_first(context, "delete", true, || {

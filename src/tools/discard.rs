@@ -5,8 +5,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::changes::{changing_scope, layer_question};
-use super::{CallContext, ToolError, ToolReply};
+use super::changes::{changing_scope, layer_question, listed_changes};
+use super::{CallContext, ToolReply, ToolResult};
 use crate::change::confirm::ask_first;
 use crate::state::session::Session;
 
@@ -20,11 +20,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let (path, reached) = changing_scope(session, &args.path)?;
     if context.confirm.is_some() {
         let question = layer_question("Discard (lose for good)", &path, &reached).await?;
@@ -44,25 +40,15 @@ pub async fn run(
             dropped.push((outer, change.kind));
         }
     }
-    dropped.sort_by(|a, b| a.0.cmp(&b.0));
-    let files: Vec<_> = dropped
-        .iter()
-        .take(super::changes::MAX_LISTED)
-        .map(|(path, kind)| json!({"path": path.as_str(), "kind": kind.as_str()}))
-        .collect();
-    let text = if dropped.is_empty() {
-        format!("Nothing to discard under {path}: the layer holds no changes there.")
-    } else {
-        let mut text = format!(
-            "Discarded {} change{} under {path}; the base directory's files show again (read them before editing):\n",
-            dropped.len(),
-            if dropped.len() == 1 { "" } else { "s" }
-        );
-        for (p, kind) in &dropped {
-            text.push_str(&format!("  {:<8} {p}\n", kind.as_str()));
-        }
-        text
-    };
+    let (files, text) = listed_changes(
+        &mut dropped,
+        format!("Nothing to discard under {path}: the layer holds no changes there."),
+        |count, s| {
+            format!(
+                "Discarded {count} change{s} under {path}; the base directory's files show again (read them before editing):\n"
+            )
+        },
+    );
     Ok(ToolReply {
         structured: Some(json!({ "files": files, "total": dropped.len() })),
         ..ToolReply::text(truncate(text))

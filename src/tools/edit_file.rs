@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{CallContext, ToolError, ToolReply, counted};
+use super::{CallContext, ToolResult, counted};
 use crate::change::editing::{edit_limit_bytes, edit_text};
 use crate::ground::path::VirtualPath;
 use crate::ground::text::replace::{EditSpec, apply_edit_matching};
@@ -30,11 +30,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.file_path)?;
     crate::change::confirm::ask_first(context, "edit_file", false, || {
         format!("Edit the file {path}?")

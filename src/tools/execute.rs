@@ -8,7 +8,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::ground::config::display_prefix;
 use crate::ground::path::VirtualPath;
 use crate::state::session::Session;
@@ -33,11 +33,7 @@ fn default_timeout() -> u64 {
 }
 
 /// Runs `execute` in `session`; `context` brings the client's cancellation and progress token.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let mode = session.write_options.exec.ok_or(ExecError::NotEnabled)?;
     crate::change::confirm::ask_first(context, "execute", true, || {
         // Quoted and escaped: a command's newlines cannot forge lines of the question.

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolReply, ToolResult};
 use crate::ground::content;
 use crate::ground::path::VirtualPath;
 use crate::ground::text::encoding;
@@ -36,7 +36,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, _context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.file_path)?;
     let backend = session.backend();
     let Some(entry) = backend.stat(&path).await? else {

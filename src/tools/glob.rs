@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolReply, ToolResult};
 use crate::ground::path::VirtualPath;
 use crate::ground::search::GlobMatcher;
 use crate::state::session::Session;
@@ -30,11 +30,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    call: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, call: &CallContext) -> ToolResult {
     let dir = VirtualPath::parse(&args.path)?;
     let matcher = GlobMatcher::new(&args.pattern)?;
     if session.backend().stat(&dir).await?.is_none() {

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::ground::path::VirtualPath;
 use crate::ground::search::{GlobMatcher, GrepPattern};
 use crate::ground::text::truncate::{RESULT_CHAR_LIMIT, cap_result};
@@ -71,11 +71,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    call: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, call: &CallContext) -> ToolResult {
     let dir = VirtualPath::parse(&args.path)?;
     let pattern = GrepPattern::with_limits(
         &args.pattern,

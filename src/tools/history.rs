@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::ground::path::VirtualPath;
 use crate::ground::text::truncate;
 use crate::state::session::Session;
@@ -32,11 +32,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let Some(log) = session.audit() else {
         return Err(ToolError::AuditOff);
     };

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::ground::path::VirtualPath;
 use crate::ground::time::unix_seconds;
 use crate::state::session::Session;
@@ -33,11 +33,7 @@ pub const MAX_STRUCTURED_ENTRIES: usize = 1000;
 /// Runs the tool.
 /// A listing too long for one answer is saved to `/scratch/large_tool_results/` (ls cannot
 /// page by itself), or cut with the usual notice without a `/scratch/` mount.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let dir = VirtualPath::parse(&args.path)?;
     let listing = listing(&dir, session).await?;
     let fitted = super::large_result::fit_noting(session, context, "ls", listing.text).await;

@@ -30,8 +30,8 @@ pub mod write_file;
 pub use table::{call, call_in, derived_schemas, is_known};
 
 pub use crate::change::{
-    CallContext, ProgressReporter, SEARCH_PROGRESS_INTERVAL, ToolError, ToolReply, counted,
-    release_freed_memory_soon, search_control, unread_more_note, watched_search,
+    CallContext, ProgressReporter, SEARCH_PROGRESS_INTERVAL, ToolError, ToolReply, ToolResult,
+    counted, release_freed_memory_soon, search_control, unread_more_note, watched_search,
 };
 
 #[cfg(test)]

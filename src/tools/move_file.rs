@@ -23,7 +23,7 @@ use serde_json::json;
 
 use super::move_copy;
 use super::moved::{Moved, Replaced, destination_taken};
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::change::confirm::ask_first;
 use crate::change::editing::{check_not_stale, lock_files};
 use crate::change::steps::ChangeSteps;
@@ -49,11 +49,7 @@ pub struct Args {
 ///
 /// A directory move reports progress and can be cancelled (see [`rename_tree`] and
 /// [`move_copy::move_tree`]): a cancelled one leaves the source whole and no destination.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let source = VirtualPath::parse(&args.source)?;
     let destination = VirtualPath::parse(&args.destination)?;
     if source == destination {

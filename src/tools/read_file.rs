@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::ground::content;
 use crate::ground::path::VirtualPath;
 use crate::ground::text::numbered::{EMPTY_CONTENT_WARNING, format_numbered, is_blank};
@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(args: Args, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, _context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.file_path)?;
     let window = LineWindow {
         offset: args.offset,
@@ -70,7 +70,7 @@ async fn answer(
     window: LineWindow,
     offset: usize,
     session: &Session,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     match view {
         FileView::Text(text) => {
             // The whole text is kept (within the ledger's bounds) so that an edit of the file
@@ -130,7 +130,7 @@ async fn answer(
     }
 }
 
-async fn directory(path: &VirtualPath, session: &Session) -> Result<ToolReply, ToolError> {
+async fn directory(path: &VirtualPath, session: &Session) -> ToolResult {
     let listing = super::ls::listing(path, session).await?;
     let mut structured = listing.structured;
     if let Some(map) = structured.as_object_mut() {
@@ -144,11 +144,7 @@ async fn directory(path: &VirtualPath, session: &Session) -> Result<ToolReply, T
     Ok(reply)
 }
 
-fn render_text(
-    path: &VirtualPath,
-    window: &TextWindow,
-    asked: LineWindow,
-) -> Result<ToolReply, ToolError> {
+fn render_text(path: &VirtualPath, window: &TextWindow, asked: LineWindow) -> ToolResult {
     let lines: Vec<&str> = window.lines.iter().map(String::as_str).collect();
     let whole_file_blank =
         asked.offset == 0 && !window.has_more && (lines.is_empty() || is_blank(&lines));

@@ -58,22 +58,20 @@ pub struct ToolRow {
     pub handler: Handler,
 }
 
-/// A row: the name gives the schema files; `|args, session, context| call` runs the tool on its
-/// parsed `Args`.
+/// A row: the name gives the schema files; the module's `run` runs the tool on its parsed `Args`.
 macro_rules! row {
-    ($name:literal, $listed:ident, changes: $changes:literal, $args:ty,
-     |$a:ident, $s:ident, $c:ident| $run:expr) => {
+    ($name:literal, $listed:ident, changes: $changes:literal, $tool:ident) => {
         ToolRow {
             name: $name,
             input_schema: include_str!(concat!("../../schemas/", $name, ".json")),
             output_schema: include_str!(concat!("../../schemas/", $name, ".output.json")),
             listed: Listed::$listed,
             changes: $changes,
-            args_schema: || schemars::schema_for!($args),
-            handler: |arguments, $s, $c| {
+            args_schema: || schemars::schema_for!($tool::Args),
+            handler: |arguments, session, context| {
                 Box::pin(async move {
-                    let $a: $args = parse($name, arguments)?;
-                    $run.await
+                    let args: $tool::Args = parse($name, arguments)?;
+                    $tool::run(args, session, context).await
                 })
             },
         }
@@ -82,40 +80,23 @@ macro_rules! row {
 
 /// Every tool, in the order `tools/list` lists them.
 pub const TOOLS: &[ToolRow] = &[
-    row!("ls", Always, changes: false, ls::Args,
-        |args, session, context| ls::run(args, session, context)),
-    row!("read_file", Always, changes: false, read_file::Args,
-        |args, session, _context| read_file::run(args, session)),
-    row!("write_file", Always, changes: true, write_file::Args,
-        |args, session, context| write_file::run(args, session, context)),
-    row!("edit_file", Always, changes: true, edit_file::Args,
-        |args, session, context| edit_file::run(args, session, context)),
-    row!("multi_edit", Always, changes: true, multi_edit::Args,
-        |args, session, context| multi_edit::run(args, session, context)),
-    row!("glob", Always, changes: false, glob::Args,
-        |args, session, context| glob::run(args, session, context)),
-    row!("grep", Always, changes: false, grep::Args,
-        |args, session, context| grep::run(args, session, context)),
-    row!("delete", Always, changes: true, delete::Args,
-        |args, session, context| delete::run(args, session, context)),
-    row!("move", Always, changes: true, move_file::Args,
-        |args, session, context| move_file::run(args, session, context)),
-    row!("file_info", Always, changes: false, file_info::Args,
-        |args, session, _context| file_info::run(args, session)),
-    row!("undo_edit", Always, changes: true, undo_edit::Args,
-        |args, session, context| undo_edit::run(args, session, context)),
-    row!("apply_patch", Always, changes: true, apply_patch::Args,
-        |args, session, context| apply_patch::run(args, session, context)),
-    row!("execute", Exec, changes: true, execute::Args,
-        |args, session, context| execute::run(args, session, context)),
-    row!("history", Audit, changes: false, history::Args,
-        |args, session, context| history::run(args, session, context)),
-    row!("changes", Overlay, changes: false, changes::Args,
-        |args, session, _context| changes::run(args, session)),
-    row!("commit", Overlay, changes: true, commit::Args,
-        |args, session, context| commit::run(args, session, context)),
-    row!("discard", Overlay, changes: true, discard::Args,
-        |args, session, context| discard::run(args, session, context)),
+    row!("ls", Always, changes: false, ls),
+    row!("read_file", Always, changes: false, read_file),
+    row!("write_file", Always, changes: true, write_file),
+    row!("edit_file", Always, changes: true, edit_file),
+    row!("multi_edit", Always, changes: true, multi_edit),
+    row!("glob", Always, changes: false, glob),
+    row!("grep", Always, changes: false, grep),
+    row!("delete", Always, changes: true, delete),
+    row!("move", Always, changes: true, move_file),
+    row!("file_info", Always, changes: false, file_info),
+    row!("undo_edit", Always, changes: true, undo_edit),
+    row!("apply_patch", Always, changes: true, apply_patch),
+    row!("execute", Exec, changes: true, execute),
+    row!("history", Audit, changes: false, history),
+    row!("changes", Overlay, changes: false, changes),
+    row!("commit", Overlay, changes: true, commit),
+    row!("discard", Overlay, changes: true, discard),
 ];
 
 /// The row of the tool named `name`.

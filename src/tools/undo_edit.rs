@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::move_copy;
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::change::editing::{decode_text, lock_files};
 use crate::change::report::{describe_change, report_change};
 use crate::change::{Applied, Change, record_move_undone};
@@ -32,11 +32,7 @@ pub struct Args {
 }
 
 /// Runs the tool.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.file_path)?;
     crate::change::confirm::ask_first(context, "undo_edit", false, || {
         format!("Undo this session's last change to {path}?")
@@ -63,11 +59,7 @@ pub async fn run(
     }
 }
 
-async fn undo(
-    session: &Session,
-    path: &VirtualPath,
-    step: &UndoStep,
-) -> Result<ToolReply, ToolError> {
+async fn undo(session: &Session, path: &VirtualPath, step: &UndoStep) -> ToolResult {
     if let Some(from) = &step.moved_from {
         return undo_move(session, path, from, step).await;
     }
@@ -181,7 +173,7 @@ async fn undo_from_aside(
     aside: &AsideFile,
     current: Option<FileBytes>,
     remaining: usize,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     let conflict = |reason: &str| ToolError::UndoConflict {
         path: path.clone(),
         reason: reason.to_owned(),
@@ -225,7 +217,7 @@ async fn undo_move(
     path: &VirtualPath,
     from: &VirtualPath,
     step: &UndoStep,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     let conflict = |reason: String| ToolError::UndoConflict {
         path: path.clone(),
         reason,

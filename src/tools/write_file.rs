@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{CallContext, ToolError, ToolReply, counted};
+use super::{CallContext, ToolReply, ToolResult, counted};
 use crate::change::confirm::ask_first;
 use crate::change::editing::{
     check_edit_size, commit, commit_large, decode_for_edit, encode_for_file, load_checked_at_most,
@@ -30,11 +30,7 @@ pub struct Args {
 }
 
 /// Runs the tool; the answer links to the file written.
-pub async fn run(
-    args: Args,
-    session: &Session,
-    context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+pub async fn run(args: Args, session: &Session, context: &CallContext) -> ToolResult {
     let path = VirtualPath::parse(&args.file_path)?;
     let reply = write(path.clone(), args, session, context).await?;
     Ok(reply.linking(session, &path).await)
@@ -45,7 +41,7 @@ async fn write(
     args: Args,
     session: &Session,
     context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     check_edit_size(session, "content", args.content.len())?;
     let _guard = session.lock_file(&path, context.turn.as_deref()).await;
     let existing = match session.backend().stat(&path).await? {
@@ -168,7 +164,7 @@ async fn overwrite_large(
     content: &str,
     old_size: u64,
     version: Version,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     let mut new_text = content.to_owned();
     if session.write_options.ensure_final_newline {
         new_text = line_endings::ensure_final_newline(&new_text, TextFormat::default());

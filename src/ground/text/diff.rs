@@ -417,7 +417,7 @@ pub fn diff_stats(old: &str, new: &str) -> DiffStats {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ground::text::numbered::split_lines;
 
@@ -490,40 +490,32 @@ mod tests {
         );
     }
 
+    /// `unified_diff` of `old` → `new` at `/f`, after its two header lines.
+    fn hunks(old: &str, new: &str) -> String {
+        let diff = unified_diff("/f", old, new);
+        diff.strip_prefix("--- /f\n+++ /f\n").unwrap().to_owned()
+    }
+
     #[test]
     fn single_line_sides_leave_out_the_count() {
-        assert_eq!(
-            unified_diff("/f", "a\n", "b\n"),
-            "--- /f\n+++ /f\n@@ -1 +1 @@\n-a\n+b\n"
-        );
+        assert_eq!(hunks("a\n", "b\n"), "@@ -1 +1 @@\n-a\n+b\n");
     }
 
     #[test]
     fn creating_and_emptying_a_file() {
-        assert_eq!(
-            unified_diff("/f", "", "a\nb\n"),
-            "--- /f\n+++ /f\n@@ -0,0 +1,2 @@\n+a\n+b\n"
-        );
-        assert_eq!(
-            unified_diff("/f", "a\nb\n", ""),
-            "--- /f\n+++ /f\n@@ -1,2 +0,0 @@\n-a\n-b\n"
-        );
+        assert_eq!(hunks("", "a\nb\n"), "@@ -0,0 +1,2 @@\n+a\n+b\n");
+        assert_eq!(hunks("a\nb\n", ""), "@@ -1,2 +0,0 @@\n-a\n-b\n");
     }
 
     #[test]
     fn missing_final_newlines_are_marked() {
-        assert_eq!(
-            unified_diff("/f", "a\nb", "a\nc"),
-            "--- /f\n+++ /f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n"
-        );
-        assert_eq!(
-            unified_diff("/f", "a\nb", "a\nb\n"),
-            "--- /f\n+++ /f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n"
-        );
-        assert_eq!(
-            unified_diff("/f", "x\nb", "y\nb"),
-            "--- /f\n+++ /f\n@@ -1,2 +1,2 @@\n-x\n+y\n b\n\\ No newline at end of file\n"
-        );
+        let none = "\\ No newline at end of file\n";
+        let got = hunks("a\nb", "a\nc");
+        assert_eq!(got, format!("@@ -1,2 +1,2 @@\n a\n-b\n{none}+c\n{none}"));
+        let got = hunks("a\nb", "a\nb\n");
+        assert_eq!(got, format!("@@ -1,2 +1,2 @@\n a\n-b\n{none}+b\n"));
+        let got = hunks("x\nb", "y\nb");
+        assert_eq!(got, format!("@@ -1,2 +1,2 @@\n-x\n+y\n b\n{none}"));
     }
 
     #[test]
@@ -557,20 +549,26 @@ mod tests {
         assert_eq!(diff, "--- /f\n+++ /f\n@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n");
     }
 
+    /// Pairs of texts whose diffs must apply back (here and in `patch`'s round trip): missing
+    /// final newlines, a hunk that starts and ends with changes, repeated and non-ASCII lines.
+    pub(crate) const ROUND_TRIPS: [(&str, &str); 9] = [
+        ("", "x"),
+        ("x", ""),
+        ("", "x\n"),
+        ("x\n", ""),
+        ("a\nb\nc", "a\nb\nc\n"),
+        ("a\nb\nc\n", "a\nb\nc"),
+        (
+            "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n",
+            "b\nc\nd\nX\ne\nf\ng\nh\ni\nk\nl",
+        ),
+        ("same\n", "same\nsame\n"),
+        ("😀\né\n", "é\n😀\n"),
+    ];
+
     #[test]
     fn diffs_apply_back_to_the_new_text() {
-        let cases = [
-            ("", "x"),
-            ("x", ""),
-            ("a\nb\nc", "a\nb\nc\n"),
-            ("a\nb\nc\n", "a\nb\nc"),
-            (
-                "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n",
-                "b\nc\nd\nX\ne\nf\ng\nh\ni\nk\nl",
-            ),
-            ("same\n", "same\nsame\n"),
-            ("😀\né\n", "é\n😀\n"),
-        ];
+        let cases = ROUND_TRIPS;
         for (old, new) in cases {
             let diff = unified_diff("/f", old, new);
             assert_eq!(apply(old, &diff), new, "diff {diff:?}");

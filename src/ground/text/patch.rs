@@ -792,18 +792,7 @@ mod tests {
 
     #[test]
     fn our_own_unified_diffs_round_trip() {
-        let cases = [
-            ("", "x\n"),
-            ("x\n", ""),
-            ("a\nb\nc", "a\nb\nc\n"),
-            ("a\nb\nc\n", "a\nb\nc"),
-            (
-                "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n",
-                "b\nc\nd\nX\ne\nf\ng\nh\ni\nk\nl",
-            ),
-            ("same\n", "same\nsame\n"),
-            ("😀\né\n", "é\n😀\n"),
-        ];
+        let cases = crate::ground::text::diff::tests::ROUND_TRIPS;
         for (old, new) in cases {
             let patch = unified_diff("/f", old, new);
             assert_eq!(apply(old, &patch).unwrap(), new, "patch {patch:?}");

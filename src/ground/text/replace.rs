@@ -631,6 +631,30 @@ fn intersects(a: &[Range<usize>], b: &[Range<usize>]) -> bool {
 mod tests {
     use super::*;
 
+    /// `content` after the one replacement of `old` by `new`.
+    fn edited(content: &str, old: &str, new: &str) -> String {
+        apply_edit(content, &edit(old, new)).unwrap().content
+    }
+
+    /// Where the "not found" hint for `old` in `content` points: its kind and lines.
+    fn hint_at(content: &str, old: &str) -> (&'static str, usize, usize) {
+        match apply_edit(content, &edit(old, "x")) {
+            Err(EditError::NotFound { hint, .. }) => match hint {
+                NotFoundHint::WhitespaceDiffers {
+                    first_line,
+                    last_line,
+                } => ("whitespace", first_line, last_line),
+                NotFoundHint::Closest {
+                    first_line,
+                    last_line,
+                    ..
+                } => ("closest", first_line, last_line),
+                other => panic!("unexpected {other:?}"),
+            },
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
     fn edit<'a>(old_string: &'a str, new_string: &'a str) -> EditSpec<'a> {
         EditSpec {
             old_string,
@@ -675,18 +699,24 @@ mod tests {
 
     #[test]
     fn replacement_is_literal() {
-        let got = apply_edit("x = VALUE\n", &edit("VALUE", "$1 ${x} $0 \\1 $$ &")).unwrap();
-        assert_eq!(got.content, "x = $1 ${x} $0 \\1 $$ &\n");
-        let got = apply_edit("price: 5\n", &edit("5", "$1.00")).unwrap();
-        assert_eq!(got.content, "price: $1.00\n");
-        let got = apply_edit("a.b(c)\n", &edit("a.b(c)", "x")).unwrap();
-        assert_eq!(got.content, "x\n", "old_string is not a regex");
+        assert_eq!(
+            edited("x = VALUE\n", "VALUE", "$1 ${x} $0 \\1 $$ &"),
+            "x = $1 ${x} $0 \\1 $$ &\n"
+        );
+        assert_eq!(edited("price: 5\n", "5", "$1.00"), "price: $1.00\n");
+        assert_eq!(
+            edited("a.b(c)\n", "a.b(c)", "x"),
+            "x\n",
+            "old_string is not a regex"
+        );
     }
 
     #[test]
     fn unicode_is_replaced_whole() {
-        let got = apply_edit("héllo 😀 wörld\n", &edit("😀", "🎉🎉")).unwrap();
-        assert_eq!(got.content, "héllo 🎉🎉 wörld\n");
+        assert_eq!(
+            edited("héllo 😀 wörld\n", "😀", "🎉🎉"),
+            "héllo 🎉🎉 wörld\n"
+        );
     }
 
     #[test]
@@ -720,14 +750,12 @@ mod tests {
 
     #[test]
     fn new_string_may_contain_old_string() {
-        let got = apply_edit("f()\n", &edit("f()", "f() + f()")).unwrap();
-        assert_eq!(got.content, "f() + f()\n");
+        assert_eq!(edited("f()\n", "f()", "f() + f()"), "f() + f()\n");
     }
 
     #[test]
     fn new_string_may_be_empty() {
-        let got = apply_edit("keep\ndrop\nkeep2\n", &edit("drop\n", "")).unwrap();
-        assert_eq!(got.content, "keep\nkeep2\n");
+        assert_eq!(edited("keep\ndrop\nkeep2\n", "drop\n", ""), "keep\nkeep2\n");
     }
 
     // --- single edits that fail ---
@@ -909,17 +937,7 @@ mod tests {
     #[test]
     fn not_found_when_only_line_endings_differ() {
         let content = "a\nb\nc\nd\n";
-        let got = apply_edit(content, &edit("b\r\nc\r\n", "x"));
-        assert!(matches!(
-            got,
-            Err(EditError::NotFound {
-                hint: NotFoundHint::WhitespaceDiffers {
-                    first_line: 2,
-                    last_line: 3
-                },
-                ..
-            })
-        ));
+        assert_eq!(hint_at(content, "b\r\nc\r\n"), ("whitespace", 2, 3));
     }
 
     #[test]
@@ -949,18 +967,7 @@ mod tests {
     #[test]
     fn closest_region_of_a_single_line_typo() {
         let content = "import os\nimport sys\n\ndef main():\n    print('hello world')\n";
-        let got = apply_edit(content, &edit("print('helo world')", "x"));
-        assert!(matches!(
-            got,
-            Err(EditError::NotFound {
-                hint: NotFoundHint::Closest {
-                    first_line: 5,
-                    last_line: 5,
-                    ..
-                },
-                ..
-            })
-        ));
+        assert_eq!(hint_at(content, "print('helo world')"), ("closest", 5, 5));
     }
 
     #[test]
@@ -970,36 +977,20 @@ mod tests {
         content.push_str("fn target() {\n    let value = compute(42);\n}\n");
         content.push_str(&"tail\n".repeat(100));
         let spec = edit("fn target() {\n    let value = compute(41);\n}", "x");
-        match apply_edit(&content, &spec) {
-            Err(EditError::NotFound {
-                hint:
-                    NotFoundHint::Closest {
-                        first_line,
-                        last_line,
-                        ..
-                    },
-                ..
-            }) => assert_eq!((first_line, last_line), (20_001, 20_003)),
-            other => panic!("unexpected {other:?}"),
-        }
+        assert_eq!(
+            hint_at(&content, spec.old_string),
+            ("closest", 20_001, 20_003)
+        );
     }
 
     #[test]
     fn closest_region_in_a_large_file_without_anchors() {
         let mut content: String = (0..20_000).map(|i| format!("row {i}\n")).collect();
         content.insert_str(0, "the quick brown fox jumps\n");
-        let got = apply_edit(&content, &edit("the quick brown fax jumps", "x"));
-        assert!(matches!(
-            got,
-            Err(EditError::NotFound {
-                hint: NotFoundHint::Closest {
-                    first_line: 1,
-                    last_line: 1,
-                    ..
-                },
-                ..
-            })
-        ));
+        assert_eq!(
+            hint_at(&content, "the quick brown fax jumps"),
+            ("closest", 1, 1)
+        );
     }
 
     #[test]
@@ -1044,8 +1035,10 @@ mod tests {
     #[test]
     fn a_prefix_like_string_present_in_the_file_is_replaced() {
         // A TSV file really holds "1\tabc": no prefix error when the text is found as given.
-        let got = apply_edit("1\tabc\n2\tdef\n", &edit("1\tabc", "1\txyz")).unwrap();
-        assert_eq!(got.content, "1\txyz\n2\tdef\n");
+        assert_eq!(
+            edited("1\tabc\n2\tdef\n", "1\tabc", "1\txyz"),
+            "1\txyz\n2\tdef\n"
+        );
     }
 
     #[test]

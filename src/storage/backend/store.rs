@@ -485,15 +485,7 @@ impl Backend for StoreBackend {
     ) -> Result<WriteOutcome> {
         refuse_reserved(path)?;
         self.check_shape(path).await?;
-        let condition = match mode {
-            WriteMode::CreateOnly => PutCondition::CreateOnly,
-            WriteMode::Overwrite => PutCondition::Overwrite,
-            WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
-                Ok(version) => PutCondition::IfVersion(version),
-                // Not a version this store ever gave out: it cannot be the current one.
-                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
-            },
-        };
+        let condition = put_condition(path, mode)?;
         let written = self
             .store
             .put(&self.namespace, path.as_str(), content, condition)
@@ -834,14 +826,7 @@ impl Uploads for StoreBackend {
     ) -> Result<Box<dyn Upload + '_>> {
         refuse_reserved(path)?;
         self.check_shape(path).await?;
-        let condition = match mode {
-            WriteMode::CreateOnly => PutCondition::CreateOnly,
-            WriteMode::Overwrite => PutCondition::Overwrite,
-            WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
-                Ok(version) => PutCondition::IfVersion(version),
-                Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
-            },
-        };
+        let condition = put_condition(path, mode)?;
         // Checked now so that a copy that cannot land sends nothing; checked again, in the
         // database, by the statement that puts the content.
         let current = self.head(path).await?;
@@ -1022,4 +1007,17 @@ impl super::ChangeJournal for StoreTransaction {
     async fn roll_back(&self, _applied: &[(usize, Option<Version>)]) -> Vec<(usize, Error)> {
         Vec::new()
     }
+}
+
+/// The store's condition for a write of `path` in `mode`.
+fn put_condition(path: &VirtualPath, mode: WriteMode) -> Result<PutCondition> {
+    Ok(match mode {
+        WriteMode::CreateOnly => PutCondition::CreateOnly,
+        WriteMode::Overwrite => PutCondition::Overwrite,
+        WriteMode::IfVersion(expected) => match expected.as_str().parse::<i64>() {
+            Ok(version) => PutCondition::IfVersion(version),
+            // Not a version this store ever gave out: it cannot be the current one.
+            Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
+        },
+    })
 }

@@ -968,11 +968,38 @@ mod tests {
     use crate::ground::path::VirtualPath;
     use crate::storage::backend::disk::{DiskBackend, DiskOptions};
     use crate::storage::backend::{
-        Backend, JournalRole, KeepAside, PlannedFile, Version, WriteMode,
+        Backend, ChangeJournal, JournalRole, KeepAside, PlannedFile, Version, WriteMode,
     };
 
     fn p(s: &str) -> VirtualPath {
         VirtualPath::parse(s).unwrap()
+    }
+
+    /// A file of a planned change, with the version it is expected at (`None`: created).
+    fn planned(path: &str, before: Option<&Version>) -> PlannedFile {
+        PlannedFile {
+            path: p(path),
+            before: before.cloned(),
+        }
+    }
+
+    /// `disk`'s journal for a change that has written `content` over the file at `path`.
+    async fn one_written(disk: &DiskBackend, path: &str, content: &[u8]) -> Box<dyn ChangeJournal> {
+        let v = version(disk, path).await;
+        let journal = begin(disk, &[planned(path, Some(&v))]).await;
+        journal
+            .write(0, content, WriteMode::IfVersion(v))
+            .await
+            .unwrap();
+        journal
+    }
+
+    /// `disk`'s journal for a change of `files`, alone.
+    async fn begin(disk: &DiskBackend, files: &[PlannedFile]) -> Box<dyn ChangeJournal> {
+        disk.begin_changes(files, &JournalRole::Alone)
+            .await
+            .unwrap()
+            .unwrap()
     }
 
     fn ours(dir: &std::path::Path) -> Vec<String> {
@@ -1015,24 +1042,11 @@ mod tests {
             version(&disk, "/b.txt").await,
         );
         let files = [
-            PlannedFile {
-                path: p("/a.txt"),
-                before: Some(va.clone()),
-            },
-            PlannedFile {
-                path: p("/b.txt"),
-                before: Some(vb.clone()),
-            },
-            PlannedFile {
-                path: p("/new/deep/c.txt"),
-                before: None,
-            },
+            planned("/a.txt", Some(&va)),
+            planned("/b.txt", Some(&vb)),
+            planned("/new/deep/c.txt", None),
         ];
-        let journal = disk
-            .begin_changes(&files, &JournalRole::Alone)
-            .await
-            .unwrap()
-            .unwrap();
+        let journal = begin(&disk, &files).await;
         journal
             .write(0, b"A, changed", WriteMode::IfVersion(va))
             .await
@@ -1137,21 +1151,8 @@ mod tests {
         std::fs::write(root.join("a.txt"), "a").unwrap();
         let disk = DiskBackend::open_without_sweep(root, DiskOptions::default()).unwrap();
         let va = version(&disk, "/a.txt").await;
-        let files = [
-            PlannedFile {
-                path: p("/a.txt"),
-                before: Some(va.clone()),
-            },
-            PlannedFile {
-                path: p("/b.txt"),
-                before: None,
-            },
-        ];
-        let journal = disk
-            .begin_changes(&files, &JournalRole::Alone)
-            .await
-            .unwrap()
-            .unwrap();
+        let files = [planned("/a.txt", Some(&va)), planned("/b.txt", None)];
+        let journal = begin(&disk, &files).await;
         journal
             .write(0, b"new", WriteMode::IfVersion(va))
             .await
@@ -1207,22 +1208,7 @@ mod tests {
         std::fs::write(root.join("f.txt"), "f").unwrap();
         // The earlier run: a change of old.txt, decided, cut short before its journal went.
         let disk = DiskBackend::open_without_sweep(root, with_key()).unwrap();
-        let v = version(&disk, "/old.txt").await;
-        let earlier = disk
-            .begin_changes(
-                &[PlannedFile {
-                    path: p("/old.txt"),
-                    before: Some(v.clone()),
-                }],
-                &JournalRole::Alone,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        earlier
-            .write(0, b"decided", WriteMode::IfVersion(v))
-            .await
-            .unwrap();
+        let earlier = one_written(&disk, "/old.txt", b"decided").await;
         earlier.mark_committed().await.unwrap();
         let earlier_location = earlier.location();
         let name = earlier_location.file_name().unwrap().to_owned();
@@ -1234,22 +1220,7 @@ mod tests {
 
         // This run: another change under the same name (as a repeated pid and counter gave
         // it), cut short undecided; the earlier mark is planted in it.
-        let v = version(&disk, "/f.txt").await;
-        let journal = disk
-            .begin_changes(
-                &[PlannedFile {
-                    path: p("/f.txt"),
-                    before: Some(v.clone()),
-                }],
-                &JournalRole::Alone,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        journal
-            .write(0, b"undecided", WriteMode::IfVersion(v))
-            .await
-            .unwrap();
+        let journal = one_written(&disk, "/f.txt", b"undecided").await;
         let location = journal.location();
         let this_name = location.file_name().unwrap().to_owned();
         drop((journal, disk));
@@ -1503,22 +1474,7 @@ mod tests {
             std::fs::write(dir.path().join("f.txt"), "old").unwrap();
         }
         let a = DiskBackend::open_without_sweep(one.path(), with_key()).unwrap();
-        let va = version(&a, "/f.txt").await;
-        let journal = a
-            .begin_changes(
-                &[PlannedFile {
-                    path: p("/f.txt"),
-                    before: Some(va.clone()),
-                }],
-                &JournalRole::Alone,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        journal
-            .write(0, b"new", WriteMode::IfVersion(va))
-            .await
-            .unwrap();
+        let journal = one_written(&a, "/f.txt", b"new").await;
         let location = journal.location();
         let name = location.file_name().unwrap().to_owned();
         copy_dir(&location, &two.path().join(&name));

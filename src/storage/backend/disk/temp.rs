@@ -454,6 +454,13 @@ mod tests {
         pid
     }
 
+    /// A writer that is gone, and the path of its temporary file in `host/a` (made here).
+    fn gone_writers_temp(host: &Path) -> (u32, std::path::PathBuf) {
+        std::fs::create_dir_all(host.join("a")).unwrap();
+        let pid = gone_pid();
+        (pid, host.join(format!("a/{TEMP_PREFIX}{pid}-1")))
+    }
+
     fn open_root(dir: &Path) -> Dir {
         Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
     }
@@ -551,9 +558,7 @@ mod tests {
     fn a_locked_record_keeps_its_writers_files() {
         let dir = tempfile::tempdir().unwrap();
         let host = dir.path();
-        std::fs::create_dir(host.join("a")).unwrap();
-        let pid = gone_pid();
-        let temp = host.join(format!("a/{TEMP_PREFIX}{pid}-1"));
+        let (pid, temp) = gone_writers_temp(host);
         let at_root = host.join(format!("{TEMP_PREFIX}{pid}-2"));
         std::fs::write(&temp, "x").unwrap();
         std::fs::write(&at_root, "x").unwrap();
@@ -619,9 +624,7 @@ mod tests {
     fn a_record_that_does_not_verify_is_left_and_names_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let host = dir.path();
-        std::fs::create_dir_all(host.join("a")).unwrap();
-        let pid = gone_pid();
-        let temp = host.join(format!("a/{TEMP_PREFIX}{pid}-1"));
+        let (pid, temp) = gone_writers_temp(host);
         let other = host.join(format!("{RECORD_PREFIX}{pid}-9"));
         let forged: [Vec<u8>; 3] = [
             b"a\0".to_vec(),

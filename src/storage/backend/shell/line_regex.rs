@@ -833,20 +833,27 @@ pub(super) mod against_the_tools {
         patterns: &std::path::Path,
         file: &std::path::Path,
     ) -> Option<Vec<usize>> {
-        let output = Command::new(tool[0])
+        let mut command = Command::new(tool[0]);
+        command
             .args(&tool[1..])
             .arg("-n")
             .arg("-f")
             .arg(patterns)
             .arg("--")
             .arg(file)
-            .env("LC_ALL", "C")
-            .env_remove("RIPGREP_CONFIG_PATH")
-            .output()
-            .ok()?;
+            .env("LC_ALL", "C");
+        numbered_lines(command)
+    }
+
+    /// The numbers a grep-like `command` run with `-n` printed before its matching lines, after
+    /// checking it did not fail; `None` when the tool is missing.
+    pub(in crate::storage::backend::shell) fn numbered_lines(
+        mut command: Command,
+    ) -> Option<Vec<usize>> {
+        let output = command.env_remove("RIPGREP_CONFIG_PATH").output().ok()?;
         assert!(
             output.status.code().is_some_and(|c| c <= 1),
-            "{tool:?} failed: {}",
+            "{command:?} failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
         Some(

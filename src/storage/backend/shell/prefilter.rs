@@ -87,6 +87,16 @@ mod tests {
         plan(&GrepPattern::new(text, literal, ci).unwrap())
     }
 
+    /// The plan for the regex `pattern`, case kept.
+    fn regex(pattern: &str) -> Plan {
+        plan_of(pattern, false, false)
+    }
+
+    /// The plan for the literal `text`, case kept.
+    fn literal(text: &str) -> Plan {
+        plan_of(text, true, false)
+    }
+
     fn texts(list: &[&str], fold_case: bool) -> Plan {
         Plan::Texts {
             texts: list.iter().map(|t| (*t).to_owned()).collect(),
@@ -96,39 +106,26 @@ mod tests {
 
     #[test]
     fn a_regex_narrows_by_a_required_literal() {
+        assert_eq!(regex("fn main\\(\\)"), texts(&["fn main()"], false));
+        assert_eq!(regex("unsafe\\s+impl"), texts(&["unsafe"], false));
         assert_eq!(
-            plan_of("fn main\\(\\)", false, false),
-            texts(&["fn main()"], false)
-        );
-        assert_eq!(
-            plan_of("unsafe\\s+impl", false, false),
-            texts(&["unsafe"], false)
-        );
-        assert_eq!(
-            plan_of("colou?r_name", false, false),
+            regex("colou?r_name"),
             texts(&["color_name", "colour_name"], false)
         );
-        assert_eq!(
-            plan_of("(foo|barbaz)\\(", false, false),
-            texts(&["barbaz(", "foo("], false)
-        );
+        assert_eq!(regex("(foo|barbaz)\\("), texts(&["barbaz(", "foo("], false));
         for nothing in ["a|\\d", "\\d+", ".", "[a-z]+\\d", "é+"] {
-            assert_eq!(
-                plan_of(nothing, false, false),
-                Plan::Everything,
-                "{nothing}"
-            );
+            assert_eq!(regex(nothing), Plan::Everything, "{nothing}");
         }
     }
 
     #[test]
     fn only_ascii_text_is_asked_for() {
         // The pattern itself never goes: `.` and `\w` would not match a Latin-1 byte.
-        assert_eq!(plan_of("caf.", false, false), texts(&["caf"], false));
-        assert_eq!(plan_of("cr\\w+me", false, false), texts(&["me"], false));
-        assert_eq!(plan_of("café", true, false), texts(&["caf"], false));
-        assert_eq!(plan_of("été", true, false), texts(&["t"], false));
-        assert_eq!(plan_of("日本語", true, false), Plan::Everything);
+        assert_eq!(regex("caf."), texts(&["caf"], false));
+        assert_eq!(regex("cr\\w+me"), texts(&["me"], false));
+        assert_eq!(literal("café"), texts(&["caf"], false));
+        assert_eq!(literal("été"), texts(&["t"], false));
+        assert_eq!(literal("日本語"), Plan::Everything);
     }
 
     #[test]
@@ -139,18 +136,12 @@ mod tests {
             plan_of("kelvin", true, true),
             texts(&["elvin", "kelvin"], true)
         );
-        assert_eq!(plan_of("(?i)hello", false, false), texts(&["hello"], true));
+        assert_eq!(regex("(?i)hello"), texts(&["hello"], true));
     }
 
     #[test]
     fn a_literal_never_sends_a_line_break_or_a_nul() {
-        assert_eq!(
-            plan_of("ab\0longer", true, false),
-            texts(&["longer"], false)
-        );
-        assert_eq!(
-            plan_of("$(touch x)", true, false),
-            texts(&["$(touch x)"], false)
-        );
+        assert_eq!(literal("ab\0longer"), texts(&["longer"], false));
+        assert_eq!(literal("$(touch x)"), texts(&["$(touch x)"], false));
     }
 }

@@ -676,6 +676,15 @@ mod tests {
         std::str::from_utf8(&bytes[..end]).unwrap()
     }
 
+    /// The body of the opening script's function `name`, up to the function `next`.
+    fn function_body(name: &str, next: &str) -> &'static str {
+        BOOTSTRAP
+            .split(&format!("\n{name}() ("))
+            .nth(1)
+            .and_then(|rest| rest.split(&format!("\n{next}() (")).next())
+            .unwrap()
+    }
+
     #[test]
     fn the_line_holds_only_names_and_numbers_and_payloads_follow_it() {
         let bytes = Frame::call("wr")
@@ -726,22 +735,14 @@ mod tests {
     #[test]
     fn an_upload_chunk_checks_the_length_without_reading_the_file() {
         // `wc -c < temp` read the whole temporary file at every chunk: quadratic uploads.
-        let ua = BOOTSTRAP
-            .split("\nua() (")
-            .nth(1)
-            .and_then(|rest| rest.split("\nuf() (").next())
-            .unwrap();
+        let ua = function_body("ua", "uf");
         assert!(!ua.contains("wc "), "{ua}");
         assert!(ua.contains("sz \"$t\""), "{ua}");
     }
 
     #[test]
     fn the_sweep_uses_only_what_busybox_find_has_and_follows_no_link() {
-        let sw = BOOTSTRAP
-            .split("\nsw() (")
-            .nth(1)
-            .and_then(|rest| rest.split("\nvs() (").next())
-            .unwrap();
+        let sw = function_body("sw", "vs");
         // Debian's busybox 1.35 `find` has neither `-delete` nor `-printf`; `-L`/`-follow`
         // would walk out of the directory through a link.
         for absent in ["-delete", "-printf", "-L ", "-follow", "-execdir"] {

@@ -425,7 +425,9 @@ mod against_rg {
     use super::*;
     use std::process::Command;
 
-    use crate::storage::backend::shell::line_regex::against_the_tools::{Dice, pattern};
+    use crate::storage::backend::shell::line_regex::against_the_tools::{
+        Dice, numbered_lines, pattern,
+    };
 
     /// The numbers (from 1) of the lines of `file` that `rg` matches with `patterns` (one a
     /// line), `None` when there is no `rg` here.
@@ -436,31 +438,13 @@ mod against_rg {
     ) -> Option<Vec<usize>> {
         let list = dir.join("patterns");
         std::fs::write(&list, patterns.join("\n") + "\n").unwrap();
-        let output = Command::new("rg")
+        let mut command = Command::new("rg");
+        command
             .args(["--no-config", "-a", "-E", "none", "-n", "-f"])
             .arg(&list)
             .arg("--")
-            .arg(file)
-            .env_remove("RIPGREP_CONFIG_PATH")
-            .output()
-            .ok()?;
-        assert!(
-            output.status.code().is_some_and(|c| c <= 1),
-            "rg failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        Some(
-            output
-                .stdout
-                .split(|b| *b == b'\n')
-                .filter_map(|l| {
-                    std::str::from_utf8(l.split(|b| *b == b':').next()?)
-                        .ok()?
-                        .parse()
-                        .ok()
-                })
-                .collect(),
-        )
+            .arg(file);
+        numbered_lines(command)
     }
 
     fn rg_required() {

@@ -97,17 +97,18 @@ pub(super) fn write_sql(kind: WriteKind, source: ContentSource) -> String {
     let large = format!("CASE WHEN next.large THEN {content} END");
     let large_version = "CASE WHEN next.large THEN next.v END";
     let stamp = "CASE WHEN $7::boolean THEN next.v END";
+    let insert = format!(
+        "INSERT INTO mountfs_items
+             (namespace, key, encoding, size, created_at, modified_at, version, content,
+              text_keys, text_keys_version, large_content, large_version)
+         SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
+                {small}, $6::integer[], {stamp}, {large}, {large_version}
+         FROM {next}"
+    );
     match kind {
-        WriteKind::CreateOnly => format!(
-            "INSERT INTO mountfs_items
-                 (namespace, key, encoding, size, created_at, modified_at, version, content,
-                  text_keys, text_keys_version, large_content, large_version)
-             SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-                    {small}, $6::integer[], {stamp}, {large}, {large_version}
-             FROM {next}
-             ON CONFLICT (namespace, key) DO NOTHING
-             RETURNING version"
-        ),
+        WriteKind::CreateOnly => {
+            format!("{insert} ON CONFLICT (namespace, key) DO NOTHING RETURNING version")
+        }
         WriteKind::IfVersion => format!(
             "UPDATE mountfs_items
              SET encoding = $3, size = $4, modified_at = $5, version = next.v, content = {small},
@@ -119,12 +120,7 @@ pub(super) fn write_sql(kind: WriteKind, source: ContentSource) -> String {
         ),
         // `xmax = 0` holds for a freshly inserted row and not for an updated one.
         WriteKind::Overwrite => format!(
-            "INSERT INTO mountfs_items
-                 (namespace, key, encoding, size, created_at, modified_at, version, content,
-                  text_keys, text_keys_version, large_content, large_version)
-             SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $5::bigint, next.v,
-                    {small}, $6::integer[], {stamp}, {large}, {large_version}
-             FROM {next}
+            "{insert}
              ON CONFLICT (namespace, key) DO UPDATE
              SET encoding = EXCLUDED.encoding, size = EXCLUDED.size,
                  modified_at = EXCLUDED.modified_at, version = EXCLUDED.version,
