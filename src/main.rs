@@ -772,25 +772,9 @@ fn print_log(
                 ))
                 .map_err(|e| e.to_string())
         });
-    match output {
-        Ok(text) => {
-            use std::io::Write as _;
-            match std::io::stdout().lock().write_all(text.as_bytes()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("mountfs: cannot write the log: {error}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Err(error) => {
-            eprintln!("mountfs: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    print_output(output, "the log")
 }
 
-/// `mountfs tools`: the tool definitions on stdout.
 /// `mountfs tools --principal NAME`: whether the grants let NAME change no mount (it is then
 /// offered the reading tools only, as `tools/list` does).
 fn reads_only_for(cli: &Cli, name: &str, scopes: &[String]) -> Result<bool, String> {
@@ -811,6 +795,7 @@ fn reads_only_for(cli: &Cli, name: &str, scopes: &[String]) -> Result<bool, Stri
         .is_some_and(|view| !view.writes_anywhere()))
 }
 
+/// `mountfs tools`: the tool definitions on stdout.
 fn print_tools(
     exec: Option<mountfs::storage::exec::ExecMode>,
     audit: bool,
@@ -829,13 +814,18 @@ fn print_tools(
         .and_then(|registry| {
             mountfs::server::prompt::tools_prompt(&registry, format).map_err(|e| e.to_string())
         });
-    match printed {
+    print_output(printed, "the tool definitions")
+}
+
+/// Writes a command's `output` (`what` names it) to stdout, or its error to stderr.
+fn print_output(output: Result<String, String>, what: &str) -> ExitCode {
+    match output {
         Ok(text) => {
             use std::io::Write as _;
             match std::io::stdout().lock().write_all(text.as_bytes()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
-                    eprintln!("mountfs: cannot write the tool definitions: {error}");
+                    eprintln!("mountfs: cannot write {what}: {error}");
                     ExitCode::FAILURE
                 }
             }

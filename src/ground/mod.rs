@@ -3,7 +3,8 @@
 //! [`path`] (the validated `VirtualPath`), [`limits`] and [`quota`] (memory bounds), [`text`]
 //! (pure text functions), [`content`] (binary and image sniffing), [`config`] (the mount
 //! grammar), [`grants`] and [`confirm_policy`] (who may see what, and what a person is asked
-//! about), [`search`] (what a glob or grep asks every backend), [`time`], [`uri`], [`progress`].
+//! about), [`search`] (what a glob or grep asks every backend), [`migrations`] (which schema migrations
+//! a database still needs), [`time`], [`uri`], [`progress`].
 
 pub mod config;
 pub mod confirm_policy;
@@ -12,6 +13,7 @@ pub mod content;
 mod floors;
 pub mod grants;
 pub mod limits;
+pub mod migrations;
 pub mod path;
 pub mod progress;
 pub mod quota;

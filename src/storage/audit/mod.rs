@@ -14,6 +14,43 @@
 //! reports the failure, the caller warns on stderr, counts it ([`AuditLog::failures`]) and tells
 //! the agent the change was not logged.
 
+/// An [`Entry`] from a row of the columns both engines select for entries (id, time,
+/// principal, workspace, client name and version, tool, request id, files as JSON, more files,
+/// lines added and removed, summary, command, exit code, diff cut, private, diff), each read
+/// with `$row.$get(index)`: written once for the SQLite and PostgreSQL rows.
+macro_rules! entry_from_columns {
+    ($row:ident . $get:ident) => {{
+        let files: String = $row.$get(8)?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok($crate::storage::audit::Entry {
+            id: $row.$get(0)?,
+            change: $crate::storage::audit::Change {
+                time: $crate::storage::store::from_micros($row.$get(1)?),
+                principal: $row.$get(2)?,
+                workspace: $row.$get(3)?,
+                client: $crate::storage::audit::ClientInfo {
+                    name: $row.$get(4)?,
+                    version: $row.$get(5)?,
+                },
+                tool: $row.$get(6)?,
+                request_id: $row.$get(7)?,
+                files: serde_json::from_str::<Vec<$crate::storage::audit::FileChange>>(&files)
+                    .unwrap_or_default(),
+                more_files: count($row.$get(9)?),
+                lines_added: count($row.$get(10)?),
+                lines_removed: count($row.$get(11)?),
+                summary: $row.$get(12)?,
+                command: $row.$get(13)?,
+                exit_code: $row.$get(14)?,
+                diff_truncated: $row.$get(15)?,
+                private: $row.$get(16)?,
+                diff: $row.$get(17)?,
+            },
+        })
+    }};
+}
+pub(crate) use entry_from_columns;
+
 pub mod cli;
 pub mod postgres;
 pub mod spool;

@@ -8,12 +8,13 @@
 //! database. An append is one statement (the entry and its paths in one CTE), so it is atomic
 //! and costs one round trip; spooled changes arrive in batches, one transaction each.
 
+use crate::ground::migrations;
 use std::time::SystemTime;
 
 use tokio_postgres::Row;
 
-use super::{AuditError, Change, ClientInfo, Entry, FileChange, Query};
-use crate::storage::store::{Error, PostgresStore, Result, Store, from_micros, to_micros};
+use super::{AuditError, Change, Entry, Query};
+use crate::storage::store::{Error, PostgresStore, Result, Store, to_micros};
 
 /// Key of the advisory lock taken while migrating the log's tables ("mfsaudit" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6d66_7361_7564_6974;
@@ -114,17 +115,12 @@ impl PostgresAudit {
             .await
             .map_err(map)?;
         let current: i32 = row.try_get(0).map_err(map)?;
-        let known = MIGRATIONS.len();
-        let current = usize::try_from(current).unwrap_or(0);
-        if current > known {
-            return Err(Error::Schema(format!(
-                "the audit log at {} has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs",
-                self.describe()
-            )));
-        }
-        for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let pending = migrations::pending(MIGRATIONS, i64::from(current)).map_err(|newer| {
+            Error::Schema(format!("the audit log at {} {newer}", self.describe()))
+        })?;
+        for (sql, version) in pending {
             tx.batch_execute(sql).await.map_err(map)?;
-            let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            let version = i32::try_from(version).unwrap_or(i32::MAX);
             tx.execute(
                 "INSERT INTO mountfs_audit_schema (version) VALUES ($1)",
                 &[&version],
@@ -294,30 +290,5 @@ impl PostgresAudit {
 }
 
 fn entry_of_row(row: &Row) -> std::result::Result<Entry, tokio_postgres::Error> {
-    let files: String = row.try_get(8)?;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    Ok(Entry {
-        id: row.try_get(0)?,
-        change: Change {
-            time: from_micros(row.try_get(1)?),
-            principal: row.try_get(2)?,
-            workspace: row.try_get(3)?,
-            client: ClientInfo {
-                name: row.try_get(4)?,
-                version: row.try_get(5)?,
-            },
-            tool: row.try_get(6)?,
-            request_id: row.try_get(7)?,
-            files: serde_json::from_str::<Vec<FileChange>>(&files).unwrap_or_default(),
-            more_files: count(row.try_get(9)?),
-            lines_added: count(row.try_get(10)?),
-            lines_removed: count(row.try_get(11)?),
-            summary: row.try_get(12)?,
-            command: row.try_get(13)?,
-            exit_code: row.try_get(14)?,
-            diff_truncated: row.try_get(15)?,
-            private: row.try_get(16)?,
-            diff: row.try_get(17)?,
-        },
-    })
+    super::entry_from_columns!(row.try_get)
 }

@@ -13,14 +13,15 @@
 //! edit's answer for long); and checkpoints in the background every [`CHECKPOINT_EVERY`]
 //! appends, an append doing one itself only if the WAL reaches 16 MiB.
 
+use crate::ground::migrations;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{AuditError, Change, ClientInfo, Entry, FileChange, Query};
+use super::{AuditError, Change, Entry, Query};
 use crate::storage::store::sqlite::{ConnectionSettings, map_error};
-use crate::storage::store::{Error, Result, SqliteStore, from_micros, to_micros};
+use crate::storage::store::{Error, Result, SqliteStore, to_micros};
 
 /// How the log's connections are set up, once each: `synchronous = NORMAL`, a short wait for
 /// another writer of the file, and checkpoints left to the background (see
@@ -402,16 +403,10 @@ fn migrate(conn: &mut Connection) -> Result<()> {
             |row| row.get(0),
         )
         .map_err(map_error)?;
-    let known = MIGRATIONS.len();
-    let current = usize::try_from(current).unwrap_or(usize::MAX);
-    if current > known {
-        return Err(Error::Schema(format!(
-            "the audit log has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs"
-        )));
-    }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    let pending = migrations::pending(MIGRATIONS, current)
+        .map_err(|newer| Error::Schema(format!("the audit log {newer}")))?;
+    for (sql, version) in pending {
         tx.execute_batch(sql).map_err(map_error)?;
-        let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
         tx.execute(
             "INSERT INTO mountfs_audit_schema (version) VALUES (?1)",
             params![version],
@@ -422,30 +417,5 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 }
 
 fn entry_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
-    let files: String = row.get(8)?;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    Ok(Entry {
-        id: row.get(0)?,
-        change: Change {
-            time: from_micros(row.get(1)?),
-            principal: row.get(2)?,
-            workspace: row.get(3)?,
-            client: ClientInfo {
-                name: row.get(4)?,
-                version: row.get(5)?,
-            },
-            tool: row.get(6)?,
-            request_id: row.get(7)?,
-            files: serde_json::from_str::<Vec<FileChange>>(&files).unwrap_or_default(),
-            more_files: count(row.get(9)?),
-            lines_added: count(row.get(10)?),
-            lines_removed: count(row.get(11)?),
-            summary: row.get(12)?,
-            command: row.get(13)?,
-            exit_code: row.get(14)?,
-            diff_truncated: row.get(15)?,
-            private: row.get(16)?,
-            diff: row.get(17)?,
-        },
-    })
+    super::entry_from_columns!(row.get)
 }

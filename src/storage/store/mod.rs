@@ -120,6 +120,25 @@ impl Encoding {
     }
 }
 
+/// An [`ItemMeta`] from a row whose first columns are `key, encoding, size, created_at,
+/// modified_at, version` (both engines' `META_COLUMNS`), each read with `$row.$get(index)`:
+/// written once for the SQLite and PostgreSQL rows, whose readers differ only in their types.
+macro_rules! meta_from_columns {
+    ($row:ident . $get:ident) => {{
+        let encoding: String = $row.$get(1)?;
+        let size: i64 = $row.$get(2)?;
+        Ok($crate::storage::store::ItemMeta {
+            key: $row.$get(0)?,
+            size: u64::try_from(size).unwrap_or(0),
+            encoding: $crate::storage::store::Encoding::parse(&encoding),
+            created_at: $crate::storage::store::from_micros($row.$get(3)?),
+            modified_at: $crate::storage::store::from_micros($row.$get(4)?),
+            version: $row.$get(5)?,
+        })
+    }};
+}
+pub(crate) use meta_from_columns;
+
 /// An item without its content, as `head` and `list` return it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemMeta {

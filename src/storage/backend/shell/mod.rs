@@ -310,6 +310,15 @@ impl ShellBackend {
     }
 
     /// The error a failed call means for `path`.
+    /// [`Self::call`] about `path`, whose reply must have status 0 (else the error it stands for).
+    async fn call_at(&self, path: &VirtualPath, frame: Frame) -> Result<Reply> {
+        let reply = self.call(frame).await?;
+        if reply.status != 0 {
+            return Err(self.failure(path, &reply));
+        }
+        Ok(reply)
+    }
+
     fn failure(&self, path: &VirtualPath, reply: &Reply) -> Error {
         let path = path.clone();
         match reply.status {
@@ -424,10 +433,7 @@ impl ShellBackend {
             Some(limit) => frame.arg(limit),
             None => frame.arg("-"),
         };
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        let reply = self.call_at(path, frame).await?;
         let parts = reply.parts(2);
         let (Some(meta), Some(content)) = (
             parts.first().and_then(|m| Meta::parse(trimmed(m))),
@@ -575,10 +581,7 @@ impl Backend for ShellBackend {
             .arg(offset)
             .arg(len)
             .version(version.as_str());
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        let reply = self.call_at(path, frame).await?;
         let parts = reply.parts(2);
         let (Some(bytes), Some(after)) = (parts.first(), parts.get(1)) else {
             return Err(self.malformed(path, "a range read"));
@@ -607,10 +610,7 @@ impl Backend for ShellBackend {
             frame = frame.version(version.as_str());
         }
         let _lock = self.lock(path).await;
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        self.call_at(path, frame).await?;
         Ok(())
     }
 
@@ -710,10 +710,7 @@ impl Posix for ShellBackend {
         let frame = Frame::call("cm")
             .path(relative(path))
             .arg(format!("{:o}", mode & 0o7777));
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        let reply = self.call_at(path, frame).await?;
         // A mode change moves ctime: the version of a big file changes with it.
         Ok(Meta::parse(trimmed(&reply.stdout))
             .filter(|meta| meta.size > HASHED_SIZE_LIMIT)
@@ -762,10 +759,7 @@ impl Uploads for ShellBackend {
         let frame = Frame::call("hs")
             .path(relative(path))
             .version(version.as_str());
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        let reply = self.call_at(path, frame).await?;
         let parts = reply.parts(2);
         let (Some(digest), Some(after)) = (parts.first(), parts.get(1)) else {
             return Err(self.malformed(path, "a content digest"));
@@ -796,10 +790,7 @@ impl Uploads for ShellBackend {
         if let Some(version) = expected {
             frame = frame.version(version.as_str());
         }
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        let reply = self.call_at(path, frame).await?;
         // The whole answer is the path (a directory's name may hold a newline: the path goes
         // back by its length). Anything not in our form is refused; a file it names in our form
         // is removed (`ux` checks the form again on the target).

@@ -213,10 +213,7 @@ impl ShellBackend {
             for path in &batch {
                 frame = frame.line_payload(relative(path));
             }
-            let reply = self.call(frame).await?;
-            if reply.status != 0 {
-                return Err(self.failure(&query.dir, &reply));
-            }
+            let reply = self.call_at(&query.dir, frame).await?;
             let Some(read) = split_batch(&batch, &reply) else {
                 // A file changed size while the batch was read.
                 streamed.extend(batch);

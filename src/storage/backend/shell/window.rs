@@ -126,10 +126,7 @@ impl ShellBackend {
         if let Some((key, mark)) = self.marks.best(at, first as u64 - 1) {
             frame = frame.arg(mark.byte).arg(mark.lines).line_payload(&key);
         }
-        let reply = self.call(frame).await?;
-        if reply.status != 0 {
-            return Err(self.failure(path, &reply));
-        }
+        let reply = self.call_at(path, frame).await?;
         let parts = reply.parts(4);
         let (Some(meta), Some(rest)) = (
             parts.first().and_then(|m| Meta::parse(trimmed(m))),

@@ -2,6 +2,7 @@
 //! an advisory lock so that servers sharing the database migrate it one after the other.
 
 use super::*;
+use crate::ground::migrations;
 
 /// Key of the advisory lock taken while migrating ("mountfs" in ASCII).
 pub(super) const MIGRATION_LOCK: i64 = 0x006d_6f75_6e74_6673;
@@ -83,17 +84,12 @@ impl PostgresStore {
             .await
             .map_err(|e| self.map_error(e))?;
         let current: i32 = column(&row, 0)?;
-        let known = MIGRATIONS.len();
-        let current = usize::try_from(current).unwrap_or(0);
-        if current > known {
-            return Err(Error::Schema(format!(
-                "the PostgreSQL database at {} has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs",
-                self.label
-            )));
-        }
-        for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let pending = migrations::pending(MIGRATIONS, i64::from(current)).map_err(|newer| {
+            Error::Schema(format!("the PostgreSQL database at {} {newer}", self.label))
+        })?;
+        for (sql, version) in pending {
             tx.batch_execute(sql).await.map_err(|e| self.map_error(e))?;
-            let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            let version = i32::try_from(version).unwrap_or(i32::MAX);
             tx.execute(
                 "INSERT INTO mountfs_schema (version) VALUES ($1)",
                 &[&version],

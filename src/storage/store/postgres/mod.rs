@@ -46,7 +46,7 @@ use tokio_postgres::{NoTls, Row};
 use super::plan::{Terms, byte_joins, squeeze_bytes};
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
-    Result, Store, StoreUpload, Written, from_micros, to_micros,
+    Result, Store, StoreUpload, Written, to_micros,
 };
 use crate::ground::text::encoding::decode_lossy;
 

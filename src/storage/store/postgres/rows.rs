@@ -229,16 +229,7 @@ pub(super) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
 
 pub(super) fn meta_of_row(row: &Row) -> Result<ItemMeta> {
     let read = || -> std::result::Result<ItemMeta, tokio_postgres::Error> {
-        let encoding: String = row.try_get(1)?;
-        let size: i64 = row.try_get(2)?;
-        Ok(ItemMeta {
-            key: row.try_get(0)?,
-            size: u64::try_from(size).unwrap_or(0),
-            encoding: Encoding::parse(&encoding),
-            created_at: from_micros(row.try_get(3)?),
-            modified_at: from_micros(row.try_get(4)?),
-            version: row.try_get(5)?,
-        })
+        crate::storage::store::meta_from_columns!(row.try_get)
     };
     read().map_err(|e| Error::Query(format!("PostgreSQL row: {e}")))
 }

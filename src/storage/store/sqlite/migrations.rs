@@ -2,6 +2,7 @@
 //! applied on open.
 
 use super::*;
+use crate::ground::migrations;
 
 /// Schema migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 /// The content column is last so listing metadata never reads a large value's overflow pages.
@@ -140,16 +141,10 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     let current: i64 = tx
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(map_error)?;
-    let known = MIGRATIONS.len();
-    let current = usize::try_from(current).unwrap_or(usize::MAX);
-    if current > known {
-        return Err(Error::Schema(format!(
-            "the SQLite database has schema version {current}, newer than this mountfs knows ({known}); upgrade mountfs"
-        )));
-    }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    let pending = migrations::pending(MIGRATIONS, current)
+        .map_err(|newer| Error::Schema(format!("the SQLite database {newer}")))?;
+    for (sql, version) in pending {
         tx.execute_batch(sql).map_err(map_error)?;
-        let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
         tx.pragma_update(None, "user_version", version)
             .map_err(map_error)?;
     }

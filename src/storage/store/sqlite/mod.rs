@@ -42,7 +42,7 @@ use tokio::sync::{Notify, Semaphore};
 use super::plan::{Terms, joins, squeeze, trigrams};
 use super::{
     BatchOp, CandidateQuery, Encoding, Error, Item, ItemMeta, ListQuery, Namespace, PutCondition,
-    Result, Store, StoreUpload, Written, from_micros, to_micros,
+    Result, Store, StoreUpload, Written, to_micros,
 };
 use crate::ground::text::encoding::decode_lossy;
 

@@ -6,16 +6,7 @@ use super::*;
 pub(super) const META_COLUMNS: &str = "key, encoding, size, created_at, modified_at, version";
 
 pub(super) fn meta_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ItemMeta> {
-    let encoding: String = row.get(1)?;
-    let size: i64 = row.get(2)?;
-    Ok(ItemMeta {
-        key: row.get(0)?,
-        size: u64::try_from(size).unwrap_or(0),
-        encoding: Encoding::parse(&encoding),
-        created_at: from_micros(row.get(3)?),
-        modified_at: from_micros(row.get(4)?),
-        version: row.get(5)?,
-    })
+    crate::storage::store::meta_from_columns!(row.get)
 }
 
 pub(super) fn item_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
