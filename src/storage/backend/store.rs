@@ -18,6 +18,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+mod transaction;
+
+use super::key_shape;
 use super::whole_file::{self, key_prefix};
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
@@ -30,6 +33,7 @@ use crate::storage::store::{
     self, CandidateQuery, ItemMeta, ListQuery, ListStart, Namespace, PutCondition, Store,
     StoreUpload, prefix_successor,
 };
+use transaction::StoreTransaction;
 
 /// Rows per page when paging through a prefix for `glob`.
 const LIST_PAGE: usize = 512;
@@ -100,17 +104,7 @@ impl StoreBackend {
     /// The file/directory shape checks of a write (see the module doc): no directory at
     /// `path`, no file at any of its parents.
     async fn check_shape(&self, path: &VirtualPath) -> Result<()> {
-        if path.is_root() || self.has_children(path).await? {
-            return Err(Error::IsADirectory { path: path.clone() });
-        }
-        let mut ancestor = path.parent();
-        while let Some(dir) = ancestor {
-            if self.head(&dir).await?.is_some() {
-                return Err(Error::NotADirectory { path: dir });
-            }
-            ancestor = dir.parent();
-        }
-        Ok(())
+        key_shape::check_file_place(self, path).await
     }
 
     /// A backend over `namespace` of `store`.
@@ -694,30 +688,9 @@ impl Rename for StoreBackend {
     ) -> Result<Option<Renamed>> {
         refuse_reserved(from)?;
         refuse_reserved(to)?;
-        for path in [from, to] {
-            if path.is_root() {
-                return Err(Error::MountRoot { path: path.clone() });
-            }
-        }
-        if to.starts_with(from) {
-            return Err(Error::Unsupported {
-                path: to.clone(),
-                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
-            });
-        }
         // The shape checks are reads before the transaction, as for writes (see the module
         // doc); what is at `to` and the versions are checked in the database.
-        let target = self.head(to).await?;
-        if target.is_none() && self.has_children(to).await? {
-            return Err(Error::IsADirectory { path: to.clone() });
-        }
-        let mut ancestor = to.parent();
-        while let Some(dir) = ancestor {
-            if self.head(&dir).await?.is_some() {
-                return Err(Error::NotADirectory { path: dir });
-            }
-            ancestor = dir.parent();
-        }
+        let target = key_shape::check_move(self, from, to).await?;
         let parse = |version: &Option<Version>, path: &VirtualPath| -> Result<Option<i64>> {
             match version {
                 None => Ok(None),
@@ -893,122 +866,6 @@ impl Drop for GroupTask {
     }
 }
 
-/// A change of several files of a store, made in one database transaction (see
-/// [`StoreBackend::begin_changes`]).
-#[derive(Debug)]
-struct StoreTransaction {
-    backend: StoreBackend,
-    paths: Vec<VirtualPath>,
-}
-
-impl StoreTransaction {
-    fn one_by_one(&self, index: usize) -> Error {
-        Error::Unsupported {
-            path: self
-                .paths
-                .get(index)
-                .cloned()
-                .unwrap_or_else(VirtualPath::root),
-            reason: "a store changes several files in one transaction, not one by one".into(),
-        }
-    }
-
-    fn path(&self, index: usize) -> Result<&VirtualPath> {
-        self.paths.get(index).ok_or_else(|| Error::Unavailable {
-            message: format!("store transaction: no planned file {index}"),
-        })
-    }
-}
-
-#[async_trait]
-impl super::ChangeJournal for StoreTransaction {
-    fn location(&self) -> std::path::PathBuf {
-        std::path::PathBuf::new()
-    }
-
-    async fn apply_at_once(
-        &self,
-        changes: &[(Option<&[u8]>, Option<Version>)],
-    ) -> Option<std::result::Result<Vec<Option<Version>>, (usize, Error)>> {
-        let mut ops = Vec::with_capacity(changes.len());
-        for (index, (content, before)) in changes.iter().enumerate() {
-            let path = match self.path(index) {
-                Ok(path) => path,
-                Err(error) => return Some(Err((index, error))),
-            };
-            let mismatch = || (index, Error::VersionMismatch { path: path.clone() });
-            let version = match before {
-                Some(v) => match v.as_str().parse::<i64>() {
-                    Ok(v) => Some(v),
-                    Err(_) => return Some(Err(mismatch())),
-                },
-                None => None,
-            };
-            match content {
-                Some(content) => {
-                    // The shape checks of `write`, read before the transaction as there.
-                    if let Err(error) = self.backend.check_shape(path).await {
-                        return Some(Err((index, error)));
-                    }
-                    ops.push(store::BatchOp::Put {
-                        key: path.as_str().to_owned(),
-                        content: content.to_vec(),
-                        condition: match version {
-                            Some(v) => PutCondition::IfVersion(v),
-                            None => PutCondition::CreateOnly,
-                        },
-                    });
-                }
-                None => match version {
-                    Some(version) => ops.push(store::BatchOp::Delete {
-                        key: path.as_str().to_owned(),
-                        version,
-                    }),
-                    None => return Some(Err(mismatch())),
-                },
-            }
-        }
-        let done = self
-            .backend
-            .store
-            .apply_batch(&self.backend.namespace, ops)
-            .await;
-        Some(match done {
-            Ok(versions) => Ok(versions.into_iter().map(|v| v.map(version_of)).collect()),
-            Err((index, error)) => {
-                let path = self
-                    .paths
-                    .get(index)
-                    .cloned()
-                    .unwrap_or_else(VirtualPath::root);
-                Err((index, failure(&path, error)))
-            }
-        })
-    }
-
-    /// Never file by file: [`Self::apply_at_once`] makes the whole change.
-    async fn write(&self, index: usize, _content: &[u8], _mode: WriteMode) -> Result<WriteOutcome> {
-        Err(self.one_by_one(index))
-    }
-
-    /// Never file by file: [`Self::apply_at_once`] makes the whole change.
-    async fn delete(&self, index: usize, _version: &Version) -> Result<()> {
-        Err(self.one_by_one(index))
-    }
-
-    async fn mark_committed(&self) -> Result<()> {
-        Ok(())
-    }
-
-    async fn finish(&self) -> Result<()> {
-        Ok(())
-    }
-
-    async fn roll_back(&self, _applied: &[(usize, Option<Version>)]) -> Vec<(usize, Error)> {
-        Vec::new()
-    }
-}
-
 /// The store's condition for a write of `path` in `mode`.
 fn put_condition(path: &VirtualPath, mode: WriteMode) -> Result<PutCondition> {
     Ok(match mode {
@@ -1020,4 +877,17 @@ fn put_condition(path: &VirtualPath, mode: WriteMode) -> Result<PutCondition> {
             Err(_) => return Err(Error::VersionMismatch { path: path.clone() }),
         },
     })
+}
+
+#[async_trait]
+impl key_shape::Keys for StoreBackend {
+    type Meta = ItemMeta;
+
+    async fn file(&self, path: &VirtualPath) -> Result<Option<ItemMeta>> {
+        self.head(path).await
+    }
+
+    async fn has_children(&self, dir: &VirtualPath) -> Result<bool> {
+        StoreBackend::has_children(self, dir).await
+    }
 }

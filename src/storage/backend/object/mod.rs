@@ -46,6 +46,7 @@ use object_store::{
 pub use connect::{connect, retry_config, s3_builder};
 pub use keys::{KeyPrefix, KeyPrefixError};
 
+use super::key_shape;
 use super::{
     Backend, BoundedRead, DeleteOptions, Entry, EntryKind, Error, FileBytes, FileView, GlobQuery,
     GrepFile, GrepQuery, HostDir, KeepAside, LineWindow, Posix, Rename, RenameOptions, Renamed,
@@ -132,17 +133,7 @@ impl ObjectBackend {
     /// its parents. Reads before the write, as on a store (two servers racing to create `/a`
     /// and `/a/b` could both succeed; content is protected by the conditions, not by these).
     async fn check_shape(&self, path: &VirtualPath) -> Result<()> {
-        if path.is_root() || self.has_children(path).await? {
-            return Err(Error::IsADirectory { path: path.clone() });
-        }
-        let mut ancestor = path.parent();
-        while let Some(dir) = ancestor {
-            if self.head(&dir).await?.is_some() {
-                return Err(Error::NotADirectory { path: dir });
-            }
-            ancestor = dir.parent();
-        }
-        Ok(())
+        key_shape::check_file_place(self, path).await
     }
 
     /// Puts `content` at `path` under `mode`, shape already checked.
@@ -486,28 +477,7 @@ impl Rename for ObjectBackend {
         to: &VirtualPath,
         options: &RenameOptions,
     ) -> Result<Option<Renamed>> {
-        for path in [from, to] {
-            if path.is_root() {
-                return Err(Error::MountRoot { path: path.clone() });
-            }
-        }
-        if to.starts_with(from) {
-            return Err(Error::Unsupported {
-                path: to.clone(),
-                reason: format!("it lies inside {from}; a directory cannot be moved into itself"),
-            });
-        }
-        let target = self.head(to).await?;
-        if target.is_none() && self.has_children(to).await? {
-            return Err(Error::IsADirectory { path: to.clone() });
-        }
-        let mut ancestor = to.parent();
-        while let Some(dir) = ancestor {
-            if self.head(&dir).await?.is_some() {
-                return Err(Error::NotADirectory { path: dir });
-            }
-            ancestor = dir.parent();
-        }
+        let target = key_shape::check_move(self, from, to).await?;
         if let Some(source) = self.head(from).await? {
             if let Some(expected) = &options.if_version
                 && version::of_meta(&source) != *expected
@@ -568,5 +538,18 @@ impl Uploads for ObjectBackend {
             path.clone(),
             mode,
         )?))
+    }
+}
+
+#[async_trait]
+impl key_shape::Keys for ObjectBackend {
+    type Meta = ObjectMeta;
+
+    async fn file(&self, path: &VirtualPath) -> Result<Option<ObjectMeta>> {
+        self.head(path).await
+    }
+
+    async fn has_children(&self, dir: &VirtualPath) -> Result<bool> {
+        ObjectBackend::has_children(self, dir).await
     }
 }
