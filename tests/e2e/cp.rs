@@ -813,7 +813,11 @@ fn a_store_item_changed_mid_copy_is_reported_and_not_copied_torn() {
             .spawn()
             .unwrap();
         wait_for_temp_file(&to);
-        // Another writer gives the item a new version behind the copy's back.
+        // The copy is held still while another writer gives the item a new version behind its
+        // back, so the change lands mid-copy however fast the copy runs.
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: signals the child this test started (and waits for below).
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
         match postgres {
             None => {
                 let conn = rusqlite::Connection::open(&db).unwrap();
@@ -850,6 +854,8 @@ fn a_store_item_changed_mid_copy_is_reported_and_not_copied_torn() {
                 });
             }
         }
+        // SAFETY: as above; the child goes on from where it was held.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
         let output = child.wait_with_output().unwrap();
         let outcome = Outcome {
             code: output.status.code().unwrap_or(-1),
