@@ -17,7 +17,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::report::{describe_change, list_ranges};
 use super::{Before, Change};
-use super::{ToolError, ToolReply};
+use super::{ToolError, ToolReply, ToolResult};
 use crate::ground::content;
 use crate::ground::path::VirtualPath;
 use crate::ground::text::encoding::{self, FileEncoding, LfText};
@@ -259,7 +259,7 @@ pub async fn edit_text(
     specs: &[EditSpec<'_>],
     apply: impl Fn(&str, Matching) -> Result<Replaced, ToolError>,
     headline: impl Fn(&Replaced) -> String,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     let mut attempt = 0usize;
     let started = std::time::Instant::now();
     loop {

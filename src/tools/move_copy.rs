@@ -14,7 +14,7 @@
 use serde_json::json;
 
 use super::moved::{Moved, Replaced, destination_taken, put_back_aside, record_replaced};
-use super::{CallContext, ToolError, ToolReply};
+use super::{CallContext, ToolError, ToolReply, ToolResult};
 use crate::change::editing::{check_not_stale, read_for_copy};
 use crate::change::steps::ChangeSteps;
 use crate::change::{Before, Change, record_move};
@@ -197,7 +197,7 @@ pub(super) async fn move_tree(
     source: &VirtualPath,
     destination: &VirtualPath,
     context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     let entries = crate::change::editing::files_under(session, source).await?;
     if entries.is_empty() {
         return Err(ToolError::PartialFailure {

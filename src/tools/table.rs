@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{
-    CallContext, ToolError, ToolReply, apply_patch, changes, commit, delete, discard, edit_file,
+    CallContext, ToolError, ToolResult, apply_patch, changes, commit, delete, discard, edit_file,
     execute, file_info, glob, grep, history, ls, move_file, multi_edit, read_file,
     release_freed_memory_soon, undo_edit, write_file,
 };
@@ -34,7 +34,7 @@ pub enum Listed {
 }
 
 /// A running tool call.
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolReply, ToolError>> + Send + 'a>>;
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
 
 /// Parses a call's (schema-validated) arguments into the tool's `Args` and runs it.
 pub type Handler = for<'a> fn(Value, &'a Session, &'a CallContext) -> ToolFuture<'a>;
@@ -128,7 +128,7 @@ fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolErr
 
 /// Runs tool `name` with schema-validated `arguments` in `session`.
 #[tracing::instrument(skip_all, fields(tool = name))]
-pub async fn call(name: &str, arguments: Value, session: &Session) -> Result<ToolReply, ToolError> {
+pub async fn call(name: &str, arguments: Value, session: &Session) -> ToolResult {
     call_with(name, arguments, session, &CallContext::default()).await
 }
 
@@ -139,7 +139,7 @@ async fn call_with(
     arguments: Value,
     session: &Session,
     context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     // Each tool's future is boxed (the rows' handlers return [`ToolFuture`]): unboxed,
     // this future was as big as the biggest tool's (with every state of every tool), and it was
     // moved whole into the call's task and the library's request task, ~80,000 bytes copied per
@@ -162,7 +162,7 @@ pub async fn call_in(
     arguments: Value,
     session: &Session,
     context: &CallContext,
-) -> Result<ToolReply, ToolError> {
+) -> ToolResult {
     let held_before = session.memory.used();
     // One mount table for the whole call, even when the client's roots change meanwhile: the
     // call's handle of the session holds it.
