@@ -23,6 +23,18 @@ pub(in crate::storage::backend) struct WithoutFinalCr<R> {
     ended: bool,
 }
 
+/// What [`WithoutFinalCr`] makes of a whole text held in memory, in place: a final lone `\r`
+/// after another `\r` dropped, any other final `\r` made `\n`.
+pub(in crate::storage::backend) fn end_as_split_lines(text: &mut Vec<u8>) {
+    if let [.., before, b'\r'] = text.as_slice()
+        && *before == b'\r'
+    {
+        text.pop();
+    } else if let Some(last @ b'\r') = text.last_mut() {
+        *last = b'\n';
+    }
+}
+
 impl<R: Read> WithoutFinalCr<R> {
     pub(in crate::storage::backend) fn new(inner: R) -> Self {
         Self {
@@ -154,6 +166,29 @@ mod tests {
             let mut expected = big.clone();
             *expected.last_mut().unwrap() = b'\n';
             assert_eq!(through(&big, read_size), expected);
+        }
+    }
+
+    #[test]
+    fn a_text_in_memory_ends_as_the_reader_ends_it() {
+        let cases: &[&[u8]] = &[
+            b"one\rtwo\rthree\r",
+            b"a\r\r",
+            b"\r",
+            b"\r\r",
+            b"\r\r\r",
+            b"a\n\r",
+            b"a\r\n",
+            b"a\rb",
+            b"",
+            b"\n",
+            b"no newline",
+            b"x\r\ny\r",
+        ];
+        for given in cases {
+            let mut text = given.to_vec();
+            end_as_split_lines(&mut text);
+            assert_eq!(text, through(given, 64 * 1024), "{given:?}");
         }
     }
 

@@ -33,7 +33,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 use rustix::io::Errno;
 
-use super::final_cr::WithoutFinalCr;
+use super::final_cr::{self, WithoutFinalCr};
 use super::resolve::{self, Canonical, map_io};
 use super::temp::is_temp_name;
 use super::version;
@@ -628,6 +628,10 @@ pub(in crate::storage::backend) struct Searchers {
     builder: SearcherBuilder,
     /// The buffer bound, to tell its error from others.
     heap_limit: usize,
+    /// The pattern's longest line: a whole text no longer than this cannot hold a longer one.
+    max_line: u64,
+    /// A small file read whole (see [`SLICE_BYTES`]), kept for the thread's next one.
+    whole: Vec<u8>,
     /// Why a file over it is skipped.
     long_line_reason: String,
 }
@@ -678,6 +682,8 @@ impl Searchers {
             legacy: Vec::new(),
             builder,
             heap_limit,
+            max_line: pattern.max_line_bytes,
+            whole: Vec::new(),
             long_line_reason: pattern.long_line_reason(),
         }
     }
@@ -693,10 +699,16 @@ fn open_beneath(root: &Dir, relative: &Path) -> Option<std::fs::File> {
     Some(root.open_with(relative, &options).ok()?.into_std())
 }
 
+/// Files up to this size are read whole (into the thread's reused buffer, with no read past
+/// the size `fstat` gave) and searched as one slice; larger ones are streamed. Most source files
+/// are smaller: for them this saves the streamed searcher's copies and the read that only finds
+/// the end.
+const SLICE_BYTES: usize = 64 * 1024;
+
 /// Skips `file` unless it is a regular text file, and searches it; `path` names it in the
 /// answer (asked only when it has a match).
 fn search_file(
-    file: std::fs::File,
+    mut file: std::fs::File,
     searcher: &mut Searchers,
     matcher: &RegexMatcher,
     collect: GrepCollect,
@@ -708,14 +720,48 @@ fn search_file(
     {
         return None;
     }
-    search_reader(
-        file,
-        version::size_of(&stat),
-        searcher,
-        matcher,
-        collect,
-        path,
-    )
+    let size = version::size_of(&stat);
+    if size > SLICE_BYTES as u64 {
+        return search_reader(file, size, searcher, matcher, collect, path);
+    }
+    let mut whole = std::mem::take(&mut searcher.whole);
+    let mut nothing = io::empty();
+    let found = read_small(&mut file, size, &mut whole)
+        .ok()
+        .and_then(|ended| {
+            let rest: &mut dyn Read = if ended { &mut nothing } else { &mut file };
+            search_head(
+                &mut whole, ended, rest, size, searcher, matcher, collect, path,
+            )
+        });
+    searcher.whole = whole;
+    found
+}
+
+/// Reads a file of `size` bytes (`fstat`'s word) into `buffer`, up to [`SLICE_BYTES`]; `true`
+/// when that is all of it: `size` bytes read (a file that grew since is searched as it was
+/// then, as a search a moment earlier would have), or the end met first.
+fn read_small(file: &mut std::fs::File, size: u64, buffer: &mut Vec<u8>) -> io::Result<bool> {
+    buffer.clear();
+    buffer.reserve(SLICE_BYTES);
+    while buffer.len() < SLICE_BYTES {
+        let room = SLICE_BYTES - buffer.len();
+        let spare = &mut buffer.spare_capacity_mut()[..room];
+        let read = match rustix::io::read(&*file, spare) {
+            Ok((read, _)) => read.len(),
+            Err(Errno::INTR) => continue,
+            Err(errno) => return Err(errno.into()),
+        };
+        if read == 0 {
+            return Ok(true);
+        }
+        // SAFETY: `read` bytes of the spare capacity were just written by the kernel.
+        unsafe { buffer.set_len(buffer.len() + read) };
+        if buffer.len() as u64 >= size {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Searches the content `reader` gives (a regular file of `size` bytes when it was opened)
@@ -735,42 +781,80 @@ pub(in crate::storage::backend) fn search_reader(
         .take(content::SNIFF_BYTES as u64)
         .read_to_end(&mut head)
         .ok()?;
-    if content::looks_binary(&head) {
+    let ended = head.len() < content::SNIFF_BYTES;
+    search_head(
+        &mut head,
+        ended,
+        &mut reader,
+        size,
+        searcher,
+        matcher,
+        collect,
+        path,
+    )
+}
+
+/// Searches a text whose first bytes are `head` (at least its first [`content::SNIFF_BYTES`],
+/// or all of it when `ended`) and whose rest `rest` gives.
+///
+/// A whole text no longer than the line bound is searched as one slice, ended as
+/// [`WithoutFinalCr`] ends a stream; anything else is streamed through that reader, with the
+/// buffer bound that skips a file with a longer line.
+#[allow(clippy::too_many_arguments)]
+fn search_head(
+    head: &mut Vec<u8>,
+    ended: bool,
+    rest: &mut dyn Read,
+    size: u64,
+    searcher: &mut Searchers,
+    matcher: &RegexMatcher,
+    collect: GrepCollect,
+    path: impl FnOnce() -> Option<VirtualPath>,
+) -> Option<GrepFile> {
+    let sniff = &head[..head.len().min(content::SNIFF_BYTES)];
+    if content::looks_binary(sniff) {
         return None;
     }
-    let valid_utf8 = match std::str::from_utf8(&head) {
+    let valid_utf8 = match std::str::from_utf8(sniff) {
         Ok(_) => true,
         // Only a character cut by the end of the head: still valid so far.
         Err(error) => error.error_len().is_none(),
     };
+    let utf16 = encoding::utf16_bom(sniff).is_some();
     // A UTF-16 file with a BOM is decoded by the plain searcher (its BOM sniffing); a legacy
     // encoding guessed from the head by a searcher decoding it, so that the pattern matches the
     // text read_file shows.
-    let whole = (head.len() as u64) >= size;
-    let chosen = if valid_utf8 || encoding::utf16_bom(&head).is_some() {
+    let whole = (sniff.len() as u64) >= size;
+    let heap_limit = searcher.heap_limit;
+    let in_one_slice = ended && head.len() as u64 <= searcher.max_line;
+    let chosen = if valid_utf8 || utf16 {
         &mut searcher.plain
     } else if let Some(found) =
-        encoding::legacy_of_head(&head, whole).and_then(|legacy| searcher.legacy(legacy.name()))
+        encoding::legacy_of_head(sniff, whole).and_then(|legacy| searcher.legacy(legacy.name()))
     {
         found
     } else {
         &mut searcher.lossy
     };
-    let utf16 = encoding::utf16_bom(&head).is_some();
-    let reader = io::Cursor::new(head).chain(reader);
-    // Lines as the other backends' searchers split them (a final lone `\r`, see final_cr).
-    let reader: Box<dyn Read + '_> = match utf16 {
-        true => Box::new(reader),
-        false => Box::new(WithoutFinalCr::new(reader)),
-    };
     let mut sink = Collector::new(collect, utf16);
-    if let Err(error) = chosen.search_reader(matcher, reader, &mut sink) {
+    let searched = if in_one_slice {
+        // Lines as the other backends' searchers split them (a final lone `\r`, see final_cr).
+        if !utf16 {
+            final_cr::end_as_split_lines(head);
+        }
+        chosen.search_slice(matcher, head, &mut sink)
+    } else {
+        let reader = io::Cursor::new(&head[..]).chain(rest);
+        let reader: Box<dyn Read + '_> = match utf16 {
+            true => Box::new(reader),
+            false => Box::new(WithoutFinalCr::new(reader)),
+        };
+        chosen.search_reader(matcher, reader, &mut sink)
+    };
+    if let Err(error) = searched {
         // grep-searcher's words for a line that outgrew the buffer bound.
-        let over_limit = error.to_string()
-            == format!(
-                "configured allocation limit ({}) exceeded",
-                searcher.heap_limit
-            );
+        let over_limit =
+            error.to_string() == format!("configured allocation limit ({heap_limit}) exceeded");
         if !over_limit {
             return None;
         }
