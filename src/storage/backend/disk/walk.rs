@@ -612,18 +612,19 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
     Ok(results.finish())
 }
 
-/// The two searchers of one thread: the plain one, and one that first decodes invalid UTF-8
-/// lossily (U+FFFD, as the memory backend does) for files whose head is not valid UTF-8, so
-/// that `.` and friends match the same characters on every backend.
+/// The searchers of one thread: the plain one, and those that first decode a file whose head
+/// is not valid UTF-8: from the legacy encoding its head suggests, or else lossily as UTF-8
+/// (U+FFFD, as the memory backend does), so that `.` and friends match the same characters on
+/// every backend. The decoding ones are built when such a file is met (each holds a 64 KiB
+/// buffer, and most searches meet none).
 ///
-/// Both hold at most the pattern's `max_line_bytes` (plus the context lines around it) in their
+/// All hold at most the pattern's `max_line_bytes` (plus the context lines around it) in their
 /// buffer: a file with a longer line is reported as skipped instead of read into memory.
 pub(in crate::storage::backend) struct Searchers {
     plain: Searcher,
-    lossy: Searcher,
-    /// Searchers that decode a legacy encoding (windows-1252, Shift_JIS, …) first, built when a
-    /// file in one is met (a UTF-16 file with a BOM is decoded by `plain` itself).
-    legacy: Vec<(&'static str, Searcher)>,
+    /// Searchers that decode first, by `encoding_rs` name: a legacy encoding (windows-1252,
+    /// Shift_JIS, …) or [`LOSSY_UTF8`] (a UTF-16 file with a BOM is decoded by `plain` itself).
+    decoding: Vec<(&'static str, Searcher)>,
     /// What the searchers are built from.
     builder: SearcherBuilder,
     /// The buffer bound, to tell its error from others.
@@ -636,20 +637,33 @@ pub(in crate::storage::backend) struct Searchers {
     long_line_reason: String,
 }
 
+/// The decoder of a text that is not valid UTF-8 and suggests no legacy encoding.
+const LOSSY_UTF8: &str = "utf-8";
+
 impl Searchers {
-    /// The searcher that decodes `name` (an `encoding_rs` name) first; `None` if
-    /// grep-searcher does not know it.
-    fn legacy(&mut self, name: &'static str) -> Option<&mut Searcher> {
-        let index = match self.legacy.iter().position(|(known, _)| *known == name) {
-            Some(index) => index,
-            None => {
-                let encoding = grep_searcher::Encoding::new(name).ok()?;
-                let searcher = self.builder.clone().encoding(Some(encoding)).build();
-                self.legacy.push((name, searcher));
-                self.legacy.len() - 1
-            }
-        };
-        self.legacy.get_mut(index).map(|(_, searcher)| searcher)
+    /// Where the searcher that decodes `name` (an `encoding_rs` name) first is, built if it
+    /// was not; `None` if grep-searcher does not know the encoding.
+    fn decoding_index(&mut self, name: &'static str) -> Option<usize> {
+        if let Some(index) = self.decoding.iter().position(|(known, _)| *known == name) {
+            return Some(index);
+        }
+        let encoding = grep_searcher::Encoding::new(name).ok()?;
+        let searcher = self.builder.clone().encoding(Some(encoding)).build();
+        self.decoding.push((name, searcher));
+        Some(self.decoding.len() - 1)
+    }
+
+    /// The searcher for a text: `plain` when `decode` is `None`, else the one decoding that
+    /// encoding, or lossy UTF-8 if grep-searcher does not know it.
+    fn chosen(&mut self, decode: Option<&'static str>) -> &mut Searcher {
+        let index = decode.and_then(|name| {
+            self.decoding_index(name)
+                .or_else(|| self.decoding_index(LOSSY_UTF8))
+        });
+        match index.and_then(|index| self.decoding.get_mut(index)) {
+            Some((_, searcher)) => searcher,
+            None => &mut self.plain,
+        }
     }
 
     pub(in crate::storage::backend) fn new(collect: GrepCollect, pattern: &GrepPattern) -> Self {
@@ -672,14 +686,9 @@ impl Searchers {
             .after_context(context)
             .heap_limit(Some(heap_limit));
         let plain = builder.build();
-        let lossy = builder
-            .clone()
-            .encoding(grep_searcher::Encoding::new("utf-8").ok())
-            .build();
         Self {
             plain,
-            lossy,
-            legacy: Vec::new(),
+            decoding: Vec::new(),
             builder,
             heap_limit,
             max_line: pattern.max_line_bytes,
@@ -827,15 +836,13 @@ fn search_head(
     let whole = (sniff.len() as u64) >= size;
     let heap_limit = searcher.heap_limit;
     let in_one_slice = ended && head.len() as u64 <= searcher.max_line;
-    let chosen = if valid_utf8 || utf16 {
-        &mut searcher.plain
-    } else if let Some(found) =
-        encoding::legacy_of_head(sniff, whole).and_then(|legacy| searcher.legacy(legacy.name()))
-    {
-        found
-    } else {
-        &mut searcher.lossy
+    let decode = match valid_utf8 || utf16 {
+        true => None,
+        false => {
+            Some(encoding::legacy_of_head(sniff, whole).map_or(LOSSY_UTF8, |legacy| legacy.name()))
+        }
     };
+    let chosen = searcher.chosen(decode);
     let mut sink = Collector::new(collect, utf16);
     let searched = if in_one_slice {
         // Lines as the other backends' searchers split them (a final lone `\r`, see final_cr).
