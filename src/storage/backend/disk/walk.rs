@@ -754,18 +754,15 @@ fn read_small(file: &mut std::fs::File, size: u64, buffer: &mut Vec<u8>) -> io::
     buffer.clear();
     buffer.reserve(SLICE_BYTES);
     while buffer.len() < SLICE_BYTES {
-        let room = SLICE_BYTES - buffer.len();
-        let spare = &mut buffer.spare_capacity_mut()[..room];
-        let read = match rustix::io::read(&*file, spare) {
-            Ok((read, _)) => read.len(),
+        // Into the spare capacity (at least what is left of SLICE_BYTES); rustix counts it in.
+        let read = match rustix::io::read(&*file, rustix::buffer::spare_capacity(buffer)) {
+            Ok(read) => read,
             Err(Errno::INTR) => continue,
             Err(errno) => return Err(errno.into()),
         };
         if read == 0 {
             return Ok(true);
         }
-        // SAFETY: `read` bytes of the spare capacity were just written by the kernel.
-        unsafe { buffer.set_len(buffer.len() + read) };
         if buffer.len() as u64 >= size {
             return Ok(true);
         }
@@ -954,5 +951,52 @@ impl Sink for Collector {
     fn context(&mut self, _: &Searcher, context: &SinkContext<'_>) -> Result<bool, io::Error> {
         self.push(context.line_number(), context.bytes(), false);
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(bytes: &[u8]) -> (tempfile::NamedTempFile, std::fs::File) {
+        let mut named = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut named, bytes).unwrap();
+        let file = std::fs::File::open(named.path()).unwrap();
+        (named, file)
+    }
+
+    #[test]
+    fn a_small_file_is_read_whole_and_a_big_one_up_to_the_slice_bound() {
+        let mut buffer = Vec::new();
+        for len in [0, 1, 8191, 8192, 8193, SLICE_BYTES] {
+            let text: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            let (_named, mut file) = file_with(&text);
+            assert!(
+                read_small(&mut file, len as u64, &mut buffer).unwrap(),
+                "{len}"
+            );
+            assert_eq!(buffer, text, "{len}");
+        }
+        // Over the bound: the first SLICE_BYTES, and not said to be whole (the rest is streamed).
+        let text = vec![b'x'; SLICE_BYTES + 10];
+        let (_named, mut file) = file_with(&text);
+        assert!(!read_small(&mut file, text.len() as u64, &mut buffer).unwrap());
+        assert_eq!(buffer.len(), SLICE_BYTES);
+        let mut rest = Vec::new();
+        file.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest.len(), 10);
+    }
+
+    #[test]
+    fn a_file_that_changed_size_since_its_stat_is_read_as_it_is_now() {
+        let mut buffer = Vec::new();
+        // Shorter than the size given (truncated since): the end met first, all of it read.
+        let (_named, mut file) = file_with(b"short");
+        assert!(read_small(&mut file, 100, &mut buffer).unwrap());
+        assert_eq!(buffer, b"short");
+        // Longer (grown since): at least the size given, and whole as far as it was read.
+        let (_named, mut file) = file_with(b"grown since");
+        assert!(read_small(&mut file, 5, &mut buffer).unwrap());
+        assert!(buffer.starts_with(b"grown") && b"grown since".starts_with(&buffer));
     }
 }
