@@ -1,7 +1,8 @@
 //! `glob` and `grep` on disk at ripgrep speed: our own parallel walk over directory handles,
 //! ignore files (`.ignore`, `.gitignore`, `.git/info/exclude`) decided by the shared
-//! [`ignore_rules`], and ripgrep's `grep-regex` and `grep-searcher` for streaming search (no
-//! file is loaded whole).
+//! [`ignore_rules`], and ripgrep's `grep-regex` and `grep-searcher`: a file of up to 64 KiB
+//! (most source files) is read whole into the thread's reused buffer and searched as one slice,
+//! a bigger one streamed (no file over that is loaded whole).
 //!
 //! Containment: the walk opens the searched directory beneath the root, then every directory
 //! and file by its name in its already open parent directory with `O_NOFOLLOW` (directories
@@ -619,7 +620,9 @@ pub(super) fn grep(context: &WalkContext<'_>, query: &GrepQuery) -> Result<Vec<G
 /// buffer, and most searches meet none).
 ///
 /// All hold at most the pattern's `max_line_bytes` (plus the context lines around it) in their
-/// buffer: a file with a longer line is reported as skipped instead of read into memory.
+/// buffer: a file with a longer line is reported as skipped instead of read into memory (beyond
+/// the [`SLICE_BYTES`] of a small file, which is searched as one slice only when it is itself
+/// within the bound).
 pub(in crate::storage::backend) struct Searchers {
     plain: Searcher,
     /// Searchers that decode first, by `encoding_rs` name: a legacy encoding (windows-1252,
