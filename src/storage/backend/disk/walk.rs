@@ -752,7 +752,9 @@ fn search_file(
 
 /// Reads a file of `size` bytes (`fstat`'s word) into `buffer`, up to [`SLICE_BYTES`]; `true`
 /// when that is all of it: `size` bytes read (a file that grew since is searched as it was
-/// then, as a search a moment earlier would have), or the end met first.
+/// then, as a search a moment earlier would have), or the end met first. A size of 0 is not
+/// taken at its word (procfs and some FUSE file systems report 0 for files with content): such
+/// a file is read to its end.
 fn read_small(file: &mut std::fs::File, size: u64, buffer: &mut Vec<u8>) -> io::Result<bool> {
     buffer.clear();
     buffer.reserve(SLICE_BYTES);
@@ -766,7 +768,7 @@ fn read_small(file: &mut std::fs::File, size: u64, buffer: &mut Vec<u8>) -> io::
         if read == 0 {
             return Ok(true);
         }
-        if buffer.len() as u64 >= size {
+        if size > 0 && buffer.len() as u64 >= size {
             return Ok(true);
         }
     }
@@ -1001,5 +1003,14 @@ mod tests {
         let (_named, mut file) = file_with(b"grown since");
         assert!(read_small(&mut file, 5, &mut buffer).unwrap());
         assert!(buffer.starts_with(b"grown") && b"grown since".starts_with(&buffer));
+        // A size of 0 (what procfs and some FUSE file systems say of files with content): read
+        // to the end, and past the slice bound left to the stream.
+        let (_named, mut file) = file_with(b"said to be empty");
+        assert!(read_small(&mut file, 0, &mut buffer).unwrap());
+        assert_eq!(buffer, b"said to be empty");
+        let text = vec![b'z'; SLICE_BYTES + 1];
+        let (_named, mut file) = file_with(&text);
+        assert!(!read_small(&mut file, 0, &mut buffer).unwrap());
+        assert_eq!(buffer.len(), SLICE_BYTES);
     }
 }
